@@ -1,0 +1,22 @@
+"""Dependencies, declared once as ``Annotated`` aliases so route signatures read like specifications."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from ragnarok.retrieve.service import RetrievalService
+from ragnarok.settings import Settings
+
+
+def get_app_settings(request: Request) -> Settings:
+    return request.app.state.settings
+
+
+def get_retrieval(request: Request) -> RetrievalService:
+    return request.app.state.retrieval
+
+
+SettingsDep = Annotated[Settings, Depends(get_app_settings)]
+RetrievalDep = Annotated[RetrievalService, Depends(get_retrieval)]

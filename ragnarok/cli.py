@@ -1,0 +1,156 @@
+"""The ``ragnarok`` command line. Every failure is one line on stderr and a non-zero exit."""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, Optional
+
+import typer
+
+from ragnarok.settings import Settings, get_settings
+
+app = typer.Typer(no_args_is_help=True, add_completion=False, help="Retrieval-augmented generation for TREC RAG.")
+TOPICS_DIR = Path(__file__).resolve().parent.parent / "topics"
+
+
+def fails_cleanly(func: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn expected errors into ``error: ...`` on stderr and exit code 2 (no traceback)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except (ValueError, LookupError, OSError, RuntimeError) as exc:
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2) from None
+
+    return wrapper
+
+
+@app.command()
+@fails_cleanly
+def serve(
+    host: Annotated[Optional[str], typer.Option(help="Interface to bind (default from settings).")] = None,
+    port: Annotated[Optional[int], typer.Option(help="Port (default from settings).")] = None,
+) -> None:
+    """Start the API (R service) on the configured indexes, building the demo index on first use."""
+    import uvicorn  # noqa: PLC0415
+
+    from api.main import create_app  # noqa: PLC0415
+    from ragnarok.collection.demo_index import ensure_demo_index  # noqa: PLC0415
+
+    settings = get_settings()
+    ensure_demo_index(settings)
+    host, port = host or settings.host, port or settings.port
+    typer.echo(f"ragnarok serving at http://{host}:{port} (OpenAPI at /docs)", err=True)
+    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+
+
+@app.command()
+@fails_cleanly
+def index(
+    input: Annotated[Optional[Path], typer.Argument(help="JSONL documents (file or directory, .gz ok).")] = None,
+    output: Annotated[Optional[Path], typer.Argument(help="Index directory to create.")] = None,
+    collection: Annotated[
+        Optional[str], typer.Option(help="Index INPUT as it is with this Anserini collection class "
+                                         "(e.g. HtmlCollection, JsonCollection) instead of segmenting it.")
+    ] = None,
+    threads: Annotated[int, typer.Option(min=1, help="Indexing threads.")] = 2,
+    demo: Annotated[bool, typer.Option("--demo", help="Build the demo index (Python documentation).")] = False,
+) -> None:
+    """Segment MS MARCO V2.1-style documents (10 sentences, stride 5) and build a Lucene index."""
+    from ragnarok.collection import lucene_index  # noqa: PLC0415
+    from ragnarok.collection.jsonl import iter_documents  # noqa: PLC0415
+
+    if demo:
+        from ragnarok.collection.demo_index import ensure_demo_index  # noqa: PLC0415
+
+        typer.echo(f"demo index at {ensure_demo_index(get_settings(), threads)}")
+        return
+    if input is None or output is None:
+        raise ValueError("give INPUT and OUTPUT (or --demo)")
+    if collection:
+        lucene_index.index_collection(input, output, collection, threads)
+        typer.echo(f"indexed {input} as {collection} into {output}")
+    else:
+        n = lucene_index.index_documents(iter_documents(input), output, threads)
+        typer.echo(f"indexed {n:,} segments into {output}")
+
+
+@app.command()
+@fails_cleanly
+def search(
+    topics: Annotated[str, typer.Option(help="Topic file or topic-set name (see topics/).")],
+    output: Annotated[Path, typer.Option(help="TREC run file to write.")],
+    index: Annotated[Optional[str], typer.Option(help="Index name or Lucene index directory.")] = None,
+    retriever: Annotated[str, typer.Option(help="bm25, bm25+rocchio or bm25+rm3.")] = "bm25",
+    k: Annotated[int, typer.Option(min=1, max=10_000, help="Hits per topic.")] = 1000,
+    run_id: Annotated[Optional[str], typer.Option(help="Run tag (default: the retriever name).")] = None,
+    threads: Annotated[int, typer.Option(min=1)] = 2,
+) -> None:
+    """Run every topic through a retriever and write a TREC run file."""
+    from ragnarok.retrieve.service import RetrievalService  # noqa: PLC0415
+    from ragnarok.topics import load_topics  # noqa: PLC0415
+    from ragnarok.trec import write_run  # noqa: PLC0415
+
+    settings = _with_index_path(get_settings(), index)
+    loaded = load_topics(topics, TOPICS_DIR)
+    service = RetrievalService(settings)
+    if (index or settings.default_index) == settings.default_index == "demo":
+        from ragnarok.collection.demo_index import ensure_demo_index  # noqa: PLC0415
+
+        ensure_demo_index(settings)
+    chosen = service.get(retriever, _index_name(index))
+    queries = {t.qid: t.text for t in loaded}
+    if hasattr(chosen, "batch_search"):
+        ranking = chosen.batch_search(queries, k, threads)
+    else:
+        from ragnarok.types import Query  # noqa: PLC0415
+
+        ranking = {
+            qid: [(c.docid, c.score) for c in chosen.retrieve(Query(text=text, qid=qid), k).candidates]
+            for qid, text in queries.items()
+        }
+    write_run(output, ranking, run_id or retriever)
+    typer.echo(f"wrote {sum(map(len, ranking.values())):,} lines for {len(ranking)} topics to {output}")
+
+
+def _index_name(index: str | None) -> str | None:
+    return None if index is None else (f"path:{index}" if Path(index).is_dir() else index)
+
+
+def _with_index_path(settings: Settings, index: str | None) -> Settings:
+    """Settings that also know ``index`` when it is a directory rather than a configured name."""
+    if index is not None and Path(index).is_dir():
+        return settings.model_copy(update={"indexes": {**settings.indexes, f"path:{index}": index}})
+    return settings
+
+
+@app.command("eval")
+@fails_cleanly
+def evaluate_run(
+    qrels: Annotated[Path, typer.Argument(help="TREC qrels file.")],
+    runs: Annotated[list[Path], typer.Argument(help="One or more TREC run files.")],
+    maxp: Annotated[
+        Optional[bool], typer.Option("--maxp/--no-maxp", help="Score documents by their best segment "
+                                                            "(default: when qrels are document-level and runs segment-level).")
+    ] = None,
+) -> None:
+    """nDCG@10, MAP@100, Recall@100 and MAP of run files, one row per run."""
+    from ragnarok.evaluate import evaluate, format_table, read_qrels  # noqa: PLC0415
+    from ragnarok.trec import read_run  # noqa: PLC0415
+
+    judged = read_qrels(qrels)
+    rows = {run.name: evaluate(judged, read_run(run), maxp=maxp) for run in runs}
+    typer.echo(format_table(rows))
+
+
+def main() -> None:  # pragma: no cover - console entry point
+    app(prog_name="ragnarok")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Turning document collections into segment collections (segmentation, dedup, the demo corpus)."""

