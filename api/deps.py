@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
+from ragnarok.generate.service import GenerationService
 from ragnarok.retrieve.service import RetrievalService
 from ragnarok.settings import Settings
 
@@ -18,5 +19,10 @@ def get_retrieval(request: Request) -> RetrievalService:
     return request.app.state.retrieval
 
 
+def get_generation(request: Request) -> GenerationService:
+    return request.app.state.generation
+
+
 SettingsDep = Annotated[Settings, Depends(get_app_settings)]
 RetrievalDep = Annotated[RetrievalService, Depends(get_retrieval)]
+GenerationDep = Annotated[GenerationService, Depends(get_generation)]

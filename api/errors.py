@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from ragnarok.generate.base import GenerationError, GeneratorUnavailable
+from ragnarok.gateway import StageError
 from ragnarok.java import JavaNotFoundError
+from ragnarok.spec import SpecError
 from ragnarok.registry import UnknownComponentError
 from ragnarok.retrieve.lucene import IndexNotFoundError
 from ragnarok.retrieve.remote import RemoteRetrievalError
@@ -28,7 +32,25 @@ def _json(status: int, detail: object) -> JSONResponse:
     return JSONResponse(status_code=status, content={"detail": detail})
 
 
-def install_error_handlers(app: FastAPI) -> None:
+class BodyLimit:
+    """Pure ASGI middleware: a declared body over the limit is refused with 413 before it is read."""
+
+    def __init__(self, app: Any, max_body_bytes: int):
+        self.app, self.max_body_bytes = app, max_body_bytes
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            length = dict(scope["headers"]).get(b"content-length", b"")
+            if length.isdigit() and int(length) > self.max_body_bytes:
+                detail = f"request body of {int(length):,} bytes; the limit is {self.max_body_bytes:,}"
+                await _json(413, detail)(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+
+def install_error_handlers(app: FastAPI, max_body_bytes: int) -> None:
+    app.add_middleware(BodyLimit, max_body_bytes=max_body_bytes)
+
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
         errors = [
@@ -56,3 +78,20 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RemoteRetrievalError)
     async def _remote(_: Request, exc: RemoteRetrievalError) -> JSONResponse:
         return _json(502, str(exc))
+
+    @app.exception_handler(GenerationError)
+    async def _generation(_: Request, exc: GenerationError) -> JSONResponse:
+        return _json(504 if exc.timeout else 502, {"generator": exc.generator, "error": exc.cause,
+                                                    "message": str(exc)})
+
+    @app.exception_handler(GeneratorUnavailable)
+    async def _unavailable(_: Request, exc: GeneratorUnavailable) -> JSONResponse:
+        return _json(503, str(exc))
+
+    @app.exception_handler(StageError)
+    async def _stage(_: Request, exc: StageError) -> JSONResponse:
+        return _json(exc.status, {"stage": exc.stage, "error": exc.detail})
+
+    @app.exception_handler(SpecError)
+    async def _spec(_: Request, exc: SpecError) -> JSONResponse:
+        return _json(422, str(exc))

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import httpx
 from fastapi import FastAPI
 
 from api.errors import install_error_handlers
-from api.routes import health, retrieve
+from api.routes import generate, health, rag, retrieve
+from ragnarok.gateway import Services
+from ragnarok.generate.service import GenerationService
 from ragnarok.retrieve.service import RetrievalService
 from ragnarok.settings import Settings, get_settings
 
@@ -15,11 +18,26 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app = FastAPI(
         title="ragnarok",
         version="0.1.0",
-        summary="Retrieval (R) for TREC RAG-style pipelines: BM25, Rocchio and RM3 over Lucene.",
+        summary="Retrieval (R) and augmented generation (AG) for TREC RAG-style pipelines.",
     )
     app.state.settings = settings
     app.state.retrieval = RetrievalService(settings)
-    install_error_handlers(app)
+    app.state.generation = GenerationService(settings)
+    app.state.services = _services(app, settings)
+    install_error_handlers(app, settings.max_body_bytes)
     app.include_router(health.router)
     app.include_router(retrieve.router)
+    app.include_router(generate.router)
+    app.include_router(rag.router)
     return app
+
+
+def _services(app: FastAPI, settings: Settings) -> Services:
+    """Clients for the R and AG services: remote URLs when configured, else this app in process."""
+    local = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://ragnarok.local",
+                              timeout=settings.gateway_timeout_s)
+
+    def client(url: str | None) -> httpx.AsyncClient:
+        return httpx.AsyncClient(base_url=url, timeout=settings.gateway_timeout_s) if url else local
+
+    return Services(retrieval=client(settings.retrieval_url), generation=client(settings.generation_url))

@@ -144,7 +144,7 @@ def evaluate_run(
     from ragnarok.trec import read_run  # noqa: PLC0415
 
     judged = read_qrels(qrels)
-    rows = {run.name: evaluate(judged, read_run(run), maxp=maxp) for run in runs}
+    rows = {run.name: evaluate(judged, read_run(run), maxp_=maxp) for run in runs}
     typer.echo(format_table(rows))
 
 

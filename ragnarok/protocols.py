@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
-from ragnarok.types import Query, Request
+from ragnarok.types import Candidate, Query, RagAnswer, Request
+
+if TYPE_CHECKING:
+    from ragnarok.generate.prompts import PromptTemplate
 
 
 @runtime_checkable
@@ -14,3 +17,16 @@ class Retriever(Protocol):
     name: str
 
     def retrieve(self, query: Query, k: int) -> Request: ...
+
+
+@runtime_checkable
+class Generator(Protocol):
+    """Topic and candidates in, a cited RAG answer out."""
+
+    name: str
+
+    def availability(self) -> str | None:
+        """None when the generator can run here now; otherwise why not (no key, no server, no model)."""
+        ...
+
+    def generate(self, topic: Query, candidates: list[Candidate], template: PromptTemplate) -> RagAnswer: ...

@@ -13,6 +13,8 @@ from pathlib import Path
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from ragnarok.generate.base import GeneratorConfig
+
 DEMO_INDEX = "demo"
 
 
@@ -34,9 +36,37 @@ class Settings(BaseSettings):
     max_k: int = 10_000
     jvm_heap: str | None = None
     remote_timeout_s: float = 30.0
+    generators: list[GeneratorConfig] = Field(
+        default_factory=list,
+        description="Generators added to (or replacing, by name) the defaults: extractive, smollm2, gpt-4o, "
+        "command-r-plus. E.g. a vLLM server: {name, backend: openai, base_url, model}.",
+    )
+    default_generator: str = "extractive"
+    default_template: str = "ragnarok"
+    max_candidates: int = 1000
+    max_segment_chars: int = 100_000
+    max_body_bytes: int = 32 * 1024 * 1024
+    retrieval_url: str | None = Field(None, description="Base URL of the R service the gateway calls; "
+                                      "default: this process.")
+    generation_url: str | None = Field(None, description="Base URL of the AG service; default: this process.")
+    gateway_timeout_s: float = 300.0
     database_url: str | None = Field(default=None, description="SQLAlchemy URL; default SQLite in data_dir.")
     openai_api_key_env: str = "OPENAI_API_KEY"
     cohere_api_key_env: str = "COHERE_API_KEY"
+
+    def generator_configs(self) -> dict[str, GeneratorConfig]:
+        """The default generators, overridden or extended by ``generators``."""
+        defaults = [
+            GeneratorConfig(name="extractive", backend="extractive", description="extractive baseline, no model"),
+            GeneratorConfig(name="smollm2", backend="llama-cpp", model="SmolLM2-135M-Instruct", context_tokens=4096,
+                            max_tokens=400, description="embedded SmolLM2-135M-Instruct (llama.cpp)"),
+            GeneratorConfig(name="gpt-4o", backend="openai", model="gpt-4o", api_key_env=self.openai_api_key_env,
+                            context_tokens=128_000, description="OpenAI GPT-4o"),
+            GeneratorConfig(name="command-r-plus", backend="cohere", model="command-r-plus",
+                            api_key_env=self.cohere_api_key_env, context_tokens=128_000,
+                            description="Cohere Command R+ with document grounding"),
+        ]
+        return {c.name: c for c in [*defaults, *self.generators]}
 
     @property
     def demo_index_dir(self) -> Path:

@@ -40,3 +40,43 @@ def serve_app(app, health_path: str = "/healthz") -> Iterator[str]:
     finally:
         server.should_exit = True
         thread.join(timeout=10)
+
+
+@contextmanager
+def llama_cpp_server(model_path: str, n_ctx: int = 4096) -> Iterator[str]:
+    """llama-cpp-python's OpenAI-compatible server on a free loopback port; yields its ``/v1`` base URL."""
+    import subprocess
+    import sys
+    import tempfile
+
+    port = free_port()
+    log = tempfile.TemporaryFile()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "llama_cpp.server", "--model", model_path, "--host", "127.0.0.1",
+         "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", "2", "--model_alias", "smollm2"],
+        stdout=log, stderr=subprocess.STDOUT,
+    )
+    base = f"http://127.0.0.1:{port}/v1"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            if proc.poll() is not None:
+                log.seek(0)
+                raise RuntimeError(f"llama.cpp server exited: {log.read().decode(errors='replace')[-2000:]}")
+            try:
+                if httpx.get(base + "/models", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("llama.cpp server did not start in 120 s")
+            time.sleep(0.2)
+        yield base
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Query as Q
+from fastapi import APIRouter, Query as Q, Response
 from pydantic import BaseModel, Field
 
 from api.deps import RetrievalDep, SettingsDep
@@ -13,6 +13,11 @@ from ragnarok.settings import Settings
 from ragnarok.types import Query, Request
 
 router = APIRouter(prefix="/v1", tags=["retrieval"])
+
+
+def json_response(request: Request) -> Response:
+    """Serialize once with pydantic-core (FastAPI would validate the model again, then serialize it)."""
+    return Response(request.model_dump_json(exclude_unset=True), media_type="application/json")
 
 
 class RetrieveBody(BaseModel):
@@ -44,10 +49,10 @@ def _check(settings: Settings, text: str, k: int) -> Query:
 
 
 @router.post("/retrieve", response_model=Request, response_model_exclude_unset=True)
-def retrieve(body: RetrieveBody, service: RetrievalDep, settings: SettingsDep) -> Request:
+def retrieve(body: RetrieveBody, service: RetrievalDep, settings: SettingsDep) -> Response:
     query = _check(settings, body.query, body.k)
     query.qid = body.qid
-    return service.get(body.retriever, body.index).retrieve(query, body.k)
+    return json_response(service.get(body.retriever, body.index).retrieve(query, body.k))
 
 
 @router.get("/retrievers", response_model=list[RetrieverOut])
@@ -66,8 +71,8 @@ def search(
     query: Annotated[str, Q(description="The query text.")],
     hits: Annotated[int, Q(description="Number of hits, 1..10,000.")] = 10,
     qid: str = "",
-) -> Request:
+) -> Response:
     """Anserini's REST shape: BM25 over ``index``."""
     checked = _check(settings, query, hits)
     checked.qid = qid
-    return service.get("bm25", index).retrieve(checked, hits)
+    return json_response(service.get("bm25", index).retrieve(checked, hits))

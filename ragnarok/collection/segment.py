@@ -3,7 +3,8 @@
 A document ``{docid, url, title, headings, body}`` becomes segments ``{docid: "{docid}#{n}_{start_char}",
 url, title, headings, segment, start_char, end_char}`` where ``body[start_char:end_char] == segment``
 (start inclusive, end exclusive). Sentences come from blingfire (a compiled, offline sentence splitter
-that reports character offsets).
+that reports character offsets); a blank line always ends a sentence, so a heading or a list never runs
+into the paragraph after it.
 """
 
 from __future__ import annotations
@@ -12,10 +13,22 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import re
+
 import blingfire
 
 WINDOW = 10
 STRIDE = 5
+_PARAGRAPH = re.compile(r"\S(?:.*?\S)?(?=\s*\n[ \t]*\n|\s*$)", re.S)
+
+
+def sentence_spans(body: str) -> list[tuple[int, int]]:
+    """Character spans of the sentences of ``body``, paragraph by paragraph."""
+    spans = []
+    for paragraph in _PARAGRAPH.finditer(body):
+        _, offsets = blingfire.text_to_sentences_and_offsets(paragraph.group(0))
+        spans.extend((paragraph.start() + a, paragraph.start() + b) for a, b in offsets if b > a)
+    return spans
 
 
 @dataclass(frozen=True)
@@ -29,10 +42,7 @@ class Segmenter:
 
     def spans(self, body: str) -> list[tuple[int, int]]:
         """Character spans ``(start, end)`` of the windows over ``body``'s sentences."""
-        if not body.strip():
-            return []
-        _, offsets = blingfire.text_to_sentences_and_offsets(body)
-        sentences = [(a, b) for a, b in offsets if b > a]
+        sentences = sentence_spans(body)
         spans = []
         for i in range(0, len(sentences), self.stride):
             chunk = sentences[i : i + self.window]

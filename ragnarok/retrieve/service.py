@@ -7,29 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragnarok.collection.lucene_index import is_lucene_index
+from ragnarok.components import RETRIEVERS
 from ragnarok.protocols import Retriever
-from ragnarok.registry import Registry, UnknownComponentError
-from ragnarok.retrieve.lucene import LuceneRetriever
-from ragnarok.retrieve.remote import RemoteRetriever
+from ragnarok.registry import UnknownComponentError
 from ragnarok.settings import Settings
-
-RETRIEVERS: Registry[Retriever] = Registry("retriever")
-
-
-def _lucene(feedback: str):
-    def factory(name: str, source: str, settings: Settings) -> Retriever:
-        if source.startswith(("http://", "https://")):
-            if feedback != "none":
-                raise UnknownComponentError("retriever", name, ["bm25 (the only model of a remote index)"])
-            return RemoteRetriever(name, source, settings.remote_timeout_s)
-        return LuceneRetriever(name, source, feedback)  # type: ignore[arg-type]
-
-    return factory
-
-
-RETRIEVERS.register("bm25", _lucene("none"), "BM25 (k1=0.9, b=0.4)")
-RETRIEVERS.register("bm25+rocchio", _lucene("rocchio"), "BM25 with Rocchio pseudo-relevance feedback")
-RETRIEVERS.register("bm25+rm3", _lucene("rm3"), "BM25 with RM3 pseudo-relevance feedback")
 
 
 @dataclass(frozen=True)

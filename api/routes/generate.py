@@ -1,0 +1,67 @@
+"""The AG service: ``POST /v1/generate``, ``GET /v1/generators`` and ``GET /v1/templates``."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+from pydantic import BaseModel, Field
+
+from api.deps import GenerationDep, SettingsDep
+from api.errors import BadInput
+from ragnarok.generate.prompts import load_templates
+from ragnarok.types import Query, RagAnswer, Request
+
+router = APIRouter(prefix="/v1", tags=["generation"])
+
+
+class GenerateBody(BaseModel):
+    topic: str | None = Field(None, description="The topic text; defaults to request.query.text.")
+    topic_id: str | None = Field(None, description="The topic id; defaults to request.query.qid.")
+    request: Request = Field(description="Candidates as the R service returns them (rank_llm Request JSON).")
+    generator: str | None = Field(None, description="A name from GET /v1/generators (default: extractive).")
+    template: str | None = Field(None, description="A name from GET /v1/templates (default: ragnarok).")
+    k: int = Field(20, description="How many of the top candidates the generator sees, 1..100.")
+
+
+class GeneratorOut(BaseModel):
+    name: str
+    backend: str
+    model: str
+    available: bool
+    reason: str = ""
+    description: str = ""
+
+
+class TemplateOut(BaseModel):
+    name: str
+    description: str
+    max_words: int
+
+
+@router.post("/generate", response_model=RagAnswer)
+def generate(body: GenerateBody, service: GenerationDep, settings: SettingsDep) -> RagAnswer:
+    text = body.topic if body.topic is not None else body.request.query.text
+    if not text.strip():
+        raise BadInput("topic is empty")
+    if len(text) > settings.max_query_chars:
+        raise BadInput(f"topic has {len(text):,} characters; the limit is {settings.max_query_chars:,}", 413)
+    if not 1 <= body.k <= 100:
+        raise BadInput(f"k must be between 1 and 100, got {body.k}")
+    if len(body.request.candidates) > settings.max_candidates:
+        raise BadInput(f"{len(body.request.candidates):,} candidates; the limit is {settings.max_candidates:,}", 413)
+    for c in body.request.candidates:
+        if len(c.doc.segment or "") > settings.max_segment_chars:
+            raise BadInput(f"candidate {c.docid} has over {settings.max_segment_chars:,} characters", 413)
+    topic = Query(text=text, qid=body.topic_id if body.topic_id is not None else body.request.query.qid)
+    return service.generate(topic, body.request, body.generator or settings.default_generator,
+                            body.template or settings.default_template, body.k)
+
+
+@router.get("/generators", response_model=list[GeneratorOut])
+def generators(service: GenerationDep) -> list[GeneratorOut]:
+    return [GeneratorOut(**vars(info)) for info in service.describe()]
+
+
+@router.get("/templates", response_model=list[TemplateOut])
+def templates() -> list[TemplateOut]:
+    return [TemplateOut(name=t.name, description=t.description, max_words=t.max_words)
+            for t in load_templates().values()]

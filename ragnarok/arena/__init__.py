@@ -1,0 +1,1 @@
+"""The pairwise arena: battles, the vote log and ratings recomputed from it."""

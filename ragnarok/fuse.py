@@ -1,0 +1,75 @@
+"""Fusion of rankings, as pure functions over ``{docid: score}`` maps.
+
+* **RRF** (Cormack et al., 2009): ``score(d) = sum over rankings of 1 / (k + rank(d))`` with ``k = 60`` and
+  **1-based** ranks (the top document has rank 1, so it contributes 1/61). Documents absent from a ranking
+  contribute nothing from it.
+* **Convex combination** (AutoRAG's ``cc``): ``score(d) = sum_i w_i * norm_i(d)`` with min-max normalisation
+  (``(s - min) / (max - min)``; a ranking whose scores are all equal normalises to 1). Absent documents count 0.
+* **DBSF** (AutoRAG's distribution-based score fusion): the same combination with 3-sigma normalisation,
+  ``(s - (mu - 3 sigma)) / (6 sigma)`` (population sigma; constant rankings normalise to 0.5).
+
+Ties are broken by docid so fused rankings are deterministic.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+
+Ranking = dict[str, float]
+RRF_K = 60
+
+
+def ranked(run: Ranking) -> list[tuple[str, float]]:
+    """``run`` sorted by score (descending), ties by docid."""
+    return sorted(run.items(), key=lambda item: (-item[1], item[0]))
+
+
+def rrf(runs: Sequence[Ranking], k: int = RRF_K, depth: int | None = None) -> Ranking:
+    fused: Ranking = {}
+    for run in runs:
+        for rank, (docid, _) in enumerate(ranked(run)[:depth], start=1):
+            fused[docid] = fused.get(docid, 0.0) + 1.0 / (k + rank)
+    return fused
+
+
+def minmax(run: Ranking) -> Ranking:
+    if not run:
+        return {}
+    low, high = min(run.values()), max(run.values())
+    if high == low:
+        return {d: 1.0 for d in run}
+    return {d: (s - low) / (high - low) for d, s in run.items()}
+
+
+def three_sigma(run: Ranking) -> Ranking:
+    if not run:
+        return {}
+    mu, sigma = statistics.fmean(run.values()), statistics.pstdev(run.values())
+    if sigma == 0:
+        return {d: 0.5 for d in run}
+    return {d: (s - (mu - 3 * sigma)) / (6 * sigma) for d, s in run.items()}
+
+
+def _combine(runs: Sequence[Ranking], weights: Sequence[float] | None, norm: Callable[[Ranking], Ranking]) -> Ranking:
+    weights = list(weights) if weights is not None else [1.0 / len(runs)] * len(runs)
+    if len(weights) != len(runs):
+        raise ValueError(f"{len(runs)} rankings but {len(weights)} weights")
+    fused: Ranking = {}
+    for weight, run in zip(weights, runs):
+        for docid, score in norm(run).items():
+            fused[docid] = fused.get(docid, 0.0) + weight * score
+    return fused
+
+
+def cc(runs: Sequence[Ranking], weights: Sequence[float] | None = None) -> Ranking:
+    """Convex combination of min-max normalised scores (equal weights by default)."""
+    return _combine(runs, weights, minmax)
+
+
+def dbsf(runs: Sequence[Ranking], weights: Sequence[float] | None = None) -> Ranking:
+    """Convex combination of 3-sigma normalised scores (equal weights by default)."""
+    return _combine(runs, weights, three_sigma)
+
+
+FUSIONS: dict[str, Callable[..., Ranking]] = {"rrf": rrf, "cc": cc, "dbsf": dbsf}

