@@ -86,7 +86,7 @@ def install_error_handlers(app: FastAPI, max_body_bytes: int) -> None:
 
     @app.exception_handler(GeneratorUnavailable)
     async def _unavailable(_: Request, exc: GeneratorUnavailable) -> JSONResponse:
-        return _json(503, str(exc))
+        return _json(422, str(exc))  # the request names a component that cannot run here: say how to fix it
 
     @app.exception_handler(StageError)
     async def _stage(_: Request, exc: StageError) -> JSONResponse:

@@ -79,7 +79,7 @@ def test_generators_say_what_is_available_and_why_not(client):
     ({"request": {"query": {"text": "q"}, "candidates": [{"docid": "d", "score": 1.0}] * 1001}}, 413, "candidates"),
     ({"request": {"query": {"text": "q"}, "candidates": [{"docid": "d", "score": 1, "doc": {"segment": "a" * 100_001}}]}},
      413, "characters"),
-    ({"request": REQUEST, "generator": "gpt-4o"}, 503, "OPENAI_API_KEY is not set"),
+    ({"request": REQUEST, "generator": "gpt-4o"}, 422, "OPENAI_API_KEY is not set"),
 ])
 def test_bad_input(client, body, status, words):
     r = client.post("/v1/generate", json=body)

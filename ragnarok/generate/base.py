@@ -42,7 +42,7 @@ class GenerationError(RuntimeError):
 
 
 class GeneratorUnavailable(RuntimeError):
-    """A generator that cannot run here now (no key, no server, no model file): 503 with the reason."""
+    """A generator that cannot run here now (no key, no model file): 422 naming what is missing."""
 
 
 @dataclass

@@ -49,17 +49,17 @@ def _load_dir(directory: Path) -> dict[str, PromptTemplate]:
     return templates
 
 
-@lru_cache(maxsize=8)
-def _cached(extra_dir: str | None) -> dict[str, PromptTemplate]:
-    templates = _load_dir(PACKAGED)
-    if extra_dir:
-        templates.update(_load_dir(Path(extra_dir)))
-    return templates
+@lru_cache(maxsize=1)
+def _packaged() -> dict[str, PromptTemplate]:
+    return _load_dir(PACKAGED)
 
 
 def load_templates(extra_dir: Path | None = None) -> dict[str, PromptTemplate]:
-    """Packaged templates, overridden or extended by those in ``extra_dir``."""
-    return dict(_cached(str(extra_dir) if extra_dir else None))
+    """Packaged templates (read once), overridden or extended by those in ``extra_dir`` (read each time)."""
+    templates = dict(_packaged())
+    if extra_dir:
+        templates.update(_load_dir(Path(extra_dir)))
+    return templates
 
 
 def get_template(name: str, extra_dir: Path | None = None) -> PromptTemplate:

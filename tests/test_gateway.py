@@ -1,0 +1,67 @@
+"""POST /rag: the gateway composes the R and AG services over HTTP, in process or across hosts."""
+
+import pytest
+from fastapi.testclient import TestClient
+
+from api.main import create_app
+from ragnarok.settings import Settings
+from servers import serve_app
+
+
+@pytest.fixture(scope="module")
+def client(demo_settings):
+    with TestClient(create_app(demo_settings)) as c:
+        yield c
+
+
+def test_rag_in_process_with_trace(client):
+    r = client.post("/rag", json={"topic": "compress a file with gzip", "topic_id": "t1",
+                                  "pipeline": "bm25@50 | extractive", "trace": True})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert (body["topic_id"], body["topic"]) == ("t1", "compress a file with gzip")
+    assert body["references"] and any("gzip" in ref for ref in body["references"])
+    assert [t["stage"] for t in body["trace"]] == ["bm25", "extractive"]
+    assert body["trace"][0]["k"] == 50 and len(body["trace"][0]["ranking"]) == 50
+    assert set(body["references"]) <= set(body["trace"][0]["ranking"])
+    assert "trace" not in client.post("/rag", json={"topic": "gzip", "pipeline": "bm25 | extractive"}).json()
+
+
+def test_fusion_in_the_first_stage(client):
+    r = client.post("/rag", json={"topic": "parse command-line arguments", "trace": True,
+                                  "pipeline": "rrf(bm25, bm25+rm3)@20 | extractive"})
+    assert r.status_code == 200, r.text
+    assert r.json()["trace"][0]["stage"] == "rrf(bm25, bm25+rm3)"
+
+
+def test_structured_pipeline(client):
+    r = client.post("/rag", json={"topic": "gzip", "pipeline": {"retrieve": "bm25", "depth": 10,
+                                                               "generate": {"name": "extractive"}}})
+    assert r.status_code == 200
+
+
+@pytest.mark.parametrize(("pipeline", "status", "words"), [
+    ("bm25 |", 422, "expected a reranker or generator name"),
+    ("bm25@10", 422, "no generation stage"),
+    ("splade@10 | extractive", 404, "unknown retriever 'splade'"),
+    ("bm25@10 | gpt-9", 404, "unknown generator 'gpt-9'"),
+    ("bm25@10 | gpt-4o", 422, "OPENAI_API_KEY is not set"),
+])
+def test_bad_pipelines_name_the_problem(client, pipeline, status, words):
+    r = client.post("/rag", json={"topic": "gzip", "pipeline": pipeline})
+    assert r.status_code == status, r.text
+    assert words in str(r.json()["detail"])
+
+
+def test_across_hosts_over_real_http(demo_settings, tmp_path):
+    """R and AG on their own servers; the gateway reaches them by URL with the same client code."""
+    with serve_app(create_app(demo_settings)) as r_url, serve_app(create_app(demo_settings)) as ag_url:
+        gateway = Settings(data_dir=tmp_path, retrieval_url=r_url, generation_url=ag_url)
+        with TestClient(create_app(gateway)) as c:
+            r = c.post("/rag", json={"topic": "gzip compress", "pipeline": "bm25@20 | extractive"})
+            assert r.status_code == 200, r.text
+            assert r.json()["references"]
+    down = Settings(data_dir=tmp_path, retrieval_url="http://127.0.0.1:9", generation_url=ag_url)
+    with TestClient(create_app(down)) as c:
+        r = c.post("/rag", json={"topic": "gzip", "pipeline": "bm25@20 | extractive"})
+        assert r.status_code == 502 and r.json()["detail"]["stage"] == "retrieve bm25"
