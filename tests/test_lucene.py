@@ -70,3 +70,12 @@ def test_doc_from_raw_handles_json_and_text():
 def test_an_empty_collection_is_an_error(tmp_path):
     with pytest.raises(ValueError, match="no segments"):
         index_documents(iter([DOCS[2]]), tmp_path / "idx")
+
+
+def test_prebuilt_index_failure_is_clear(tmp_path, monkeypatch):
+    """Offline (or unknown), a prebuilt index is a clear IndexNotFoundError, not a crash."""
+    from ragnarok.retrieve.lucene import IndexNotFoundError
+
+    monkeypatch.setenv("PYSERINI_CACHE", str(tmp_path))
+    with pytest.raises(IndexNotFoundError, match="prebuilt index 'no-such-index'"):
+        LuceneRetriever("bm25", "prebuilt:no-such-index").retrieve(Query(text="x"), 1)

@@ -69,7 +69,15 @@ class LuceneRetriever:
             if self._searcher is None:
                 lucene = import_pyserini_search()
                 if self.source.startswith("prebuilt:"):
-                    searcher = lucene.LuceneSearcher.from_prebuilt_index(self.source.removeprefix("prebuilt:"))
+                    name = self.source.removeprefix("prebuilt:")
+                    try:
+                        searcher = lucene.LuceneSearcher.from_prebuilt_index(name)
+                    except Exception as exc:  # noqa: BLE001 - pyserini raises bare Exceptions here
+                        raise IndexNotFoundError(
+                            f"prebuilt index {name!r} is not available (downloaded on first use, which needs "
+                            f"the network): {str(exc)[:200]}") from None
+                    if searcher is None:
+                        raise IndexNotFoundError(f"prebuilt index {name!r} is not known to pyserini")
                 else:
                     if not is_lucene_index(Path(self.source)):
                         raise IndexNotFoundError(f"no Lucene index at {self.source}")
