@@ -3,7 +3,17 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: serve test install bench clean
+.PHONY: serve test install system-deps bench clean
+
+# Debian packages the tests drive for real: redis-server (dedup's Redis backend), chromium (arena browser test).
+SYSTEM_TOOLS := /usr/bin/redis-server /usr/bin/chromium
+system-deps:
+	@for t in $(SYSTEM_TOOLS); do test -x $$t || missing=1; done; \
+	if [ -n "$$missing" ]; then \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server chromium chromium-driver fonts-noto-color-emoji; \
+	fi
 
 # torch==2.13.0 first: the CPU build on this machine's disk; anything else pulls gigabytes of CUDA wheels.
 $(VENV)/.installed: pyproject.toml
@@ -20,7 +30,7 @@ install: $(VENV)/.installed
 serve: install
 	$(BIN)/ragnarok serve
 
-test: install
+test: install system-deps
 	$(BIN)/python -m pytest -q -ra
 
 bench: install

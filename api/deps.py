@@ -7,7 +7,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from ragnarok.generate.service import GenerationService
-from ragnarok.retrieve.service import RetrievalService
+from ragnarok.retrieve.service import RerankService, RetrievalService
 from ragnarok.settings import Settings
 
 
@@ -19,6 +19,10 @@ def get_retrieval(request: Request) -> RetrievalService:
     return request.app.state.retrieval
 
 
+def get_reranking(request: Request) -> RerankService:
+    return request.app.state.reranking
+
+
 def get_generation(request: Request) -> GenerationService:
     return request.app.state.generation
 
@@ -26,3 +30,4 @@ def get_generation(request: Request) -> GenerationService:
 SettingsDep = Annotated[Settings, Depends(get_app_settings)]
 RetrievalDep = Annotated[RetrievalService, Depends(get_retrieval)]
 GenerationDep = Annotated[GenerationService, Depends(get_generation)]
+RerankDep = Annotated[RerankService, Depends(get_reranking)]

@@ -14,6 +14,8 @@ from ragnarok.gateway import StageError
 from ragnarok.java import JavaNotFoundError
 from ragnarok.spec import SpecError
 from ragnarok.registry import UnknownComponentError
+from ragnarok.rerank.base import RerankError, RerankerUnavailable
+from ragnarok.retrieve.dense import DenseIndexNotFoundError
 from ragnarok.retrieve.lucene import IndexNotFoundError
 from ragnarok.retrieve.remote import RemoteRetrievalError
 
@@ -70,6 +72,19 @@ def install_error_handlers(app: FastAPI, max_body_bytes: int) -> None:
     @app.exception_handler(IndexNotFoundError)
     async def _no_index(_: Request, exc: IndexNotFoundError) -> JSONResponse:
         return _json(503, f"{exc}; build it with `ragnarok index`")
+
+    @app.exception_handler(DenseIndexNotFoundError)
+    async def _no_dense(_: Request, exc: DenseIndexNotFoundError) -> JSONResponse:
+        return _json(503, str(exc))
+
+    @app.exception_handler(RerankError)
+    async def _rerank(_: Request, exc: RerankError) -> JSONResponse:
+        return _json(504 if exc.timeout else 502, {"reranker": exc.reranker, "error": exc.cause,
+                                                    "message": str(exc)})
+
+    @app.exception_handler(RerankerUnavailable)
+    async def _rerank_unavailable(_: Request, exc: RerankerUnavailable) -> JSONResponse:
+        return _json(422, str(exc))
 
     @app.exception_handler(JavaNotFoundError)
     async def _no_java(_: Request, exc: JavaNotFoundError) -> JSONResponse:

@@ -6,10 +6,10 @@ import httpx
 from fastapi import FastAPI
 
 from api.errors import install_error_handlers
-from api.routes import generate, health, rag, retrieve
+from api.routes import generate, health, rag, rerank, retrieve
 from ragnarok.gateway import Services
 from ragnarok.generate.service import GenerationService
-from ragnarok.retrieve.service import RetrievalService
+from ragnarok.retrieve.service import RerankService, RetrievalService
 from ragnarok.settings import Settings, get_settings
 
 
@@ -22,11 +22,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.retrieval = RetrievalService(settings)
+    app.state.reranking = RerankService(settings)
     app.state.generation = GenerationService(settings)
     app.state.services = _services(app, settings)
     install_error_handlers(app, settings.max_body_bytes)
     app.include_router(health.router)
     app.include_router(retrieve.router)
+    app.include_router(rerank.router)
     app.include_router(generate.router)
     app.include_router(rag.router)
     return app

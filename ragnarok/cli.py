@@ -2,32 +2,18 @@
 
 from __future__ import annotations
 
-import functools
 import sys
-from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any, Optional
+from typing import Annotated, Optional
 
 import typer
 
+from ragnarok.cli_errors import fails_cleanly
+from ragnarok.collection.cli import collection_app
 from ragnarok.settings import Settings, get_settings
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Retrieval-augmented generation for TREC RAG.")
 TOPICS_DIR = Path(__file__).resolve().parent.parent / "topics"
-
-
-def fails_cleanly(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn expected errors into ``error: ...`` on stderr and exit code 2 (no traceback)."""
-
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except (ValueError, LookupError, OSError, RuntimeError) as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from None
-
-    return wrapper
 
 
 @app.command()
@@ -35,15 +21,16 @@ def fails_cleanly(func: Callable[..., Any]) -> Callable[..., Any]:
 def serve(
     host: Annotated[Optional[str], typer.Option(help="Interface to bind (default from settings).")] = None,
     port: Annotated[Optional[int], typer.Option(help="Port (default from settings).")] = None,
+    no_dense: Annotated[bool, typer.Option("--no-dense", help="Skip the demo's dense (MiniLM) index.")] = False,
 ) -> None:
-    """Start the API (R service) on the configured indexes, building the demo index on first use."""
+    """Start the API (R, AG and /rag) on the configured indexes, building the demo index on first use."""
     import uvicorn  # noqa: PLC0415
 
     from api.main import create_app  # noqa: PLC0415
     from ragnarok.collection.demo_index import ensure_demo_index  # noqa: PLC0415
 
     settings = get_settings()
-    ensure_demo_index(settings)
+    ensure_demo_index(settings, dense_model=None if no_dense else "minilm")
     host, port = host or settings.host, port or settings.port
     typer.echo(f"ragnarok serving at http://{host}:{port} (OpenAPI at /docs)", err=True)
     uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
@@ -60,24 +47,40 @@ def index(
     ] = None,
     threads: Annotated[int, typer.Option(min=1, help="Indexing threads.")] = 2,
     demo: Annotated[bool, typer.Option("--demo", help="Build the demo index (Python documentation).")] = False,
+    dense: Annotated[Optional[str], typer.Option(help="Also build a dense (FAISS) index with this model "
+                                                      "(minilm offline; any sentence-transformers name).")] = None,
+    hnsw: Annotated[bool, typer.Option("--hnsw", help="HNSW instead of a flat dense index (large collections).")] = False,
+    from_lucene: Annotated[Optional[Path], typer.Option(help="Build only the --dense index, from the segments "
+                                                            "stored in this existing Lucene index.")] = None,
 ) -> None:
-    """Segment MS MARCO V2.1-style documents (10 sentences, stride 5) and build a Lucene index."""
+    """Segment MS MARCO V2.1-style documents (10 sentences, stride 5) and build a Lucene index (and a dense one)."""
     from ragnarok.collection import lucene_index  # noqa: PLC0415
+    from ragnarok.collection.demo_index import ensure_dense_index  # noqa: PLC0415
     from ragnarok.collection.jsonl import iter_documents  # noqa: PLC0415
 
+    kind = "hnsw" if hnsw else "flat"
+    if from_lucene is not None:
+        if not dense:
+            raise ValueError("--from-lucene builds a dense index: give --dense MODEL")
+        if not lucene_index.is_lucene_index(from_lucene):
+            raise FileNotFoundError(f"no Lucene index at {from_lucene}")
+        typer.echo(f"dense index at {ensure_dense_index(from_lucene, dense, kind)}")
+        return
     if demo:
         from ragnarok.collection.demo_index import ensure_demo_index  # noqa: PLC0415
 
-        typer.echo(f"demo index at {ensure_demo_index(get_settings(), threads)}")
+        typer.echo(f"demo index at {ensure_demo_index(get_settings(), threads, dense)}")
         return
     if input is None or output is None:
-        raise ValueError("give INPUT and OUTPUT (or --demo)")
+        raise ValueError("give INPUT and OUTPUT (or --demo, or --dense MODEL --from-lucene INDEX)")
     if collection:
         lucene_index.index_collection(input, output, collection, threads)
         typer.echo(f"indexed {input} as {collection} into {output}")
     else:
         n = lucene_index.index_documents(iter_documents(input), output, threads)
         typer.echo(f"indexed {n:,} segments into {output}")
+    if dense:
+        typer.echo(f"dense index at {ensure_dense_index(output, dense, kind)}")
 
 
 @app.command()
@@ -86,36 +89,53 @@ def search(
     topics: Annotated[str, typer.Option(help="Topic file or topic-set name (see topics/).")],
     output: Annotated[Path, typer.Option(help="TREC run file to write.")],
     index: Annotated[Optional[str], typer.Option(help="Index name or Lucene index directory.")] = None,
-    retriever: Annotated[str, typer.Option(help="bm25, bm25+rocchio or bm25+rm3.")] = "bm25",
-    k: Annotated[int, typer.Option(min=1, max=10_000, help="Hits per topic.")] = 1000,
+    retriever: Annotated[str, typer.Option(help="bm25, bm25+rocchio, bm25+rm3 or dense:MODEL.")] = "bm25",
+    pipeline: Annotated[Optional[str], typer.Option(help="A retrieval pipeline instead of one retriever, e.g. "
+                                                         "'rrf(bm25+rocchio, dense:minilm)@1000 | mmr@100'.")] = None,
+    k: Annotated[int, typer.Option(min=1, max=10_000, help="Hits per topic (one retriever).")] = 1000,
     run_id: Annotated[Optional[str], typer.Option(help="Run tag (default: the retriever name).")] = None,
     threads: Annotated[int, typer.Option(min=1)] = 2,
 ) -> None:
-    """Run every topic through a retriever and write a TREC run file."""
+    """Run every topic through a retriever (or a retrieval pipeline) and write a TREC run file."""
     from ragnarok.retrieve.service import RetrievalService  # noqa: PLC0415
     from ragnarok.topics import load_topics  # noqa: PLC0415
     from ragnarok.trec import write_run  # noqa: PLC0415
 
     settings = _with_index_path(get_settings(), index)
     loaded = load_topics(topics, TOPICS_DIR)
-    service = RetrievalService(settings)
     if (index or settings.default_index) == settings.default_index == "demo":
         from ragnarok.collection.demo_index import ensure_demo_index  # noqa: PLC0415
 
-        ensure_demo_index(settings)
-    chosen = service.get(retriever, _index_name(index))
-    queries = {t.qid: t.text for t in loaded}
-    if hasattr(chosen, "batch_search"):
-        ranking = chosen.batch_search(queries, k, threads)
+        ensure_demo_index(settings, dense_model="minilm" if "dense" in (pipeline or retriever) else None)
+    if pipeline:
+        ranking = _pipeline_ranking(pipeline, loaded, settings, _index_name(index), threads)
     else:
-        from ragnarok.types import Query  # noqa: PLC0415
+        chosen = RetrievalService(settings).get(retriever, _index_name(index))
+        queries = {t.qid: t.text for t in loaded}
+        if hasattr(chosen, "batch_search"):
+            ranking = chosen.batch_search(queries, k, threads)
+        else:
+            from ragnarok.types import Query  # noqa: PLC0415
 
-        ranking = {
-            qid: [(c.docid, c.score) for c in chosen.retrieve(Query(text=text, qid=qid), k).candidates]
-            for qid, text in queries.items()
-        }
-    write_run(output, ranking, run_id or retriever)
+            ranking = {qid: [(c.docid, c.score) for c in chosen.retrieve(Query(text=text, qid=qid), k).candidates]
+                       for qid, text in queries.items()}
+    write_run(output, ranking, run_id or (retriever if not pipeline else "pipeline").replace(" ", ""))
     typer.echo(f"wrote {sum(map(len, ranking.values())):,} lines for {len(ranking)} topics to {output}")
+
+
+def _pipeline_ranking(spec: str, topics: list, settings: Settings, index: str | None,
+                      concurrency: int) -> dict[str, list[tuple[str, float]]]:
+    import asyncio  # noqa: PLC0415
+
+    from ragnarok.batch import run_topics  # noqa: PLC0415
+    from ragnarok.presets import resolve  # noqa: PLC0415
+    from ragnarok.spec import parse  # noqa: PLC0415
+
+    parsed = parse(resolve(spec))
+    if parsed.generate is not None:
+        raise ValueError(f"search writes rankings: drop the generation stage from {parsed}")
+    results = asyncio.run(run_topics(parsed, topics, settings, index, concurrency))
+    return {qid: [(c.docid, c.score) for c in r.candidates] for qid, r in results.items()}  # type: ignore[union-attr]
 
 
 def _index_name(index: str | None) -> str | None:
@@ -144,8 +164,11 @@ def evaluate_run(
     from ragnarok.trec import read_run  # noqa: PLC0415
 
     judged = read_qrels(qrels)
-    rows = {run.name: evaluate(judged, read_run(run), maxp_=maxp) for run in runs}
+    rows = {run.name: evaluate(judged, read_run(run), maxp=maxp) for run in runs}
     typer.echo(format_table(rows))
+
+
+app.add_typer(collection_app, name="collection")
 
 
 def main() -> None:  # pragma: no cover - console entry point

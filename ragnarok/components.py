@@ -8,18 +8,24 @@ from ragnarok.generate.cohere_chat import CohereGenerator
 from ragnarok.generate.extractive import ExtractiveGenerator
 from ragnarok.generate.llama_cpp import LlamaCppGenerator
 from ragnarok.generate.openai_compat import OpenAIChatGenerator
-from ragnarok.protocols import Generator, Retriever
+from ragnarok.protocols import Generator, Reranker, Retriever
 from ragnarok.registry import Registry, UnknownComponentError
+from ragnarok.rerank.base import RerankerUnavailable
+from ragnarok.rerank.embedding import EmbeddingReranker, MMRReranker
+from ragnarok.rerank.listwise import ListwiseReranker
+from ragnarok.rerank.rank_llm_adapter import MODELS as RANK_LLM_MODELS, RankLLMReranker
+from ragnarok.retrieve.dense import DenseRetriever
 from ragnarok.retrieve.lucene import LuceneRetriever
 from ragnarok.retrieve.remote import RemoteRetriever
 from ragnarok.settings import Settings
 
 RETRIEVERS: Registry[Retriever] = Registry("retriever")
 GENERATOR_BACKENDS: Registry[Generator] = Registry("generator backend")
+RERANKERS: Registry[Reranker] = Registry("reranker")
 
 
 def _lucene(feedback: str):
-    def factory(name: str, source: str, settings: Settings) -> Retriever:
+    def factory(name: str, source: str, settings: Settings, arg: str | None = None) -> Retriever:
         if source.startswith(("http://", "https://")):
             if feedback != "none":
                 raise UnknownComponentError("retriever", name, ["bm25 (the only model of a remote index)"])
@@ -34,6 +40,15 @@ RETRIEVERS.register("bm25+rocchio", _lucene("rocchio"), "BM25 with Rocchio pseud
 RETRIEVERS.register("bm25+rm3", _lucene("rm3"), "BM25 with RM3 pseudo-relevance feedback")
 
 
+def _dense(name: str, source: str, settings: Settings, arg: str | None = None) -> Retriever:
+    if source.startswith(("http://", "https://", "prebuilt:")):
+        raise UnknownComponentError("retriever", name, ["dense needs a local index (built with --dense)"])
+    return DenseRetriever(name, source, arg or "minilm")
+
+
+RETRIEVERS.register("dense", _dense, "dense retrieval: dense:MODEL (minilm offline; arctic-l, gte-l online)")
+
+
 def _extractive(config: GeneratorConfig) -> Generator:
     return ExtractiveGenerator(name=config.name)
 
@@ -43,3 +58,54 @@ GENERATOR_BACKENDS.register("azure", OpenAIChatGenerator, "Azure OpenAI")
 GENERATOR_BACKENDS.register("cohere", CohereGenerator, "Cohere chat with native document grounding")
 GENERATOR_BACKENDS.register("llama-cpp", LlamaCppGenerator, "an embedded GGUF model via llama-cpp-python")
 GENERATOR_BACKENDS.register("extractive", _extractive, "no model: the candidates' best sentences, cited")
+
+
+def _listwise_over(generator: str, settings: Settings, name: str, passes: int = 1) -> Reranker:
+    from ragnarok.generate.openai_compat import OpenAIChatGenerator  # noqa: PLC0415
+
+    configs = settings.generator_configs()
+    if generator not in configs or configs[generator].backend not in ("openai", "azure"):
+        usable = sorted(n for n, c in configs.items() if c.backend in ("openai", "azure"))
+        raise UnknownComponentError("OpenAI-compatible generator for listwise reranking", generator, usable)
+    return ListwiseReranker(name, OpenAIChatGenerator(configs[generator]), passes=passes)
+
+
+def _rankzephyr(settings: Settings, arg: str | None = None) -> Reranker:
+    name = "rankzephyr" + (f":{arg}" if arg else "")
+    passes = 3 if arg == "rho" else 1
+    local = RankLLMReranker(name, RANK_LLM_MODELS["rankzephyr"])
+    if local.availability() is None:
+        return local
+    if not settings.rankzephyr_url:
+        raise RerankerUnavailable(
+            "rankzephyr needs a vLLM endpoint: set RAGNAROK_RANKZEPHYR_URL to a vLLM server of "
+            f"{RANK_LLM_MODELS['rankzephyr']} (or install rank_llm: {local.availability()})")
+    from ragnarok.generate.base import GeneratorConfig  # noqa: PLC0415
+    from ragnarok.generate.openai_compat import OpenAIChatGenerator  # noqa: PLC0415
+
+    config = GeneratorConfig(name=name, backend="openai", base_url=settings.rankzephyr_url,
+                             model=RANK_LLM_MODELS["rankzephyr"], max_tokens=200)
+    return ListwiseReranker(name, OpenAIChatGenerator(config), passes=passes)
+
+
+def _rank_llm_only(kind: str):
+    def factory(settings: Settings, arg: str | None = None) -> Reranker:
+        reranker = RankLLMReranker(kind, RANK_LLM_MODELS[kind])
+        if reason := reranker.availability():
+            raise RerankerUnavailable(f"{kind} runs through rank_llm, which cannot run here: {reason}")
+        return reranker
+
+    return factory
+
+
+RERANKERS.register("embedding", lambda settings, arg=None: EmbeddingReranker(model=arg or "minilm"),
+                   "cosine similarity of MiniLM embeddings (CPU, offline); embedding:MODEL")
+RERANKERS.register("mmr", lambda settings, arg=None: MMRReranker(lambda_=float(arg) if arg else 0.7),
+                   "maximal marginal relevance with MiniLM; mmr:LAMBDA (default 0.7)")
+RERANKERS.register("listwise", lambda settings, arg=None: _listwise_over(arg or "", settings, f"listwise:{arg}"),
+                   "listwise LLM reranking over a configured OpenAI-compatible generator: listwise:GENERATOR")
+RERANKERS.register("rankgpt", lambda settings, arg=None: _listwise_over(arg or "gpt-4o", settings, "rankgpt"),
+                   "RankGPT: listwise reranking with GPT-4o (OPENAI_API_KEY)")
+RERANKERS.register("rankzephyr", _rankzephyr, "RankZephyr on a vLLM server or rank_llm; rankzephyr:rho = 3 passes")
+RERANKERS.register("monot5", _rank_llm_only("monot5"), "monoT5 through rank_llm (GPU)")
+RERANKERS.register("lit5", _rank_llm_only("lit5"), "LiT5 through rank_llm (GPU)")

@@ -1,72 +1,127 @@
 """Retrieval evaluation with ir-measures: nDCG@10, MAP@100, Recall@100 and MAP, with the paper's MaxP step.
 
 MaxP: when the qrels judge documents and the run ranks segments (ids ``{docid}#{n}_{offset}``), a document's
-score is its best segment's. Averages follow trec_eval: over the topics that have judgments and a ranking.
+score is its best segment's. Averages follow trec_eval's default (no ``-c``): over the topics that have
+judgments and a non-empty ranking. Graded judgments count as relevant from grade 1 for AP and recall; nDCG
+uses the grades as (linear) gains, as trec_eval does.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import ir_measures
 
 Qrels = dict[str, dict[str, int]]
 Run = dict[str, dict[str, float]]
-DEFAULT_METRICS = {"nDCG@10": "nDCG@10", "MAP@100": "AP@100", "Recall@100": "R@100", "MAP": "AP"}
+#: Metrics given either as ir-measures names, or as a display name -> ir-measures name mapping.
+Metrics = Sequence[str] | Mapping[str, str]
+
+DEFAULT_METRICS: tuple[str, ...] = ("nDCG@10", "AP@100", "R@100", "AP")
+DISPLAY_NAMES: dict[str, str] = {
+    "nDCG@10": "nDCG@10", "AP@100": "MAP@100", "R@100": "Recall@100", "AP": "MAP",
+}
 
 
-def read_qrels(path: Path) -> Qrels:
-    qrels: Qrels = {}
+class QrelsFormatError(ValueError):
+    """A qrels file that cannot be read or parsed; the message names the file and the 1-based line."""
+
+
+def display_name(measure: str) -> str:
+    """The column name of an ir-measures name (``AP@100`` -> ``MAP@100``); unknown names unchanged."""
+    return DISPLAY_NAMES.get(measure, measure)
+
+
+def read_qrels(path: str | Path) -> Qrels:
+    """A 4-column TREC qrels file (``qid iteration docid grade``, any iteration) as nested dicts."""
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ValueError(f"cannot read qrels {path}: {exc}") from None
-    for n, line in enumerate(lines, start=1):
+        text = Path(path).read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise QrelsFormatError(f"{path}: cannot read qrels: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise QrelsFormatError(f"{path}: qrels file is not valid UTF-8") from None
+    qrels: Qrels = {}
+    for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         parts = line.split()
-        if len(parts) != 4 or not parts[3].lstrip("-").isdigit():
-            raise ValueError(f"{path}:{n}: expected 'qid iteration docid grade', got {line[:80]!r}")
-        qrels.setdefault(parts[0], {})[parts[2]] = int(parts[3])
+        if len(parts) != 4:
+            raise QrelsFormatError(f"{path}:{n}: expected 'qid iteration docid grade' "
+                                   f"(4 columns, found {len(parts)}): {line[:80]!r}")
+        try:
+            grade = int(parts[3])
+        except ValueError:
+            raise QrelsFormatError(f"{path}:{n}: grade {parts[3]!r} is not an integer") from None
+        qrels.setdefault(parts[0], {})[parts[2]] = grade
     return qrels
 
 
-def maxp(run: Run) -> Run:
-    """Segment run -> document run: each document scored by its best segment."""
+def maxp(run: Mapping[str, Mapping[str, float]]) -> Run:
+    """Segment run -> document run: each document (id before the first ``#``) scored by its best segment."""
     out: Run = {}
     for qid, hits in run.items():
         docs = out.setdefault(qid, {})
         for segment, score in hits.items():
             doc = segment.split("#", 1)[0]
-            if score > docs.get(doc, float("-inf")):
+            if doc not in docs or score > docs[doc]:
                 docs[doc] = score
     return out
 
 
-def needs_maxp(qrels: Qrels, run: Run) -> bool:
+def needs_maxp(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Mapping[str, float]]) -> bool:
+    """True when the run ranks segments (ids with ``#``) and the qrels judge documents (no ``#``)."""
     judged_segments = any("#" in d for docs in qrels.values() for d in docs)
     ranked_segments = any("#" in d for hits in run.values() for d in hits)
     return ranked_segments and not judged_segments
 
 
-def evaluate(qrels: Qrels, run: Run, metrics: dict[str, str] | None = None,
-             maxp_: bool | None = None) -> dict[str, float]:
-    """Mean of each metric (display name -> value); MaxP applied when asked, or when needed (None)."""
-    metrics = metrics or DEFAULT_METRICS
-    if maxp_ if maxp_ is not None else needs_maxp(qrels, run):
+def _prepare(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Mapping[str, float]],
+             metrics: Metrics, use_maxp: bool | None) -> tuple[dict[str, object], Qrels, Run]:
+    """Parsed measures by display name, and the qrels and run restricted to the topics both cover."""
+    named = dict(metrics) if isinstance(metrics, Mapping) else {display_name(m): m for m in metrics}
+    parsed = {name: ir_measures.parse_measure(m) for name, m in named.items()}
+    if use_maxp if use_maxp is not None else needs_maxp(qrels, run):
         run = maxp(run)
-    parsed = {name: ir_measures.parse_measure(m) for name, m in metrics.items()}
-    values = ir_measures.calc_aggregate(list(parsed.values()), qrels, run) if run else {}
+    shared = [q for q, hits in run.items() if hits and q in qrels]
+    return (parsed, {q: {d: int(g) for d, g in qrels[q].items()} for q in shared},
+            {q: {d: float(s) for d, s in run[q].items()} for q in shared})
+
+
+def evaluate(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Mapping[str, float]],
+             metrics: Metrics = DEFAULT_METRICS, maxp: bool | None = None) -> dict[str, float]:
+    """Mean of each metric over the topics in both qrels and run, as ``{display name: value}``.
+
+    ``maxp``: True/False forces MaxP on/off; None applies it when needs_maxp says so. With no topic in common every metric is 0.0.
+    """
+    parsed, qrels_, run_ = _prepare(qrels, run, metrics, maxp)
+    values = ir_measures.calc_aggregate(list(parsed.values()), qrels_, run_) if run_ else {}
     return {name: float(values.get(m, 0.0)) for name, m in parsed.items()}
 
 
-def format_table(rows: dict[str, dict[str, float]]) -> str:
-    """One row per run, one column per metric (like the paper's Table 3)."""
+def per_query(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Mapping[str, float]],
+              metrics: Metrics = DEFAULT_METRICS, maxp: bool | None = None) -> dict[str, dict[str, float]]:
+    """Each metric per topic (topics in both qrels and run): ``{qid: {display name: value}}``."""
+    parsed, qrels_, run_ = _prepare(qrels, run, metrics, maxp)
+    by_measure = {m: name for name, m in parsed.items()}
+    out: dict[str, dict[str, float]] = {q: {} for q in run_}
+    if run_:
+        for metric in ir_measures.iter_calc(list(parsed.values()), qrels_, run_):
+            out[metric.query_id][by_measure[metric.measure]] = float(metric.value)
+    return {q: {name: values.get(name, 0.0) for name in parsed} for q, values in out.items()}
+
+
+def format_table(rows: Mapping[str, Mapping[str, float]], digits: int = 4) -> str:
+    """A plain-text table, one row per run and one column per metric (like the paper's Table 3)."""
     if not rows:
         return ""
-    metrics = list(next(iter(rows.values())))
+    metrics: list[str] = []
+    for values in rows.values():
+        metrics += [m for m in values if m not in metrics]
     width = max(len("run"), *(len(r) for r in rows))
-    lines = [f"{'run':<{width}}  " + "  ".join(f"{m:>10}" for m in metrics)]
+    cols = [max(len(m), digits + 2) for m in metrics]
+    lines = [f"{'run':<{width}}  " + "  ".join(f"{m:>{w}}" for m, w in zip(metrics, cols))]
     for name, values in rows.items():
-        lines.append(f"{name:<{width}}  " + "  ".join(f"{values[m]:>10.4f}" for m in metrics))
+        cells = (f"{values[m]:.{digits}f}" if m in values else "-" for m in metrics)
+        lines.append(f"{name:<{width}}  " + "  ".join(f"{c:>{w}}" for c, w in zip(cells, cols)))
     return "\n".join(lines)

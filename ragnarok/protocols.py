@@ -30,3 +30,14 @@ class Generator(Protocol):
         ...
 
     def generate(self, topic: Query, candidates: list[Candidate], template: PromptTemplate) -> RagAnswer: ...
+
+
+@runtime_checkable
+class Reranker(Protocol):
+    """A ranking in, the top-k of a better ranking out (always a subset of the input candidates)."""
+
+    name: str
+
+    def availability(self) -> str | None: ...
+
+    def rerank(self, request: Request, k: int) -> Request: ...

@@ -41,6 +41,7 @@ class Settings(BaseSettings):
         description="Generators added to (or replacing, by name) the defaults: extractive, smollm2, gpt-4o, "
         "command-r-plus. E.g. a vLLM server: {name, backend: openai, base_url, model}.",
     )
+    rankzephyr_url: str | None = Field(None, description="OpenAI-compatible (vLLM) URL serving RankZephyr.")
     default_generator: str = "extractive"
     default_template: str = "ragnarok"
     max_candidates: int = 1000

@@ -1,51 +1,88 @@
-"""TREC run files: ``qid Q0 docid rank score run_id``."""
+"""TREC run files: ``qid Q0 docid rank score run_id``, one line per retrieved document."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import math
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TextIO
 
+#: A ranking to write: per topic, (docid, score) pairs (or a docid -> score mapping), in any order.
+Ranking = Mapping[str, Iterable[tuple[str, float]] | Mapping[str, float]]
+#: A run as read back: per topic, docid -> score.
+Run = dict[str, dict[str, float]]
+
 
 class RunFormatError(ValueError):
-    pass
+    """A run file that cannot be read or parsed; the message names the file and the 1-based line."""
 
 
-def format_run_lines(ranking: dict[str, list[tuple[str, float]]], run_id: str,
-                     depth: int | None = None) -> Iterable[str]:
-    """Lines of a run: per topic, by score descending (ties by docid), ranks from 1."""
+def _one_word(kind: str, value: str) -> str:
+    if not value or any(c.isspace() for c in value):
+        raise ValueError(f"{kind} must be one non-empty word, got {value!r}")
+    return value
+
+
+def format_run_lines(ranking: Ranking, run_id: str, depth: int | None = None) -> Iterator[str]:
+    """Lines of a run (no line ending): per topic, by score descending (ties by docid), ranks from 1.
+
+    ``depth`` keeps the top ``depth`` documents of each topic. Ids with whitespace, an empty run id and
+    scores that are not finite raise ValueError.
+    """
+    _one_word("run id", run_id)
+    if depth is not None and depth < 1:
+        raise ValueError(f"depth must be at least 1, got {depth}")
     for qid, hits in ranking.items():
-        ordered = sorted(hits, key=lambda h: (-h[1], h[0]))[:depth]
+        _one_word("topic id", qid)
+        pairs = list(hits.items()) if isinstance(hits, Mapping) else list(hits)
+        for docid, score in pairs:
+            _one_word("document id", docid)
+            if not math.isfinite(score):
+                raise ValueError(f"topic {qid!r}, document {docid!r}: score {score!r} is not finite")
+        ordered = sorted(pairs, key=lambda hit: (-hit[1], hit[0]))[:depth]
         for rank, (docid, score) in enumerate(ordered, start=1):
-            yield f"{qid} Q0 {docid} {rank} {score:.6f} {run_id}\n"
+            yield f"{qid} Q0 {docid} {rank} {score:.6f} {run_id}"
 
 
-def write_run(target: Path | TextIO, ranking: dict[str, list[tuple[str, float]]], run_id: str,
+def write_run(path_or_file: str | Path | TextIO, ranking: Ranking, run_id: str,
               depth: int | None = None) -> None:
-    if " " in run_id or not run_id:
-        raise ValueError(f"run id must be one non-empty word, got {run_id!r}")
-    lines = format_run_lines(ranking, run_id, depth)
-    if isinstance(target, (str, Path)):
-        with open(target, "w", encoding="utf-8") as handle:
+    """Write ``ranking`` as a TREC run to a path or an open text file (see format_run_lines)."""
+    # all lines are formatted (and validated) before the file is opened
+    lines = [line + "\n" for line in format_run_lines(ranking, run_id, depth)]
+    if isinstance(path_or_file, (str, Path)):
+        with open(path_or_file, "w", encoding="utf-8") as handle:
             handle.writelines(lines)
     else:
-        target.writelines(lines)
+        path_or_file.writelines(lines)
 
 
-def read_run(path: Path) -> dict[str, dict[str, float]]:
-    run: dict[str, dict[str, float]] = {}
+def read_run(path: str | Path) -> Run:
+    """A TREC run file as ``{qid: {docid: score}}``; malformed lines raise RunFormatError with the line."""
     try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RunFormatError(f"cannot read run file {path}: {exc}") from None
-    for n, line in enumerate(lines, start=1):
+        text = Path(path).read_bytes().decode("utf-8")
+    except OSError as exc:
+        raise RunFormatError(f"{path}: cannot read run file: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise RunFormatError(f"{path}: run file is not valid UTF-8") from None
+    run: Run = {}
+    for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         parts = line.split()
         if len(parts) != 6:
-            raise RunFormatError(f"{path}:{n}: expected 'qid Q0 docid rank score run_id', got {line[:80]!r}")
+            raise RunFormatError(f"{path}:{n}: expected 'qid Q0 docid rank score run_id' "
+                                 f"(6 columns, found {len(parts)}): {line[:80]!r}")
+        qid, _, docid, rank, score_text, _ = parts
+        if not rank.lstrip("-").isdigit():
+            raise RunFormatError(f"{path}:{n}: rank {rank!r} is not an integer")
         try:
-            run.setdefault(parts[0], {})[parts[2]] = float(parts[4])
+            score = float(score_text)
         except ValueError:
-            raise RunFormatError(f"{path}:{n}: score {parts[4]!r} is not a number") from None
+            raise RunFormatError(f"{path}:{n}: score {score_text!r} is not a number") from None
+        if not math.isfinite(score):
+            raise RunFormatError(f"{path}:{n}: score {score_text!r} is not finite")
+        hits = run.setdefault(qid, {})
+        if docid in hits:
+            raise RunFormatError(f"{path}:{n}: document {docid!r} appears twice for topic {qid!r}")
+        hits[docid] = score
     return run

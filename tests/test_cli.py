@@ -25,6 +25,7 @@ def test_help(command):
     (["index", "/nonexistent", "/tmp/x", "--collection", "HtmlCollection"], "collection directory not found"),
     (["index", "/nonexistent.jsonl", "/tmp/x"], "collection not found"),
     (["index"], "give INPUT and OUTPUT"),
+    (["index", "--from-lucene", "/nonexistent"], "give --dense MODEL"),
 ])
 def test_errors_are_one_line(args, message, tmp_path):
     out = subprocess.run([sys.executable, "-m", "ragnarok.cli", *args], capture_output=True, text=True,

@@ -63,7 +63,8 @@ def test_missing_index_is_reported(tmp_path):
 
 def test_doc_from_raw_handles_json_and_text():
     assert doc_from_raw(json.dumps({"contents": "c", "title": "t"})).segment == "c"
-    assert doc_from_raw("<html>plain</html>").segment == "<html>plain</html>"
+    assert doc_from_raw("<html>\n<pre>Time &amp; space</pre></html>").segment == "Time & space"
+    assert doc_from_raw("plain text").segment == "plain text"
     assert doc_from_raw(None).segment is None
 
 

@@ -42,7 +42,7 @@ class Segmenter:
 
     def spans(self, body: str) -> list[tuple[int, int]]:
         """Character spans ``(start, end)`` of the windows over ``body``'s sentences."""
-        sentences = sentence_spans(body)
+        sentences = self.sentences(body)
         spans = []
         for i in range(0, len(sentences), self.stride):
             chunk = sentences[i : i + self.window]
@@ -50,6 +50,10 @@ class Segmenter:
             if i + self.window >= len(sentences):
                 break
         return spans
+
+    def sentences(self, body: str) -> list[tuple[int, int]]:
+        """Character spans of ``body``'s sentences (subclasses may compute the same spans faster)."""
+        return sentence_spans(body)
 
     def segment(self, document: dict[str, Any]) -> Iterator[dict[str, Any]]:
         """The segments of one document, in order."""

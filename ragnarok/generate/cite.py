@@ -2,15 +2,23 @@
 
 ``postprocess(text, docids)`` where ``docids[i]`` is the segment numbered ``i + 1`` in the prompt:
 
-1. ``<think>…</think>`` blocks are removed, and so is a "References"/"Sources" section the model wrote itself
-   (a heading such as ``References:``, ``## Sources``, ``**Bibliography**`` and everything after it).
-2. Markdown that is not content goes: heading lines (``## Answer``), ``**``, bullets, numbered-list prefixes.
-3. Sentences come from blingfire. Markers ``[1]``, ``[1, 2]``, ``[1-3]``, ``[1][2]``, ``[Doc 1]``, ``【1】`` are
-   parsed, made 0-based, out-of-range ones dropped, duplicates removed, and cut out of the text.
-   A marker group that opens a sentence (``… first. [1] Second …``) belongs to the previous sentence.
-4. ``references`` = the cited segment ids, in order of first citation, at most ``max_references``;
-   citations are renumbered into it.
-5. Answers over ``max_words`` words are cut at a sentence boundary (the first sentence at a word boundary).
+1. ``clean``: ``<think>…</think>`` blocks go (also a lone ``</think>`` whose opening was in the prompt, and an
+   unclosed ``<think>`` with everything after it), and so does a "References"/"Sources"/"Bibliography"/
+   "Citations" section the model wrote itself (a heading line such as ``References:``, ``## Sources``,
+   ``**Bibliography**``, or a line opening with ``Sources:``, and everything after it; also a final paragraph
+   made only of ``[n] …`` lines). Markdown that is not content goes, its text stays: ``#`` markers, ``**``,
+   ``*`` italics, bullets, ``1.`` prefixes, an ``Answer:`` label. A heading or an all-bold line that is only
+   a label (no sentence punctuation, no citation: ``## Background``, ``**Key findings:**``) is dropped whole.
+2. Sentences come from blingfire, one line at a time. Markers ``[1]``, ``[1, 2]``, ``[1-3]`` (or en dash),
+   ``[1][2]``, ``[Doc 1]``, ``[Document 1]``, ``【1】`` (numbers of 1-3 digits; ``[2020]`` is text) are parsed,
+   cut out of the text (``foo [1].`` -> ``foo.``, ``(see [2])`` goes whole). A marker group that follows a
+   sentence's full stop (``… first. [1] Second …``) belongs to that sentence; so does one the splitter put at
+   the start of the next. A sentence left empty gives its citations to the previous one.
+3. Answers over ``max_words`` words (``word_count``) keep their leading sentences while the total fits; a
+   first sentence that alone is too long is cut at a word boundary.
+4. Citations are made 0-based; out-of-range ones (0, > len(docids)) and duplicates are dropped.
+   ``references`` = the cited segment ids in order of first citation, at most ``max_references`` (citations of
+   further segments are dropped); each sentence's citations index into it.
 """
 
 from __future__ import annotations
@@ -23,51 +31,103 @@ from ragnarok.types import CitedSentence, word_count
 
 NO_ANSWER_TEXT = "The provided context does not contain the information needed to answer this question."
 
-_THINK = re.compile(r"<think>.*?</think>|^\s*<think>.*?(?:</think>|$)", re.S | re.I)
+_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.S | re.I)
+_THINK_CLOSE = re.compile(r"^.*</think>", re.S | re.I)  # the opening tag was part of the prompt
+_THINK_OPEN = re.compile(r"<think>.*", re.S | re.I)  # never closed: the model ran out thinking
+_REFS_WORD = r"(?:references|sources|bibliography|citations|works\s+cited|reference\s+list)"
 _REFS_HEADING = re.compile(
-    r"^\s*(?:#{1,6}\s*)?(?:\*\*|__)?\s*(?:references|sources|bibliography|citations|works cited)\s*"
-    r"(?:\*\*|__)?\s*:?\s*(?:\*\*|__)?\s*$", re.I | re.M)
-_HEADING_LINE = re.compile(r"^\s*#{1,6}\s+.*$", re.M)
-_MARKDOWN_LINE = re.compile(r"^\s*(?:[-*•]\s+|\d{1,2}[.)]\s+(?=\D))", re.M)
-_NUMS = r"(?:doc(?:ument)?\s*|context\s*)?\d+(?:\s*[-–]\s*\d+)?"
-_GROUP = re.compile(rf"[\[【]\s*{_NUMS}(?:\s*[,;]\s*{_NUMS})*\s*[\]】]", re.I)
-_LEADING = re.compile(rf"^\s*(?:{_GROUP.pattern}\s*)+")
-_RANGE = re.compile(r"(\d+)(?:\s*[-–]\s*(\d+))?")
+    rf"^\s*(?:#{{1,6}}\s*)?(?:\*\*)?\s*{_REFS_WORD}\s*(?:\*\*)?\s*:?\s*(?:\*\*)?\s*$"  # a heading line
+    rf"|^\s*(?:\*\*)?{_REFS_WORD}\s*(?:\*\*)?\s*:", re.I)  # or "Sources: [1] …"
+_HEADING = re.compile(r"^\s*#{1,6}\s+")
+_ALL_BOLD = re.compile(r"^\s*\*\*([^*]+)\*\*\s*:?\s*$")
+_LIST_PREFIX = re.compile(r"^\s*(?:[-*•>]\s+|\d{1,2}[.)]\s+(?=\D))")
+_ITALIC = re.compile(r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])")
+_ANSWER_LABEL = re.compile(r"^\s*(?:final\s+)?(?:answer|response)\s*:\s*", re.I)
+_REF_LINE = re.compile(r"^\s*[\[【]\s*\d{1,3}\s*[\]】]\s*\S")
+
+_NUM = r"(?:(?:doc(?:ument)?|context|passage|source)\s*#?\s*)?\d{1,3}(?:\s*[-–—]\s*\d{1,3})?"
+_SEP = r"\s*(?:,\s*and|[,;&]|and)\s*"
+_GROUP_SRC = rf"[\[【]\s*{_NUM}(?:{_SEP}{_NUM})*\s*[\]】]"
+_GROUP = re.compile(_GROUP_SRC, re.I)
+_LEADING = re.compile(rf"^\s*(?:{_GROUP_SRC}\s*)+", re.I)
+# "First. [1][2] Second" -> "First [1][2]. Second" before splitting (blingfire keeps "First. [1][2] Second"
+# as one sentence); only where a new sentence follows, so "e.g. [1] is" is left alone.
+_AFTER_STOP = re.compile(rf"([.!?])((?:\s*{_GROUP_SRC})+)(?=\s*$|\s+[\"'“(]?[A-Z0-9])", re.I)
+_PAREN = re.compile(rf"\s*\(\s*(?:(?:see|cf\.?)(?:\s+also)?\s*)?(?:{_GROUP_SRC}\s*[,;]?\s*)+\)", re.I)
+_RANGE = re.compile(r"(\d+)(?:\s*[-–—]\s*(\d+))?")
+_SENTENCE_END = re.compile(r"[.!?…][\"'”)]*\s*$")
+
+
+def _strip_think(text: str) -> str:
+    text = _THINK_BLOCK.sub("", text)
+    text = _THINK_CLOSE.sub("", text)
+    return _THINK_OPEN.sub("", text)
+
+
+def _drop_reference_paragraph(text: str) -> str:
+    """A final paragraph made only of ``[n] Title …`` lines is a references list without a heading."""
+    paragraphs = re.split(r"\n\s*\n", text.strip())
+    last = [line for line in paragraphs[-1].split("\n") if line.strip()]
+    if len(paragraphs) > 1 and last and all(_REF_LINE.match(line) for line in last):
+        return "\n\n".join(paragraphs[:-1])
+    return text
 
 
 def clean(text: str) -> str:
-    """Remove thinking, a self-written references section and markdown noise."""
-    text = _THINK.sub("", text)
-    heading = _REFS_HEADING.search(text)
-    if heading:
-        text = text[: heading.start()]
-    text = _MARKDOWN_LINE.sub("", _HEADING_LINE.sub("", text))
-    return text.replace("**", "").replace("__", "").strip()
+    """Remove thinking, a self-written references section and markdown that is not content (keeping text)."""
+    lines: list[str] = []
+    for line in _drop_reference_paragraph(_strip_think(text)).split("\n"):
+        if _REFS_HEADING.match(line):
+            break
+        body = None
+        if bold := _ALL_BOLD.match(line):
+            body = bold.group(1)
+        elif heading := _HEADING.match(line):
+            body = line[heading.end():].strip().strip("#")
+        if body is not None:
+            if not _SENTENCE_END.search(body.replace("**", "")) and not _GROUP.search(body):
+                continue  # a label such as "## Background" or "**Key findings:**"
+            line = body
+        line = _ITALIC.sub(r"\1", _LIST_PREFIX.sub("", line).replace("**", ""))
+        line = _ANSWER_LABEL.sub("", line)
+        lines.append(line.strip())
+    return "\n".join(lines).strip()
 
 
 def _numbers(group: str) -> list[int]:
-    out = []
+    out: list[int] = []
     for start, end in _RANGE.findall(group):
         a, b = int(start), int(end or start)
-        if b - a <= 100:  # a range like [1-3]; absurd ones are ignored
+        if 0 <= b - a <= 100:  # a range like [1-3]; reversed or absurd ones are ignored
             out.extend(range(a, b + 1))
     return out
+
+
+def _markers(text: str) -> list[int]:
+    return [n for group in _GROUP.findall(text) for n in _numbers(group)]
+
+
+def _tidy(sentence: str) -> str:
+    """The sentence without its markers, and without the spaces and commas they leave behind."""
+    sentence = _GROUP.sub("", _PAREN.sub("", sentence))
+    sentence = re.sub(r"\s+([.,;:!?)])", r"\1", sentence)
+    sentence = re.sub(r"[,;]+(?=[.,;:!?]|$)", "", sentence)
+    return re.sub(r"\s{2,}", " ", sentence).strip()
 
 
 def _split(text: str) -> list[tuple[str, list[int]]]:
     """Sentences with their 1-based citation numbers, markers removed."""
     out: list[tuple[str, list[int]]] = []
-    for paragraph in text.split("\n"):
-        if not paragraph.strip():
+    for line in text.split("\n"):
+        if not line.strip():
             continue
-        for raw in blingfire.text_to_sentences(paragraph.strip()).split("\n"):
+        line = _AFTER_STOP.sub(r"\2\1", line.strip())
+        for raw in blingfire.text_to_sentences(line).split("\n"):
             leading = _LEADING.match(raw)
             if leading and out:
-                out[-1][1].extend(n for g in _GROUP.findall(leading.group(0)) for n in _numbers(g))
+                out[-1][1].extend(_markers(leading.group(0)))
                 raw = raw[leading.end():]
-            numbers = [n for g in _GROUP.findall(raw) for n in _numbers(g)]
-            sentence = re.sub(r"\s+([.,;:!?])", r"\1", _GROUP.sub("", raw))
-            sentence = re.sub(r"\s{2,}", " ", sentence).strip()
+            numbers, sentence = _markers(raw), _tidy(raw)
             if re.search(r"\w", sentence):
                 out.append((sentence, numbers))
             elif out:
@@ -76,11 +136,12 @@ def _split(text: str) -> list[tuple[str, list[int]]]:
 
 
 def _truncate(sentences: list[tuple[str, list[int]]], max_words: int) -> list[tuple[str, list[int]]]:
-    kept, total = [], 0
+    kept: list[tuple[str, list[int]]] = []
+    total = 0
     for sentence, numbers in sentences:
         n = word_count(sentence)
         if total + n > max_words:
-            if not kept:
+            if not kept and max_words > 0:
                 kept.append((" ".join(sentence.split()[:max_words]), numbers))
             break
         kept.append((sentence, numbers))
@@ -92,6 +153,7 @@ def postprocess(text: str, docids: list[str], max_words: int = 400,
                 max_references: int = 20) -> tuple[list[str], list[CitedSentence]]:
     """``(references, answer)`` from raw model output; see the module docstring for the rules."""
     references: list[str] = []
+    position: dict[str, int] = {}
     answer: list[CitedSentence] = []
     for sentence, numbers in _truncate(_split(clean(text)), max_words):
         citations: list[int] = []
@@ -99,12 +161,12 @@ def postprocess(text: str, docids: list[str], max_words: int = 400,
             if not 1 <= number <= len(docids):
                 continue
             docid = docids[number - 1]
-            if docid not in references:
+            if docid not in position:
                 if len(references) >= max_references:
                     continue
+                position[docid] = len(references)
                 references.append(docid)
-            index = references.index(docid)
-            if index not in citations:
-                citations.append(index)
+            if position[docid] not in citations:
+                citations.append(position[docid])
         answer.append(CitedSentence(text=sentence, citations=citations))
     return references, answer

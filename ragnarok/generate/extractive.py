@@ -65,7 +65,8 @@ class ExtractiveGenerator:
             if words + n > min(self.max_words, template.max_words):
                 continue
             seen.add(key)
-            chosen.append(f"{sentence.rstrip()} [{number}]")
+            # brackets of the segment's own become parentheses: only our marker may read as a citation
+            chosen.append(f"{sentence.rstrip().replace('[', '(').replace(']', ')')} [{number}]")
             words += n
         text = "\n".join(chosen)
         references, answer = postprocess(text, [c.docid for c in candidates], max_words=template.max_words)

@@ -1,29 +1,44 @@
 """Prompt templates are data: one YAML file per template in ``ragnarok/generate/prompts/`` (or an extra
-directory). Adding a template needs no code.
+directory, whose templates add to the packaged ones and override those of the same name). Adding a template
+needs no code.
 
-A template has ``name``, ``description``, ``system``, ``user`` (``str.format`` placeholders ``{topic}``,
-``{contexts}``, ``{n}``, ``{max_words}``), ``context_format`` (default ``[{i}] {title}: {text}``, contexts
-numbered from 1) and ``max_words``. Square brackets inside segment text become parentheses, so nothing in a
-segment can be mistaken for a citation. When the prompt would exceed the token budget, every segment is cut
-to the same share of what is left (at a word boundary, with "…"): all contexts stay.
+A template has ``name`` (default: the file's stem), ``description``, ``system`` (literal text), ``user`` (a
+``str.format`` template with the placeholders ``{topic}`` and ``{contexts}`` (both required), ``{n}`` (number
+of contexts) and ``{max_words}``; write literal braces as ``{{ }}``), ``context_format`` (default
+``[{i}] {title}: {text}``, also ``{docid}``; contexts are numbered from 1 in candidate order; a context
+without a title drops the ``{title}: `` part) and ``max_words`` (the answer budget, also used by the
+post-processor).
+Placeholders are checked when the file is loaded.
+
+Square brackets inside segment text and titles become parentheses, so nothing in a segment can be mistaken
+for a citation (``[3]`` -> ``(3)``). When the prompt would exceed ``max_prompt_tokens`` (the sum of the
+messages' token counts; chat-template overhead is not counted), segment texts are shortened evenly: each gets
+the same budget (what short segments leave unused is shared among the others), cut at a word boundary with
+" …". Every context stays, and the budget is kept unless even the prompt with empty segments exceeds it.
 """
 
 from __future__ import annotations
 
+import string
 from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from ragnarok.registry import UnknownComponentError
 from ragnarok.types import Candidate
 
 PACKAGED = Path(__file__).parent / "prompts"
+USER_FIELDS = {"topic": "q", "contexts": "[1] t: x", "n": 1, "max_words": 1}
+CONTEXT_FIELDS = {"i": 1, "title": "t", "text": "x", "docid": "d"}
+Messages = list[dict[str, str]]
 
 
 class PromptTemplate(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
     name: str
     description: str = ""
     system: str
@@ -31,21 +46,53 @@ class PromptTemplate(BaseModel):
     context_format: str = "[{i}] {title}: {text}"
     max_words: int = 400
 
+    def format_context(self, i: int, title: str, text: str, docid: str = "") -> str:
+        """One numbered context; without a title, ``{title}: `` is left out of the format."""
+        fmt = self.context_format
+        if not title:
+            fmt = fmt.replace("{title}: ", "").replace("{title}", "")
+        return fmt.format(i=i, title=title, text=text, docid=docid).rstrip()
+
 
 def approx_tokens(text: str) -> int:
-    """A cheap token estimate for budgeting when no tokenizer is at hand: ~4 characters per token."""
+    """A cheap token estimate when no tokenizer is at hand: ``ceil(len(text) / 4)``, about 4 characters per
+    token for English with BPE tokenizers (it overestimates slightly, which keeps prompts safely short)."""
     return (len(text) + 3) // 4
 
 
-def _load_dir(directory: Path) -> dict[str, PromptTemplate]:
-    templates = {}
-    for path in sorted(Path(directory).glob("*.yaml")):
+def _check(template: PromptTemplate) -> None:
+    for field, text, allowed, required in (("user", template.user, USER_FIELDS, ("topic", "contexts")),
+                                           ("context_format", template.context_format, CONTEXT_FIELDS, ())):
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
-            template = PromptTemplate.model_validate(data)
-        except (yaml.YAMLError, ValidationError, TypeError) as exc:
-            raise ValueError(f"prompt template {path}: {str(exc).splitlines()[0]}") from None
-        templates[template.name] = template
+            names = {name for _, name, _, _ in string.Formatter().parse(text) if name is not None}
+            text.format(**allowed)
+        except (ValueError, IndexError, KeyError) as exc:
+            raise ValueError(f"{field}: bad placeholder ({exc!r}); allowed: {', '.join(allowed)}") from None
+        if missing := [name for name in required if name not in names]:
+            raise ValueError(f"{field}: missing placeholder(s) {', '.join('{' + m + '}' for m in missing)}")
+
+
+def _load_file(path: Path) -> PromptTemplate:
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        if not isinstance(data, dict):
+            raise ValueError(f"expected a mapping of fields, got {type(data).__name__}")
+        template = PromptTemplate.model_validate({"name": path.stem, **data})
+        _check(template)
+    except (OSError, UnicodeDecodeError, yaml.YAMLError, ValidationError, ValueError) as exc:
+        raise ValueError(f"prompt template {path}: {' '.join(str(exc).split())}") from None
+    return template
+
+
+def _load_dir(directory: Path) -> dict[str, PromptTemplate]:
+    templates: dict[str, PromptTemplate] = {}
+    files: dict[str, Path] = {}
+    for path in sorted(Path(directory).glob("*.yaml")) + sorted(Path(directory).glob("*.yml")):
+        template = _load_file(path)
+        if template.name in files:
+            raise ValueError(f"prompt template {path}: name {template.name!r} is also used by "
+                             f"{files[template.name]}")
+        templates[template.name], files[template.name] = template, path
     return templates
 
 
@@ -55,14 +102,17 @@ def _packaged() -> dict[str, PromptTemplate]:
 
 
 def load_templates(extra_dir: Path | None = None) -> dict[str, PromptTemplate]:
-    """Packaged templates (read once), overridden or extended by those in ``extra_dir`` (read each time)."""
+    """Packaged templates (read once), extended or overridden by those in ``extra_dir`` (read each time)."""
     templates = dict(_packaged())
     if extra_dir:
+        if not Path(extra_dir).is_dir():
+            raise ValueError(f"prompt template directory {extra_dir} does not exist")
         templates.update(_load_dir(Path(extra_dir)))
-    return templates
+    return dict(sorted(templates.items()))
 
 
 def get_template(name: str, extra_dir: Path | None = None) -> PromptTemplate:
+    """The template called ``name``; ``UnknownComponentError`` (listing the available ones) if none is."""
     templates = load_templates(extra_dir)
     if name not in templates:
         raise UnknownComponentError("prompt template", name, sorted(templates))
@@ -70,42 +120,68 @@ def get_template(name: str, extra_dir: Path | None = None) -> PromptTemplate:
 
 
 def _sanitize(text: str) -> str:
-    return " ".join(text.replace("[", "(").replace("]", ")").replace("【", "(").replace("】", ")").split())
+    """Brackets become parentheses (no segment text can pose as a citation); whitespace is collapsed."""
+    return " ".join(text.translate(str.maketrans("[]【】", "()()")).split())
 
 
-def _cut(text: str, budget_tokens: int, count: Callable[[str], int]) -> str:
-    if count(text) <= budget_tokens:
+def _cut(text: str, budget: int, count: Callable[[str], int]) -> str:
+    """The longest word prefix of ``text`` that, with " …", fits ``budget`` tokens ("" if none does)."""
+    if count(text) <= budget:
         return text
     words = text.split()
-    low, high = 0, len(words)
-    while low < high:  # the longest prefix that fits
+    low, high = 0, len(words) - 1
+    while low < high:
         mid = (low + high + 1) // 2
-        if count(" ".join(words[:mid]) + " …") <= budget_tokens:
+        if count(" ".join(words[:mid]) + " …") <= budget:
             low = mid
         else:
             high = mid - 1
-    return " ".join(words[:low]) + " …"
+    return " ".join(words[:low]) + " …" if low else ""
 
 
-def build_messages(template: PromptTemplate, topic: str, candidates: list[Candidate], max_prompt_tokens: int = 3000,
-                   count_tokens: Callable[[str], int] | None = None) -> list[dict[str, str]]:
-    """OpenAI chat messages for ``topic`` over ``candidates`` (numbered from 1, in order)."""
+def _share(costs: list[int], available: int) -> int:
+    """The largest per-segment budget ``s`` with ``sum(min(cost, s)) <= available`` (water-filling)."""
+    remaining, left = available, len(costs)
+    for cost in sorted(costs):
+        if cost * left > remaining:
+            return remaining // left
+        remaining -= cost
+        left -= 1
+    return max(costs, default=0)
+
+
+def build_messages(template: PromptTemplate, topic: str, candidates: list[Candidate],
+                   max_prompt_tokens: int = 3000,
+                   count_tokens: Callable[[str], int] | None = None) -> Messages:
+    """OpenAI chat messages (system, user) for ``topic`` over ``candidates``, numbered from 1 in order, within
+    ``max_prompt_tokens`` as counted by ``count_tokens`` (default ``approx_tokens``)."""
     count = count_tokens or approx_tokens
     texts = [_sanitize(c.doc.segment or "") for c in candidates]
     titles = [_sanitize(c.doc.title or "") for c in candidates]
 
-    def render(segment_texts: list[str]) -> list[dict[str, str]]:
-        contexts = "\n".join(template.context_format.format(i=i, title=t, text=s)
-                             for i, (t, s) in enumerate(zip(titles, segment_texts), start=1))
-        user = template.user.format(topic=topic, contexts=contexts, n=len(candidates), max_words=template.max_words)
+    def render(segment_texts: list[str]) -> Messages:
+        contexts = "\n".join(template.format_context(i, title, text, c.docid) for i, (title, text, c)
+                             in enumerate(zip(titles, segment_texts, candidates), start=1))
+        user = template.user.format(topic=topic, contexts=contexts, n=len(candidates),
+                                    max_words=template.max_words)
         return [{"role": "system", "content": template.system}, {"role": "user", "content": user}]
 
-    def size(messages: list[dict[str, str]]) -> int:
+    def size(messages: Messages) -> int:
         return sum(count(m["content"]) for m in messages)
 
     messages = render(texts)
     if size(messages) <= max_prompt_tokens or not texts:
         return messages
-    overhead = size(render([""] * len(texts)))
-    share = max(0, (max_prompt_tokens - overhead) // len(texts))
-    return render([_cut(t, share, count) if share else "" for t in texts])
+    empty = render([""] * len(texts))
+    available = max_prompt_tokens - size(empty)
+    costs = [count(t) for t in texts]
+    for _ in range(20):  # a real tokenizer is not exactly additive: shrink by the excess until it fits
+        if available <= 0:
+            break
+        share = _share(costs, available)
+        messages = render([_cut(t, share, count) for t in texts])
+        excess = size(messages) - max_prompt_tokens
+        if excess <= 0:
+            return messages
+        available -= excess
+    return empty

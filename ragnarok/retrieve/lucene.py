@@ -6,7 +6,9 @@ ever switched between models. Candidate text comes from the stored raw JSON of e
 
 from __future__ import annotations
 
+import html
 import json
+import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,13 +39,19 @@ class BM25Params:
     rocchio_beta: float = 0.75
 
 
+_TAG = re.compile(r"<[^>]+>")
+
+
 def doc_from_raw(raw: str | None) -> Doc:
-    """A candidate's ``doc`` from a stored raw document: our segment JSON, any JSON, or plain text."""
+    """A candidate's ``doc`` from a stored raw document: our segment JSON, any JSON, HTML (tags removed,
+    as for CACM), or plain text."""
     if not raw:
         return Doc()
     try:
         data: Any = json.loads(raw)
     except ValueError:
+        if raw.lstrip()[:5].lower() == "<html":
+            return Doc(segment=html.unescape(_TAG.sub("", raw)).strip())
         return Doc(segment=raw)
     if not isinstance(data, dict):
         return Doc(segment=raw)

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragnarok.collection.lucene_index import is_lucene_index
-from ragnarok.components import RETRIEVERS
-from ragnarok.protocols import Retriever
+from ragnarok.components import RERANKERS, RETRIEVERS
+from ragnarok.protocols import Reranker, Retriever
 from ragnarok.registry import UnknownComponentError
 from ragnarok.settings import Settings
 
@@ -41,15 +41,18 @@ class RetrievalService:
         return self.settings.index_sources()
 
     def get(self, retriever: str, index: str | None = None) -> Retriever:
+        """``retriever`` is a registered name with an optional argument: ``bm25``, ``dense:minilm``."""
         index = index or self.settings.default_index
-        entry = RETRIEVERS.get(retriever)
+        base, _, arg = retriever.partition(":")
+        entry = RETRIEVERS.get(base)
         sources = self.sources()
         if index not in sources:
             raise UnknownComponentError("index", index, sorted(sources))
         key = (retriever, index)
         with self._lock:
             if key not in self._instances:
-                self._instances[key] = entry.factory(name=retriever, source=sources[index], settings=self.settings)
+                self._instances[key] = entry.factory(name=retriever, source=sources[index], settings=self.settings,
+                                                     arg=arg or None)
             return self._instances[key]
 
     def describe(self) -> list[RetrieverInfo]:
@@ -62,5 +65,32 @@ class RetrievalService:
             for name in RETRIEVERS.names():
                 if kind == "remote" and name != "bm25":
                     continue
+                if name == "dense":
+                    for model in self._dense_models(source):
+                        infos.append(RetrieverInfo(f"dense:{model}", index, source, kind, True))
+                    continue
                 infos.append(RetrieverInfo(name, index, source, kind, available, reason))
         return infos
+
+    @staticmethod
+    def _dense_models(source: str) -> list[str]:
+        """Models with a dense index built beside this Lucene index."""
+        root = Path(f"{source}.dense")
+        return sorted(p.name for p in root.glob("*") if (p / "index.faiss").exists()) if root.is_dir() else []
+
+
+class RerankService:
+    """Rerankers by spec name (``mmr:0.5``, ``rankzephyr:rho``), created once and reused."""
+
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self._instances: dict[str, Reranker] = {}
+        self._lock = threading.Lock()
+
+    def get(self, spec: str) -> Reranker:
+        base, _, arg = spec.partition(":")
+        entry = RERANKERS.get(base)
+        with self._lock:
+            if spec not in self._instances:
+                self._instances[spec] = entry.factory(settings=self.settings, arg=arg or None)
+            return self._instances[spec]

@@ -1,0 +1,92 @@
+"""``ragnarok collection ...``: curating a document collection at scale (near-duplicate removal, segmentation)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ragnarok.cli_errors import fails_cleanly
+
+collection_app = typer.Typer(
+    no_args_is_help=True, add_completion=False,
+    help="Curate a JSONL document collection: near-duplicate removal (MinHash-LSH) and segmentation.",
+)
+
+InputArg = Annotated[Path, typer.Argument(help="JSONL documents: a file or a directory of them (.gz ok).")]
+SkipBad = Annotated[bool, typer.Option("--skip-bad", help="Leave bad lines (malformed JSON, invalid UTF-8, "
+                                                          "no docid, repeated docid) out instead of failing.")]
+Workers = Annotated[Optional[int], typer.Option(min=1, help="Worker processes (default: CPU cores, at most 4; "
+                                                            "1 runs in this process).")]
+Report = Annotated[Optional[Path], typer.Option(help="Also write the report as JSON to this file.")]
+Progress = Annotated[Optional[bool], typer.Option("--progress/--no-progress",
+                                                  help="Progress bar on stderr (default: when a terminal).")]
+
+
+@collection_app.command()
+@fails_cleanly
+def dedup(
+    input: InputArg,
+    output: Annotated[Path, typer.Argument(help="JSONL file to write the kept documents to (.gz compresses).")],
+    threshold: Annotated[float, typer.Option(min=0.05, max=1.0, help="Jaccard similarity of 9-word shingle "
+                                                                     "sets above which documents are near-duplicates.")] = 0.8,
+    num_perm: Annotated[int, typer.Option(min=16, max=1024, help="MinHash permutations.")] = 128,
+    redis_url: Annotated[Optional[str], typer.Option(help="Keep the LSH buckets in Redis (redis://host:port/db) "
+                                                          "for collections beyond this machine's memory.")] = None,
+    skip_bad: SkipBad = False,
+    workers: Workers = None,
+    no_verify: Annotated[bool, typer.Option("--no-verify", help="Trust LSH buckets without checking each pair's "
+                                                                "MinHash similarity against --threshold.")] = False,
+    report: Report = None,
+    examples: Annotated[int, typer.Option(min=0, help="Largest classes listed in the report.")] = 10,
+    progress: Progress = None,
+) -> None:
+    """Remove near-duplicate documents (MinHash-LSH over 9-word shingles); keep the first of each class."""
+    from ragnarok.collection import dedup as dd  # noqa: PLC0415
+
+    _check_paths(input, output, report)
+    result = dd.dedup(input, output, threshold=threshold, num_perm=num_perm, redis_url=redis_url,
+                      skip_bad=skip_bad, workers=workers, verify=not no_verify, examples=examples, progress=progress)
+    if report is not None:
+        dd.write_report(report, result)
+    typer.echo(result.summary(), err=True)
+    typer.echo(f"kept {result.kept:,} of {result.input.documents:,} documents "
+               f"({result.removed:,} near-duplicates removed, {result.percent_removed:.2f} %) in {output}")
+
+
+@collection_app.command()
+@fails_cleanly
+def segment(
+    input: InputArg,
+    output: Annotated[Path, typer.Argument(help="JSONL file to write the segments to (.gz compresses).")],
+    window: Annotated[int, typer.Option(min=1, help="Sentences per segment.")] = 10,
+    stride: Annotated[int, typer.Option(min=1, help="Sentences between segment starts.")] = 5,
+    skip_bad: SkipBad = False,
+    workers: Workers = None,
+    report: Report = None,
+    progress: Progress = None,
+) -> None:
+    """Segment documents into overlapping sentence windows (MS MARCO V2.1 segmented: 10 sentences, stride 5)."""
+    import json  # noqa: PLC0415
+
+    from ragnarok.collection.dedup import write_atomically  # noqa: PLC0415
+    from ragnarok.collection.parallel_segment import segment_collection  # noqa: PLC0415
+
+    _check_paths(input, output, report)
+    result = segment_collection(input, output, workers=workers, skip_bad=skip_bad, window=window, stride=stride,
+                                progress=progress)
+    if report is not None:
+        write_atomically(report, [json.dumps(result.as_dict(), indent=2).encode() + b"\n"])
+    typer.echo(result.summary(), err=True)
+    typer.echo(f"wrote {result.segments:,} segments of {result.input.documents:,} documents to {output}")
+
+
+def _check_paths(input: Path, output: Path, report: Optional[Path]) -> None:
+    if not input.exists():
+        raise FileNotFoundError(f"collection not found: {input}")
+    if output.exists() and output.is_dir():
+        raise IsADirectoryError(f"OUTPUT is a directory: {output}")
+    if input.resolve() == output.resolve() or (report is not None and report.resolve() in
+                                               {input.resolve(), output.resolve()}):
+        raise ValueError("INPUT, OUTPUT and --report must be different files")

