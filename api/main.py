@@ -7,13 +7,15 @@ from fastapi import FastAPI
 
 from api.errors import install_error_handlers
 from api.routes import generate, health, rag, rerank, retrieve
+from api.timing import ServerTiming
 from ragnarok.gateway import Services
 from ragnarok.generate.service import GenerationService
 from ragnarok.retrieve.service import RerankService, RetrievalService
 from ragnarok.settings import Settings, get_settings
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, arena: bool = True) -> FastAPI:
+    """The API; with ``arena`` (the default) the Gradio arena is mounted at ``/arena``."""
     settings = settings or get_settings()
     app = FastAPI(
         title="ragnarok",
@@ -26,11 +28,16 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.state.generation = GenerationService(settings)
     app.state.services = _services(app, settings)
     install_error_handlers(app, settings.max_body_bytes)
+    app.add_middleware(ServerTiming)
     app.include_router(health.router)
     app.include_router(retrieve.router)
     app.include_router(rerank.router)
     app.include_router(generate.router)
     app.include_router(rag.router)
+    if arena:
+        from webui.app import mount  # noqa: PLC0415 - Gradio loads only when the arena is served
+
+        mount(app, settings, "/arena")
     return app
 
 

@@ -74,28 +74,84 @@ def generate(path: Path, n: int, seed: int = 0, dup_rate: float = 0.08) -> int:
     return path.stat().st_size
 
 
-def measured(cmd: list[str], env: dict | None = None) -> tuple[float, float, str]:
-    """Run ``cmd`` in a fresh child of a fresh process: (seconds, peak RSS MiB of it and its workers, stdout)."""
-    wrapper = (
-        "import resource, subprocess, sys, time, json\n"
-        "t = time.perf_counter(); p = subprocess.run(sys.argv[1:], capture_output=True, text=True)\n"
-        "dt = time.perf_counter() - t\n"
-        "print(json.dumps({'rc': p.returncode, 's': dt, 'rss': resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss,"
-        " 'out': p.stdout, 'err': p.stderr[-2000:]}))\n"
-    )
-    res = subprocess.run([sys.executable, "-c", wrapper, *cmd], capture_output=True, text=True, env=env)
+WRAPPER = r"""
+import json, os, resource, subprocess, sys, time
+
+TICK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def tree(root):
+    children = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            children.setdefault(int(fields[1]), []).append((int(name), fields))
+    out, todo = {}, [root]
+    while todo:
+        for pid, fields in children.get(todo.pop(), []):
+            out[pid] = fields
+            todo.append(pid)
+    return out
+
+
+t = time.perf_counter()
+p = subprocess.Popen(sys.argv[1:], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+cpu, peak_sum = {}, 0
+import threading
+out_err = {}
+reader = threading.Thread(target=lambda: out_err.update(zip(("out", "err"), p.communicate())))
+reader.start()
+while reader.is_alive():
+    procs = tree(os.getpid())
+    rss = 0
+    for pid, fields in procs.items():
+        cpu[pid] = (int(fields[11]) + int(fields[12])) / TICK  # utime + stime
+        rss += int(fields[21]) * PAGE
+    peak_sum = max(peak_sum, rss)
+    reader.join(0.2)
+dt = time.perf_counter() - t
+ru = resource.getrusage(resource.RUSAGE_CHILDREN)
+print(json.dumps({"rc": p.returncode, "s": dt, "rss": ru.ru_maxrss, "rss_sum": peak_sum / 1024,
+                  "cpu": max(sum(cpu.values()), ru.ru_utime + ru.ru_stime),
+                  "out": out_err["out"], "err": out_err["err"][-2000:]}))
+"""
+
+
+class Measured(tuple):
+    """``(seconds, peak RSS MiB, stdout)`` with ``.cpu`` (CPU seconds of the whole process tree: load-independent)
+    and ``.rss_sum`` (MiB: the largest sum of the resident sets of the tree's processes at one sample)."""
+
+    cpu: float
+    rss_sum: float
+
+
+def measured(cmd: list[str], env: dict | None = None) -> Measured:
+    """Run ``cmd`` in a fresh child of a fresh process: (seconds, peak RSS MiB of its largest process, stdout).
+
+    The parent samples the process tree every 0.2 s from /proc for CPU time and the summed resident sets
+    (pool workers included); the peak RSS is getrusage's (the largest single process, exact).
+    """
+    res = subprocess.run([sys.executable, "-c", WRAPPER, *cmd], capture_output=True, text=True, env=env)
     data = json.loads(res.stdout)
     if data["rc"] != 0:
         raise RuntimeError(f"{' '.join(cmd)} failed: {data['err']}")
-    return data["s"], data["rss"] / 1024, data["out"]
+    m = Measured((data["s"], data["rss"] / 1024, data["out"]))
+    m.cpu, m.rss_sum = data["cpu"], data["rss_sum"] / 1024
+    return m
 
 
 def ragnarok(*args: str) -> list[str]:
     return [sys.executable, "-c", "from ragnarok.cli import app; app()", *args]
 
 
-def bulk_baseline(path: Path, n: int = 5000) -> float:
-    """datasketch's MinHash.bulk over 9-word shingles (bytes, SHA-1 each): documents per second."""
+def bulk_baseline(path: Path, n: int = 5000) -> tuple[float, float]:
+    """datasketch's MinHash.bulk over 9-word shingles (bytes, SHA-1 each): documents per second of wall time
+    and per CPU second (one process; shingling is not timed)."""
     from datasketch import MinHash
 
     from ragnarok.collection.dedup import words
@@ -105,9 +161,9 @@ def bulk_baseline(path: Path, n: int = 5000) -> float:
         for line, _ in zip(f, range(n)):
             w = words(json.loads(line)["body"])
             docs.append([" ".join(w[i:i + 9]).encode() for i in range(max(len(w) - 8, 1))])
-    t = time.perf_counter()
+    t, c = time.perf_counter(), time.process_time()
     MinHash.bulk(docs, num_perm=128)
-    return len(docs) / (time.perf_counter() - t)
+    return len(docs) / (time.perf_counter() - t), len(docs) / (time.process_time() - c)
 
 
 def start_redis(workdir: Path) -> tuple[subprocess.Popen, str]:
@@ -137,7 +193,9 @@ def main() -> None:
     ap.add_argument("--no-large", action="store_true")
     ap.add_argument("--redis-sizes", type=int, nargs="+", default=[100_000, 300_000])
     ap.add_argument("--no-redis", action="store_true")
-    ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--workdir", type=Path, default=None, help="keep (and reuse) the generated files here")
+    ap.add_argument("--no-baseline", action="store_true")
+    ap.add_argument("--no-in-memory", action="store_true", help="only the Redis runs")
     args = ap.parse_args()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-dedup-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -151,31 +209,38 @@ def main() -> None:
         t = time.perf_counter()
         size = files[n].stat().st_size if files[n].exists() else generate(files[n], n)  # reuse with --workdir
         print(f"# generated {n:,} docs, {size / n:,.0f} bytes/doc avg, in {time.perf_counter() - t:.0f} s")
-    print(f"datasketch MinHash.bulk (SHA-1 shingles, 128 perm, 1 core): {bulk_baseline(files[sizes[0]]):,.0f} docs/s")
-    runs = [(n, w) for n in args.sizes for w in (1, 2)]
-    if not args.no_large:
+    if not args.no_baseline:
+        wall, cpu = bulk_baseline(files[sizes[0]])
+        print(f"datasketch MinHash.bulk (SHA-1 shingles, 128 perm, 1 process): {wall:,.0f} docs/s, "
+              f"{cpu:,.0f} docs per CPU-s  load {os.getloadavg()[0]:.1f}", flush=True)
+    runs = [] if args.no_in_memory else [(n, w) for n in args.sizes for w in (1, 2)]
+    if not args.no_large and not args.no_in_memory:
         runs.append((args.large, 2))
     for n, workers in runs:
-        s, rss, out = measured(ragnarok("collection", "dedup", str(files[n]), str(work / "out.jsonl"),
-                                        "--workers", str(workers), "--no-progress",
-                                        "--report", str(work / "report.json")))
+        m = measured(ragnarok("collection", "dedup", str(files[n]), str(work / "out.jsonl"),
+                              "--workers", str(workers), "--no-progress", "--report", str(work / "report.json")))
+        s, rss, out = m
         report = json.loads((work / "report.json").read_text())
         rows.append(("in-memory", n, workers, s, rss, report["percent_removed"]))
         print(f"in-memory  {n:>9,} docs  workers={workers}  {s:7.1f} s  {n / s:9,.0f} docs/s  "
-              f"peak RSS {rss:7,.0f} MiB  removed {report['percent_removed']:.2f} %", flush=True)
+              f"CPU {m.cpu:6.1f} s ({n / m.cpu:7,.0f} docs per CPU-s)  peak RSS {rss:7,.0f} MiB "
+              f"(tree {m.rss_sum:7,.0f} MiB)  removed {report['percent_removed']:.2f} %  "
+              f"load {os.getloadavg()[0]:.1f}", flush=True)
     if not args.no_redis:
         proc, url = start_redis(work)
         try:
             import redis
 
             for n in args.redis_sizes:
-                s, rss, _ = measured(ragnarok("collection", "dedup", str(files[n]), str(work / "out.jsonl"),
-                                              "--workers", "2", "--no-progress", "--redis-url", url,
-                                              "--report", str(work / "report.json")))
+                m = measured(ragnarok("collection", "dedup", str(files[n]), str(work / "out.jsonl"),
+                                      "--workers", "2", "--no-progress", "--redis-url", url,
+                                      "--report", str(work / "report.json")))
+                s, rss, _ = m
                 report = json.loads((work / "report.json").read_text())
                 used = redis.Redis.from_url(url).info("memory")["used_memory_peak"] / 2**20
-                print(f"redis      {n:>9,} docs  workers=2  {s:7.1f} s  {n / s:9,.0f} docs/s  "
-                      f"peak RSS {rss:7,.0f} MiB (redis-server peak {used:,.0f} MiB)  "
+                print(f"redis      {n:>9,} docs  workers=2  {s:7.1f} s  {n / s:9,.0f} docs/s  CPU {m.cpu:6.1f} s  "
+                      f"peak RSS {rss:7,.0f} MiB (tree {m.rss_sum:7,.0f} MiB, redis-server peak {used:,.0f} MiB)  "
+                      f"load {os.getloadavg()[0]:.1f}  "
                       f"removed {report['percent_removed']:.2f} %", flush=True)
         finally:
             proc.terminate()

@@ -28,7 +28,7 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[100_000])
     ap.add_argument("--large", type=int, default=1_000_000)
     ap.add_argument("--no-large", action="store_true")
-    ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--workdir", type=Path, default=None, help="keep (and reuse) the generated files here")
     args = ap.parse_args()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-segment-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -41,10 +41,12 @@ def main() -> None:
         outs = {}
         for workers in (1, 2):
             outs[workers] = work / f"segments-{n}-{workers}.jsonl"
-            s, rss, _ = measured(ragnarok("collection", "segment", str(docs), str(outs[workers]),
-                                          "--workers", str(workers), "--no-progress"))
+            m = measured(ragnarok("collection", "segment", str(docs), str(outs[workers]),
+                                  "--workers", str(workers), "--no-progress"))
+            s, rss, _ = m
             print(f"{n:>9,} docs ({mb:,.0f} MB)  workers={workers}  {s:6.1f} s  {mb / s:6.1f} MB/s  "
-                  f"{n / s:8,.0f} docs/s  peak RSS {rss:5,.0f} MiB", flush=True)
+                  f"{n / s:8,.0f} docs/s  CPU {m.cpu:6.1f} s ({mb / m.cpu:5.1f} MB per CPU-s)  "
+                  f"peak RSS {rss:5,.0f} MiB (tree {m.rss_sum:5,.0f} MiB)  load {os.getloadavg()[0]:.1f}", flush=True)
         same = filecmp.cmp(outs[1], outs[2], shallow=False)
         print(f"# parallel output identical to sequential: {same}")
         for p in outs.values():
@@ -54,10 +56,13 @@ def main() -> None:
         if not docs.exists():
             generate(docs, args.large)
         mb = docs.stat().st_size / 1e6
-        s, rss, _ = measured(ragnarok("collection", "segment", str(docs), str(work / "segments.jsonl"),
-                                      "--workers", "2", "--no-progress"))
+        m = measured(ragnarok("collection", "segment", str(docs), str(work / "segments.jsonl"),
+                              "--workers", "2", "--no-progress"))
+        s, rss, _ = m
+        (work / "segments.jsonl").unlink()
         print(f"{args.large:>9,} docs ({mb:,.0f} MB)  workers=2  {s:6.1f} s  {mb / s:6.1f} MB/s  "
-              f"{args.large / s:8,.0f} docs/s  peak RSS {rss:5,.0f} MiB", flush=True)
+              f"{args.large / s:8,.0f} docs/s  CPU {m.cpu:6.1f} s ({mb / m.cpu:5.1f} MB per CPU-s)  "
+              f"peak RSS {rss:5,.0f} MiB (tree {m.rss_sum:5,.0f} MiB)  load {os.getloadavg()[0]:.1f}", flush=True)
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
     print(f"# load average {os.getloadavg()[0]:.2f} at end")

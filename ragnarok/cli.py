@@ -11,9 +11,9 @@ import typer
 from ragnarok.cli_errors import fails_cleanly
 from ragnarok.collection.cli import collection_app
 from ragnarok.settings import Settings, get_settings
+from ragnarok.track import cli as track_cli
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Retrieval-augmented generation for TREC RAG.")
-TOPICS_DIR = Path(__file__).resolve().parent.parent / "topics"
 
 
 @app.command()
@@ -98,11 +98,10 @@ def search(
 ) -> None:
     """Run every topic through a retriever (or a retrieval pipeline) and write a TREC run file."""
     from ragnarok.retrieve.service import RetrievalService  # noqa: PLC0415
-    from ragnarok.topics import load_topics  # noqa: PLC0415
     from ragnarok.trec import write_run  # noqa: PLC0415
 
     settings = _with_index_path(get_settings(), index)
-    loaded = load_topics(topics, TOPICS_DIR)
+    loaded = track_cli.resolve_topics(topics, settings)
     if (index or settings.default_index) == settings.default_index == "demo":
         from ragnarok.collection.demo_index import ensure_demo_index  # noqa: PLC0415
 
@@ -154,21 +153,34 @@ def _with_index_path(settings: Settings, index: str | None) -> Settings:
 def evaluate_run(
     qrels: Annotated[Path, typer.Argument(help="TREC qrels file.")],
     runs: Annotated[list[Path], typer.Argument(help="One or more TREC run files.")],
+    run_name: Annotated[Optional[list[str]], typer.Option(help="Row names, one per run in order "
+                                                               "(default: the file names).")] = None,
     maxp: Annotated[
         Optional[bool], typer.Option("--maxp/--no-maxp", help="Score documents by their best segment "
                                                             "(default: when qrels are document-level and runs segment-level).")
     ] = None,
 ) -> None:
-    """nDCG@10, MAP@100, Recall@100 and MAP of run files, one row per run."""
+    """nDCG@10, MAP@100, Recall@100 and MAP of run files, one row per run (the paper's Table 3 layout).
+
+    Segment-level runs against document-level qrels are scored after MaxP (a document scores as its best
+    segment) unless --no-maxp; --maxp forces it."""
     from ragnarok.evaluate import evaluate, format_table, read_qrels  # noqa: PLC0415
     from ragnarok.trec import read_run  # noqa: PLC0415
 
     judged = read_qrels(qrels)
-    rows = {run.name: evaluate(judged, read_run(run), maxp=maxp) for run in runs}
+    names = run_name or [run.name for run in runs]
+    if len(names) != len(runs):
+        raise ValueError(f"{len(names)} --run-name for {len(runs)} runs")
+    if len(set(names)) != len(names):
+        raise ValueError("two rows would have the same name; give --run-name for each run")
+    rows = {name: evaluate(judged, read_run(run), maxp=maxp) for name, run in zip(names, runs)}
     typer.echo(format_table(rows))
 
 
 app.add_typer(collection_app, name="collection")
+app.command("run")(track_cli.run)
+app.command("validate")(track_cli.validate)
+app.add_typer(track_cli.topics_app, name="topics")
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -16,6 +16,8 @@ def fails_cleanly(func: Callable[..., Any]) -> Callable[..., Any]:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
+        except typer.Exit:  # a chosen exit code (click's Exit is a RuntimeError)
+            raise
         except (ValueError, LookupError, OSError, RuntimeError) as exc:
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2) from None

@@ -7,17 +7,21 @@ The same code serves a distributed deployment (the services' URLs are settings) 
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from pydantic import BaseModel
 
 from ragnarok.fuse import cc, dbsf, ranked, rrf
 from ragnarok.spec import Fusion, Node, Pipeline, Source
 from ragnarok.types import Candidate, Query, RagAnswer, Request
 
 GENERATION_K = 20
+#: The first stage of a pipeline that starts from given candidates (``PipelineRunner.run(given=...)``).
+GIVEN = "given"
 
 
 class StageError(RuntimeError):
@@ -30,10 +34,36 @@ class StageError(RuntimeError):
 
 @dataclass
 class StageTrace:
+    """One stage as the gateway saw it: ``latency_ms`` from the gateway's side (HTTP hop included),
+    ``service_ms`` the services' own time from their ``Server-Timing`` headers (parallel calls: the longest)."""
+
     stage: str
     k: int
     latency_ms: float
     ranking: list[str] = field(default_factory=list)
+    service_ms: float | None = None
+
+
+def server_time_ms(headers: Any) -> float | None:
+    """The ``app;dur=`` figure of a ``Server-Timing`` header (set by the API's middleware), if any."""
+    for part in (headers.get("server-timing") or "").split(","):
+        name, _, params = part.strip().partition(";")
+        if name == "app" and params.startswith("dur="):
+            try:
+                return float(params[4:])
+            except ValueError:
+                return None
+    return None
+
+
+
+
+def json_body(fields: dict[str, Any], **models: BaseModel) -> bytes:
+    """``fields`` as a JSON object with each model spliced in, serialised once by pydantic-core (the
+    candidates' text is most of every body; a ``model_dump`` + ``json.dumps`` round costs several ms)."""
+    parts = [json.dumps(fields)[1:-1]] if fields else []
+    parts += [f"{json.dumps(key)}: {model.model_dump_json(exclude_none=True)}" for key, model in models.items()]
+    return ("{" + ", ".join(parts) + "}").encode()
 
 
 @dataclass
@@ -43,9 +73,10 @@ class Services:
     retrieval: httpx.AsyncClient
     generation: httpx.AsyncClient
 
-    async def post(self, client: httpx.AsyncClient, stage: str, path: str, body: dict[str, Any]) -> Any:
+    async def post(self, client: httpx.AsyncClient, stage: str, path: str, body: bytes) -> tuple[bytes, float | None]:
+        """The stage's JSON answer (raw) and its own time in ms (None when its service does not say)."""
         try:
-            response = await client.post(path, json=body)
+            response = await client.post(path, content=body, headers=_JSON)
         except httpx.TimeoutException:
             raise StageError(stage, 504, "timed out") from None
         except httpx.HTTPError as exc:
@@ -58,7 +89,10 @@ class Services:
             status = response.status_code if response.status_code < 500 else (
                 504 if response.status_code == 504 else 502)
             raise StageError(stage, status, detail)
-        return response.json()
+        return response.content, server_time_ms(response.headers)
+
+
+_JSON = {"content-type": "application/json"}
 
 
 def _fuse(method: str, requests: list[Request], weights: list[float | None], depth: int, query: Query) -> Request:
@@ -77,43 +111,56 @@ class PipelineRunner:
     def __init__(self, services: Services, index: str | None = None):
         self.services, self.index = services, index
 
-    async def _source(self, node: Node, query: Query, depth: int) -> Request:
+    async def _source(self, node: Node, query: Query, depth: int) -> tuple[Request, float | None]:
         if isinstance(node, Fusion):
             parts = await asyncio.gather(*(self._source(n, query, depth) for n in node.sources))
             weights = [n.weight if isinstance(n, Source) else None for n in node.sources]
-            return _fuse(node.method, list(parts), weights, depth, query)
+            times = [ms for _, ms in parts]
+            slowest = None if None in times else max(times)  # type: ignore[type-var]
+            return _fuse(node.method, [r for r, _ in parts], weights, depth, query), slowest
         name = node.name + (f":{node.arg}" if node.arg else "")
-        body = {"query": query.text, "qid": query.qid, "retriever": name, "index": self.index, "k": depth}
-        data = await self.services.post(self.services.retrieval, f"retrieve {name}", "/v1/retrieve", body)
-        return Request.model_validate(data)
+        body = json_body({"query": query.text, "qid": query.qid, "retriever": name, "index": self.index, "k": depth})
+        data, ms = await self.services.post(self.services.retrieval, f"retrieve {name}", "/v1/retrieve", body)
+        return Request.model_validate_json(data), ms
 
-    async def run(self, pipeline: Pipeline, topic: Query) -> tuple[RagAnswer | Request, list[StageTrace]]:
-        """Run every stage; returns the answer (or the final ranking when there is no generator) and traces."""
+    async def run(self, pipeline: Pipeline, topic: Query,
+                  given: Request | None = None) -> tuple[RagAnswer | Request, list[StageTrace]]:
+        """Run every stage; returns the answer (or the final ranking when there is no generator) and traces.
+
+        ``given``: candidates handed over instead of retrieved (the track's AG task), for a pipeline whose
+        first stage is ``given``; its top ``depth`` go on to the rerankers and the generator."""
         traces: list[StageTrace] = []
         start = time.perf_counter()
-        request = await self._source(pipeline.retrieve, topic, pipeline.depth)
-        traces.append(_trace(f"{pipeline.retrieve}", pipeline.depth, start, request))
+        if given is not None:
+            if pipeline.retrieve != Source(GIVEN):
+                raise ValueError(f"candidates were given: the pipeline must start with `{GIVEN}`, not {pipeline.retrieve}")
+            request, ms = given.model_copy(update={"candidates": given.candidates[:pipeline.depth]}), 0.0
+        else:
+            request, ms = await self._source(pipeline.retrieve, topic, pipeline.depth)
+        traces.append(_trace(f"{pipeline.retrieve}", pipeline.depth, start, request, ms))
         for stage in pipeline.rerank:
             start = time.perf_counter()
             name = stage.name + (f":{stage.arg}" if stage.arg else "")
-            body = {"request": request.model_dump(mode="json", exclude_none=True), "reranker": name, "k": stage.depth}
-            reranked = Request.model_validate(
-                await self.services.post(self.services.retrieval, f"rerank {name}", "/v1/rerank", body))
+            body = json_body({"reranker": name, "k": stage.depth}, request=request)
+            data, ms = await self.services.post(self.services.retrieval, f"rerank {name}", "/v1/rerank", body)
+            reranked = Request.model_validate_json(data)
             if stage.fuse:
                 reranked = _fuse(stage.fuse, [reranked, request], [None, None], stage.depth, topic)
             request = reranked
-            traces.append(_trace(str(stage), stage.depth, start, request))
+            traces.append(_trace(str(stage), stage.depth, start, request, ms))
         if pipeline.generate is None:
             return request, traces
         start = time.perf_counter()
         gen = pipeline.generate
-        body = {"topic": topic.text, "topic_id": str(topic.qid), "generator": gen.name, "template": gen.template,
-                "k": GENERATION_K, "request": request.model_dump(mode="json", exclude_none=True)}
-        data = await self.services.post(self.services.generation, f"generate {gen}", "/v1/generate", body)
-        answer = RagAnswer.model_validate(data)
-        traces.append(StageTrace(str(gen), GENERATION_K, (time.perf_counter() - start) * 1000, answer.references))
+        top = request.model_copy(update={"candidates": request.candidates[:GENERATION_K]})  # all AG reads
+        body = json_body({"topic": topic.text, "topic_id": str(topic.qid), "generator": gen.name,
+                          "template": gen.template, "k": GENERATION_K}, request=top)
+        data, ms = await self.services.post(self.services.generation, f"generate {gen}", "/v1/generate", body)
+        answer = RagAnswer.model_validate_json(data)
+        traces.append(StageTrace(str(gen), GENERATION_K, (time.perf_counter() - start) * 1000, answer.references, ms))
         return answer, traces
 
 
-def _trace(stage: str, k: int, start: float, request: Request) -> StageTrace:
-    return StageTrace(stage, k, (time.perf_counter() - start) * 1000, [c.docid for c in request.candidates])
+def _trace(stage: str, k: int, start: float, request: Request, service_ms: float | None) -> StageTrace:
+    return StageTrace(stage, k, (time.perf_counter() - start) * 1000, [c.docid for c in request.candidates],
+                      service_ms)

@@ -51,7 +51,10 @@ class Settings(BaseSettings):
                                       "default: this process.")
     generation_url: str | None = Field(None, description="Base URL of the AG service; default: this process.")
     gateway_timeout_s: float = 300.0
+    topics_source_url: str = Field("https://raw.githubusercontent.com/castorini/anserini-tools/master/topics-and-qrels",
+                                   description="Where `ragnarok topics fetch` downloads the track's topic files.")
     database_url: str | None = Field(default=None, description="SQLAlchemy URL; default SQLite in data_dir.")
+    arena_pool: list[str] = Field(default_factory=list, description="Arena pipeline specs (default: all).")
     openai_api_key_env: str = "OPENAI_API_KEY"
     cohere_api_key_env: str = "COHERE_API_KEY"
 

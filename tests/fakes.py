@@ -69,6 +69,10 @@ def flaky_openai_app() -> FastAPI:
     def models() -> dict:
         return {"object": "list", "data": [{"id": "ok", "object": "model", "owned_by": "test"}]}
 
+    @app.get("/stats")
+    def stats() -> dict:
+        return {"calls": dict(app.state.calls), "max_in_flight": app.state.max_in_flight}
+
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> JSONResponse:
         body = await request.json()

@@ -134,3 +134,63 @@ def test_fast_sentence_spans_equal_the_segmenters():
     for t in texts:
         assert list(ps.paragraphs(t)) == [(m.start(), m.group(0)) for m in _PARAGRAPH.finditer(t)], repr(t)
         assert ps.sentence_spans(t) == sentence_spans(t), repr(t)
+
+
+def test_segment_anserini_records_are_what_ragnarok_index_writes(collection, tmp_path):
+    from ragnarok.collection.lucene_index import segment_records
+
+    out = tmp_path / "coll" / "segments.jsonl"
+    result = _run("segment", str(collection), str(out), "--anserini", "--workers", "2")
+    assert result.exit_code == 0, result.output
+    expected = "".join(json.dumps(r, ensure_ascii=False) + "\n"
+                       for r in segment_records(iter_documents(collection), Segmenter()))
+    assert out.read_text(encoding="utf-8") == expected
+    first = json.loads(expected.splitlines()[0])
+    assert list(first)[:3] == ["id", "contents", "docid"] and first["id"] == first["docid"]
+
+
+def test_segment_anserini_output_indexes_with_threads(collection, tmp_path):
+    """The scale path: parallel segmentation (gzip), then Anserini's indexer over that directory, 2 threads."""
+    from ragnarok.retrieve.lucene import LuceneRetriever
+    from ragnarok.types import Query
+
+    coll = tmp_path / "coll"
+    r = _run("segment", str(collection), str(coll / "part-0.jsonl.gz"), "--anserini", "--workers", "2")
+    assert r.exit_code == 0, r.output
+    n = len(gzip.decompress((coll / "part-0.jsonl.gz").read_bytes()).splitlines())
+    r = runner.invoke(app, ["index", "--collection", "JsonCollection", str(coll), str(tmp_path / "idx"),
+                            "--threads", "2"])
+    assert r.exit_code == 0, r.output
+    hits = LuceneRetriever("bm25", str(tmp_path / "idx")).retrieve(Query(text="river stone"), n + 10)
+    assert len(hits.candidates) > 0 and all("#" in c.docid for c in hits.candidates)
+    body = next(d for d in iter_documents(collection) if d["docid"] == hits.candidates[0].docid.split("#")[0])["body"]
+    assert body[hits.candidates[0].doc.start_char:hits.candidates[0].doc.end_char] == hits.candidates[0].doc.segment
+
+
+def test_index_rejects_bad_input_before_replacing_the_index(tmp_path):
+    """`ragnarok index` streams its input: a malformed line or a repeated docid fails with its line number,
+    before the JVM starts and without touching an existing index; --skip-bad is `collection segment`'s."""
+    src = tmp_path / "in.jsonl"
+    src.write_bytes(b'{"docid": "a", "body": "One. Two."}\n{"docid": "b", "body": "Three."}\n'
+                    b'{"docid": "a", "body": "Again."}\n')
+    index = tmp_path / "idx"
+    index.mkdir()
+    (index / "marker").write_text("old index")
+    r = runner.invoke(app, ["index", str(src), str(index)])
+    assert r.exit_code == 2 and "in.jsonl:3: duplicate docid 'a'" in r.stderr, r.output
+    src.write_bytes(b'{"docid": "a", "body": "One. Two."}\n{"docid": "b", "body": "Three."\n')
+    r = runner.invoke(app, ["index", str(src), str(index)])
+    assert r.exit_code == 2 and "in.jsonl:2: malformed JSON" in r.stderr, r.output
+    assert [p.name for p in index.iterdir()] == ["marker"] and (index / "marker").read_text() == "old index"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["idx", "in.jsonl"]  # no scratch left behind
+
+
+def test_truncated_gzip_is_a_clear_error_and_output_is_kept(collection, tmp_path):
+    gz = tmp_path / "docs.jsonl.gz"
+    gz.write_bytes(gzip.compress(collection.read_bytes())[:-200])
+    out = tmp_path / "out.jsonl"
+    out.write_text("previous\n")
+    for command in ("segment", "dedup"):
+        r = _run(command, str(gz), str(out), "--workers", "1")
+        assert r.exit_code == 2 and "docs.jsonl.gz: cannot read" in r.stderr, r.output
+        assert out.read_text() == "previous\n"

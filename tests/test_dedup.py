@@ -105,6 +105,22 @@ def test_docid_set():
     assert not seen.add(199_999) and seen.add(10**12) and len(seen) == 200_000
 
 
+def test_the_pool_reads_a_bounded_number_of_batches_ahead():
+    """Memory stays flat however slowly the parent consumes (Pool.imap would read the whole input ahead)."""
+    pulled: list[int] = []
+
+    def batches():
+        for i in range(30):
+            pulled.append(i)
+            yield [0] * i
+
+    out = []
+    for got in dd.map_batches(len, batches(), 2, int, (), in_flight=3):
+        out.append(got)
+        assert len(pulled) <= len(out) + 3
+    assert out == list(range(30))
+
+
 # ------------------------------------------------------------------------------------------ planted near-duplicates
 
 # (name, how the copy is made, caught at the default threshold 0.8?)

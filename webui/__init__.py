@@ -1,1 +1,5 @@
-"""The Gradio arena (issue: pairwise arena). Empty until then."""
+"""The Gradio arena: blinded and side-by-side battles between RAG pipelines, votes, leaderboards.
+
+``webui.app.mount(app, settings)`` serves it inside the API at ``/arena``; ``python -m webui --rag-url URL``
+serves it alone against a running gateway. Importing this package imports neither Gradio nor anything heavy.
+"""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request as HttpRequest
+from fastapi import APIRouter, Request as HttpRequest, Response
 from pydantic import BaseModel, Field
 
 from api.deps import SettingsDep
@@ -30,7 +30,8 @@ class RagBody(BaseModel):
 class TraceOut(BaseModel):
     stage: str
     k: int
-    latency_ms: float
+    latency_ms: float = Field(description="The stage as the gateway saw it, HTTP hop included.")
+    service_ms: float | None = Field(None, description="The services' own time (their Server-Timing header).")
     ranking: list[str]
 
 
@@ -44,7 +45,7 @@ class RagOut(BaseModel):
 
 
 @router.post("/rag", response_model=RagOut, response_model_exclude_none=True)
-async def rag(body: RagBody, http: HttpRequest, settings: SettingsDep) -> RagOut:
+async def rag(body: RagBody, http: HttpRequest, settings: SettingsDep) -> Response:
     if not body.topic.strip():
         raise BadInput("topic is empty")
     if len(body.topic) > settings.max_query_chars:
@@ -54,10 +55,9 @@ async def rag(body: RagBody, http: HttpRequest, settings: SettingsDep) -> RagOut
         raise BadInput(f"pipeline {pipeline} has no generation stage: end it with a generator, e.g. `| extractive`")
     runner = PipelineRunner(http.app.state.services, body.index)
     answer, traces = await runner.run(pipeline, Query(text=body.topic, qid=body.topic_id))
-    out = RagOut(**answer.model_dump())
-    if body.trace:
-        out.trace = [TraceOut(**vars(t)) for t in traces]
-    return out
+    out = RagOut.model_construct(**dict(answer), trace=[TraceOut(**vars(t)) for t in traces] if body.trace else None)
+    # serialised once by pydantic-core (a response_model would validate the answer again)
+    return Response(out.model_dump_json(exclude_none=True), media_type="application/json")
 
 
 @router.get("/v1/pipelines")

@@ -66,6 +66,11 @@ def segment(
     workers: Workers = None,
     report: Report = None,
     progress: Progress = None,
+    anserini: Annotated[bool, typer.Option("--anserini", help="Write Anserini JsonCollection records (id, contents, "
+                                                              "and every segment field), as `ragnarok index` "
+                                                              "indexes them: then `ragnarok index --collection "
+                                                              "JsonCollection DIR INDEX` indexes OUTPUT's "
+                                                              "directory.")] = False,
 ) -> None:
     """Segment documents into overlapping sentence windows (MS MARCO V2.1 segmented: 10 sentences, stride 5)."""
     import json  # noqa: PLC0415
@@ -75,7 +80,7 @@ def segment(
 
     _check_paths(input, output, report)
     result = segment_collection(input, output, workers=workers, skip_bad=skip_bad, window=window, stride=stride,
-                                progress=progress)
+                                progress=progress, anserini=anserini)
     if report is not None:
         write_atomically(report, [json.dumps(result.as_dict(), indent=2).encode() + b"\n"])
     typer.echo(result.summary(), err=True)

@@ -25,9 +25,12 @@ How it runs (two streaming passes over the input, any size, plain or gzip)
     beside OUT that replaces OUT only when everything succeeded.
 
 Memory
-    In memory (``storage_config`` dict, the default) datasketch's LSH costs a few KB per document (measured:
-    see docs/BENCHMARKS.md); with ``redis_url`` the buckets live in Redis and this process keeps about
-    9 bytes per document (a status byte, and 8 bytes for the duplicate-docid check).
+    In memory (``storage_config`` dict, the default) datasketch's LSH costs about 4.7 KiB per document (12
+    bands, each a bytes key and a set per bucket: 4.7 GiB peak for 1 M documents, see docs/BENCHMARKS.md).
+    With ``redis_url`` the buckets live in Redis (redis-server used about 6.5 KiB per document) and this
+    process keeps 9 bytes per document (a status byte, and 8 bytes for the duplicate-docid check) plus the
+    pages of the signature scratch file it maps to verify candidates (page cache, reclaimable). Worker
+    processes are handed at most ``2 * workers + 2`` batches at a time, so nothing else grows with the input.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ import os
 import pickle
 import secrets
 import tempfile
+from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -275,16 +279,28 @@ def _batches(lines: Iterable[tuple[Path, int, bytes]], size: int) -> Iterator[li
 
 
 def map_batches(func: Callable, batches: Iterable, workers: int, initializer: Callable, initargs: tuple,
-                ) -> Iterator[Any]:
-    """``func`` over ``batches`` in order: in this process (workers <= 1) or a forkserver pool."""
+                in_flight: int | None = None) -> Iterator[Any]:
+    """``func`` over ``batches`` in order: in this process (workers <= 1) or a forkserver pool.
+
+    At most ``in_flight`` batches (default ``2 * workers + 2``) are out at a time: ``Pool.imap`` would read
+    the whole input ahead and queue every result whenever this process consumes more slowly than the
+    workers produce (with Redis storage, for one), so memory would grow with the input.
+    """
     if workers <= 1:
         initializer(*initargs)
         yield from map(func, batches)
         return
     methods = multiprocessing.get_all_start_methods()
     ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+    limit = max(1, in_flight if in_flight is not None else 2 * workers + 2)
     with ctx.Pool(workers, initializer=initializer, initargs=initargs) as pool:
-        yield from pool.imap(func, batches, chunksize=1)
+        pending: deque[Any] = deque()
+        for batch in batches:
+            pending.append(pool.apply_async(func, (batch,)))
+            if len(pending) >= limit:
+                yield pending.popleft().get()
+        while pending:
+            yield pending.popleft().get()
 
 
 # ----------------------------------------------------------------------------------------------- union-find

@@ -242,11 +242,12 @@ def iter_jsonl(path: Path, skip_bad: bool = False, report: InputReport | None = 
 
 
 def iter_documents(
-    path: Path, skip_bad: bool = False, check_duplicates: bool = False, report: InputReport | None = None,
+    path: Path, skip_bad: bool = False, check_duplicates: bool = True, report: InputReport | None = None,
 ) -> Iterator[dict[str, Any]]:
     """MS MARCO V2.1 documents (docid, url, title, headings, body); ``id``/``contents`` are accepted too.
 
-    ``check_duplicates`` makes a repeated docid an error (skipped with ``skip_bad``; the first one is kept).
+    A repeated docid is an error like a malformed line (its segments would get the ids of the first one's):
+    skipped with ``skip_bad`` (the first one is kept); ``check_duplicates=False`` lets it through.
     """
     seen = DocidSet() if check_duplicates else None
     for file, line_no, data in iter_raw_lines(path):

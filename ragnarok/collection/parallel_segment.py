@@ -168,16 +168,27 @@ class FastSegmenter(Segmenter):
 
 
 _segmenter: Segmenter = FastSegmenter()
+_anserini = False
 
 
-def _init(window: int, stride: int) -> None:
-    global _segmenter
-    _segmenter = FastSegmenter(window, stride)
+def _init(window: int, stride: int, anserini: bool = False) -> None:
+    global _segmenter, _anserini
+    _segmenter, _anserini = FastSegmenter(window, stride), anserini
 
 
-def segment_lines(document: dict[str, Any], segmenter: Segmenter) -> tuple[bytes, int]:
+def anserini_record(seg: dict[str, Any]) -> dict[str, Any]:
+    """A segment as ``ragnarok index`` writes it for Anserini's JsonCollection (``lucene_index.segment_records``):
+    ``id``, ``contents`` (title, headings and segment, one per line) and every segment field."""
+    contents = "\n".join(part for part in (seg["title"], seg["headings"], seg["segment"]) if part)
+    return {"id": seg["docid"], "contents": contents, **seg}
+
+
+def segment_lines(document: dict[str, Any], segmenter: Segmenter, anserini: bool = False) -> tuple[bytes, int]:
     """The JSONL bytes of one document's segments and their number."""
-    parts = [json.dumps(seg, ensure_ascii=False) for seg in segmenter.segment(document)]
+    segments = segmenter.segment(document)
+    if anserini:
+        segments = map(anserini_record, segments)
+    parts = [json.dumps(seg, ensure_ascii=False) for seg in segments]
     if not parts:
         return b"", 0
     return ("\n".join(parts) + "\n").encode("utf-8", "surrogatepass"), len(parts)
@@ -198,7 +209,7 @@ def _segment_batch(items: list[tuple[str, int, bytes]]) -> _Done:
             continue
         docids.append(document["docid"])
         hashes[pos] = docid_hash(document["docid"])
-        out, n = segment_lines(document, _segmenter)
+        out, n = segment_lines(document, _segmenter, _anserini)
         outputs.append(out)
         counts.append(n)
     return _Done(docids, hashes, outputs, counts, bad, [(f, n) for f, n, _ in items],
@@ -208,8 +219,12 @@ def _segment_batch(items: list[tuple[str, int, bytes]]) -> _Done:
 def segment_collection(
     input_path: Path, output: Path, workers: int | None = None, skip_bad: bool = False,
     window: int = WINDOW, stride: int = STRIDE, batch_size: int = BATCH, progress: bool | None = None,
+    anserini: bool = False,
 ) -> SegmentReport:
     """Segment every document under ``input_path`` into the JSONL file ``output`` (``.gz`` compresses).
+
+    ``anserini`` writes each segment as :func:`anserini_record` (what ``ragnarok index`` feeds Lucene), so that
+    ``ragnarok index --collection JsonCollection DIR INDEX`` can index the output's directory as it is.
 
     Bad lines (malformed JSON, invalid UTF-8, no docid, a repeated docid) raise
     :class:`CollectionFormatError` with their file and line before ``output`` is touched, unless
@@ -226,7 +241,7 @@ def segment_collection(
 
     def lines() -> Iterator[bytes]:
         batches = _batches(iter_raw_lines(input_path, counter), batch_size)
-        for done in map_batches(_segment_batch, batches, workers, _init, (window, stride)):
+        for done in map_batches(_segment_batch, batches, workers, _init, (window, stride, anserini)):
             bad_at = dict(done.bad)
             fresh = seen.add_many(done.hashes)
             report.bytes_in += done.bytes_in

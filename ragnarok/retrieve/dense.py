@@ -70,6 +70,10 @@ class Encoder:
     device: str | None = None  # None: sentence-transformers picks (CUDA when there is one)
     _st: Any = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    # one encode at a time: the tokenizer and torch modules are not safe to call from several threads at
+    # once (concurrent requests fail with "Already borrowed" / "unknown parameter type"); torch already
+    # spreads one batch over the cores
+    _encode_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     @cached_property
     def path(self) -> str:
@@ -106,8 +110,9 @@ class Encoder:
             texts = [self.prefix + t for t in texts]
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        vectors = st.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
-                            convert_to_numpy=True, show_progress_bar=False)
+        with self._encode_lock:
+            vectors = st.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
+                                convert_to_numpy=True, show_progress_bar=False)
         return np.ascontiguousarray(vectors, dtype=np.float32)
 
 
@@ -214,6 +219,10 @@ class DenseRetriever:
     _meta: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
     _searcher: Any = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    # one encode at a time: the tokenizer and torch modules are not safe to call from several threads at
+    # once (concurrent requests fail with "Already borrowed" / "unknown parameter type"); torch already
+    # spreads one batch over the cores
+    _encode_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     @property
     def path(self) -> Path:

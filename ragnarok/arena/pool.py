@@ -1,0 +1,122 @@
+"""The arena's pool of pipelines and how battles are paired (pure functions: no I/O, no UI).
+
+A pool entry is a full RAG pipeline spec (``bm25@20 | extractive``); the arena keys it by component —
+retriever (with its depth), reranker stages (``none`` when there are none) and generator — which is what the
+vote log stores and what the R / AG leaderboards group by.
+
+Pairing (as Chatbot Arena's sampler, simplified): every unordered pair of two *different* pool pipelines is a
+candidate, weighted ``1 / (1 + votes)`` so pairs with fewer votes come up more often; the chosen pair's sides
+are then swapped with probability 1/2.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+
+from ragnarok.spec import Pipeline, parse
+
+NO_RERANKER = "none"
+DEFAULT_DEPTH = 20
+
+
+@dataclass(frozen=True, order=True)
+class PipelineId:
+    """One pool pipeline by component; ``spec`` is the normalised spec string."""
+
+    spec: str
+    retriever: str
+    reranker: str
+    generator: str
+
+    def as_dict(self) -> dict[str, str]:
+        return {
+            "spec": self.spec,
+            "retriever": self.retriever,
+            "reranker": self.reranker,
+            "generator": self.generator,
+        }
+
+    def names(self) -> set[str]:
+        """Every string that would reveal this pipeline (for blinding checks)."""
+        return {self.spec, self.retriever, self.generator} | ({self.reranker} - {NO_RERANKER})
+
+
+def identify(spec: str) -> PipelineId:
+    """Parse a pool spec; it must end with a generator (an arena battle compares answers)."""
+    pipeline: Pipeline = parse(spec)
+    if pipeline.generate is None:
+        raise ValueError(f"arena pipeline {spec!r} has no generator: end it with one, e.g. `| extractive`")
+    reranker = " | ".join(map(str, pipeline.rerank)) or NO_RERANKER
+    return PipelineId(
+        str(pipeline), f"{pipeline.retrieve}@{pipeline.depth}", reranker, str(pipeline.generate)
+    )
+
+
+def compose(retriever: str, reranker: str, generator: str) -> PipelineId:
+    """The pipeline made of three components (as the side-by-side dropdowns name them)."""
+    stages = [retriever] + ([] if reranker in ("", NO_RERANKER) else [reranker]) + [generator]
+    return identify(" | ".join(stages))
+
+
+def make_pool(specs: Iterable[str]) -> list[PipelineId]:
+    """Parsed, de-duplicated, in the given order; fewer than two pipelines cannot battle."""
+    pool = list(dict.fromkeys(identify(s) for s in specs))
+    if len(pool) < 2:
+        raise ValueError(
+            f"the arena pool needs at least two different pipelines, got {[p.spec for p in pool]}"
+        )
+    return pool
+
+
+def default_specs(
+    retrievers: Sequence[str],
+    generators: Sequence[str],
+    rerankers: Sequence[str] = (NO_RERANKER,),
+    depth: int = DEFAULT_DEPTH,
+) -> list[str]:
+    """The product retriever × reranker × generator (retrievers by name, e.g. ``bm25``, ``dense:minilm``)."""
+    specs = []
+    for retriever, reranker, generator in itertools.product(retrievers, rerankers, generators):
+        stages = [f"{retriever}@{depth}"] + ([] if reranker == NO_RERANKER else [reranker]) + [generator]
+        specs.append(" | ".join(stages))
+    return specs
+
+
+def pair_key(a: str, b: str) -> tuple[str, str]:
+    return (a, b) if a <= b else (b, a)
+
+
+def pair_weights(
+    pool: Sequence[PipelineId], votes: Mapping[tuple[str, str], int]
+) -> dict[tuple[str, str], float]:
+    """Sampling weight of every unordered pair: ``1 / (1 + votes on that pair)``."""
+    return {
+        pair_key(a.spec, b.spec): 1.0 / (1 + votes.get(pair_key(a.spec, b.spec), 0))
+        for a, b in itertools.combinations(pool, 2)
+    }
+
+
+def pick_pair(
+    pool: Sequence[PipelineId], votes: Mapping[tuple[str, str], int], rng: random.Random
+) -> tuple[PipelineId, PipelineId]:
+    """Two different pipelines, favouring pairs with fewer votes, sides in random order."""
+    if len({p.spec for p in pool}) < 2:
+        raise ValueError("the arena pool needs at least two different pipelines")
+    by_spec = {p.spec: p for p in pool}
+    weights = pair_weights(pool, votes)
+    pairs = sorted(weights)
+    a, b = rng.choices(pairs, weights=[weights[p] for p in pairs], k=1)[0]
+    if rng.random() < 0.5:
+        a, b = b, a
+    return by_spec[a], by_spec[b]
+
+
+def components(pool: Sequence[PipelineId]) -> tuple[list[str], list[str], list[str]]:
+    """The retrievers, rerankers (``none`` first) and generators that occur in the pool, for dropdowns."""
+    retrievers = list(dict.fromkeys(p.retriever for p in pool))
+    rerankers = list(dict.fromkeys([NO_RERANKER, *(p.reranker for p in pool)]))
+    generators = list(dict.fromkeys(p.generator for p in pool))
+    return retrievers, rerankers, generators

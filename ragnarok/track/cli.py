@@ -1,0 +1,142 @@
+"""Track commands: ``ragnarok run``, ``ragnarok validate`` and ``ragnarok topics fetch|list``."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ragnarok.cli_errors import fails_cleanly
+from ragnarok.settings import Settings, get_settings
+from ragnarok.topics import Topic, available_sets, load_topics
+
+TOPICS_DIR = Path(__file__).resolve().parent.parent.parent / "topics"
+topics_app = typer.Typer(no_args_is_help=True, add_completion=False, help="Topic sets: list them, fetch the track's.")
+
+
+def resolve_topics(source: str, settings: Settings) -> list[Topic]:
+    """A topic file, or a set name: the project's ``topics/``, then sets fetched into the data directory."""
+    from ragnarok.track.fetch import TRACK_TOPICS, fetched_dir  # noqa: PLC0415
+
+    try:
+        return load_topics(source, TOPICS_DIR)
+    except FileNotFoundError:
+        if fetched_dir(settings).is_dir():
+            try:
+                return load_topics(source, fetched_dir(settings))
+            except FileNotFoundError:
+                pass
+    known = sorted(set(available_sets(TOPICS_DIR)) | set(available_sets(fetched_dir(settings))))
+    hint = f"; fetch it with `ragnarok topics fetch {source}`" if source in TRACK_TOPICS else ""
+    raise FileNotFoundError(f"unknown topic set or file {source!r} (available: {', '.join(known)}){hint}")
+
+
+@fails_cleanly
+def run(
+    topics: Annotated[Optional[str], typer.Option(help="Topic file or set name (e.g. demo, rag24.test); "
+                                                       "with --requests, defaults to the requests' queries.")] = None,
+    pipeline: Annotated[str, typer.Option(help="Pipeline spec or preset, e.g. 'bm25@100 | extractive'.")] = "offline",
+    run_id: Annotated[str, typer.Option(help="The run's tag, one word.")] = "ragnarok",
+    output: Annotated[Path, typer.Option(help="Submission file (JSONL; a TREC run file for --task r).")] = Path("run.jsonl"),
+    task: Annotated[str, typer.Option(help="rag: answers; r: a ranking (TREC run + Request JSONL).")] = "rag",
+    year: Annotated[int, typer.Option(help="Answer format: 2024 or 2025.")] = 2024,
+    requests: Annotated[Optional[Path], typer.Option(help="AG-only: generate from these candidates (rank_llm "
+                                                          "Request JSONL) instead of retrieving.")] = None,
+    concurrency: Annotated[int, typer.Option(min=1, max=256, help="Topics in flight.")] = 4,
+    retries: Annotated[int, typer.Option(min=1, max=20, help="Attempts per topic.")] = 3,
+    team_id: Annotated[Optional[str], typer.Option(help="2025 metadata.team_id (default: the run id).")] = None,
+    run_type: Annotated[str, typer.Option(help="2025 metadata.type: automatic or manual.")] = "automatic",
+    index: Annotated[Optional[str], typer.Option(help="Index name (default from settings).")] = None,
+    progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress")] = None,
+) -> None:
+    """Run a pipeline over a topic set and write a TREC RAG submission; re-run the same command to resume."""
+    from ragnarok.presets import resolve  # noqa: PLC0415
+    from ragnarok.track.formats import YEARS  # noqa: PLC0415
+    from ragnarok.track.run import TrackOptions, read_requests, run_track, track_pipeline  # noqa: PLC0415
+
+    if task not in ("rag", "r"):
+        raise ValueError(f"--task must be rag or r, got {task!r}")
+    if year not in YEARS:
+        raise ValueError(f"--year must be one of {YEARS}, got {year}")
+    if not run_id or any(c.isspace() for c in run_id):
+        raise ValueError(f"--run-id must be one word, got {run_id!r}")
+    settings = get_settings()
+    pipeline_ = track_pipeline(resolve(pipeline), given=requests is not None)
+    given = read_requests(requests) if requests is not None else None
+    if topics is not None:
+        loaded = resolve_topics(topics, settings)
+    elif given is not None:
+        loaded = [Topic(qid, r.query.text) for qid, r in given.items()]
+    else:
+        raise ValueError("give --topics (or --requests for an AG-only run)")
+    if pipeline_.retrieve != _given_source() and (index or settings.default_index) == "demo":
+        from ragnarok.collection.demo_index import ensure_demo_index  # noqa: PLC0415
+
+        ensure_demo_index(settings, dense_model="minilm" if "dense" in str(pipeline_) else None)
+    options = TrackOptions(run_id=run_id, output=output, task=task, year=year,  # type: ignore[arg-type]
+                           concurrency=concurrency, retries=retries, team_id=team_id, run_type=run_type,
+                           index=index, progress=progress)
+    summary = asyncio.run(run_track(pipeline_, loaded, settings, options, given))
+    typer.echo(f"{output}: {summary}", err=True)
+    if summary.failed:
+        raise typer.Exit(1)
+
+
+def _given_source() -> object:
+    from ragnarok.gateway import GIVEN  # noqa: PLC0415
+    from ragnarok.spec import Source  # noqa: PLC0415
+
+    return Source(GIVEN)
+
+
+@fails_cleanly
+def validate(
+    run_file: Annotated[Path, typer.Argument(metavar="RUN", help="A submission (JSONL, 2024 or 2025 format).")],
+    topics: Annotated[Optional[str], typer.Option(help="Topic file or set name: checks coverage and text.")] = None,
+    year: Annotated[Optional[int], typer.Option(help="Force the format (default: from the first line).")] = None,
+    fix: Annotated[Optional[Path], typer.Option(help="Write a fixed copy here (over-long answers trimmed).")] = None,
+    v21: Annotated[Optional[bool], typer.Option("--v21/--no-v21", help="Check MS MARCO V2.1 segment ids "
+                                                                      "(default: when the run uses them).")] = None,
+) -> None:
+    """Check a submission against the track's rules; exit 1 when it has errors."""
+    from ragnarok.track import validate as checks  # noqa: PLC0415
+
+    expected = {t.qid: t.text for t in resolve_topics(topics, get_settings())} if topics else None
+    result = checks.validate(run_file, expected, year, v21)
+    for problem in result.problems[:200]:
+        typer.echo(str(problem), err=True)
+    if len(result.problems) > 200:
+        typer.echo(f"... and {len(result.problems) - 200} more", err=True)
+    typer.echo(result.summary())
+    if fix is not None:
+        changed = checks.fix(result, fix)
+        again = checks.validate(fix, expected, year, v21)
+        typer.echo(f"fixed copy: {fix} ({changed} lines changed); {again.summary()}")
+        if not again.ok:
+            raise typer.Exit(1)
+        return
+    if not result.ok:
+        raise typer.Exit(1)
+
+
+@topics_app.command("list")
+@fails_cleanly
+def list_topics() -> None:
+    """The topic-set names available here (project topics and fetched track topics)."""
+    from ragnarok.track.fetch import TRACK_TOPICS, fetched_dir  # noqa: PLC0415
+
+    here = set(available_sets(TOPICS_DIR)) | set(available_sets(fetched_dir(get_settings())))
+    for name in sorted(here | set(TRACK_TOPICS)):
+        typer.echo(f"{name}\t{'available' if name in here else 'fetch with `ragnarok topics fetch ' + name + '`'}")
+
+
+@topics_app.command("fetch")
+@fails_cleanly
+def fetch(name: Annotated[str, typer.Argument(help="rag24.test, rag24.raggy-dev, rag24.researchy-dev, rag25.test")]) -> None:
+    """Download one of the track's topic files (needs the internet)."""
+    from ragnarok.track.fetch import fetch_topics  # noqa: PLC0415
+
+    path, topics = fetch_topics(name, get_settings())
+    typer.echo(f"{len(topics)} topics in {path}")

@@ -1,0 +1,54 @@
+"""``ragnarok topics fetch NAME``: the track's public topic files, downloaded when the machine is online.
+
+The files come from Anserini's tools (``settings.topics_source_url``) and land in ``{data_dir}/topics``,
+where topic-set names resolve after the project's own ``topics/``. A download is parsed before it replaces
+anything, so a failed or garbled fetch never clobbers a good file.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import httpx
+
+from ragnarok.settings import Settings
+from ragnarok.topics import Topic, read_topics
+
+#: Topic-set name -> file name at the source.
+TRACK_TOPICS = {
+    "rag24.test": "topics.rag24.test.txt",
+    "rag24.raggy-dev": "topics.rag24.raggy-dev.txt",
+    "rag24.researchy-dev": "topics.rag24.researchy-dev.txt",
+    "rag25.test": "topics.rag25.test.jsonl",
+}
+
+
+def fetched_dir(settings: Settings) -> Path:
+    return settings.data_dir / "topics"
+
+
+def fetch_topics(name: str, settings: Settings, timeout: float = 60.0) -> tuple[Path, list[Topic]]:
+    """Download topic set ``name`` into :func:`fetched_dir`; returns the file and its topics."""
+    if name not in TRACK_TOPICS:
+        raise LookupError(f"unknown track topic set {name!r}; known: {', '.join(TRACK_TOPICS)}")
+    filename = TRACK_TOPICS[name]
+    url = f"{settings.topics_source_url.rstrip('/')}/{filename}"
+    try:
+        response = httpx.get(url, timeout=timeout, follow_redirects=True)
+        response.raise_for_status()
+    except httpx.HTTPError as exc:
+        raise OSError(f"cannot fetch {url}: {exc} (offline? give the topic file's path instead)") from None
+    target_dir = fetched_dir(settings)
+    target_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target_dir, prefix=f".{filename}.", suffix=Path(filename).suffix)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(response.content)
+        topics = read_topics(tmp)  # a garbled download fails here, before anything is replaced
+        os.replace(tmp, target_dir / filename)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target_dir / filename, topics

@@ -1,0 +1,241 @@
+"""``ragnarok validate``: check a submission against the track's rules, and optionally fix what can be fixed.
+
+Errors make the file invalid; warnings (a topic with no answer) do not. ``fix`` rewrites what has one
+right answer: an answer over 400 words is trimmed from the end, ``response_length`` recomputed, repeated
+citations in a sentence dropped. Everything else (a wrong topic text, a repeated topic, a missing field)
+stays an error for a person to look at.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from ragnarok.track.formats import (
+    MAX_REFERENCES, MAX_WORDS, record_run_id, record_topic, record_year, trim_words,
+)
+from ragnarok.types import CitedSentence, word_count
+
+V21_SEGMENT = re.compile(r"^msmarco_v2\.1_doc_\d+_\d+#\d+_\d+$")
+
+
+@dataclass(frozen=True)
+class Problem:
+    level: Literal["error", "warning"]
+    message: str
+    line: int | None = None
+    topic_id: str | None = None
+
+    def __str__(self) -> str:
+        where = f"line {self.line}" if self.line else "file"
+        topic = f" (topic {self.topic_id})" if self.topic_id else ""
+        return f"{self.level}: {where}{topic}: {self.message}"
+
+
+@dataclass
+class Validation:
+    path: Path
+    year: int | None = None
+    lines: int = 0
+    problems: list[Problem] = field(default_factory=list)
+    records: list[tuple[int, dict[str, Any]]] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[Problem]:
+        return [p for p in self.problems if p.level == "error"]
+
+    @property
+    def warnings(self) -> list[Problem]:
+        return [p for p in self.problems if p.level == "warning"]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    def summary(self) -> str:
+        verdict = "valid" if self.ok else "INVALID"
+        return (f"{self.path}: {verdict} TREC RAG {self.year or '?'} run, {self.lines} lines, "
+                f"{len(self.errors)} errors, {len(self.warnings)} warnings")
+
+
+class _Checker:
+    def __init__(self, result: Validation, topics: dict[str, str] | None, v21: bool | None):
+        self.result, self.topics, self.v21 = result, topics, v21
+
+    def add(self, level: Literal["error", "warning"], message: str, line: int | None = None,
+            topic: str | None = None) -> None:
+        self.result.problems.append(Problem(level, message, line, topic))
+
+    def fields(self, n: int, record: dict[str, Any], year: int) -> bool:
+        """Required fields with the right types; False when the line cannot be checked further."""
+        required: dict[str, type | tuple[type, ...]] = {"references": list, "answer": list}
+        where: dict[str, Any] = record
+        if year == 2024:
+            required |= {"run_id": str, "topic_id": str, "topic": str, "response_length": int}
+        else:
+            meta = record["metadata"]
+            for key in ("team_id", "run_id", "type", "narrative_id", "narrative"):
+                if not isinstance(meta.get(key), str) or not meta.get(key):
+                    self.add("error", f"metadata.{key} is missing or not a non-empty string", n, record_topic(record))
+                    return False
+            if "prompt" in meta and not isinstance(meta["prompt"], str):
+                self.add("error", "metadata.prompt must be a string", n, record_topic(record))
+        for key, kind in required.items():
+            value = where.get(key)
+            if value is None or not isinstance(value, kind) or isinstance(value, bool):
+                self.add("error", f"{key} is missing or not a {getattr(kind, '__name__', kind)}", n,
+                         record_topic(record))
+                return False
+        for i, sentence in enumerate(record["answer"]):
+            if not (isinstance(sentence, dict) and isinstance(sentence.get("text"), str)
+                    and isinstance(sentence.get("citations"), list)
+                    and all(isinstance(c, int) and not isinstance(c, bool) for c in sentence["citations"])):
+                self.add("error", f"answer[{i}] must be {{text: string, citations: [integers]}}", n,
+                         record_topic(record))
+                return False
+        if not all(isinstance(r, str) for r in record["references"]):
+            self.add("error", "references must be segment id strings", n, record_topic(record))
+            return False
+        return True
+
+    def answer(self, n: int, record: dict[str, Any], year: int) -> None:
+        topic = record_topic(record)
+        refs: list[str] = record["references"]
+        if len(refs) > MAX_REFERENCES[year]:
+            self.add("error", f"{len(refs)} references; at most {MAX_REFERENCES[year]} in {year}", n, topic)
+        repeated = [r for r, k in Counter(refs).items() if k > 1]
+        if repeated:
+            self.add("error", f"repeated references: {', '.join(repeated[:5])}", n, topic)
+        if self.v21:
+            bad = [r for r in refs if not V21_SEGMENT.match(r)]
+            if bad:
+                self.add("error", f"not MS MARCO V2.1 segment ids (msmarco_v2.1_doc_<a>_<b>#<c>_<d>): "
+                                  f"{', '.join(bad[:3])}", n, topic)
+        for i, sentence in enumerate(record["answer"]):
+            cites = sentence["citations"]
+            outside = [c for c in cites if not 0 <= c < len(refs)]
+            if outside:
+                self.add("error", f"answer[{i}] cites {outside} outside references (0..{len(refs) - 1})", n, topic)
+            if len(set(cites)) != len(cites):
+                self.add("error", f"answer[{i}] repeats a citation: {cites}", n, topic)
+        words = sum(word_count(s["text"]) for s in record["answer"])
+        if "response_length" in record and record["response_length"] != words:
+            self.add("error", f"response_length is {record['response_length']} but the answer has {words} words",
+                     n, topic)
+        if words > MAX_WORDS:
+            self.add("error", f"answer has {words} words; at most {MAX_WORDS} (--fix trims it)", n, topic)
+        if not record["answer"]:
+            self.add("warning", "empty answer", n, topic)
+
+    def topic_text(self, n: int, record: dict[str, Any], year: int) -> None:
+        topic = record_topic(record)
+        if self.topics is None or topic is None:
+            return
+        if topic not in self.topics:
+            self.add("error", f"topic {topic!r} is not in the topic file", n, topic)
+            return
+        text = record["topic"] if year == 2024 else record["metadata"]["narrative"]
+        if text != self.topics[topic]:
+            self.add("error", f"topic text differs from the topic file: {text[:60]!r} vs {self.topics[topic][:60]!r}",
+                     n, topic)
+
+
+def validate(path: str | Path, topics: dict[str, str] | None = None, year: int | None = None,
+             v21: bool | None = None) -> Validation:
+    """Check every line of a submission. ``topics`` (id -> text) enables the topic checks; ``year`` forces
+    the format (default: from the first line); ``v21`` forces the segment-id check (default: on when any
+    reference looks like an MS MARCO V2.1 segment)."""
+    path = Path(path)
+    result = Validation(path, year)
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise OSError(f"cannot read {path}: {exc.strerror or exc}") from None
+    for n, line in enumerate(raw.split(b"\n"), start=1):
+        if not line.strip():
+            continue
+        result.lines += 1
+        try:
+            record = json.loads(line.decode("utf-8"))
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            result.problems.append(Problem("error", f"not a JSON line: {exc}", n))
+            continue
+        if not isinstance(record, dict):
+            result.problems.append(Problem("error", "not a JSON object", n))
+            continue
+        result.records.append((n, record))
+    if result.year is None and result.records:
+        result.year = record_year(result.records[0][1])
+    if v21 is None:
+        v21 = any(str(r).startswith("msmarco_v2.1_doc_") for _, rec in result.records
+                  for r in (rec.get("references") or []) if isinstance(rec.get("references"), list))
+    check = _Checker(result, topics, v21)
+    run_ids: Counter[str] = Counter()
+    seen: dict[str, int] = {}
+    for n, record in result.records:
+        year_here = record_year(record)
+        if year_here != result.year:
+            check.add("error", f"a {year_here} line in a {result.year} run", n, record_topic(record))
+            continue
+        if not check.fields(n, record, year_here):
+            continue
+        topic = record_topic(record)
+        run_ids[record_run_id(record) or ""] += 1
+        if topic in seen:
+            check.add("error", f"topic answered again (first at line {seen[topic]})", n, topic)
+        else:
+            seen[topic] = n  # type: ignore[index]
+        check.topic_text(n, record, year_here)
+        check.answer(n, record, year_here)
+    if len(run_ids) > 1:
+        check.add("error", f"more than one run_id: {', '.join(sorted(run_ids))}")
+    if topics is not None:
+        missing = [t for t in topics if t not in seen]
+        if missing:
+            check.add("warning", f"{len(missing)} of {len(topics)} topics have no answer: "
+                                 f"{', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''}")
+    if not result.records and not result.problems:
+        check.add("error", "the run is empty")
+    return result
+
+
+def fix(validation: Validation, output: str | Path) -> int:
+    """Write ``validation``'s lines to ``output`` with over-long answers trimmed from the end, repeated
+    citations dropped and ``response_length`` recomputed; returns how many lines changed. Lines that are not
+    JSON objects are left out. ``output`` is replaced atomically, and never when it is the input."""
+    output = Path(output)
+    if output.resolve() == validation.path.resolve():
+        raise ValueError(f"--fix writes a new file; {output} is the run being checked")
+    changed, lines = 0, []
+    for _, record in validation.records:
+        fixed = _fixed(record)
+        changed += fixed != record
+        lines.append(json.dumps(fixed, ensure_ascii=False) + "\n")
+    fd, tmp = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.writelines(lines)
+        os.replace(tmp, output)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return changed
+
+
+def _fixed(record: dict[str, Any]) -> dict[str, Any]:
+    answer = record.get("answer")
+    if not isinstance(answer, list) or not all(isinstance(s, dict) and isinstance(s.get("text"), str) for s in answer):
+        return record
+    sentences = [CitedSentence(text=s["text"], citations=list(dict.fromkeys(
+        c for c in s.get("citations") or [] if isinstance(c, int)))) for s in answer]
+    trimmed = [s.model_dump(mode="json") for s in trim_words(sentences, MAX_WORDS)]
+    out = {**record, "answer": trimmed}
+    if "response_length" in record or record_year(record) == 2024:
+        out["response_length"] = sum(word_count(s["text"]) for s in trimmed)
+    return out

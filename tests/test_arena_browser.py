@@ -1,0 +1,168 @@
+"""The arena in a real browser: Debian's chromium driven by playwright, against the API + arena served by
+uvicorn.
+
+Type a topic, see two answers with no pipeline name on the page, focus a citation, vote, see the reveal, see
+the leaderboard count move; one screenshot per tab under the test's tmp_path. Without chromium the test skips
+locally and fails in CI.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from servers import serve_app
+
+from api.main import create_app
+
+pytestmark = [
+    pytest.mark.slow,
+    # pandas deprecations raised inside Gradio's queue, not ours
+    pytest.mark.filterwarnings("ignore:.*no_silent_downcasting"),
+    pytest.mark.filterwarnings("ignore:The copy keyword is deprecated"),
+]
+
+CHROMIUM = "/usr/bin/chromium"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+POOL = ["bm25@20 | extractive", "bm25+rocchio@20 | extractive", "bm25+rm3@20 | extractive"]
+NAMES = ["bm25", "rocchio", "rm3", "extractive"]
+TOPIC = "compress a file with gzip"
+WAIT_MS = 90_000
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").lower() in {"1", "true", "yes"}
+
+
+@pytest.fixture
+def browser_context(tmp_path):
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError as exc:
+        if _in_ci():
+            pytest.fail(f"playwright is not installed: {exc}")
+        pytest.skip("playwright is not installed")
+    if not (Path(CHROMIUM).exists() or shutil.which("chromium")):
+        if _in_ci():
+            pytest.fail(
+                f"{CHROMIUM} is missing: CI must install Debian's chromium for the arena browser test"
+            )
+        pytest.skip(f"{CHROMIUM} not found")
+    with sync_playwright() as pw:
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path / "profile"),
+            executable_path=CHROMIUM,
+            args=ARGS,
+            headless=True,
+            viewport={"width": 1280, "height": 900},
+        )
+        try:
+            yield context
+        finally:
+            context.close()
+
+
+def _leaks(text: str) -> list[str]:
+    return [name for name in NAMES if name in text.lower()]
+
+
+def test_blinded_battle_vote_reveal_and_leaderboard(demo_settings, tmp_path, browser_context):
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=WAIT_MS)
+    settings = demo_settings.model_copy(
+        update={"arena_pool": POOL, "database_url": f"sqlite:///{tmp_path / 'votes.db'}"}
+    )
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    with serve_app(create_app(settings)) as base:
+        page = browser_context.new_page()
+        page.set_default_timeout(WAIT_MS)
+        page.goto(f"{base}/arena/")
+        topic = page.locator("#rg-topic textarea")
+        topic.wait_for()
+
+        # the leaderboard before any vote
+        page.get_by_role("tab", name="Leaderboards").click()
+        expect(page.locator("#rg-summary .rg-total")).to_have_text("0")
+        page.screenshot(path=shots / "leaderboards-before.png", full_page=True)
+
+        # a blinded battle: two answers, no pipeline name anywhere on the page
+        page.get_by_role("tab", name="Blinded battle").click()
+        topic.fill(TOPIC)
+        page.locator("#rg-go").click()
+        page.locator("#rg-pane-a .rg-answer").wait_for()
+        page.locator("#rg-pane-b .rg-answer").wait_for()
+        expect(page.locator("#rg-vote-a")).to_be_enabled()
+        body = page.locator("body").inner_text()
+        assert "gzip" in body
+        assert _leaks(body) == [], f"pipeline names on the page before the vote: {_leaks(body)}"
+        panes = page.locator("#rg-pane-a").inner_html() + page.locator("#rg-pane-b").inner_html()
+        assert _leaks(panes) == []
+
+        # a citation is focusable and its tooltip shows the segment's title, text and URL
+        cite = page.locator("#rg-pane-a .rg-cite").first
+        tip = cite.locator(".rg-tip")
+        expect(tip).to_be_hidden()
+        cite.focus()
+        expect(tip).to_be_visible()
+        expect(tip.locator(".rg-tip-title")).not_to_be_empty()
+        expect(tip.locator(".rg-tip-url")).to_contain_text("https://docs.python.org/")
+        page.screenshot(path=shots / "battle.png", full_page=True)
+
+        page.get_by_role("tab", name="JSON").click()
+        raw = page.locator("#rg-json")
+        expect(raw).to_contain_text("references")
+        assert _leaks(raw.inner_text()) == []
+        page.screenshot(path=shots / "json.png", full_page=True)
+
+        # vote, see the reveal, vote buttons off, a new round offered
+        page.get_by_role("tab", name="Blinded battle").click()
+        page.locator("#rg-vote-a").click()
+        reveal = page.locator("#rg-status .rg-reveal")
+        expect(reveal).to_contain_text("You preferred A")
+        revealed = re.findall(r"(bm25\S*@20 \| extractive)", reveal.inner_text())
+        assert len(revealed) == 2 and set(revealed) <= set(POOL) and revealed[0] != revealed[1]
+        expect(page.locator("#rg-vote-b")).to_be_disabled()
+        expect(page.locator("#rg-new-round")).to_be_visible()
+        page.screenshot(path=shots / "reveal.png", full_page=True)
+
+        # the leaderboard counts the vote
+        page.get_by_role("tab", name="Leaderboards").click()
+        page.locator("#rg-refresh").click()
+        expect(page.locator("#rg-summary .rg-total")).to_have_text("1")
+        expect(page.locator("#rg-board-rag .rg-table")).to_contain_text(revealed[0])
+        expect(page.locator("#rg-board-rag .rg-votes").first).to_have_text("1")
+        page.screenshot(path=shots / "leaderboards-after.png", full_page=True)
+
+        # side-by-side: chosen pipelines, named, the vote stored as unblinded
+        page.get_by_role("tab", name="Side-by-side").click()
+        page.locator("#rg-side-topic textarea").fill(TOPIC)
+        expect(page.locator("#rg-side-b-retriever input")).to_have_value("bm25+rocchio@20")
+        page.locator("#rg-compare").click()
+        page.locator("#rg-side-pane-b .rg-answer").wait_for()
+        page.locator("#rg-side-vote-tie").click()
+        expect(page.locator("#rg-side-status .rg-reveal")).to_contain_text("bm25+rocchio@20 | extractive")
+        page.screenshot(path=shots / "side-by-side.png", full_page=True)
+
+        page.get_by_role("tab", name="Leaderboards").click()
+        page.locator("#rg-refresh").click()
+        expect(page.locator("#rg-summary .rg-total")).to_have_text("1")  # blinded only by default
+        page.locator("#rg-include-unblinded input").check()
+        expect(page.locator("#rg-summary")).to_contain_text("blinded and unblinded")
+        expect(page.locator("#rg-summary .rg-total")).to_have_text("2")
+
+    for name in ("leaderboards-before", "battle", "json", "reveal", "leaderboards-after", "side-by-side"):
+        assert (shots / f"{name}.png").stat().st_size > 10_000

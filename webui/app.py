@@ -1,0 +1,365 @@
+"""The Gradio UI: tabs Blinded battle, Side-by-side, Leaderboards and JSON, over a :class:`webui.arena.Arena`.
+
+``mount(app, settings)`` serves it inside the API at ``/arena`` (the client reaches the services through
+``httpx.ASGITransport`` into that app); ``standalone_app(settings, rag_url)`` serves it alone against a
+gateway's base URL (``python -m webui``). Gradio is imported when a UI is built, never at import time.
+(No ``from __future__ import annotations`` here: Gradio finds a handler's ``gr.Request`` parameter by its
+evaluated annotation.)
+"""
+
+import asyncio
+import contextlib
+import importlib
+import threading
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import httpx
+
+from ragnarok.settings import Settings
+from webui import render
+from webui.arena import DEFAULT_TOPICS, Arena, BattleView
+from webui.client import RagClient
+
+if TYPE_CHECKING:
+    import gradio as gr
+    from fastapi import FastAPI
+
+VOTES = (("a", "A is better"), ("b", "B is better"), ("tie", "Tie"), ("bothbad", "Both are bad"))
+TITLE = "ragnarok arena"
+
+
+def _session(request: Any) -> str:
+    """The anonymous session id: Gradio's random per-page session hash."""
+    return getattr(request, "session_hash", None) or "anonymous"
+
+
+def _theme() -> Any:
+    import gradio as gr  # noqa: PLC0415
+
+    # system fonts only: the default theme fetches Google Fonts, which an offline deployment cannot reach
+    return gr.themes.Default(
+        font=["ui-sans-serif", "system-ui", "sans-serif"], font_mono=["ui-monospace", "monospace"]
+    )
+
+
+def build(arena: Arena) -> "gr.Blocks":
+    import gradio as gr  # noqa: PLC0415
+
+    def answer_panes(prefix: str) -> tuple[gr.HTML, gr.HTML]:
+        """Answer A and Answer B side by side."""
+        panes = []
+        with gr.Row(equal_height=False):
+            for side in ("a", "b"):
+                with gr.Column():
+                    gr.Markdown(f"### Answer {side.upper()}")
+                    panes.append(gr.HTML(render.placeholder_html(), elem_id=f"{prefix}-pane-{side}"))
+        return panes[0], panes[1]
+
+    def vote_buttons(prefix: str) -> list[gr.Button]:
+        with gr.Row():
+            return [
+                gr.Button(label, interactive=False, elem_id=f"{prefix}-vote-{key}") for key, label in VOTES
+            ]
+
+    def battle_outputs(view: BattleView, votes: int = 4) -> list[Any]:
+        return [
+            view.battle_id,
+            view.pane_a,
+            view.pane_b,
+            view.raw,
+            view.status,
+            *[gr.Button(interactive=view.votable) for _ in range(votes)],
+            gr.Button(visible=view.battle_id is not None and not view.votable),
+        ]
+
+    with gr.Blocks(title=TITLE, analytics_enabled=False) as blocks:
+        gr.Markdown(f"# {TITLE}\nTwo RAG pipelines answer the same topic; you judge which answer is better.")
+        with gr.Tabs():
+            # ---- blinded battle ----
+            with gr.Tab("Blinded battle", id="battle"):
+                battle_id = gr.State(None)
+                drawn = gr.State(None)
+                with gr.Row():
+                    topic = gr.Textbox(
+                        label="Topic",
+                        placeholder="Ask something, e.g. how do I parse a CSV file",
+                        scale=5,
+                        elem_id="rg-topic",
+                    )
+                    draw = gr.Button("Random topic", scale=1, elem_id="rg-draw")
+                    go = gr.Button("Battle", variant="primary", scale=1, elem_id="rg-go")
+                pane_a, pane_b = answer_panes("rg")
+                votes = vote_buttons("rg")
+                status = gr.HTML("", elem_id="rg-status")
+                new_round = gr.Button("New round", visible=False, elem_id="rg-new-round")
+
+            # ---- side-by-side (unblinded) ----
+            with gr.Tab("Side-by-side", id="side") as side_tab:
+                side_id = gr.State(None)
+                side_topic = gr.Textbox(label="Topic", elem_id="rg-side-topic")
+                pickers: list[gr.Dropdown] = []
+                with gr.Row():
+                    for side in ("A", "B"):
+                        with gr.Column():
+                            gr.Markdown(f"### Pipeline {side}")
+                            pickers += [
+                                gr.Dropdown(
+                                    label=f"{what} {side}",
+                                    choices=[],
+                                    allow_custom_value=False,
+                                    elem_id=f"rg-side-{side.lower()}-{what.lower()}",
+                                )
+                                for what in ("Retriever", "Reranker", "LLM")
+                            ]
+                compare = gr.Button("Compare", variant="primary", elem_id="rg-compare")
+                side_a, side_b = answer_panes("rg-side")
+                side_votes = vote_buttons("rg-side")
+                side_status = gr.HTML("", elem_id="rg-side-status")
+                side_again = gr.Button("Compare again", visible=False)
+
+            # ---- leaderboards ----
+            with gr.Tab("Leaderboards", id="boards") as boards_tab:
+                with gr.Row():
+                    include = gr.Checkbox(
+                        False, label="Include unblinded (side-by-side) votes", elem_id="rg-include-unblinded"
+                    )
+                    refresh = gr.Button("Refresh", elem_id="rg-refresh")
+                summary = gr.HTML("", elem_id="rg-summary")
+                board_panes = {}
+                with gr.Tabs():
+                    for name, label in (("rag", "RAG"), ("r", "R"), ("ag", "AG")):
+                        with gr.Tab(label, id=f"board-{name}"):
+                            board_panes[name] = gr.HTML("", elem_id=f"rg-board-{name}")
+
+            # ---- raw JSON ----
+            with gr.Tab("JSON", id="json"):
+                gr.Markdown(
+                    "Both raw RAG answers of the latest battle, exactly as `POST /rag` returned them."
+                )
+                raw = gr.JSON(label="latest battle", elem_id="rg-json")
+
+        # ---- handlers ----
+        async def on_draw() -> tuple[Any, Any, str]:
+            try:
+                chosen = arena.random_topic()
+            except (OSError, ValueError) as exc:
+                return gr.Textbox(), None, render.message_html(str(exc), "error")
+            return chosen.text, {"qid": chosen.qid, "text": chosen.text}, ""
+
+        async def on_battle(text: str, drawn_topic: dict | None, request: gr.Request) -> list[Any]:
+            topic_id = drawn_topic["qid"] if drawn_topic and drawn_topic.get("text") == text else ""
+            view = await arena.battle(text or "", topic_id, _session(request))
+            return battle_outputs(view)
+
+        def on_vote(winner: str):
+            def handler(current: str | None, request: gr.Request) -> list[Any]:
+                result = arena.vote(current, winner, _session(request))
+                keep = gr.Button(interactive=not result.voted)
+                return [
+                    result.status,
+                    *[keep for _ in VOTES],
+                    gr.Button(visible=result.voted),
+                    result.raw or gr.JSON(),
+                ]
+
+            return handler
+
+        def on_new_round() -> list[Any]:
+            return [
+                None,
+                render.placeholder_html(),
+                render.placeholder_html(),
+                "",
+                "",
+                *[gr.Button(interactive=False) for _ in VOTES],
+                gr.Button(visible=False),
+            ]
+
+        draw.click(on_draw, outputs=[topic, drawn, status])
+        battle_out = [battle_id, pane_a, pane_b, raw, status, *votes, new_round]
+        go.click(on_battle, inputs=[topic, drawn], outputs=battle_out, concurrency_limit=None)
+        topic.submit(on_battle, inputs=[topic, drawn], outputs=battle_out, concurrency_limit=None)
+        for (key, _), button in zip(VOTES, votes):
+            button.click(on_vote(key), inputs=[battle_id], outputs=[status, *votes, new_round, raw])
+        new_round.click(on_new_round, outputs=[battle_id, pane_a, pane_b, topic, status, *votes, new_round])
+
+        async def on_choices(*current: str) -> list[Any]:
+            """Fill the dropdowns when the tab opens (so a blinded-only session never receives the pool)."""
+            try:
+                retrievers, rerankers, generators = await arena.side_choices()
+            except Exception:  # noqa: BLE001 - the services are not up yet; Compare reports the cause
+                return [gr.Dropdown() for _ in pickers]
+            # defaults: B differs from A in its retriever when the pool has two, else in its generator
+            b_retriever, b_generator = (1, 0) if len(retrievers) > 1 else (0, 1)
+            defaults = ((0, 0, 0), (b_retriever, 0, b_generator))
+            out = []
+            for side in (0, 1):
+                for slot, choices in enumerate((retrievers, rerankers, generators)):
+                    default = defaults[side][slot]
+                    value = current[3 * side + slot]
+                    chosen = value if value in choices else choices[min(default, len(choices) - 1)]
+                    out.append(gr.Dropdown(choices=choices, value=chosen))
+            return out
+
+        async def on_compare(
+            text: str, ra: str, rr_a: str, ga: str, rb: str, rr_b: str, gb: str, request: gr.Request
+        ) -> list[Any]:
+            try:
+                a, b = arena.compose(ra, rr_a, ga), arena.compose(rb, rr_b, gb)
+            except (ValueError, TypeError) as exc:
+                return battle_outputs(
+                    _bad(f"Choose a retriever, a reranker and an LLM for both sides ({exc}).")
+                )
+            return battle_outputs(await arena.compare(a, b, text or "", "", _session(request)))
+
+        def on_side_vote(winner: str):
+            def handler(current: str | None, request: gr.Request) -> list[Any]:
+                result = arena.vote(current, winner, _session(request))
+                return [
+                    result.status,
+                    *[gr.Button(interactive=not result.voted) for _ in VOTES],
+                    gr.Button(visible=result.voted),
+                ]
+
+            return handler
+
+        side_tab.select(on_choices, inputs=pickers, outputs=pickers)
+        side_out = [side_id, side_a, side_b, raw, side_status, *side_votes, side_again]
+        compare.click(on_compare, inputs=[side_topic, *pickers], outputs=side_out, concurrency_limit=None)
+        side_again.click(on_compare, inputs=[side_topic, *pickers], outputs=side_out, concurrency_limit=None)
+        for (key, _), button in zip(VOTES, side_votes):
+            button.click(on_side_vote(key), inputs=[side_id], outputs=[side_status, *side_votes, side_again])
+
+        def on_boards(with_unblinded: bool) -> list[str]:
+            text, panes = arena.leaderboards(bool(with_unblinded))
+            return [text, *(panes[name] for name in board_panes)]
+
+        board_out = [summary, *board_panes.values()]
+        # one event for the three triggers, run one at a time and only for the latest trigger: a slow
+        # recomputation can never overwrite a newer one (say, after the checkbox flips)
+        gr.on(
+            [boards_tab.select, refresh.click, include.change],
+            on_boards,
+            inputs=[include],
+            outputs=board_out,
+            concurrency_limit=1,
+            trigger_mode="always_last",
+        )
+    blocks.queue(default_concurrency_limit=8)
+    return blocks
+
+
+def _bad(message: str) -> BattleView:
+    return BattleView(
+        None,
+        render.placeholder_html(),
+        render.placeholder_html(),
+        {},
+        False,
+        render.message_html(message, "error"),
+    )
+
+
+_BUILD_LOCK = threading.Lock()  # Gradio's Blocks context is process-global: build one UI at a time
+
+
+def _mount(app: "FastAPI", arena: Arena, path: str) -> "FastAPI":
+    import gradio as gr  # noqa: PLC0415
+
+    with _BUILD_LOCK:
+        blocks = build(arena)
+    return gr.mount_gradio_app(
+        app,
+        blocks,
+        path=path,
+        css=render.CSS,
+        theme=_theme(),
+        ssr_mode=False,
+        footer_links=[],
+        show_error=True,
+    )
+
+
+class LazyUI:
+    """An ASGI app that builds the Gradio UI on its first request, then serves it.
+
+    Importing Gradio and building the UI cost seconds; the API (and every batch run or test that creates it)
+    should not pay that unless someone opens the arena. The UI is an inner FastAPI app with the Blocks mounted
+    by ``gr.mount_gradio_app``; its lifespan (Gradio's queue) is entered on that first request and left when
+    the outer app shuts down (:meth:`aclose`).
+    """
+
+    def __init__(self, factory: Callable[[], "FastAPI"]):
+        self._factory = factory
+        self._app: Any = None
+        self._lifespan: Any = None
+        self._lock = asyncio.Lock()
+
+    async def _ready(self) -> "FastAPI":
+        async with self._lock:
+            if self._app is None:
+                await asyncio.to_thread(
+                    importlib.import_module, "gradio"
+                )  # the slow part, off the event loop
+                app = self._factory()
+                lifespan = app.router.lifespan_context(app)
+                await lifespan.__aenter__()
+                self._app, self._lifespan = app, lifespan
+            return self._app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            return
+        app = await self._ready()
+        await app(scope, receive, send)
+
+    async def aclose(self) -> None:
+        async with self._lock:
+            if self._lifespan is not None:
+                lifespan, self._lifespan, self._app = self._lifespan, None, None
+                await lifespan.__aexit__(None, None, None)
+
+
+def mount(
+    app: "FastAPI", settings: Settings, path: str = "/arena", topics_path: Path | None = DEFAULT_TOPICS
+) -> Arena:
+    """Serve the arena inside ``app`` at ``path`` (built on its first request); it calls the app's own REST
+    API in process through ``httpx.ASGITransport``."""
+    from fastapi import FastAPI  # noqa: PLC0415
+
+    client = RagClient(
+        "http://ragnarok.local", transport=httpx.ASGITransport(app=app), timeout_s=settings.gateway_timeout_s
+    )
+    arena = Arena(settings, client, topics_path)
+    ui = LazyUI(lambda: _mount(FastAPI(), arena, "/"))
+    app.mount(path, ui)
+    outer = app.router.lifespan_context
+
+    @contextlib.asynccontextmanager
+    async def lifespan(parent: Any) -> AsyncIterator[Any]:
+        async with outer(parent) as state:
+            try:
+                yield state
+            finally:
+                await ui.aclose()
+
+    app.router.lifespan_context = lifespan
+    app.state.arena = arena
+    return arena
+
+
+def standalone_app(settings: Settings, rag_url: str, topics_path: Path | None = DEFAULT_TOPICS) -> "FastAPI":
+    """The arena alone at ``/``, talking to the gateway at ``rag_url`` over HTTP."""
+    from fastapi import FastAPI  # noqa: PLC0415
+
+    app = FastAPI(title=TITLE)
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, str]:
+        return {"status": "ok", "rag_url": rag_url}
+
+    arena = Arena(settings, RagClient(rag_url.rstrip("/"), timeout_s=settings.gateway_timeout_s), topics_path)
+    app.state.arena = arena
+    return _mount(app, arena, "/")

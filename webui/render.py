@@ -1,0 +1,120 @@
+"""HTML for answers, errors and reveals. Every piece of corpus or model text goes through ``html.escape``.
+
+An answer is its cited sentences; each citation is a focusable ``<span tabindex="0">`` whose tooltip (CSS
+only: shown on hover and on keyboard focus) holds the cited segment's title, text and URL.
+"""
+
+from __future__ import annotations
+
+from html import escape
+from typing import Any
+from urllib.parse import urlparse
+
+from ragnarok.arena.pool import PipelineId
+
+TIP_CHARS = 600
+
+CSS = """
+.rg-pane { min-height: 6em; }
+.rg-answer p { margin: 0 0 .6em 0; line-height: 1.5; }
+.rg-cite { position: relative; display: inline-block; margin-left: .15em; padding: 0 .25em;
+  border-radius: 4px; font-size: .8em; vertical-align: super; cursor: help;
+  background: #e0e7ff; color: #1e3a8a; }
+.rg-cite:focus { outline: 2px solid #1d4ed8; }
+.rg-tip { display: none; position: absolute; z-index: 1000; left: 0; top: 1.6em; width: 26em; max-width: 70vw;
+  padding: .6em .8em; border-radius: 6px; background: #111827; color: #f9fafb; font-size: .95rem;
+  line-height: 1.35; text-align: left; white-space: normal; box-shadow: 0 4px 14px rgba(0,0,0,.3); }
+.rg-cite:hover .rg-tip, .rg-cite:focus .rg-tip, .rg-cite:focus-within .rg-tip { display: block; }
+.rg-cite .rg-tip, .rg-cite .rg-tip * { color: #f9fafb !important; text-align: left !important; }
+.rg-tip-title { display: block; font-weight: 600; margin-bottom: .3em; }
+.rg-tip-text { display: block; margin-bottom: .3em; }
+.rg-cite .rg-tip .rg-tip-url, .rg-cite .rg-tip .rg-tip-url a { display: block; color: #93c5fd !important;
+  word-break: break-all; }
+.rg-error { padding: .8em; border-radius: 6px; background: #fef2f2; color: #991b1b;
+  border: 1px solid #fecaca; }
+.rg-empty { color: #6b7280; font-style: italic; }
+.rg-reveal { padding: .6em .8em; border-radius: 6px; background: #f0fdf4; border: 1px solid #bbf7d0; }
+.rg-board table { border-collapse: collapse; font-size: .9em; }
+.rg-board th, .rg-board td { border: 1px solid #d1d5db; padding: .25em .5em; text-align: left; }
+.rg-board td.num { text-align: right; font-variant-numeric: tabular-nums; }
+"""
+
+
+def _url(url: str | None) -> str:
+    if not url:
+        return ""
+    if urlparse(url).scheme in ("http", "https"):
+        return (
+            f'<span class="rg-tip-url"><a href="{escape(url, quote=True)}" target="_blank" '
+            f'rel="noopener noreferrer nofollow">{escape(url)}</a></span>'
+        )
+    return f'<span class="rg-tip-url">{escape(url)}</span>'
+
+
+def citation(number: int, docid: str, segment: dict[str, Any]) -> str:
+    """``[number]`` as a focusable element with the segment's title, text and URL in its tooltip."""
+    title = segment.get("title") or docid
+    text = segment.get("segment") or segment.get("contents") or ""
+    if len(text) > TIP_CHARS:
+        text = text[:TIP_CHARS].rstrip() + " …"
+    return (
+        f'<span class="rg-cite" tabindex="0" role="note" aria-label="source {number}: {escape(title)}">'
+        f'[{number}]<span class="rg-tip" role="tooltip"><span class="rg-tip-title">{escape(title)}</span>'
+        f'<span class="rg-tip-text">{escape(text)}</span>{_url(segment.get("url"))}</span></span>'
+    )
+
+
+def answer_html(answer: dict[str, Any], segments: dict[str, dict[str, Any]]) -> str:
+    """A ``/rag`` answer as cited sentences."""
+    references: list[str] = answer.get("references", [])
+    sentences = answer.get("answer", [])
+    if not sentences:
+        return '<div class="rg-pane rg-answer"><p class="rg-empty">(an empty answer)</p></div>'
+    parts = []
+    for sentence in sentences:
+        cites = "".join(
+            citation(i + 1, references[i], segments.get(references[i], {}))
+            for i in sentence.get("citations", [])
+            if 0 <= i < len(references)
+        )
+        parts.append(f"<p>{escape(sentence.get('text', ''))}{cites}</p>")
+    return f'<div class="rg-pane rg-answer">{"".join(parts)}</div>'
+
+
+def error_html(message: str) -> str:
+    return (
+        f'<div class="rg-pane rg-error" role="alert"><strong>This pipeline failed.</strong> '
+        f"{escape(message)}<br>This battle cannot be voted on; start a new round.</div>"
+    )
+
+
+def placeholder_html(text: str = "The answer will appear here.") -> str:
+    return f'<div class="rg-pane"><p class="rg-empty">{escape(text)}</p></div>'
+
+
+VERDICTS = {
+    "a": "You preferred A.",
+    "b": "You preferred B.",
+    "tie": "You called it a tie.",
+    "bothbad": "You found both bad.",
+}
+
+
+def reveal_html(a: PipelineId, b: PipelineId, winner: str | None, note: str = "") -> str:
+    def row(side: str, p: PipelineId) -> str:
+        return (
+            f"<li><strong>{side}</strong>: <code>{escape(p.spec)}</code> (retriever {escape(p.retriever)}, "
+            f"reranker {escape(p.reranker)}, generator {escape(p.generator)})</li>"
+        )
+
+    verdict = VERDICTS.get(winner or "", "") if winner else ""
+    head = escape(" ".join(x for x in (verdict, note) if x))
+    return (
+        f'<div class="rg-reveal"><p>{head}</p><ul class="rg-reveal-list">{row("A", a)}{row("B", b)}</ul>'
+        f"</div>"
+    )
+
+
+def message_html(text: str, kind: str = "info") -> str:
+    cls = "rg-error" if kind == "error" else "rg-empty"
+    return f'<div class="{cls}">{escape(text)}</div>'
