@@ -69,7 +69,7 @@ def main() -> None:
     port = free_port()
     env = {**os.environ, "RAGNAROK_DATA_DIR": str(data_dir),
            "RAGNAROK_INDEXES": json.dumps({"bench": str(index)}), "RAGNAROK_DEFAULT_INDEX": "bench"}
-    server = subprocess.Popen([sys.executable, "-m", "ragnarok.cli", "serve", "--port", str(port)], env=env,
+    server = subprocess.Popen([sys.executable, "-m", "ragnarok.cli", "serve", "--no-dense", "--port", str(port)], env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60)

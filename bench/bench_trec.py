@@ -59,6 +59,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--topics", type=Path, default=ROOT.parent / "shared/data/trec-rag/topics.rag24.test.txt")
     ap.add_argument("--concurrency", type=int, default=16)
+    ap.add_argument("--repeat", type=int, default=3, help="timed runs of each kind (the median is judged)")
     args = ap.parse_args()
     topics = read_topics(args.topics)
     work = Path(tempfile.mkdtemp(prefix="bench-trec-"))
@@ -72,8 +73,8 @@ def main() -> None:
         requests = read_requests(given.with_name(given.name + ".requests.jsonl"))
 
         rows = []
-        for label, spec, given_requests in (("AG task (given candidates)", "fixed200", requests),
-                                            ("bm25@20 | fixed200", "bm25@20 | fixed200", None)):
+        kinds = (("AG task (given candidates)", "fixed200", requests), ("bm25@20 | fixed200", "bm25@20 | fixed200", None))
+        for label, spec, given_requests in [k for k in kinds for _ in range(args.repeat)]:
             options = TrackOptions(run_id="bench", output=work / f"{len(rows)}.jsonl", concurrency=args.concurrency,
                                    progress=False)
             start = time.perf_counter()
@@ -90,7 +91,9 @@ def main() -> None:
     print(f"{'run':<30} {'wall s':>7} {'x ideal':>8} {'max in flight (so far)':>24}")
     for label, wall, in_flight in rows:
         print(f"{label:<30} {wall:7.2f} {wall / ideal:8.3f} {in_flight:>24}")
-    print(f"AG task: {'met' if rows[0][1] <= 1.15 * ideal else 'NOT met'}")
+    ag = sorted(wall for label, wall, _ in rows if label.startswith("AG"))
+    median = ag[len(ag) // 2]
+    print(f"AG task median {median:.2f} s = {median / ideal:.3f} x ideal: {'met' if median <= 1.15 * ideal else 'NOT met'}")
 
 
 if __name__ == "__main__":

@@ -65,3 +65,51 @@ def test_across_hosts_over_real_http(demo_settings, tmp_path):
     with TestClient(create_app(down)) as c:
         r = c.post("/rag", json={"topic": "gzip", "pipeline": "bm25@20 | extractive"})
         assert r.status_code == 502 and r.json()["detail"]["stage"] == "retrieve bm25"
+
+
+def test_rerank_stage_in_the_gateway(client):
+    r = client.post("/rag", json={"topic": "compress a file with gzip", "trace": True,
+                                  "pipeline": "bm25@20 | mmr:0.5@5 | extractive"})
+    assert r.status_code == 200, r.text
+    trace = r.json()["trace"]
+    assert [t["stage"] for t in trace] == ["bm25", "mmr:0.5@5", "extractive"]
+    assert len(trace[1]["ranking"]) == 5 and set(trace[1]["ranking"]) <= set(trace[0]["ranking"])
+    assert all(t["service_ms"] > 0 for t in trace)
+
+
+@pytest.mark.parametrize(("pipeline", "words"), [
+    ("bm25@20 | rankzephyr@10 | extractive", "rankzephyr needs a vLLM endpoint: set RAGNAROK_RANKZEPHYR_URL"),
+    ("bm25@20 | splade@10 | extractive", "unknown reranker 'splade'"),
+])
+def test_missing_components_are_named(client, pipeline, words):
+    r = client.post("/rag", json={"topic": "gzip", "pipeline": pipeline})
+    assert 400 <= r.status_code < 500, r.text
+    assert words in str(r.json()["detail"])
+
+
+def test_stage_failures_name_the_stage(demo_settings, tmp_path, client):
+    from fakes import flaky_openai_app
+    from ragnarok.generate.base import GeneratorConfig
+
+    r = client.post("/rag", json={"topic": "gzip", "pipeline": "rrf(bm25, dense:nosuchmodel)@20 | extractive"})
+    detail = r.json()["detail"]  # the R service has no such index (503): the gateway says which stage, and how
+    assert r.status_code == 502 and detail["stage"] == "retrieve dense:nosuchmodel", r.text
+    assert "build it with `ragnarok index --dense nosuchmodel" in detail["error"]
+
+    with serve_app(flaky_openai_app()) as llm:
+        settings = demo_settings.model_copy(update={"generators": [
+            GeneratorConfig(name="down", backend="openai", base_url=f"{llm}/v1", model="down-500", max_retries=0),
+            GeneratorConfig(name="slow", backend="openai", base_url=f"{llm}/v1", model="slow", timeout_s=0.5,
+                            max_retries=0),
+        ]})
+        with TestClient(create_app(settings, arena=False)) as c:
+            r = c.post("/rag", json={"topic": "gzip", "pipeline": "bm25@5 | down"})
+            assert r.status_code == 502 and r.json()["detail"]["stage"] == "generate down", r.text
+            assert "HTTP 500" in r.json()["detail"]["error"]["message"]
+            r = c.post("/rag", json={"topic": "gzip", "pipeline": "bm25@5 | slow"})
+            assert r.status_code == 504 and r.json()["detail"]["stage"] == "generate slow", r.text
+    unreachable = Settings(data_dir=tmp_path, retrieval_url="http://127.0.0.1:9")
+    with TestClient(create_app(unreachable, arena=False)) as c:
+        r = c.post("/rag", json={"topic": "gzip", "pipeline": "bm25@5 | extractive"})
+        assert r.status_code == 502 and r.json()["detail"]["stage"] == "retrieve bm25", r.text
+        assert "cannot reach http://127.0.0.1:9" in r.json()["detail"]["error"]

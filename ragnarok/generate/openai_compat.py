@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import openai
+from openai.types.chat import ChatCompletion
 
 from ragnarok.generate.base import GenerationError, GeneratorConfig, GeneratorUnavailable, Guard, is_retryable_status
 from ragnarok.generate.llm import Messages, answer_with_llm
@@ -61,11 +62,13 @@ class OpenAIChatGenerator:
     def complete(self, messages: Messages) -> str:
         client = self._http()
 
+        body = {"model": self.config.model, "messages": messages, "max_tokens": self.config.max_tokens,
+                "temperature": self.config.temperature}
+
         def call() -> str:
-            response = client.chat.completions.create(
-                model=self.config.model, messages=messages,
-                max_tokens=self.config.max_tokens, temperature=self.config.temperature,
-            )
+            # the SDK's plain-request API (retries, auth, typed answer) without chat.completions.create's
+            # recursive TypedDict transform of the prompt, a third of this process's CPU per answer
+            response = client.post("/chat/completions", cast_to=ChatCompletion, body=body)
             return response.choices[0].message.content or ""
 
         try:

@@ -74,9 +74,9 @@ class PipelineRefused(RuntimeError):
 
 def track_pipeline(spec: str, given: bool) -> Pipeline:
     """The pipeline to run; with given candidates it starts with ``given`` (prepended when missing)."""
+    if given and not spec.lstrip().startswith(GIVEN):
+        spec = f"{GIVEN}@{10_000} | {spec}"
     pipeline = parse(spec)
-    if given and pipeline.retrieve != Source(GIVEN):
-        pipeline = parse(f"{GIVEN}@{10_000} | {spec}")
     if not given and pipeline.retrieve == Source(GIVEN):
         raise ValueError(f"the pipeline starts with `{GIVEN}`: give the candidates with --requests FILE")
     return pipeline
