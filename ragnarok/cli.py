@@ -46,6 +46,10 @@ def index(
                                          "(e.g. HtmlCollection, JsonCollection) instead of segmenting it.")
     ] = None,
     threads: Annotated[int, typer.Option(min=1, help="Indexing threads.")] = 2,
+    workers: Annotated[Optional[int], typer.Option(min=1, help="Segmenting processes (default: CPU cores, "
+                                                               "at most 4).")] = None,
+    skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Leave bad lines (malformed JSON, invalid UTF-8, "
+                                                              "repeated docid) out instead of failing.")] = False,
     demo: Annotated[bool, typer.Option("--demo", help="Build the demo index (Python documentation).")] = False,
     dense: Annotated[Optional[str], typer.Option(help="Also build a dense (FAISS) index with this model "
                                                       "(minilm offline; any sentence-transformers name).")] = None,
@@ -56,7 +60,6 @@ def index(
     """Segment MS MARCO V2.1-style documents (10 sentences, stride 5) and build a Lucene index (and a dense one)."""
     from ragnarok.collection import lucene_index  # noqa: PLC0415
     from ragnarok.collection.demo_index import ensure_dense_index  # noqa: PLC0415
-    from ragnarok.collection.jsonl import iter_documents  # noqa: PLC0415
 
     kind = "hnsw" if hnsw else "flat"
     if from_lucene is not None:
@@ -77,7 +80,7 @@ def index(
         lucene_index.index_collection(input, output, collection, threads)
         typer.echo(f"indexed {input} as {collection} into {output}")
     else:
-        n = lucene_index.index_documents(iter_documents(input), output, threads)
+        n = lucene_index.index_jsonl(input, output, threads, workers, skip_bad)
         typer.echo(f"indexed {n:,} segments into {output}")
     if dense:
         typer.echo(f"dense index at {ensure_dense_index(output, dense, kind)}")

@@ -169,7 +169,7 @@ def test_segment_anserini_output_indexes_with_threads(collection, tmp_path):
 
 def test_index_rejects_bad_input_before_replacing_the_index(tmp_path):
     """`ragnarok index` streams its input: a malformed line or a repeated docid fails with its line number,
-    before the JVM starts and without touching an existing index; --skip-bad is `collection segment`'s."""
+    before the JVM starts and without touching an existing index; with --skip-bad they are left out."""
     src = tmp_path / "in.jsonl"
     src.write_bytes(b'{"docid": "a", "body": "One. Two."}\n{"docid": "b", "body": "Three."}\n'
                     b'{"docid": "a", "body": "Again."}\n')
@@ -183,6 +183,9 @@ def test_index_rejects_bad_input_before_replacing_the_index(tmp_path):
     assert r.exit_code == 2 and "in.jsonl:2: malformed JSON" in r.stderr, r.output
     assert [p.name for p in index.iterdir()] == ["marker"] and (index / "marker").read_text() == "old index"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["idx", "in.jsonl"]  # no scratch left behind
+    r = runner.invoke(app, ["index", str(src), str(index), "--skip-bad", "--workers", "2"])
+    assert r.exit_code == 0 and "indexed 1 segments" in r.stdout, r.output
+    assert not (index / "marker").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["idx", "in.jsonl"]
 
 
 def test_truncated_gzip_is_a_clear_error_and_output_is_kept(collection, tmp_path):

@@ -24,6 +24,7 @@ from ragnarok.collection.segment import Segmenter
 from ragnarok.java import start_jvm
 
 SHARD_SIZE = 100_000
+NO_SEGMENTS = "no segments: the input holds no document with a non-empty body"
 
 
 def is_lucene_index(path: Path) -> bool:
@@ -84,12 +85,39 @@ def index_documents(
         if out:
             out.close()
         if count == 0:
-            raise ValueError("no segments: the input holds no document with a non-empty body")
-        tmp_index = index_dir.with_name(index_dir.name + ".partial")
-        shutil.rmtree(tmp_index, ignore_errors=True)
-        index_collection(work, tmp_index, "JsonCollection", threads)
-        shutil.rmtree(index_dir, ignore_errors=True)
-        tmp_index.rename(index_dir)
+            raise ValueError(NO_SEGMENTS)
+        _index_replacing(work, index_dir, threads)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return count
+
+
+def index_jsonl(input_path: Path, index_dir: Path, threads: int = 2, workers: int | None = None,
+                skip_bad: bool = False) -> int:
+    """Segment a JSONL collection (a file or a directory, ``.gz`` ok) streaming, in ``workers`` processes
+    (:func:`~ragnarok.collection.parallel_segment.segment_collection`: the same segments as
+    :func:`index_documents`), then index them; returns the number of segments. Bad lines fail with their
+    file and line before the index is touched, unless ``skip_bad``."""
+    from ragnarok.collection.parallel_segment import segment_collection  # noqa: PLC0415
+
+    index_dir = Path(index_dir)
+    index_dir.parent.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="segments-", dir=index_dir.parent))
+    try:
+        report = segment_collection(Path(input_path), work / "segments.jsonl", workers=workers, skip_bad=skip_bad,
+                                    anserini=True)
+        if report.segments == 0:
+            raise ValueError(NO_SEGMENTS)
+        _index_replacing(work, index_dir, threads)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return report.segments
+
+
+def _index_replacing(segments_dir: Path, index_dir: Path, threads: int) -> None:
+    """Index a JsonCollection directory into ``index_dir.partial``, then put it in place of ``index_dir``."""
+    tmp_index = index_dir.with_name(index_dir.name + ".partial")
+    shutil.rmtree(tmp_index, ignore_errors=True)
+    index_collection(segments_dir, tmp_index, "JsonCollection", threads)
+    shutil.rmtree(index_dir, ignore_errors=True)
+    tmp_index.rename(index_dir)
