@@ -88,11 +88,17 @@ def find_java() -> JavaRuntime:
 
 
 def start_jvm(heap: str | None = None) -> JavaRuntime:
-    """Start the JVM with Anserini's jar on the classpath (idempotent, thread-safe)."""
+    """Start the JVM with Anserini's jar on the classpath (idempotent, thread-safe). The JVM is one per process:
+    its maximum heap is ``heap``, else the settings' ``jvm_heap`` (RAGNAROK_JVM_HEAP, e.g. ``4g``), else Java's
+    default (a quarter of RAM)."""
     global _started
     with _lock:
         if _started is not None:
             return _started
+        if heap is None:
+            from ragnarok.settings import get_settings  # noqa: PLC0415 - read when the JVM starts, not on import
+
+            heap = get_settings().jvm_heap
         runtime = find_java()
         os.environ["JAVA_HOME"] = str(runtime.home)
         import jnius_config  # noqa: PLC0415 - must run before jnius is imported

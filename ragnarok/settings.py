@@ -34,7 +34,7 @@ class Settings(BaseSettings):
     port: int = 8000
     max_query_chars: int = 4096
     max_k: int = 10_000
-    jvm_heap: str | None = None
+    jvm_heap: str | None = Field(None, description="Maximum JVM heap for Lucene (e.g. 4g); Java's default when unset.")
     remote_timeout_s: float = 30.0
     generators: list[GeneratorConfig] = Field(
         default_factory=list,
