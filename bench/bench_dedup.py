@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import random
-import resource
 import shutil
 import socket
 import subprocess

@@ -29,7 +29,7 @@ from ragnarok.collection.jsonl import (
     BadLine, CollectionFormatError, DocidSet, InputReport, _ByteCounter, classify, docid_hash, iter_raw_lines,
     parse_document, total_bytes,
 )
-from ragnarok.collection.segment import _PARAGRAPH, STRIDE, WINDOW, Segmenter
+from ragnarok.collection.segment import STRIDE, WINDOW, Segmenter
 
 BATCH = 256
 
