@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -66,6 +67,40 @@ class Guard:
         )
         with self._slots:
             return retrying(fn)
+
+
+@dataclass
+class ApiGenerator:
+    """What every backend behind a remote API shares: its config, a :class:`Guard`, an API key named by an
+    environment variable, and one client made on first use (``_make_client``, under a lock)."""
+
+    config: GeneratorConfig
+    _client: Any = field(default=None, init=False, repr=False)
+    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.name = self.config.name
+        self.guard = Guard(self.config.max_concurrency, self.config.max_retries)
+
+    def availability(self) -> str | None:
+        """None when usable now, else why not."""
+        env = self.config.api_key_env
+        return f"{env} is not set" if env and not os.environ.get(env) else None
+
+    def api_key(self, default: str = "") -> str:
+        env = self.config.api_key_env
+        return os.environ.get(env, "") if env else default
+
+    def _http(self) -> Any:
+        with self._lock:
+            if self._client is None:
+                if reason := self.availability():
+                    raise GeneratorUnavailable(f"generator {self.name!r} is unavailable: {reason}")
+                self._client = self._make_client()
+        return self._client
+
+    def _make_client(self) -> Any:
+        raise NotImplementedError
 
 
 def http_status(exc: BaseException) -> int | None:

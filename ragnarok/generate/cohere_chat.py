@@ -8,16 +8,12 @@ every other backend (one path for renumbering, limits and cleaning).
 
 from __future__ import annotations
 
-import os
-import threading
-from dataclasses import dataclass, field
 from typing import Any
 
 import blingfire
 import httpx
 
-from ragnarok.generate.base import GenerationError, GeneratorConfig, GeneratorUnavailable, Guard, http_status, \
-    is_retryable_status
+from ragnarok.generate.base import ApiGenerator, GenerationError, http_status, is_retryable_status
 from ragnarok.generate.cite import postprocess
 from ragnarok.generate.prompts import PromptTemplate
 from ragnarok.types import Candidate, Query, RagAnswer
@@ -49,33 +45,14 @@ def spans_to_markers(text: str, spans: list[tuple[int, int, list[int]]]) -> str:
     return "".join(out) + text[last:]
 
 
-@dataclass
-class CohereGenerator:
-    config: GeneratorConfig
-    _client: Any = field(default=None, init=False, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+class CohereGenerator(ApiGenerator):
+    def _make_client(self) -> Any:
+        import cohere  # noqa: PLC0415 - optional dependency, loaded on first use
 
-    def __post_init__(self) -> None:
-        self.name = self.config.name
-        self.guard = Guard(self.config.max_concurrency, self.config.max_retries)
-
-    def availability(self) -> str | None:
-        env = self.config.api_key_env
-        return f"{env} is not set" if env and not os.environ.get(env) else None
-
-    def _http(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                if reason := self.availability():
-                    raise GeneratorUnavailable(f"generator {self.name!r} is unavailable: {reason}")
-                import cohere  # noqa: PLC0415 - optional dependency, loaded on first use
-
-                key = os.environ.get(self.config.api_key_env or "", "")
-                kwargs: dict[str, Any] = {"timeout": self.config.timeout_s, "max_retries": 0}
-                if self.config.base_url:
-                    kwargs["base_url"] = self.config.base_url
-                self._client = cohere.ClientV2(api_key=key, **kwargs)
-        return self._client
+        kwargs: dict[str, Any] = {"timeout": self.config.timeout_s, "max_retries": 0}
+        if self.config.base_url:
+            kwargs["base_url"] = self.config.base_url
+        return cohere.ClientV2(api_key=self.api_key(), **kwargs)
 
     def chat(self, topic: str, candidates: list[Candidate], template: PromptTemplate) -> tuple[str, list[Any]]:
         client = self._http()

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import threading
-from dataclasses import dataclass, field
 from typing import Any
 
 import openai
 from openai.types.chat import ChatCompletion
 
-from ragnarok.generate.base import GenerationError, GeneratorConfig, GeneratorUnavailable, Guard, is_retryable_status
+from ragnarok.generate.base import ApiGenerator, GenerationError, is_retryable_status
 from ragnarok.generate.llm import Messages, answer_with_llm
 from ragnarok.generate.prompts import PromptTemplate
 from ragnarok.types import Candidate, Query, RagAnswer
@@ -22,42 +19,20 @@ def _retryable(exc: BaseException) -> bool:
     return isinstance(exc, openai.APIStatusError) and is_retryable_status(exc.status_code)
 
 
-@dataclass
-class OpenAIChatGenerator:
-    config: GeneratorConfig
-    _client: Any = field(default=None, init=False, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-
-    def __post_init__(self) -> None:
-        self.name = self.config.name
-        self.guard = Guard(self.config.max_concurrency, self.config.max_retries)
-
+class OpenAIChatGenerator(ApiGenerator):
     def availability(self) -> str | None:
         """None when usable now, else why not."""
-        env = self.config.api_key_env
-        if env and not os.environ.get(env):
-            return f"{env} is not set"
         if self.config.backend == "azure" and not self.config.base_url:
-            return "Azure OpenAI needs base_url (the resource endpoint)"
-        return None
+            return super().availability() or "Azure OpenAI needs base_url (the resource endpoint)"
+        return super().availability()
 
-    def _http(self) -> Any:
-        with self._lock:
-            if self._client is None:
-                reason = self.availability()
-                if reason:
-                    raise GeneratorUnavailable(f"generator {self.name!r} is unavailable: {reason}")
-                env = self.config.api_key_env
-                key = os.environ.get(env, "") if env else "unused"  # local servers take any key
-                common = {"api_key": key, "timeout": self.config.timeout_s, "max_retries": 0}
-                if self.config.backend == "azure":
-                    self._client = openai.AzureOpenAI(
-                        azure_endpoint=self.config.base_url, api_version=self.config.api_version or "2024-06-01",
-                        **common,
-                    )
-                else:
-                    self._client = openai.OpenAI(base_url=self.config.base_url, **common)
-        return self._client
+    def _make_client(self) -> Any:
+        # local servers (vLLM, llama.cpp) take any key
+        common = {"api_key": self.api_key("unused"), "timeout": self.config.timeout_s, "max_retries": 0}
+        if self.config.backend == "azure":
+            return openai.AzureOpenAI(azure_endpoint=self.config.base_url,
+                                      api_version=self.config.api_version or "2024-06-01", **common)
+        return openai.OpenAI(base_url=self.config.base_url, **common)
 
     def complete(self, messages: Messages) -> str:
         client = self._http()
