@@ -65,48 +65,43 @@ def install_error_handlers(app: FastAPI, max_body_bytes: int) -> None:
     async def _bad_input(_: Request, exc: BadInput) -> JSONResponse:
         return _json(exc.status_code, str(exc))
 
-    @app.exception_handler(UnknownComponentError)
-    async def _unknown(_: Request, exc: UnknownComponentError) -> JSONResponse:
-        return _json(404, str(exc))
-
     @app.exception_handler(IndexNotFoundError)
     async def _no_index(_: Request, exc: IndexNotFoundError) -> JSONResponse:
         return _json(503, f"{exc}; build it with `ragnarok index`")
-
-    @app.exception_handler(DenseIndexNotFoundError)
-    async def _no_dense(_: Request, exc: DenseIndexNotFoundError) -> JSONResponse:
-        return _json(503, str(exc))
 
     @app.exception_handler(RerankError)
     async def _rerank(_: Request, exc: RerankError) -> JSONResponse:
         return _json(504 if exc.timeout else 502, {"reranker": exc.reranker, "error": exc.cause,
                                                     "message": str(exc)})
 
-    @app.exception_handler(RerankerUnavailable)
-    async def _rerank_unavailable(_: Request, exc: RerankerUnavailable) -> JSONResponse:
-        return _json(422, str(exc))
-
-    @app.exception_handler(JavaNotFoundError)
-    async def _no_java(_: Request, exc: JavaNotFoundError) -> JSONResponse:
-        return _json(503, str(exc))
-
-    @app.exception_handler(RemoteRetrievalError)
-    async def _remote(_: Request, exc: RemoteRetrievalError) -> JSONResponse:
-        return _json(502, str(exc))
-
     @app.exception_handler(GenerationError)
     async def _generation(_: Request, exc: GenerationError) -> JSONResponse:
         return _json(504 if exc.timeout else 502, {"generator": exc.generator, "error": exc.cause,
                                                     "message": str(exc)})
 
-    @app.exception_handler(GeneratorUnavailable)
-    async def _unavailable(_: Request, exc: GeneratorUnavailable) -> JSONResponse:
-        return _json(422, str(exc))  # the request names a component that cannot run here: say how to fix it
-
     @app.exception_handler(StageError)
     async def _stage(_: Request, exc: StageError) -> JSONResponse:
         return _json(exc.status, {"stage": exc.stage, "error": exc.detail})
 
-    @app.exception_handler(SpecError)
-    async def _spec(_: Request, exc: SpecError) -> JSONResponse:
-        return _json(422, str(exc))
+    for error_type, status in MESSAGE_STATUS.items():
+        app.add_exception_handler(error_type, _message_handler(status))
+
+
+#: Errors whose message is the whole answer, by status: the request names something that does not exist
+#: (404) or cannot run here (422: says what to set), or the server lacks a resource (503) or a backend (502).
+MESSAGE_STATUS: dict[type[Exception], int] = {
+    UnknownComponentError: 404,
+    SpecError: 422,
+    GeneratorUnavailable: 422,
+    RerankerUnavailable: 422,
+    DenseIndexNotFoundError: 503,
+    JavaNotFoundError: 503,
+    RemoteRetrievalError: 502,
+}
+
+
+def _message_handler(status: int) -> Any:
+    async def handler(_: Request, exc: Exception) -> JSONResponse:
+        return _json(status, str(exc))
+
+    return handler
