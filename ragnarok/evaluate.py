@@ -13,6 +13,8 @@ from pathlib import Path
 
 import ir_measures
 
+from ragnarok.trec import read_columns
+
 Qrels = dict[str, dict[str, int]]
 Run = dict[str, dict[str, float]]
 #: Metrics given either as ir-measures names, or as a display name -> ir-measures name mapping.
@@ -35,20 +37,8 @@ def display_name(measure: str) -> str:
 
 def read_qrels(path: str | Path) -> Qrels:
     """A 4-column TREC qrels file (``qid iteration docid grade``, any iteration) as nested dicts."""
-    try:
-        text = Path(path).read_bytes().decode("utf-8")
-    except OSError as exc:
-        raise QrelsFormatError(f"{path}: cannot read qrels: {exc.strerror or exc}") from None
-    except UnicodeDecodeError:
-        raise QrelsFormatError(f"{path}: qrels file is not valid UTF-8") from None
     qrels: Qrels = {}
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        parts = line.split()
-        if len(parts) != 4:
-            raise QrelsFormatError(f"{path}:{n}: expected 'qid iteration docid grade' "
-                                   f"(4 columns, found {len(parts)}): {line[:80]!r}")
+    for n, parts in read_columns(path, "qid iteration docid grade", QrelsFormatError, "qrels"):
         try:
             grade = int(parts[3])
         except ValueError:

@@ -56,22 +56,30 @@ def write_run(path_or_file: str | Path | TextIO, ranking: Ranking, run_id: str,
         path_or_file.writelines(lines)
 
 
-def read_run(path: str | Path) -> Run:
-    """A TREC run file as ``{qid: {docid: score}}``; malformed lines raise RunFormatError with the line."""
+def read_columns(path: str | Path, layout: str, error: type[ValueError], kind: str) -> Iterator[tuple[int, list[str]]]:
+    """``(line number, columns)`` of each non-blank line of a whitespace-separated TREC file whose columns are
+    ``layout`` (e.g. ``"qid Q0 docid rank score run_id"``); a file that cannot be read or decoded, or a line
+    with another number of columns, raises ``error`` naming the file (and the line)."""
     try:
         text = Path(path).read_bytes().decode("utf-8")
     except OSError as exc:
-        raise RunFormatError(f"{path}: cannot read run file: {exc.strerror or exc}") from None
+        raise error(f"{path}: cannot read {kind}: {exc.strerror or exc}") from None
     except UnicodeDecodeError:
-        raise RunFormatError(f"{path}: run file is not valid UTF-8") from None
-    run: Run = {}
+        raise error(f"{path}: {kind} is not valid UTF-8") from None
+    width = len(layout.split())
     for n, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         parts = line.split()
-        if len(parts) != 6:
-            raise RunFormatError(f"{path}:{n}: expected 'qid Q0 docid rank score run_id' "
-                                 f"(6 columns, found {len(parts)}): {line[:80]!r}")
+        if len(parts) != width:
+            raise error(f"{path}:{n}: expected '{layout}' ({width} columns, found {len(parts)}): {line[:80]!r}")
+        yield n, parts
+
+
+def read_run(path: str | Path) -> Run:
+    """A TREC run file as ``{qid: {docid: score}}``; malformed lines raise RunFormatError with the line."""
+    run: Run = {}
+    for n, parts in read_columns(path, "qid Q0 docid rank score run_id", RunFormatError, "run file"):
         qid, _, docid, rank, score_text, _ = parts
         if not rank.lstrip("-").isdigit():
             raise RunFormatError(f"{path}:{n}: rank {rank!r} is not an integer")
