@@ -153,7 +153,7 @@ def bulk_baseline(path: Path, n: int = 5000) -> tuple[float, float]:
     and per CPU second (one process; shingling is not timed)."""
     from datasketch import MinHash
 
-    from ragnarok.collection.dedup import words
+    from ragnarok.collection.minhash import words
 
     docs = []
     with open(path, encoding="utf-8") as f:

@@ -18,6 +18,9 @@ import pytest
 from datasketch import MinHash, MinHashLSH
 
 from ragnarok.collection import dedup as dd
+from ragnarok.collection import lsh as lsh_mod
+from ragnarok.collection import minhash as mh
+from ragnarok.collection import workers as workers_mod
 from ragnarok.collection.jsonl import CollectionFormatError, DocidSet
 
 VOCAB = [f"{random.Random(i).choice('bcdfghklmnprstvz')}{w}" for i, w in
@@ -39,9 +42,9 @@ def edit(rng: random.Random, body: str, k: int) -> str:
     return " ".join(words)
 
 
-def jaccard(a: str, b: str, n: int = dd.SHINGLE_WORDS) -> float:
+def jaccard(a: str, b: str, n: int = mh.SHINGLE_WORDS) -> float:
     def shingles(t: str) -> set[tuple[str, ...]]:
-        w = dd.words(t)
+        w = mh.words(t)
         return {tuple(w[i:i + n]) for i in range(max(len(w) - n + 1, 1))}
 
     sa, sb = shingles(a), shingles(b)
@@ -65,9 +68,9 @@ def docids(path: Path) -> list[str]:
 def test_signatures_are_datasketch_minhashes():
     rng = random.Random(1)
     texts = [text(rng, 60), "", "Too short to shingle.", "x " * 30, "Ünïcödé façade, déjà vu! " * 5]
-    hashes, counts = dd.shingle_hashes(texts)
-    assert list(counts) == [max(len(dd.words(t)) - 8, 1) if dd.words(t) else 0 for t in texts]
-    sigs = dd.minhash_documents(texts, num_perm=64, seed=7)
+    hashes, counts = mh.shingle_hashes(texts)
+    assert list(counts) == [max(len(mh.words(t)) - 8, 1) if mh.words(t) else 0 for t in texts]
+    sigs = mh.minhash_documents(texts, num_perm=64, seed=7)
     offsets = np.concatenate(([0], np.cumsum(counts)))
     for i in range(len(texts)):
         m = MinHash(num_perm=64, seed=7, hashfunc=int)  # datasketch's own affine32 permutations
@@ -77,7 +80,7 @@ def test_signatures_are_datasketch_minhashes():
 
 def test_shingles_ignore_case_and_punctuation_but_not_order():
     a = "The quick brown fox jumps over the lazy dog near the river bank today"
-    h1, _ = dd.shingle_hashes([a, a.upper().replace(" ", " -- "), " ".join(reversed(a.split()))])
+    h1, _ = mh.shingle_hashes([a, a.upper().replace(" ", " -- "), " ".join(reversed(a.split()))])
     n = len(h1) // 3
     assert set(h1[:n]) == set(h1[n:2 * n])
     assert not set(h1[:n]) & set(h1[2 * n:])
@@ -85,16 +88,16 @@ def test_shingles_ignore_case_and_punctuation_but_not_order():
 
 def test_band_writes_equal_minhashlsh_insert():
     rng = random.Random(2)
-    sigs = dd.minhash_documents([text(rng, 50) for _ in range(20)])
+    sigs = mh.minhash_documents([text(rng, 50) for _ in range(20)])
     ours, theirs = (MinHashLSH(threshold=0.8, num_perm=128, weights=dd.LSH_WEIGHTS) for _ in range(2))
-    insert = dd._band_inserter(ours)
-    for key, (row, keys) in enumerate(zip(sigs, dd.band_keys(sigs, ours.hashranges))):
+    insert = lsh_mod.band_inserter(ours)
+    for key, (row, keys) in enumerate(zip(sigs, mh.band_keys(sigs, ours.hashranges))):
         insert(key, keys)
-        theirs.insert(key, dd.lean_minhash(row), check_duplication=False)
+        theirs.insert(key, mh.lean_minhash(row), check_duplication=False)
     for a, b in zip(ours.hashtables, theirs.hashtables):
         assert dict(a._dict) == dict(b._dict)
     assert dict(ours.keys._dict) == dict(theirs.keys._dict)
-    assert ours.query(dd.lean_minhash(sigs[3])) == [3]
+    assert ours.query(mh.lean_minhash(sigs[3])) == [3]
 
 
 def test_docid_set():
@@ -115,7 +118,7 @@ def test_the_pool_reads_a_bounded_number_of_batches_ahead():
             yield [0] * i
 
     out = []
-    for got in dd.map_batches(len, batches(), 2, int, (), in_flight=3):
+    for got in workers_mod.map_batches(len, batches(), 2, int, (), in_flight=3):
         out.append(got)
         assert len(pulled) <= len(out) + 3
     assert out == list(range(30))

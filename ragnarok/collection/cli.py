@@ -75,7 +75,7 @@ def segment(
     """Segment documents into overlapping sentence windows (MS MARCO V2.1 segmented: 10 sentences, stride 5)."""
     import json  # noqa: PLC0415
 
-    from ragnarok.collection.dedup import write_atomically  # noqa: PLC0415
+    from ragnarok.collection.workers import write_atomically  # noqa: PLC0415
     from ragnarok.collection.parallel_segment import segment_collection  # noqa: PLC0415
 
     _check_paths(input, output, report)

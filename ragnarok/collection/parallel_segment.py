@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from ragnarok.collection.dedup import _batches, default_workers, map_batches, write_atomically
+from ragnarok.collection.workers import batches, default_workers, map_batches, write_atomically
 from ragnarok.collection.jsonl import (
     BadLine, CollectionFormatError, DocidSet, InputReport, _ByteCounter, classify, docid_hash, iter_raw_lines,
     parse_document, total_bytes,
@@ -240,8 +240,8 @@ def segment_collection(
                disable=None if progress is None else not progress, mininterval=0.5)
 
     def lines() -> Iterator[bytes]:
-        batches = _batches(iter_raw_lines(input_path, counter), batch_size)
-        for done in map_batches(_segment_batch, batches, workers, _init, (window, stride, anserini)):
+        chunks = batches(iter_raw_lines(input_path, counter), batch_size)
+        for done in map_batches(_segment_batch, chunks, workers, _init, (window, stride, anserini)):
             bad_at = dict(done.bad)
             fresh = seen.add_many(done.hashes)
             report.bytes_in += done.bytes_in
