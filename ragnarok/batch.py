@@ -36,7 +36,7 @@ async def run_topics(
 
     async def one(topic: Topic) -> None:
         async with slots:
-            result, _ = await runner.run(pipeline, Query(text=topic.text, qid=topic.qid))
+            result = (await runner.run(pipeline, Query(text=topic.text, qid=topic.qid))).result
         results[topic.qid] = result
         if on_result is not None:
             maybe = on_result(topic, result)

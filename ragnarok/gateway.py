@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 from ragnarok.fuse import cc, dbsf, ranked, rrf
 from ragnarok.spec import Fusion, Node, Pipeline, Source
-from ragnarok.types import Candidate, Query, RagAnswer, Request
+from ragnarok.types import Candidate, Doc, Query, RagAnswer, Request
 
 GENERATION_K = 20
 #: The first stage of a pipeline that starts from given candidates (``PipelineRunner.run(given=...)``).
@@ -107,6 +107,22 @@ def _fuse(method: str, requests: list[Request], weights: list[float | None], dep
                                             for d, s in ranked(scores)[:depth]])
 
 
+@dataclass
+class PipelineRun:
+    """What a pipeline produced: the answer (or the final ranking when it has no generator), the ranking the
+    last retrieval or rerank stage handed on, and a trace per stage."""
+
+    result: RagAnswer | Request
+    ranking: Request
+    traces: list[StageTrace]
+
+    def cited_docs(self) -> dict[str, Doc]:
+        """The stored fields (title, segment, url) of each segment the answer cites, by segment id."""
+        refs = self.result.references if isinstance(self.result, RagAnswer) else []
+        docs = {c.docid: c.doc for c in self.ranking.candidates}
+        return {ref: docs[ref] for ref in refs if ref in docs}
+
+
 class PipelineRunner:
     def __init__(self, services: Services, index: str | None = None):
         self.services, self.index = services, index
@@ -124,8 +140,8 @@ class PipelineRunner:
         return Request.model_validate_json(data), ms
 
     async def run(self, pipeline: Pipeline, topic: Query,
-                  given: Request | None = None) -> tuple[RagAnswer | Request, list[StageTrace]]:
-        """Run every stage; returns the answer (or the final ranking when there is no generator) and traces.
+                  given: Request | None = None) -> PipelineRun:
+        """Run every stage (see :class:`PipelineRun` for what comes back).
 
         ``given``: candidates handed over instead of retrieved (the track's AG task), for a pipeline whose
         first stage is ``given``; its top ``depth`` go on to the rerankers and the generator."""
@@ -149,7 +165,7 @@ class PipelineRunner:
             request = reranked
             traces.append(_trace(str(stage), stage.depth, start, request, ms))
         if pipeline.generate is None:
-            return request, traces
+            return PipelineRun(request, request, traces)
         start = time.perf_counter()
         gen = pipeline.generate
         top = request.model_copy(update={"candidates": request.candidates[:GENERATION_K]})  # all AG reads
@@ -158,7 +174,7 @@ class PipelineRunner:
         data, ms = await self.services.post(self.services.generation, f"generate {gen}", "/v1/generate", body)
         answer = RagAnswer.model_validate_json(data)
         traces.append(StageTrace(str(gen), GENERATION_K, (time.perf_counter() - start) * 1000, answer.references, ms))
-        return answer, traces
+        return PipelineRun(answer, top, traces)
 
 
 def _trace(stage: str, k: int, start: float, request: Request, service_ms: float | None) -> StageTrace:

@@ -25,6 +25,9 @@ def test_rag_in_process_with_trace(client):
     assert body["trace"][0]["k"] == 50 and len(body["trace"][0]["ranking"]) == 50
     assert set(body["references"]) <= set(body["trace"][0]["ranking"])
     assert "trace" not in client.post("/rag", json={"topic": "gzip", "pipeline": "bm25 | extractive"}).json()
+    cited = client.post("/rag", json={"topic": "gzip", "pipeline": "bm25@20 | extractive", "segments": True}).json()
+    assert set(cited["segments"]) == set(cited["references"])
+    assert all(doc["segment"] and doc["title"] for doc in cited["segments"].values())
 
 
 def test_fusion_in_the_first_stage(client):

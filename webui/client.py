@@ -1,8 +1,7 @@
 """The arena's REST client: it runs pipelines through the gateway like any other client.
 
-``POST {base}/rag`` answers a topic with a pipeline; the cited segments' title, text and URL come from the R
-service (``POST {base}/v1/retrieve`` for each first-stage retriever of the pipeline, at its depth — every
-reference of the answer is among those candidates). The base URL is a setting; inside the API the same code
+``POST {base}/rag`` with ``segments: true`` answers a topic with a pipeline and returns the cited segments'
+title, text and URL beside the answer. The base URL is a setting; inside the API the same code
 runs over ``httpx.ASGITransport`` into the app itself (one code path, two transports).
 """
 
@@ -15,7 +14,6 @@ from typing import Any
 import httpx
 
 from ragnarok.arena.pool import PipelineId
-from ragnarok.spec import parse
 
 
 @dataclass
@@ -61,41 +59,23 @@ class RagClient:
         """Answer ``topic`` with ``pipeline``; a failure becomes ``PaneResult.error`` (never an exception)."""
         try:
             async with self._client() as client:
-                answer, segments = await asyncio.gather(
-                    self._rag(client, pipeline.spec, topic, topic_id),
-                    self._segments(client, pipeline.spec, topic),
-                )
+                answer = await self._rag(client, pipeline.spec, topic, topic_id)
         except _Failed as exc:
             return PaneResult(error=str(exc))
         except httpx.TimeoutException:
             return PaneResult(error=f"timed out after {self.timeout_s:g} s")
         except httpx.HTTPError as exc:
             return PaneResult(error=f"cannot reach {self.base_url}: {exc.__class__.__name__}: {exc}")
+        segments = answer.pop("segments", None) or {}
         cited = {ref: segments.get(ref, {}) for ref in answer.get("references", [])}
         return PaneResult(answer=answer, segments=cited)
 
     async def _rag(self, client: httpx.AsyncClient, spec: str, topic: str, topic_id: str) -> dict[str, Any]:
-        body = {"topic": topic, "topic_id": topic_id, "pipeline": spec, "index": self.index}
+        body = {"topic": topic, "topic_id": topic_id, "pipeline": spec, "index": self.index, "segments": True}
         response = await client.post("/rag", json=body)
         if response.status_code >= 400:
             raise _Failed(_detail(response))
         return response.json()
-
-    async def _segments(self, client: httpx.AsyncClient, spec: str, topic: str) -> dict[str, dict[str, Any]]:
-        """docid -> stored fields (title, segment, url) of every first-stage candidate of the pipeline."""
-        pipeline = parse(spec)
-        bodies = [
-            {"query": topic, "retriever": str(s).split("=")[0], "index": self.index, "k": pipeline.depth}
-            for s in pipeline.sources()
-        ]
-        responses = await asyncio.gather(*(client.post("/v1/retrieve", json=b) for b in bodies))
-        docs: dict[str, dict[str, Any]] = {}
-        for response in responses:
-            if response.status_code >= 400:  # the /rag call reports the same failure with its stage
-                continue
-            for candidate in response.json().get("candidates", []):
-                docs.setdefault(candidate["docid"], candidate.get("doc", {}))
-        return docs
 
     async def get(self, path: str) -> Any:
         async with self._client() as client:

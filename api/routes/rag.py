@@ -12,7 +12,7 @@ from api.errors import BadInput
 from ragnarok.gateway import PipelineRunner
 from ragnarok.presets import PRESETS, resolve
 from ragnarok.spec import from_mapping, parse
-from ragnarok.types import CitedSentence, Query
+from ragnarok.types import CitedSentence, Doc, Query
 
 router = APIRouter(tags=["rag"])
 
@@ -25,6 +25,8 @@ class RagBody(BaseModel):
         "the structured form {retrieve, depth, rerank: [...], generate: {...}}.")
     index: str | None = None
     trace: bool = False
+    segments: bool = Field(False, description="Also return the cited segments' stored fields (title, segment, "
+                                               "url), by segment id, as `segments`.")
 
 
 class TraceOut(BaseModel):
@@ -42,6 +44,7 @@ class RagOut(BaseModel):
     response_length: int
     answer: list[CitedSentence]
     trace: list[TraceOut] | None = None
+    segments: dict[str, Doc] | None = None
 
 
 @router.post("/rag", response_model=RagOut, response_model_exclude_none=True)
@@ -54,8 +57,9 @@ async def rag(body: RagBody, http: HttpRequest, settings: SettingsDep) -> Respon
     if pipeline.generate is None:
         raise BadInput(f"pipeline {pipeline} has no generation stage: end it with a generator, e.g. `| extractive`")
     runner = PipelineRunner(http.app.state.services, body.index)
-    answer, traces = await runner.run(pipeline, Query(text=body.topic, qid=body.topic_id))
-    out = RagOut.model_construct(**dict(answer), trace=[TraceOut(**vars(t)) for t in traces] if body.trace else None)
+    run = await runner.run(pipeline, Query(text=body.topic, qid=body.topic_id))
+    out = RagOut.model_construct(**dict(run.result), trace=[TraceOut(**vars(t)) for t in run.traces] if body.trace else None,
+                                 segments=run.cited_docs() if body.segments else None)
     # serialised once by pydantic-core (a response_model would validate the answer again)
     return Response(out.model_dump_json(exclude_none=True), media_type="application/json")
 

@@ -129,8 +129,7 @@ async def run_track(pipeline: Pipeline, topics: Sequence[Topic], settings: Setti
         async def attempt(topic: Topic) -> RagAnswer | Request:
             try:
                 given = requests[topic.qid] if requests is not None else None
-                result, _ = await runner.run(pipeline, Query(text=topic.text, qid=topic.qid), given)
-                return result
+                return (await runner.run(pipeline, Query(text=topic.text, qid=topic.qid), given)).result
             except StageError as exc:
                 if 400 <= exc.status < 500:
                     raise PipelineRefused(str(exc)) from None
