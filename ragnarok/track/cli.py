@@ -71,7 +71,7 @@ def run(
         loaded = [Topic(qid, r.query.text) for qid, r in given.items()]
     else:
         raise ValueError("give --topics (or --requests for an AG-only run)")
-    if pipeline_.retrieve != _given_source() and (index or settings.default_index) == "demo":
+    if given is None and (index or settings.default_index) == "demo":
         from ragnarok.collection.demo_index import ensure_demo_index  # noqa: PLC0415
 
         ensure_demo_index(settings, dense_model="minilm" if "dense" in str(pipeline_) else None)
@@ -82,13 +82,6 @@ def run(
     typer.echo(f"{output}: {summary}", err=True)
     if summary.failed:
         raise typer.Exit(1)
-
-
-def _given_source() -> object:
-    from ragnarok.gateway import GIVEN  # noqa: PLC0415
-    from ragnarok.spec import Source  # noqa: PLC0415
-
-    return Source(GIVEN)
 
 
 @fails_cleanly
