@@ -54,12 +54,17 @@ def index_collection(
     return index_dir
 
 
+def anserini_record(seg: dict[str, Any]) -> dict[str, Any]:
+    """A segment as a JsonCollection record: ``id``, ``contents`` (title, headings and segment, one per line,
+    what BM25 sees) and every segment field (stored in the raw document)."""
+    contents = "\n".join(part for part in (seg["title"], seg["headings"], seg["segment"]) if part)
+    return {"id": seg["docid"], "contents": contents, **seg}
+
+
 def segment_records(documents: Iterable[dict[str, Any]], segmenter: Segmenter) -> Iterator[dict[str, Any]]:
-    """JsonCollection records for the segments of ``documents``: ``id``, ``contents`` and every stored field."""
+    """JsonCollection records (:func:`anserini_record`) for the segments of ``documents``."""
     for document in documents:
-        for seg in segmenter.segment(document):
-            contents = "\n".join(part for part in (seg["title"], seg["headings"], seg["segment"]) if part)
-            yield {"id": seg["docid"], "contents": contents, **seg}
+        yield from map(anserini_record, segmenter.segment(document))
 
 
 def index_documents(

@@ -24,12 +24,21 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
-from ragnarok.collection.workers import batches, default_workers, map_batches, write_atomically
 from ragnarok.collection.jsonl import (
-    BadLine, CollectionFormatError, DocidSet, InputReport, _ByteCounter, classify, docid_hash, iter_raw_lines,
-    parse_document, total_bytes,
+    BadLine,
+    CollectionFormatError,
+    DocidSet,
+    InputReport,
+    _ByteCounter,
+    classify,
+    docid_hash,
+    iter_raw_lines,
+    parse_document,
+    total_bytes,
 )
+from ragnarok.collection.lucene_index import anserini_record
 from ragnarok.collection.segment import STRIDE, WINDOW, Segmenter
+from ragnarok.collection.workers import batches, default_workers, map_batches, write_atomically
 
 BATCH = 256
 
@@ -174,13 +183,6 @@ _anserini = False
 def _init(window: int, stride: int, anserini: bool = False) -> None:
     global _segmenter, _anserini
     _segmenter, _anserini = FastSegmenter(window, stride), anserini
-
-
-def anserini_record(seg: dict[str, Any]) -> dict[str, Any]:
-    """A segment as ``ragnarok index`` writes it for Anserini's JsonCollection (``lucene_index.segment_records``):
-    ``id``, ``contents`` (title, headings and segment, one per line) and every segment field."""
-    contents = "\n".join(part for part in (seg["title"], seg["headings"], seg["segment"]) if part)
-    return {"id": seg["docid"], "contents": contents, **seg}
 
 
 def segment_lines(document: dict[str, Any], segmenter: Segmenter, anserini: bool = False) -> tuple[bytes, int]:
