@@ -3,7 +3,8 @@ substrings of model names. Registration is explicit (see ``ragnarok.components``
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import threading
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -44,3 +45,17 @@ class Registry(Generic[T]):
 
     def names(self) -> list[str]:
         return sorted(self.entries)
+
+
+class Instances(Generic[T]):
+    """Components created once per key (a name, a name and an index) and reused; thread-safe."""
+
+    def __init__(self) -> None:
+        self._items: dict[Hashable, T] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable, create: Callable[[], T]) -> T:
+        with self._lock:
+            if key not in self._items:
+                self._items[key] = create()
+            return self._items[key]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 
 import httpx
@@ -11,7 +10,7 @@ from ragnarok.components import GENERATOR_BACKENDS
 from ragnarok.generate.cite import NO_ANSWER_TEXT
 from ragnarok.generate.prompts import get_template
 from ragnarok.protocols import Generator
-from ragnarok.registry import UnknownComponentError
+from ragnarok.registry import Instances, UnknownComponentError
 from ragnarok.settings import Settings
 from ragnarok.types import CitedSentence, Query, RagAnswer, Request
 
@@ -35,17 +34,13 @@ class GenerationService:
     def __init__(self, settings: Settings):
         self.settings = settings
         self.configs = settings.generator_configs()
-        self._instances: dict[str, Generator] = {}
-        self._lock = threading.Lock()
+        self._instances: Instances[Generator] = Instances()
 
     def get(self, name: str) -> Generator:
         if name not in self.configs:
             raise UnknownComponentError("generator", name, sorted(self.configs))
-        with self._lock:
-            if name not in self._instances:
-                config = self.configs[name]
-                self._instances[name] = GENERATOR_BACKENDS.create(config.backend, config=config)
-            return self._instances[name]
+        config = self.configs[name]
+        return self._instances.get(name, lambda: GENERATOR_BACKENDS.create(config.backend, config=config))
 
     def generate(self, topic: Query, request: Request, generator: str, template: str, k: int) -> RagAnswer:
         chosen, prompt = self.get(generator), get_template(template)

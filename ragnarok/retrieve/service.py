@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from ragnarok.collection.lucene_index import is_lucene_index
 from ragnarok.components import RERANKERS, RETRIEVERS
 from ragnarok.protocols import Reranker, Retriever
-from ragnarok.registry import UnknownComponentError
+from ragnarok.registry import Instances, UnknownComponentError
 from ragnarok.settings import Settings
 
 
@@ -34,8 +33,7 @@ class RetrievalService:
 
     def __init__(self, settings: Settings):
         self.settings = settings
-        self._instances: dict[tuple[str, str], Retriever] = {}
-        self._lock = threading.Lock()
+        self._instances: Instances[Retriever] = Instances()
 
     def sources(self) -> dict[str, str]:
         return self.settings.index_sources()
@@ -48,12 +46,8 @@ class RetrievalService:
         sources = self.sources()
         if index not in sources:
             raise UnknownComponentError("index", index, sorted(sources))
-        key = (retriever, index)
-        with self._lock:
-            if key not in self._instances:
-                self._instances[key] = entry.factory(name=retriever, source=sources[index], settings=self.settings,
-                                                     arg=arg or None)
-            return self._instances[key]
+        return self._instances.get((retriever, index), lambda: entry.factory(
+            name=retriever, source=sources[index], settings=self.settings, arg=arg or None))
 
     def describe(self) -> list[RetrieverInfo]:
         infos = []
@@ -84,13 +78,9 @@ class RerankService:
 
     def __init__(self, settings: Settings):
         self.settings = settings
-        self._instances: dict[str, Reranker] = {}
-        self._lock = threading.Lock()
+        self._instances: Instances[Reranker] = Instances()
 
     def get(self, spec: str) -> Reranker:
         base, _, arg = spec.partition(":")
         entry = RERANKERS.get(base)
-        with self._lock:
-            if spec not in self._instances:
-                self._instances[spec] = entry.factory(settings=self.settings, arg=arg or None)
-            return self._instances[spec]
+        return self._instances.get(spec, lambda: entry.factory(settings=self.settings, arg=arg or None))
