@@ -1,7 +1,8 @@
 """Near-duplicate removal: throughput and peak memory of `ragnarok collection dedup` on synthetic documents.
 
-    python bench/bench_dedup.py                      # 100k docs (1 and 2 workers), 1M docs, Redis 100k/300k
-    python bench/bench_dedup.py --sizes 100000 --no-redis --no-large
+    python bench/bench_dedup.py                      # on-disk buckets: 100k docs (1 and 2 workers), 1M docs;
+                                                     # Redis 100k/300k
+    python bench/bench_dedup.py --sizes 100000 --no-redis --no-large --storages disk memory
 
 Documents are 1-2 KB of synthetic text (Zipf-distributed pseudo-words, sentences, paragraphs); 8 % of them
 are near-duplicates of a recent document (0-3 words edited). Each measurement runs the real CLI in a fresh
@@ -194,6 +195,9 @@ def main() -> None:
     ap.add_argument("--no-redis", action="store_true")
     ap.add_argument("--workdir", type=Path, default=None, help="keep (and reuse) the generated files here")
     ap.add_argument("--no-baseline", action="store_true")
+    ap.add_argument("--storages", nargs="+", default=["disk"], choices=["disk", "memory"],
+                    help="bucket storages to measure without Redis (memory: datasketch's in-memory MinHashLSH)")
+    ap.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="worker counts for --sizes")
     ap.add_argument("--no-in-memory", action="store_true", help="only the Redis runs")
     args = ap.parse_args()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-dedup-"))
@@ -212,16 +216,16 @@ def main() -> None:
         wall, cpu = bulk_baseline(files[sizes[0]])
         print(f"datasketch MinHash.bulk (SHA-1 shingles, 128 perm, 1 process): {wall:,.0f} docs/s, "
               f"{cpu:,.0f} docs per CPU-s  load {os.getloadavg()[0]:.1f}", flush=True)
-    runs = [] if args.no_in_memory else [(n, w) for n in args.sizes for w in (1, 2)]
+    runs = [] if args.no_in_memory else [(st, n, w) for st in args.storages for n in args.sizes for w in args.workers]
     if not args.no_large and not args.no_in_memory:
-        runs.append((args.large, 2))
-    for n, workers in runs:
-        m = measured(ragnarok("collection", "dedup", str(files[n]), str(work / "out.jsonl"),
+        runs += [(st, args.large, 2) for st in args.storages]
+    for storage, n, workers in runs:
+        m = measured(ragnarok("collection", "dedup", str(files[n]), str(work / "out.jsonl"), "--storage", storage,
                               "--workers", str(workers), "--no-progress", "--report", str(work / "report.json")))
         s, rss, out = m
         report = json.loads((work / "report.json").read_text())
-        rows.append(("in-memory", n, workers, s, rss, report["percent_removed"]))
-        print(f"in-memory  {n:>9,} docs  workers={workers}  {s:7.1f} s  {n / s:9,.0f} docs/s  "
+        rows.append((storage, n, workers, s, rss, report["percent_removed"]))
+        print(f"{storage:<10} {n:>9,} docs  workers={workers}  {s:7.1f} s  {n / s:9,.0f} docs/s  "
               f"CPU {m.cpu:6.1f} s ({n / m.cpu:7,.0f} docs per CPU-s)  peak RSS {rss:7,.0f} MiB "
               f"(tree {m.rss_sum:7,.0f} MiB)  removed {report['percent_removed']:.2f} %  "
               f"load {os.getloadavg()[0]:.1f}", flush=True)

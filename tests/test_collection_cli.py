@@ -120,6 +120,8 @@ def test_dedup_cli_errors(tmp_path, collection):
     assert result.exit_code == 2 and "must be different" in result.stderr
     result = _run("dedup", str(src), str(out), "--threshold", "1.5")
     assert result.exit_code == 2
+    result = _run("dedup", str(src), str(out), "--storage", "tape", "--skip-bad")
+    assert result.exit_code == 2 and "storage must be one of disk, memory, got 'tape'" in result.stderr
 
 
 def test_fast_sentence_spans_equal_the_segmenters():

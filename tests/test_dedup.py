@@ -17,6 +17,8 @@ import numpy as np
 import pytest
 from datasketch import MinHash, MinHashLSH
 
+from ragnarok.collection import bands as bands_mod
+from ragnarok.collection import clusters
 from ragnarok.collection import dedup as dd
 from ragnarok.collection import lsh as lsh_mod
 from ragnarok.collection import minhash as mh
@@ -98,6 +100,54 @@ def test_band_writes_equal_minhashlsh_insert():
         assert dict(a._dict) == dict(b._dict)
     assert dict(ours.keys._dict) == dict(theirs.keys._dict)
     assert ours.query(mh.lean_minhash(sigs[3])) == [3]
+
+
+def test_band_hashes_group_exactly_like_datasketch_buckets():
+    rng = np.random.default_rng(5)
+    sigs = rng.integers(0, 2**32, size=(400, 128), dtype=np.uint64).astype(np.uint32)
+    sigs[200:300] = sigs[:100]  # 100 exact copies
+    for i in range(100):  # 100 copies equal in some bands only
+        sigs[300 + i] = sigs[100 + i]
+        sigs[300 + i, rng.integers(0, 128, size=3)] += np.uint32(1)
+    lsh = MinHashLSH(threshold=0.8, num_perm=128, weights=dd.LSH_WEIGHTS)
+    hashes, keys = mh.band_hashes(sigs, lsh.hashranges), mh.band_keys(sigs, lsh.hashranges)
+    for band in range(lsh.b):
+        by_key: dict[bytes, set[int]] = {}
+        for i, k in enumerate(keys):
+            by_key.setdefault(k[band], set()).add(i)
+        by_hash: dict[int, set[int]] = {}
+        for i, h in enumerate(hashes[:, band].tolist()):
+            by_hash.setdefault(h, set()).add(i)
+        assert sorted(map(sorted, by_key.values())) == sorted(map(sorted, by_hash.values()))
+
+
+def test_runs_are_the_buckets_of_two_or_more_in_input_order():
+    hashes = np.array([7, 3, 7, 9, 3, 7, 1], np.uint64)
+    lines = np.array([10, 11, 12, 13, 14, 15, 16])
+    groups = bands_mod.runs(hashes, lines)
+    found = np.split(groups.members, np.cumsum(groups.sizes)[:-1])
+    assert sorted(g.tolist() for g in found) == [[10, 12, 15], [11, 14]]
+
+
+def test_a_bucket_is_split_around_its_first_member():
+    """Bucket {0, 1, 2, 3}: 1 is like 0; 2 and 3 are not like 0 but like each other: {0, 1} and {2, 3}."""
+    base = np.arange(100, dtype=np.uint32)
+    sig = np.stack([base, base, base + 1000, base + 1000])
+    sig[1, :5] += 7  # 0.95 like 0
+    sig[3, :3] += 9  # 0.97 like 2
+    groups = bands_mod.Groups(np.array([0, 1, 2, 3]), np.array([4]))
+    verify = clusters.Verifier(sig, 0.9)
+    a, b = clusters.pivot_edges(groups, verify)
+    assert sorted(zip(a.tolist(), b.tolist())) == [(0, 1), (2, 3)]
+    assert (verify.checked, verify.rejected) == (4, 2)  # (0,1) (0,2) (0,3), then (2,3)
+    found = clusters.classes(a, b)
+    assert found.count == 2 and found.removed().tolist() == [1, 3] and found.largest(5) == [[0, 1], [2, 3]]
+    unverified = clusters.classes(*clusters.pivot_edges(groups, None))
+    assert unverified.count == 1 and unverified.removed().tolist() == [1, 2, 3]
+    # the same bucket in another band, one group per chunk: no pair is estimated twice
+    again = clusters.pivot_edges(bands_mod.Groups.concat([groups, groups]), verify, chunk=1)
+    assert sorted(zip(*map(np.ndarray.tolist, again))) == [(0, 1), (0, 1), (2, 3), (2, 3)]
+    assert (verify.checked, verify.rejected) == (4, 2)
 
 
 def test_docid_set():
@@ -188,6 +238,33 @@ def test_planted_near_duplicates_at_default_threshold(planted, tmp_path):
     assert report.removed == n_caught and report.classes == n_caught
     assert report.input.documents == len(docs) and report.kept == len(docs) - n_caught
     assert docids(out) == [d["docid"] for d in docs if d["docid"] in kept]  # input order kept
+
+
+def test_disk_buckets_give_datasketchs_result(planted, tmp_path):
+    """The sorted on-disk bands find exactly the buckets of datasketch's in-memory MinHashLSH."""
+    path, _, _ = planted
+    disk = dd.dedup(path, tmp_path / "disk.jsonl", workers=1, progress=False)
+    mem = dd.dedup(path, tmp_path / "mem.jsonl", storage="memory", workers=1, progress=False)
+    assert disk.storage == "disk" and disk.removed > 0
+    assert (tmp_path / "disk.jsonl").read_bytes() == (tmp_path / "mem.jsonl").read_bytes()
+    assert disk.as_dict() == {**mem.as_dict(), "storage": "disk"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["disk.jsonl", "mem.jsonl"]  # scratch files removed
+
+
+def test_disk_buckets_agree_with_datasketch_on_many_near_copies(tmp_path):
+    """2,000 documents, 400 of them copies of earlier ones with 0-6 words edited (some caught, some not)."""
+    rng = random.Random(9)
+    docs = [{"docid": f"d{i}", "body": text(rng, rng.randrange(120, 300))} for i in range(1600)]
+    for i in range(400):
+        original = docs[rng.randrange(len(docs))]["body"]
+        docs.append({"docid": f"c{i}", "body": edit(rng, original, k) if (k := rng.randrange(7)) else original})
+    rng.shuffle(docs)
+    path = write_jsonl(tmp_path / "in.jsonl", docs)
+    disk = dd.dedup(path, tmp_path / "disk.jsonl", workers=2, batch_size=300, progress=False)
+    mem = dd.dedup(path, tmp_path / "mem.jsonl", storage="memory", workers=1, progress=False)
+    assert 100 < disk.removed < 400 and disk.pairs_rejected > 0
+    assert (tmp_path / "disk.jsonl").read_bytes() == (tmp_path / "mem.jsonl").read_bytes()
+    assert disk.as_dict() == {**mem.as_dict(), "storage": "disk"}
 
 
 def test_same_result_in_a_worker_pool(planted, tmp_path):
@@ -319,11 +396,11 @@ def test_redis_backend_gives_the_same_result_and_cleans_up(planted, tmp_path, re
     import redis
 
     path, _, _ = planted
-    mem = dd.dedup(path, tmp_path / "mem.jsonl", workers=1, progress=False)
+    mem = dd.dedup(path, tmp_path / "mem.jsonl", storage="memory", workers=1, progress=False)
     red = dd.dedup(path, tmp_path / "redis.jsonl", redis_url=redis_url, workers=2, batch_size=64, progress=False)
     assert red.storage == "redis" and mem.storage == "in-memory"
     assert (tmp_path / "mem.jsonl").read_bytes() == (tmp_path / "redis.jsonl").read_bytes()
-    assert red.removed == mem.removed and red.classes == mem.classes
+    assert red.as_dict() == {**mem.as_dict(), "storage": "redis"}
     assert redis.Redis.from_url(redis_url).dbsize() == 0  # this run's buckets are gone
 
 

@@ -4,38 +4,37 @@ What counts as a near-duplicate
     Each document's text (``body``; ``contents`` for Anserini-style records; ``title`` when both are empty)
     becomes the set of its 9-gram word shingles. Words are the runs of ASCII letters and digits and of
     non-ASCII characters, ASCII-lowercased; punctuation and whitespace only separate words. A document with
-    fewer than 9 words has one shingle, all of its words. Two documents are near-duplicates when datasketch's
-    ``MinHashLSH`` puts them in a common bucket (b bands of r rows, chosen by datasketch for ``threshold``
-    and ``num_perm`` with recall weighted up, see ``LSH_WEIGHTS``) **and** their MinHash Jaccard estimate is >= ``threshold`` (the check removes LSH's
-    false positives; ``verify=False`` skips it).
+    fewer than 9 words has one shingle, all of its words. Two documents are candidates when they share an LSH
+    bucket: b bands of r rows of their datasketch MinHash signatures, (b, r) chosen by datasketch's
+    ``MinHashLSH`` for ``threshold`` and ``num_perm`` with recall weighted up (``LSH_WEIGHTS``). A candidate
+    pair is a near-duplicate when its MinHash Jaccard estimate is >= ``threshold`` (``verify=False`` trusts
+    the buckets); see :mod:`ragnarok.collection.clusters` for which pairs of a bucket are compared.
 
 Classes and the representative
-    Near-duplicate pairs are joined transitively (union-find) into equivalence classes. From each class we
-    keep **the document that comes first in the input** and remove the others. Input order is the order of
-    the files (sorted, for a directory) and of the lines in them, so the result does not depend on workers.
+    Near-duplicate pairs are joined transitively (connected components) into equivalence classes. From each
+    class we keep **the document that comes first in the input** and remove the others. Input order is the
+    order of the files (sorted, for a directory) and of the lines in them, so the result depends neither on
+    the number of workers nor on the storage.
 
 How it runs (two streaming passes over the input, any size, plain or gzip)
     Pass 1 reads raw lines; worker processes parse them, shingle and MinHash them a batch at a time
-    (vectorised: the shingle hashes of a batch go through datasketch's affine32 permutations as one
-    ``(num_perm x shingles)`` array, bit-for-bit what ``MinHash(hashfunc=...).update_batch`` computes) and
-    return signatures; the parent inserts ``LeanMinHash`` objects into ``MinHashLSH`` through an insertion
-    session, and appends the signatures to a scratch file beside OUT (``num_perm * 4`` bytes per document,
-    read back only to verify candidate pairs). Then the LSH buckets holding two or more documents are
-    scanned, candidates verified and united. Pass 2 copies the kept lines, byte for byte, to a temporary file
-    beside OUT that replaces OUT only when everything succeeded.
+    (vectorised, bit for bit datasketch's ``MinHash`` with the affine32 scheme, see
+    :mod:`ragnarok.collection.minhash`) and hash their LSH bands. The parent appends the signatures to a
+    scratch file beside OUT (``num_perm * 4`` bytes per document, read back only to verify candidates) and
+    the bands to the bucket store:
 
-Memory
-    In memory (``storage_config`` dict, the default) datasketch's LSH costs about 4.7 KiB per document (12
-    bands, each a bytes key and a set per bucket: 4.7 GiB peak for 1 M documents, see docs/BENCHMARKS.md).
-    With ``redis_url`` the buckets live in Redis (redis-server used about 6.5 KiB per document) and this
-    process keeps 9 bytes per document (a status byte, and 8 bytes for the duplicate-docid check) plus the
-    pages of the signature scratch file it maps to verify candidates (page cache, reclaimable). Worker
-    processes are handed at most ``2 * workers + 2`` batches at a time, so nothing else grows with the input.
+    * ``storage="disk"`` (default): one scratch file of 64-bit band hashes per band, sorted once at the end
+      (:mod:`ragnarok.collection.bands`); memory stays nearly flat (peak 153 MiB at 100k documents, 179 MiB
+      at 1 M: the docid check, a status byte per line, and one band's sort at a time).
+    * ``storage="memory"``: datasketch's in-memory ``MinHashLSH`` (about 4.7 KiB per document).
+    * ``redis_url``: datasketch's ``MinHashLSH`` with its Redis storage (the buckets live in redis-server).
+
+    Pass 2 copies the kept lines, byte for byte, to a temporary file beside OUT that replaces OUT only when
+    everything succeeded. Worker processes are handed at most ``2 * workers + 2`` batches at a time.
 """
 
 from __future__ import annotations
 
-import heapq
 import json
 import os
 import tempfile
@@ -48,40 +47,26 @@ import numpy as np
 from datasketch import MinHashLSH
 from tqdm import tqdm
 
+from ragnarok.collection.bands import BucketStore, Groups, SortedBands
+from ragnarok.collection.clusters import Classes, SignatureFile, Verifier, classes, pivot_edges
+from ragnarok.collection.dedup_worker import Batch, hash_batch, init_worker
 from ragnarok.collection.jsonl import (
     BadLine,
     CollectionFormatError,
     DocidSet,
     InputReport,
     _ByteCounter,
-    classify,
-    docid_hash,
     iter_raw_lines,
     parse_document,
     total_bytes,
 )
-from ragnarok.collection.lsh import (
-    UnionFind,
-    band_inserter,
-    drop_redis_keys,
-    multi_member_buckets,
-    redis_storage,
-)
-from ragnarok.collection.minhash import (
-    DEFAULT_NUM_PERM,
-    SEED,
-    SHINGLE_WORDS,
-    band_keys,
-    document_text,
-    lean_minhash,
-    permutations,
-    shingle_hashes,
-    signatures,
-)
+from ragnarok.collection.lsh import DatasketchBuckets, drop_redis_keys, redis_storage
+from ragnarok.collection.minhash import DEFAULT_NUM_PERM, SEED, SHINGLE_WORDS, document_text, permutations
 from ragnarok.collection.workers import batches, default_workers, map_batches, write_atomically
 
 DEFAULT_THRESHOLD = 0.8
 BATCH = 2000
+STORAGES = ("disk", "memory")
 # datasketch picks (bands, rows) minimising weighted false-positive and false-negative areas under its
 # S-curve. Candidates are verified against the threshold afterwards, so a false positive costs only a check
 # while a false negative is a missed duplicate: weigh recall up. At threshold 0.8 and 128 permutations this
@@ -89,53 +74,8 @@ BATCH = 2000
 # datasketch's default equal weights, 9 x 13), at 0.85 with 0.928 (0.686).
 LSH_WEIGHTS = (0.2, 0.8)
 
-KEEP, BAD, REMOVED = 0, 1, 2
-
-# ----------------------------------------------------------------------------------------------- workers
-
-
-@dataclass
-class Batch:
-    """A worker's answer for one batch of raw lines (in order)."""
-
-    signatures: np.ndarray  # (lines, num_perm) uint32
-    docid_hashes: np.ndarray  # (lines,) uint64; 0 for bad lines
-    docids: list[str | None]
-    nonempty: np.ndarray  # (lines,) bool: has at least one shingle
-    bad: list[tuple[int, BadLine]]  # (position in batch, what)
-    where: list[tuple[str, int]]  # (file, line number) of each line
-    band_keys: list[tuple[bytes, ...]]  # per line, the LSH bucket key of each band (datasketch's _H)
-
-
-_worker_perms: np.ndarray | None = None
-_worker_n = SHINGLE_WORDS
-_worker_ranges: list[tuple[int, int]] = []
-
-
-def _init_worker(num_perm: int, seed: int, n: int, hashranges: list[tuple[int, int]]) -> None:
-    global _worker_perms, _worker_n, _worker_ranges
-    _worker_perms, _worker_n, _worker_ranges = permutations(num_perm, seed), n, hashranges
-
-
-def _hash_batch(items: list[tuple[str, int, bytes]]) -> Batch:
-    assert _worker_perms is not None
-    texts, docids, hashes, bad = [], [], np.zeros(len(items), np.uint64), []
-    for pos, (file, line_no, data) in enumerate(items):
-        try:
-            document = parse_document(data, f"{file}:{line_no}")
-        except CollectionFormatError as exc:
-            bad.append((pos, BadLine(classify(exc), str(exc))))
-            texts.append("")
-            docids.append(None)
-            continue
-        texts.append(document_text(document))
-        docids.append(document["docid"])
-        hashes[pos] = docid_hash(document["docid"])
-    shingles, counts = shingle_hashes(texts, _worker_n)
-    sigs = signatures(shingles, counts, _worker_perms)
-    return Batch(sigs, hashes, docids, counts > 0, bad, [(file, line_no) for file, line_no, _ in items],
-                 band_keys(sigs, _worker_ranges))
-
+# the status of each input line: kept and compared, bad (left out), removed, kept without comparison (empty)
+KEEP, BAD, REMOVED, EMPTY = 0, 1, 2, 3
 
 # ----------------------------------------------------------------------------------------------- the run
 
@@ -176,7 +116,7 @@ class DedupReport:
             f"documents in: {self.input.documents:,}  out: {self.kept:,}",
             f"near-duplicate classes: {self.classes:,}  removed: {self.removed:,} ({self.percent_removed:.2f} %)",
             f"threshold {self.threshold}, {self.num_perm} permutations ({self.bands} bands x {self.rows} rows), "
-            f"{SHINGLE_WORDS}-word shingles, {self.storage} LSH",
+            f"{SHINGLE_WORDS}-word shingles, {self.storage} LSH buckets",
         ]
         if self.input.empty:
             lines.append(f"empty documents (kept, not compared): {self.input.empty:,}")
@@ -191,9 +131,9 @@ class DedupReport:
 
 def dedup(
     input_path: Path, output: Path | None, threshold: float = DEFAULT_THRESHOLD, num_perm: int = DEFAULT_NUM_PERM,
-    redis_url: str | None = None, skip_bad: bool = False, workers: int | None = None, verify: bool = True,
-    batch_size: int = BATCH, examples: int = 10, progress: bool | None = None, seed: int = SEED,
-    shingle_words: int = SHINGLE_WORDS, keep_removed_docids: int = 0,
+    storage: str = "disk", redis_url: str | None = None, skip_bad: bool = False, workers: int | None = None,
+    verify: bool = True, batch_size: int = BATCH, examples: int = 10, progress: bool | None = None,
+    seed: int = SEED, shingle_words: int = SHINGLE_WORDS, keep_removed_docids: int = 0,
 ) -> DedupReport:
     """Remove near-duplicates from the JSONL collection ``input_path`` into ``output`` (see module doc).
 
@@ -204,128 +144,101 @@ def dedup(
         raise ValueError(f"threshold must be in (0, 1], got {threshold}")
     if num_perm < 16:
         raise ValueError(f"num_perm must be >= 16, got {num_perm}")
+    if storage not in STORAGES:
+        raise ValueError(f"storage must be one of {', '.join(STORAGES)}, got {storage!r}")
     input_path = Path(input_path)
     workers = default_workers() if workers is None else workers
-    storage = redis_storage(redis_url) if redis_url else None
+    scratch_dir = (Path(output).parent if output else Path(tempfile.gettempdir()))
+    scratch_dir.mkdir(parents=True, exist_ok=True)
+    lsh, basename = _datasketch_lsh(threshold, num_perm, redis_url)
+    store: BucketStore = (DatasketchBuckets(lsh, seed, "redis") if redis_url else
+                          DatasketchBuckets(lsh, seed, "in-memory") if storage == "memory" else
+                          SortedBands(scratch_dir, lsh.b))
+    report = DedupReport(threshold, num_perm, lsh.b, lsh.r, store.storage)
+    sig_path: Path | None = None
     try:
-        lsh = MinHashLSH(threshold=threshold, num_perm=num_perm, weights=LSH_WEIGHTS, storage_config=storage)
+        fd, sig_name = tempfile.mkstemp(prefix=".dedup-signatures-", dir=scratch_dir)
+        sig_path = Path(sig_name)
+        status = _pass_one(input_path, store, lsh.hashranges, report, os.fdopen(fd, "wb"), skip_bad, workers,
+                           batch_size, progress, num_perm, seed, shingle_words)
+        groups = store.groups(status == KEEP)
+        report.candidate_buckets = len(groups.sizes)
+        found = _classes(groups, sig_path, len(status), num_perm, threshold if verify else None, report)
+        status[found.removed()] = REMOVED
+        report.classes = found.count
+        report.removed = int((status == REMOVED).sum())
+        report.kept = report.input.documents - report.removed
+        _copy_kept(input_path, output, status, found.largest(examples), report, keep_removed_docids)
+        return report
+    finally:
+        store.close()
+        if sig_path is not None:
+            sig_path.unlink(missing_ok=True)
+        if basename is not None:
+            drop_redis_keys(lsh, basename)
+
+
+def _datasketch_lsh(threshold: float, num_perm: int, redis_url: str | None) -> tuple[MinHashLSH, bytes | None]:
+    """datasketch's LSH for (threshold, num_perm): its (bands, rows) for every storage, its buckets for the
+    in-memory and Redis ones. Returns it and the Redis key prefix of this run (None: in memory)."""
+    config = redis_storage(redis_url) if redis_url else None
+    try:
+        lsh = MinHashLSH(threshold=threshold, num_perm=num_perm, weights=LSH_WEIGHTS, storage_config=config)
     except ImportError as exc:
         raise RuntimeError(f"--redis-url needs the redis package: {exc}") from None
-    basename = storage["basename"] if storage else b""
-    if storage:
+    if config:
         try:
             lsh.keys._redis.ping()
         except Exception as exc:  # noqa: BLE001 - redis' own exception classes
             raise RuntimeError(f"cannot reach Redis at {redis_url}: {exc}") from None
-    report = DedupReport(threshold, num_perm, lsh.b, lsh.r, "redis" if storage else "in-memory")
-    scratch_dir = (Path(output).parent if output else Path(tempfile.gettempdir()))
-    scratch_dir.mkdir(parents=True, exist_ok=True)
-    fd, sig_name = tempfile.mkstemp(prefix=".dedup-signatures-", dir=scratch_dir)
-    sig_path = Path(sig_name)
-    try:
-        status = _pass_one(input_path, lsh, report, os.fdopen(fd, "wb"), skip_bad, workers, batch_size,
-                           progress, num_perm, seed, shingle_words)
-        n_lines = len(status)
-        sig = np.memmap(sig_path, dtype=np.uint32, mode="r", shape=(n_lines, num_perm)) if n_lines else None
-        uf = UnionFind()
-        for table in lsh.hashtables:
-            for members in multi_member_buckets(table, lsh.prepickle):
-                report.candidate_buckets += 1
-                _unite(members, sig, uf, threshold if verify else None, report)
-        classes = uf.classes()
-        for root, members in classes.items():
-            for m in members[1:]:
-                status[m] = REMOVED
-        report.classes = len(classes)
-        report.removed = sum(len(m) - 1 for m in classes.values())
-        report.kept = report.input.documents - report.removed
-        largest = heapq.nlargest(examples, classes.items(), key=lambda kv: (len(kv[1]), -kv[0]))
-        wanted = {m: None for _, members in largest for m in members[:6]}
-        removed_wanted = keep_removed_docids > 0
-        removed_docids: list[str] = []
-
-        def kept_lines() -> Iterator[bytes]:
-            for index, (file, line_no, data) in enumerate(iter_raw_lines(input_path)):
-                if index in wanted or (removed_wanted and status[index] == REMOVED
-                                       and len(removed_docids) < keep_removed_docids):
-                    document = parse_document(data, f"{file}:{line_no}")
-                    if index in wanted:
-                        wanted[index] = {"docid": document["docid"], "title": document["title"][:100],
-                                         "text": document_text(document)[:160], "line": f"{file}:{line_no}"}
-                    if status[index] == REMOVED and len(removed_docids) < keep_removed_docids:
-                        removed_docids.append(document["docid"])
-                if status[index] == KEEP:
-                    yield data
-
-        if output is not None:
-            written = write_atomically(Path(output), kept_lines())
-            if written != report.kept:
-                raise RuntimeError(f"wrote {written} documents but expected {report.kept}: did the input change?")
-        else:
-            for _ in kept_lines():
-                pass
-        report.removed_docids = removed_docids
-        for root, members in largest:
-            report.largest.append({
-                "size": len(members), "representative": wanted[members[0]],
-                "examples": [wanted[m] for m in members[1:6]],
-            })
-        return report
-    finally:
-        sig_path.unlink(missing_ok=True)
-        if storage:
-            drop_redis_keys(lsh, basename)
+        return lsh, config["basename"]
+    return lsh, None
 
 
-def _pass_one(input_path: Path, lsh: MinHashLSH, report: DedupReport, sig_out: Any, skip_bad: bool,
-              workers: int, batch_size: int, progress: bool | None, num_perm: int, seed: int, n: int,
-              ) -> bytearray:
-    status = bytearray()
+def _pass_one(input_path: Path, store: BucketStore, hashranges: list[tuple[int, int]],
+              report: DedupReport, sig_out: Any, skip_bad: bool, workers: int, batch_size: int,
+              progress: bool | None, num_perm: int, seed: int, n: int) -> np.ndarray:
+    """MinHash every line; returns the status of each line (KEEP, BAD or EMPTY)."""
+    statuses = []
     seen = DocidSet()
     counter = _ByteCounter()
     bar = tqdm(total=total_bytes(input_path), unit="B", unit_scale=True, desc="dedup: minhash",
                disable=None if progress is None else not progress, mininterval=0.5)
     line_index = 0
-    first = True
-    insert = band_inserter(lsh)
     try:
-        with sig_out, lsh.insertion_session(buffer_size=50_000) as session:
+        with sig_out:
             chunks = batches(iter_raw_lines(input_path, counter), batch_size)
-            for batch in map_batches(_hash_batch, chunks, workers, _init_worker,
-                                     (num_perm, seed, n, lsh.hashranges)):
-                k = len(batch.docids)
-                flags = bytearray(k)
-                for pos, bad in batch.bad:
-                    _bad_line(bad, skip_bad, report)
-                    flags[pos] = BAD
-                fresh = seen.add_many(batch.docid_hashes)
-                nonempty = batch.nonempty
-                for pos in range(k):
-                    if flags[pos]:
-                        continue
-                    if not fresh[pos]:
-                        file, line_no = batch.where[pos]
-                        _bad_line(BadLine("duplicate", f"{file}:{line_no}: duplicate docid {batch.docids[pos]!r}"),
-                                  skip_bad, report)
-                        flags[pos] = BAD
-                        continue
-                    report.input.documents += 1
-                    if not nonempty[pos]:
-                        report.input.empty += 1
-                    elif first:  # the public path once: it records the MinHash scheme in the index
-                        session.insert(line_index + pos, lean_minhash(batch.signatures[pos], seed),
-                                       check_duplication=False)
-                        first = False
-                    else:
-                        insert(line_index + pos, batch.band_keys[pos])
+            for batch in map_batches(hash_batch, chunks, workers, init_worker,
+                                     (permutations(num_perm, seed), n, hashranges, store.wants_keys)):
+                flags = _line_status(batch, seen, skip_bad, report)
+                store.add(line_index, flags == KEEP, batch)
                 sig_out.write(batch.signatures.tobytes())
-                status += flags
-                line_index += k
-                report.input.lines += k
+                statuses.append(flags)
+                line_index += len(flags)
                 bar.update(counter.update() - bar.n)
     finally:
         bar.close()
-    return status
+    report.input.lines = line_index
+    return np.concatenate(statuses) if statuses else np.empty(0, np.uint8)
+
+
+def _line_status(batch: Batch, seen: DocidSet, skip_bad: bool, report: DedupReport) -> np.ndarray:
+    """KEEP, BAD or EMPTY for each line of a batch; bad lines and repeated docids fail unless ``skip_bad``."""
+    flags = np.full(len(batch.docids), KEEP, np.uint8)
+    for pos, bad in batch.bad:
+        _bad_line(bad, skip_bad, report)
+        flags[pos] = BAD
+    valid = np.flatnonzero(flags == KEEP)
+    for pos in valid[~seen.add_many(batch.docid_hashes[valid])].tolist():
+        file, line_no = batch.where[pos]
+        _bad_line(BadLine("duplicate", f"{file}:{line_no}: duplicate docid {batch.docids[pos]!r}"), skip_bad, report)
+        flags[pos] = BAD
+    documents = flags == KEEP
+    empty = documents & ~batch.nonempty
+    flags[empty] = EMPTY
+    report.input.documents += int(documents.sum())
+    report.input.empty += int(empty.sum())
+    return flags
 
 
 def _bad_line(bad: BadLine, skip_bad: bool, report: DedupReport) -> None:
@@ -334,31 +247,52 @@ def _bad_line(bad: BadLine, skip_bad: bool, report: DedupReport) -> None:
     report.input.add_bad(bad)
 
 
-def _unite(members: list[int], sig: np.ndarray | None, uf: UnionFind, threshold: float | None,
-           report: DedupReport) -> None:
-    """Unite the members of one LSH bucket: each with the first member it is similar to (pivot clustering)."""
-    members = sorted(members)
-    if threshold is None or sig is None:
-        for m in members[1:]:
-            uf.union(members[0], m)
-        return
-    remaining = np.array(members, dtype=np.int64)
-    while len(remaining) > 1:
-        pivot = int(remaining[0])
-        root = uf.find(pivot)
-        rest = remaining[1:]
-        same = np.fromiter((uf.find(int(m)) == root for m in rest), bool, len(rest))
-        todo = rest[~same]
-        if len(todo):
-            sims = (sig[todo] == sig[pivot]).mean(axis=1)
-            report.pairs_checked += len(todo)
-            hit = sims >= threshold
-            report.pairs_rejected += int((~hit).sum())
-            for m in todo[hit]:
-                uf.union(pivot, int(m))
-            remaining = todo[~hit]
-        else:
-            remaining = todo
+def _classes(groups: Groups, sig_path: Path, n_lines: int, num_perm: int, threshold: float | None,
+             report: DedupReport) -> Classes:
+    sig = SignatureFile(sig_path, num_perm)
+    if len(sig) != n_lines:
+        raise RuntimeError(f"{sig_path} holds {len(sig)} signatures for {n_lines} lines")
+    verify = None if threshold is None else Verifier(sig, threshold)
+    try:
+        a, b = pivot_edges(groups, verify)
+    finally:
+        sig.close()
+    if verify is not None:
+        report.pairs_checked, report.pairs_rejected = verify.checked, verify.rejected
+    return classes(a, b)
+
+
+def _copy_kept(input_path: Path, output: Path | None, status: np.ndarray, largest: list[list[int]],
+               report: DedupReport, keep_removed_docids: int) -> None:
+    """Pass 2: the kept lines to ``output`` (atomically); the examples of the largest classes to the report."""
+    wanted: dict[int, dict[str, str] | None] = {m: None for members in largest for m in members[:6]}
+    removed_docids: list[str] = []
+    codes = status.tobytes()  # indexing bytes is far cheaper than indexing a numpy array, line by line
+
+    def kept_lines() -> Iterator[bytes]:
+        for index, (file, line_no, data) in enumerate(iter_raw_lines(input_path)):
+            code = codes[index]
+            collect = code == REMOVED and len(removed_docids) < keep_removed_docids
+            if index in wanted or collect:
+                document = parse_document(data, f"{file}:{line_no}")
+                if index in wanted:
+                    wanted[index] = {"docid": document["docid"], "title": document["title"][:100],
+                                     "text": document_text(document)[:160], "line": f"{file}:{line_no}"}
+                if collect:
+                    removed_docids.append(document["docid"])
+            if code == KEEP or code == EMPTY:
+                yield data
+
+    if output is not None:
+        written = write_atomically(Path(output), kept_lines())
+        if written != report.kept:
+            raise RuntimeError(f"wrote {written} documents but expected {report.kept}: did the input change?")
+    else:
+        for _ in kept_lines():
+            pass
+    report.removed_docids = removed_docids
+    report.largest = [{"size": len(members), "representative": wanted[members[0]],
+                       "examples": [wanted[m] for m in members[1:6]]} for members in largest]
 
 
 def write_report(path: Path, report: DedupReport) -> None:

@@ -78,10 +78,13 @@ def total_bytes(path: Path) -> int:
     return sum(f.stat().st_size for f in collection_files(path))
 
 
+READ_BUFFER = 1 << 20  # large reads: fewer system calls per line of 1-2 KB
+
+
 def iter_raw_lines(path: Path, counter: _ByteCounter | None = None) -> Iterator[tuple[Path, int, bytes]]:
     """``(file, line_no, raw bytes)`` of every non-blank line under ``path``, in order (1-based line numbers)."""
     for file in collection_files(path):
-        with open(file, "rb") as raw:
+        with open(file, "rb", buffering=READ_BUFFER) as raw:
             if counter is not None:
                 counter.attach(raw)
             handle: BinaryIO = (
@@ -189,8 +192,10 @@ class DocidSet:
         if new.any():
             self._recent = np.sort(np.concatenate((self._recent, h[new])))
             if len(self._recent) >= max(1 << 16, len(self._sorted) >> 3):
-                self._sorted = np.sort(np.concatenate((self._sorted, self._recent)))
-                self._recent = np.empty(0, dtype=np.uint64)
+                merged = np.concatenate((self._sorted, self._recent))
+                self._sorted = self._recent = np.empty(0, dtype=np.uint64)
+                merged.sort()  # in place: 8 bytes per docid, not 16, while merging
+                self._sorted = merged
         return new
 
     def add(self, h: int) -> bool:

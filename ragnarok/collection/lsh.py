@@ -1,5 +1,5 @@
-"""What dedup keeps besides datasketch's ``MinHashLSH`` itself: its storage (in memory or Redis), fast band
-inserts, the scan of buckets holding two or more documents, and the union-find that joins near-duplicates."""
+"""datasketch's ``MinHashLSH`` as dedup's bucket store (``--storage memory``, or Redis with ``--redis-url``):
+its storage configuration, fast band inserts, and the scan of buckets holding two or more documents."""
 
 from __future__ import annotations
 
@@ -9,43 +9,11 @@ from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import urlparse
 
+import numpy as np
 from datasketch import MinHashLSH
 
-# ----------------------------------------------------------------------------------------------- union-find
-
-
-class UnionFind:
-    """Union-find over the documents that have a near-duplicate (a dict: memory ~ near-duplicates only).
-    The root of every class is its smallest member, i.e. the first document of the class in input order."""
-
-    def __init__(self) -> None:
-        self.parent: dict[int, int] = {}
-
-    def find(self, x: int) -> int:
-        parent = self.parent
-        root = x
-        while parent.get(root, root) != root:
-            root = parent[root]
-        while parent.get(x, x) != root:
-            parent[x], x = root, parent[x]
-        return root
-
-    def union(self, x: int, y: int) -> bool:
-        rx, ry = self.find(x), self.find(y)
-        if rx == ry:
-            return False
-        if ry < rx:
-            rx, ry = ry, rx
-        self.parent[ry] = rx
-        self.parent.setdefault(rx, rx)
-        return True
-
-    def classes(self) -> dict[int, list[int]]:
-        groups: dict[int, list[int]] = {}
-        for x in self.parent:
-            groups.setdefault(self.find(x), []).append(x)
-        return {root: sorted(members) for root, members in groups.items() if len(members) > 1}
-
+from ragnarok.collection.bands import Groups
+from ragnarok.collection.minhash import lean_minhash
 
 # ----------------------------------------------------------------------------------------------- LSH storage
 
@@ -134,3 +102,37 @@ def band_inserter(lsh: MinHashLSH) -> Callable[[int, tuple[bytes, ...]], None]:
             table.insert(H, stored, buffer=True)
 
     return insert_generic
+
+
+class DatasketchBuckets:
+    """The bucket store of :mod:`ragnarok.collection.dedup` backed by a ``MinHashLSH`` (in memory or Redis).
+
+    Documents go in through an insertion session (Redis: pipelined); the first through the public
+    ``insert`` (it records the MinHash scheme in the index), the rest through :func:`band_inserter`.
+    """
+
+    wants_keys = True  # the workers compute datasketch's band keys (bytes) for it
+
+    def __init__(self, lsh: MinHashLSH, seed: int, storage: str) -> None:
+        self.lsh, self.seed, self.storage = lsh, seed, storage
+        self._session = lsh.insertion_session(buffer_size=50_000)
+        self._insert = band_inserter(lsh)
+        self._first = True
+
+    def add(self, first_line: int, compared: np.ndarray, batch: Any) -> None:
+        """Insert the lines of a batch (first line ``first_line``) where ``compared`` is set."""
+        for pos in np.flatnonzero(compared).tolist():
+            if self._first:
+                self._session.insert(first_line + pos, lean_minhash(batch.signatures[pos], self.seed),
+                                     check_duplication=False)
+                self._first = False
+            else:
+                self._insert(first_line + pos, batch.band_keys[pos])
+
+    def groups(self, compared: np.ndarray) -> Groups:  # noqa: ARG002 - only compared lines were inserted
+        self._session.close()
+        return Groups.from_lists([members for table in self.lsh.hashtables
+                                  for members in multi_member_buckets(table, self.lsh.prepickle)])
+
+    def close(self) -> None:
+        """Nothing to release here (the caller drops this run's Redis keys)."""

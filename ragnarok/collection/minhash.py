@@ -4,15 +4,18 @@ Words are the runs of ASCII letters and digits and of non-ASCII characters, ASCI
 shingles are its 9-grams of words (all its words when it has fewer). Shingle hashes go through datasketch's
 affine32 permutations as one ``(num_perm x shingles)`` array: what ``MinHash(hashfunc=...).update_batch``
 computes, for a whole batch of documents at once. ``band_keys`` are the LSH bucket keys datasketch's
-``MinHashLSH._H`` would make of them.
+``MinHashLSH._H`` would make of them; ``band_hashes`` the 64-bit hashes of the same bands that the on-disk
+bucket tables sort (:mod:`ragnarok.collection.bands`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from datasketch import LeanMinHash, MinHash
+
+if TYPE_CHECKING:
+    from datasketch import LeanMinHash
 
 DEFAULT_NUM_PERM = 128
 SHINGLE_WORDS = 9
@@ -116,6 +119,8 @@ def shingle_hashes(texts: list[str], n: int = SHINGLE_WORDS) -> tuple[np.ndarray
 
 def permutations(num_perm: int = DEFAULT_NUM_PERM, seed: int = SEED) -> np.ndarray:
     """datasketch's permutation parameters ``(a, b)`` for ``num_perm`` and ``seed`` (scheme affine32)."""
+    from datasketch import MinHash  # noqa: PLC0415 - datasketch imports scipy.integrate (0.6 s): not in workers
+
     return MinHash(num_perm=num_perm, seed=seed, scheme=SCHEME).permutations
 
 
@@ -152,6 +157,8 @@ def minhash_documents(texts: list[str], num_perm: int = DEFAULT_NUM_PERM, seed: 
 
 
 def lean_minhash(signature: np.ndarray, seed: int = SEED) -> LeanMinHash:
+    from datasketch import LeanMinHash  # noqa: PLC0415
+
     return LeanMinHash(seed=seed, hashvalues=signature, scheme=SCHEME)
 
 
@@ -165,3 +172,23 @@ def band_keys(sigs: np.ndarray, hashranges: list[tuple[int, int]]) -> list[tuple
         width = band.shape[1] * band.itemsize
         per_band.append([raw[i : i + width] for i in range(0, len(raw), width)])
     return list(zip(*per_band))
+
+
+_BAND_MULTIPLIERS = np.random.RandomState(20261123).randint(0, 1 << 62, size=1024, dtype=np.uint64) * _U(2) + _U(1)
+
+
+def band_hashes(sigs: np.ndarray, hashranges: list[tuple[int, int]]) -> np.ndarray:
+    """``(documents, bands)`` uint64: a 64-bit hash of each band's rows of each signature.
+
+    Equal rows give equal hashes, so two documents share a band's hash whenever datasketch's ``MinHashLSH``
+    would put them in that band's bucket; different rows give equal hashes with probability about 2^-64
+    (a random odd multiplier per row, summed mod 2^64, then MurmurHash3's 64-bit finalizer).
+    """
+    out = np.empty((len(sigs), len(hashranges)), dtype=np.uint64)
+    for i, (start, end) in enumerate(hashranges):
+        rows = sigs[:, start:end].astype(np.uint64)
+        h = rows[:, 0] * _BAND_MULTIPLIERS[0]
+        for j in range(1, end - start):
+            h += rows[:, j] * _BAND_MULTIPLIERS[j]
+        out[:, i] = _fmix64(h)
+    return out
