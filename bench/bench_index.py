@@ -48,6 +48,8 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="*", default=[20_000, 100_000])
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--workdir", type=Path, default=None, help="keep (and reuse) the generated files here")
+    ap.add_argument("--no-compare", action="store_true", help="skip 1. (the comparison with pyserini's CLI)")
+    ap.add_argument("--no-parallel-path", action="store_true", help="in 2., only `ragnarok index docs.jsonl`")
     args = ap.parse_args()
     work = Path(args.workdir or tempfile.mkdtemp(prefix="bench-index-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -59,19 +61,28 @@ def main() -> None:
             generate(path, n)
         return path
 
-    docs = docs_file(args.docs)
-    coll = work / f"segments-{args.docs}"
+    if not args.no_compare:
+        compare(work, docs_file(args.docs), args.docs, args.rounds)
+    for size in args.sizes:
+        end_to_end(work, docs_file(size), size, not args.no_parallel_path)
+    if not args.workdir:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"# load average {os.getloadavg()[0]:.2f} at end")
+
+
+def compare(work: Path, docs: Path, n_docs: int, rounds: int) -> None:
+    coll = work / f"segments-{n_docs}"
     shutil.rmtree(coll, ignore_errors=True)
     m = measured(ragnarok("collection", "segment", "--anserini", str(docs), str(coll / "segments.jsonl"),
                           "--workers", "2", "--no-progress"))
     n = int(m[2].split("wrote ")[1].split(" segments")[0].replace(",", ""))
     mb = sum(p.stat().st_size for p in coll.iterdir()) / 1e6
-    print(f"# {args.docs:,} documents -> {n:,} segments, {mb:,.0f} MB of JsonCollection "
+    print(f"# {n_docs:,} documents -> {n:,} segments, {mb:,.0f} MB of JsonCollection "
           f"(collection segment --anserini: {m[0]:.1f} s)")
     common = ["-collection", "JsonCollection", "-input", str(coll), "-generator", "DefaultLuceneDocumentGenerator",
               "-threads", "2", "-storePositions", "-storeDocvectors", "-storeRaw"]
     best: dict[str, float] = {}
-    for r in range(args.rounds):
+    for r in range(rounds):
         for name in ("pyserini CLI", "ragnarok index"):
             index = work / f"index-{r}-{name.split()[0]}"
             if name == "pyserini CLI":
@@ -86,26 +97,26 @@ def main() -> None:
     print(f"best: pyserini CLI {n / best['pyserini CLI']:,.0f} segments/s, ragnarok index "
           f"{n / best['ragnarok index']:,.0f} segments/s: ratio {ratio:.2f}x pyserini", flush=True)
     shutil.rmtree(coll, ignore_errors=True)
-    for size in args.sizes:
-        src = docs_file(size)
-        m = measured(ragnarok("index", str(src), str(work / "e2e"), "--threads", "2"))
-        print(_line(f"ragnarok index JSONL          {size:>9,} docs", m, size, "docs") + f"  ({m[2].strip().splitlines()[-1]})",
-              flush=True)
-        shutil.rmtree(work / "e2e", ignore_errors=True)
-        seg_dir = work / f"anserini-{size}"
-        m1 = measured(ragnarok("collection", "segment", "--anserini", str(src), str(seg_dir / "segments.jsonl.gz"),
-                               "--workers", "2", "--no-progress"))
-        m2 = measured(ragnarok("index", "--collection", "JsonCollection", str(seg_dir), str(work / "e2e"),
-                               "--threads", "2"))
-        print(_line(f"  segment --anserini (2 procs) {size:>9,} docs", m1, size, "docs"), flush=True)
-        print(_line(f"  index --collection (2 thr.)  {size:>9,} docs", m2, size, "docs"), flush=True)
-        total = m1[0] + m2[0]
-        print(f"  parallel path total {total:6.1f} s  {size / total:8,.0f} docs/s", flush=True)
-        shutil.rmtree(work / "e2e", ignore_errors=True)
-        shutil.rmtree(seg_dir, ignore_errors=True)
-    if not args.workdir:
-        shutil.rmtree(work, ignore_errors=True)
-    print(f"# load average {os.getloadavg()[0]:.2f} at end")
+
+
+def end_to_end(work: Path, src: Path, size: int, parallel_path: bool) -> None:
+    m = measured(ragnarok("index", str(src), str(work / "e2e"), "--threads", "2"))
+    print(_line(f"ragnarok index JSONL          {size:>9,} docs", m, size, "docs") + f"  ({m[2].strip().splitlines()[-1]})",
+          flush=True)
+    shutil.rmtree(work / "e2e", ignore_errors=True)
+    if not parallel_path:
+        return
+    seg_dir = work / f"anserini-{size}"
+    m1 = measured(ragnarok("collection", "segment", "--anserini", str(src), str(seg_dir / "segments.jsonl.gz"),
+                           "--workers", "2", "--no-progress"))
+    m2 = measured(ragnarok("index", "--collection", "JsonCollection", str(seg_dir), str(work / "e2e"),
+                           "--threads", "2"))
+    print(_line(f"  segment --anserini (2 procs) {size:>9,} docs", m1, size, "docs"), flush=True)
+    print(_line(f"  index --collection (2 thr.)  {size:>9,} docs", m2, size, "docs"), flush=True)
+    total = m1[0] + m2[0]
+    print(f"  parallel path total {total:6.1f} s  {size / total:8,.0f} docs/s", flush=True)
+    shutil.rmtree(work / "e2e", ignore_errors=True)
+    shutil.rmtree(seg_dir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -35,17 +35,26 @@ def is_lucene_index(path: Path) -> bool:
 def index_collection(
     input_dir: Path, index_dir: Path, collection: str = "JsonCollection", threads: int = 2,
     generator: str = "DefaultLuceneDocumentGenerator", extra_args: Iterable[str] = (),
+    buffer_mb: int | None = None,
 ) -> Path:
-    """Index ``input_dir`` (a directory of files of one Anserini collection class) into ``index_dir``."""
+    """Index ``input_dir`` (a directory of files of one Anserini collection class) into ``index_dir``.
+
+    ``buffer_mb``: Lucene's RAM buffer (default: the settings' ``index_buffer_mb``, 512). Anserini's own
+    default, 4096 MB, lets the JVM grow by gigabytes on a large collection (and fail with a smaller heap).
+    """
     input_dir, index_dir = Path(input_dir), Path(index_dir)
     if not input_dir.is_dir():
         raise FileNotFoundError(f"collection directory not found: {input_dir}")
+    if buffer_mb is None:
+        from ragnarok.settings import get_settings  # noqa: PLC0415 - read when indexing, not on import
+
+        buffer_mb = get_settings().index_buffer_mb
     start_jvm()
     from jnius import autoclass  # noqa: PLC0415 - JVM must be started first
 
     args = [
         "-collection", collection, "-input", str(input_dir), "-index", str(index_dir),
-        "-generator", generator, "-threads", str(threads),
+        "-generator", generator, "-threads", str(threads), "-memoryBuffer", str(buffer_mb),
         "-storePositions", "-storeDocvectors", "-storeRaw", *extra_args,
     ]
     autoclass("io.anserini.index.IndexCollection").main(args)
