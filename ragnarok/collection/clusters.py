@@ -3,7 +3,7 @@
 Within a bucket every member is compared with the bucket's first member (its pivot, the first in input
 order); those whose MinHash Jaccard estimate reaches the threshold are joined to it, and the rest form a
 bucket of their own, with its own pivot, until fewer than two are left (at most ``size - 1`` comparisons
-per round, never all pairs, so a bucket of 100,000 boilerplate pages stays cheap). Each bucket's outcome
+per round: a bucket of 100,000 copies of one boilerplate page is settled in one round). Each bucket's outcome
 depends on its members only, never on the order buckets are read in. The accepted pairs, over all bands,
 are the edges of a graph whose connected components (scipy) are the classes; a class keeps its smallest
 line number, the document that comes first in the input.
