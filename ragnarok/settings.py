@@ -36,7 +36,7 @@ class Settings(BaseSettings):
     max_k: int = 10_000
     jvm_heap: str | None = Field(None, description="Maximum JVM heap for Lucene (e.g. 4g); Java's default when unset.")
     index_buffer_mb: int = Field(
-        512, ge=16, description="Lucene's indexing RAM buffer in MB (Anserini's -memoryBuffer, whose own default is "
+        128, ge=16, description="Lucene's indexing RAM buffer in MB (Anserini's -memoryBuffer, whose own default is "
         "4096): what bounds the JVM's memory while indexing a large collection. Keep it below the JVM heap.")
     remote_timeout_s: float = 30.0
     generators: list[GeneratorConfig] = Field(

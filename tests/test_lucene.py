@@ -80,3 +80,24 @@ def test_prebuilt_index_failure_is_clear(tmp_path, monkeypatch):
     monkeypatch.setenv("PYSERINI_CACHE", str(tmp_path))
     with pytest.raises(IndexNotFoundError, match="prebuilt index 'no-such-index'"):
         LuceneRetriever("bm25", "prebuilt:no-such-index").retrieve(Query(text="x"), 1)
+
+
+def test_the_indexing_buffer_is_passed_to_anserini(tmp_path):
+    """Anserini's `-memoryBuffer` (what bounds the JVM while indexing) comes from the settings; Anserini
+    accepts it (an unknown option would fail the run) and the index is complete."""
+    from pydantic import ValidationError
+
+    from ragnarok.collection.lucene_index import index_collection, is_lucene_index
+    from ragnarok.settings import Settings
+
+    coll = tmp_path / "coll"
+    coll.mkdir()
+    (coll / "docs.jsonl").write_text("".join(json.dumps({"id": f"d{i}", "contents": f"tiny buffer text {i}"}) + "\n"
+                                             for i in range(50)))
+    index = index_collection(coll, tmp_path / "index", buffer_mb=16)
+    assert is_lucene_index(index)
+    ranked = LuceneRetriever("bm25", str(index)).retrieve(Query(text="buffer 7"), 3)
+    assert ranked.candidates[0].docid == "d7"
+    assert Settings().index_buffer_mb == 128
+    with pytest.raises(ValidationError):
+        Settings(index_buffer_mb=8)

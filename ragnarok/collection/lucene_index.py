@@ -39,7 +39,7 @@ def index_collection(
 ) -> Path:
     """Index ``input_dir`` (a directory of files of one Anserini collection class) into ``index_dir``.
 
-    ``buffer_mb``: Lucene's RAM buffer (default: the settings' ``index_buffer_mb``, 512). Anserini's own
+    ``buffer_mb``: Lucene's RAM buffer (default: the settings' ``index_buffer_mb``, 128). Anserini's own
     default, 4096 MB, lets the JVM grow by gigabytes on a large collection (and fail with a smaller heap).
     """
     input_dir, index_dir = Path(input_dir), Path(index_dir)
