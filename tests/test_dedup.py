@@ -316,6 +316,18 @@ def test_bad_lines_fail_before_output_is_touched(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "out.jsonl"]  # no temp files left
 
 
+def test_an_input_that_changes_between_the_passes_leaves_the_output_alone(tmp_path):
+    src = write_jsonl(tmp_path / "in.jsonl", [{"docid": f"d{i}", "body": f"text {i}"} for i in range(3)])
+    out = tmp_path / "out.jsonl"
+    out.write_text("previous result\n")
+    report = dd.dedup(src, None, workers=1, progress=False)
+    for status in (np.zeros(2, np.uint8), np.zeros(4, np.uint8)):  # pass 1 saw fewer / more lines
+        with pytest.raises(RuntimeError, match="changed while it was deduplicated"):
+            dd._copy_kept(src, out, status, [], report, 0)
+        assert out.read_text() == "previous result\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "out.jsonl"]
+
+
 @pytest.mark.parametrize(("line", "kind", "message"), [
     (b'{"docid": "x", "body": "caf\xe9"}', "utf8", "not valid UTF-8"),
     (b'["not", "an", "object"]', "malformed", "expected a JSON object"),

@@ -270,7 +270,11 @@ def _copy_kept(input_path: Path, output: Path | None, status: np.ndarray, larges
     codes = status.tobytes()  # indexing bytes is far cheaper than indexing a numpy array, line by line
 
     def kept_lines() -> Iterator[bytes]:
+        lines = written = 0
         for index, (file, line_no, data) in enumerate(iter_raw_lines(input_path)):
+            lines += 1
+            if index >= len(codes):  # more lines than pass 1 read
+                break
             code = codes[index]
             collect = code == REMOVED and len(removed_docids) < keep_removed_docids
             if index in wanted or collect:
@@ -281,12 +285,14 @@ def _copy_kept(input_path: Path, output: Path | None, status: np.ndarray, larges
                 if collect:
                     removed_docids.append(document["docid"])
             if code == KEEP or code == EMPTY:
+                written += 1
                 yield data
+        if lines != len(codes) or written != report.kept:  # raised before OUTPUT is replaced
+            raise RuntimeError(f"{input_path} changed while it was deduplicated (its lines differ between the "
+                               f"two passes); the output was not written")
 
     if output is not None:
-        written = write_atomically(Path(output), kept_lines())
-        if written != report.kept:
-            raise RuntimeError(f"wrote {written} documents but expected {report.kept}: did the input change?")
+        write_atomically(Path(output), kept_lines())
     else:
         for _ in kept_lines():
             pass
