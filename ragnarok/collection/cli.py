@@ -33,7 +33,7 @@ def dedup(
                                                                      "sets above which documents are near-duplicates.")] = 0.8,
     num_perm: Annotated[int, typer.Option(min=16, max=1024, help="MinHash permutations.")] = 128,
     storage: Annotated[str, typer.Option(help="Where the LSH buckets live: 'disk' (scratch files beside OUTPUT, "
-                                              "sorted at the end; ~50 bytes of memory per document) or 'memory' "
+                                              "sorted at the end; ~30 bytes of memory per document) or 'memory' "
                                               "(datasketch's MinHashLSH; ~4.7 KiB per document).")] = "disk",
     redis_url: Annotated[Optional[str], typer.Option(help="Keep the LSH buckets in Redis (redis://host:port/db) "
                                                           "for collections beyond this machine's memory.")] = None,
@@ -49,8 +49,7 @@ def dedup(
     from ragnarok.collection import dedup as dd  # noqa: PLC0415
 
     _check_paths(input, output, report)
-    result = dd.dedup(input, output, threshold=threshold, num_perm=num_perm, storage=storage,
-                      redis_url=redis_url,
+    result = dd.dedup(input, output, threshold=threshold, num_perm=num_perm, storage=storage, redis_url=redis_url,
                       skip_bad=skip_bad, workers=workers, verify=not no_verify, examples=examples, progress=progress)
     if report is not None:
         dd.write_report(report, result)

@@ -44,7 +44,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from datasketch import MinHashLSH
 from tqdm import tqdm
 
 from ragnarok.collection.bands import BucketStore, Groups, SortedBands
@@ -60,7 +59,7 @@ from ragnarok.collection.jsonl import (
     parse_document,
     total_bytes,
 )
-from ragnarok.collection.lsh import DatasketchBuckets, drop_redis_keys, redis_storage
+from ragnarok.collection.lsh import DatasketchBuckets, datasketch_lsh
 from ragnarok.collection.minhash import DEFAULT_NUM_PERM, SEED, SHINGLE_WORDS, document_text, permutations
 from ragnarok.collection.workers import batches, default_workers, map_batches, write_atomically
 
@@ -150,10 +149,9 @@ def dedup(
     workers = default_workers() if workers is None else workers
     scratch_dir = (Path(output).parent if output else Path(tempfile.gettempdir()))
     scratch_dir.mkdir(parents=True, exist_ok=True)
-    lsh, basename = _datasketch_lsh(threshold, num_perm, redis_url)
-    store: BucketStore = (DatasketchBuckets(lsh, seed, "redis") if redis_url else
-                          DatasketchBuckets(lsh, seed, "in-memory") if storage == "memory" else
-                          SortedBands(scratch_dir, lsh.b))
+    lsh, redis_basename = datasketch_lsh(threshold, num_perm, LSH_WEIGHTS, redis_url)
+    store: BucketStore = (DatasketchBuckets(lsh, seed, redis_basename) if redis_url or storage == "memory"
+                          else SortedBands(scratch_dir, lsh.b))
     report = DedupReport(threshold, num_perm, lsh.b, lsh.r, store.storage)
     sig_path: Path | None = None
     try:
@@ -174,25 +172,6 @@ def dedup(
         store.close()
         if sig_path is not None:
             sig_path.unlink(missing_ok=True)
-        if basename is not None:
-            drop_redis_keys(lsh, basename)
-
-
-def _datasketch_lsh(threshold: float, num_perm: int, redis_url: str | None) -> tuple[MinHashLSH, bytes | None]:
-    """datasketch's LSH for (threshold, num_perm): its (bands, rows) for every storage, its buckets for the
-    in-memory and Redis ones. Returns it and the Redis key prefix of this run (None: in memory)."""
-    config = redis_storage(redis_url) if redis_url else None
-    try:
-        lsh = MinHashLSH(threshold=threshold, num_perm=num_perm, weights=LSH_WEIGHTS, storage_config=config)
-    except ImportError as exc:
-        raise RuntimeError(f"--redis-url needs the redis package: {exc}") from None
-    if config:
-        try:
-            lsh.keys._redis.ping()
-        except Exception as exc:  # noqa: BLE001 - redis' own exception classes
-            raise RuntimeError(f"cannot reach Redis at {redis_url}: {exc}") from None
-        return lsh, config["basename"]
-    return lsh, None
 
 
 def _pass_one(input_path: Path, store: BucketStore, hashranges: list[tuple[int, int]],

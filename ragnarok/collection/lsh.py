@@ -31,6 +31,24 @@ def redis_storage(url: str) -> dict[str, Any]:
     return {"type": "redis", "redis": config, "basename": b"ragnarok-dedup-" + secrets.token_hex(6).encode()}
 
 
+def datasketch_lsh(threshold: float, num_perm: int, weights: tuple[float, float],
+                   redis_url: str | None = None) -> tuple[MinHashLSH, bytes | None]:
+    """datasketch's LSH for (threshold, num_perm): its (bands, rows) for every storage, its buckets for the
+    in-memory and Redis ones. Returns it and the Redis key prefix of this run (None: in memory)."""
+    config = redis_storage(redis_url) if redis_url else None
+    try:
+        lsh = MinHashLSH(threshold=threshold, num_perm=num_perm, weights=weights, storage_config=config)
+    except ImportError as exc:
+        raise RuntimeError(f"--redis-url needs the redis package: {exc}") from None
+    if config is None:
+        return lsh, None
+    try:
+        lsh.keys._redis.ping()
+    except Exception as exc:  # noqa: BLE001 - redis' own exception classes
+        raise RuntimeError(f"cannot reach Redis at {redis_url}: {exc}") from None
+    return lsh, config["basename"]
+
+
 def multi_member_buckets(table: Any, prepickle: bool) -> Iterator[list[int]]:
     """The members of every bucket of one LSH band table that holds two or more documents."""
     inner = getattr(table, "_dict", None)
@@ -113,8 +131,9 @@ class DatasketchBuckets:
 
     wants_keys = True  # the workers compute datasketch's band keys (bytes) for it
 
-    def __init__(self, lsh: MinHashLSH, seed: int, storage: str) -> None:
-        self.lsh, self.seed, self.storage = lsh, seed, storage
+    def __init__(self, lsh: MinHashLSH, seed: int, redis_basename: bytes | None = None) -> None:
+        self.lsh, self.seed, self._basename = lsh, seed, redis_basename
+        self.storage = "redis" if redis_basename is not None else "in-memory"
         self._session = lsh.insertion_session(buffer_size=50_000)
         self._insert = band_inserter(lsh)
         self._first = True
@@ -135,4 +154,6 @@ class DatasketchBuckets:
                                   for members in multi_member_buckets(table, self.lsh.prepickle)])
 
     def close(self) -> None:
-        """Nothing to release here (the caller drops this run's Redis keys)."""
+        """With Redis, delete this run's keys (in memory, nothing to release)."""
+        if self._basename is not None:
+            drop_redis_keys(self.lsh, self._basename)
