@@ -8,6 +8,7 @@ from fastapi import FastAPI
 from api.errors import install_error_handlers
 from api.routes import generate, health, rag, rerank, retrieve
 from api.timing import ServerTiming
+from ragnarok.cancel import InFlight
 from ragnarok.gateway import Services
 from ragnarok.generate.service import GenerationService
 from ragnarok.retrieve.service import RerankService, RetrievalService
@@ -27,6 +28,7 @@ def create_app(settings: Settings | None = None, arena: bool = True) -> FastAPI:
     app.state.reranking = RerankService(settings)
     app.state.generation = GenerationService(settings)
     app.state.services = _services(app, settings)
+    app.state.inflight = InFlight()  # cancel tokens of the CPU work in progress (cancelled on shutdown)
     install_error_handlers(app, settings.max_body_bytes)
     app.add_middleware(ServerTiming)
     app.include_router(health.router)

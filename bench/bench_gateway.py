@@ -21,7 +21,6 @@ import http.client
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,7 +29,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from servers import free_port  # noqa: E402
+from servers import ragnarok_serve  # noqa: E402
 
 from ragnarok.collection.demo_index import ensure_demo_index  # noqa: E402
 from ragnarok.settings import Settings  # noqa: E402
@@ -41,23 +40,6 @@ PIPELINES = ["bm25@20 | extractive", "bm25@100 | extractive", "rrf(bm25, bm25+rm
 
 def pct(values: list[float], q: int) -> float:
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
-
-
-def start_server(data_dir: Path) -> tuple[subprocess.Popen, int]:
-    port = free_port()
-    env = {**os.environ, "RAGNAROK_DATA_DIR": str(data_dir)}
-    server = subprocess.Popen([sys.executable, "-m", "ragnarok.cli", "serve", "--no-dense", "--port", str(port)],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(600):
-        try:
-            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-            conn.request("GET", "/healthz")
-            if conn.getresponse().status == 200:
-                return server, port
-        except OSError:
-            time.sleep(0.2)
-    server.terminate()
-    raise RuntimeError("the server did not start")
 
 
 def measure(conn: http.client.HTTPConnection, pipeline: str, topic: str) -> tuple[float, float, float]:
@@ -86,18 +68,14 @@ def main() -> None:
     data_dir = Path(os.environ.get("RAGNAROK_DATA_DIR", tempfile.mkdtemp(prefix="bench-")))
     ensure_demo_index(Settings(data_dir=data_dir))
     topics = [t.text for t in load_topics(args.topics, ROOT / "topics")]
-    server, port = start_server(data_dir)
-    try:
-        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    with ragnarok_serve({**os.environ, "RAGNAROK_DATA_DIR": str(data_dir)}) as base:
+        conn = http.client.HTTPConnection("127.0.0.1", int(base.rsplit(":", 1)[1]), timeout=120)
         rows = {}
         for pipeline in pipelines:
             for t in topics[:5]:  # warm-up: JVM compilation, first-use loads
                 measure(conn, pipeline, t)
             samples = [measure(conn, pipeline, t) for _ in range(args.rounds) for t in topics]
             rows[pipeline] = samples
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
     print(f"topics={len(topics)} rounds={args.rounds} (ms; overhead = end-to-end - stages' own Server-Timing)")
     print(f"{'pipeline':<42} {'e2e p50':>8} {'stages p50':>10} {'overhead p50':>12} {'p95':>6} "

@@ -3,18 +3,21 @@ factories build objects whose heavy parts (indexes, models, clients) load on fir
 
 from __future__ import annotations
 
+import math
+
 from ragnarok.generate.base import GeneratorConfig
 from ragnarok.generate.cohere_chat import CohereGenerator
 from ragnarok.generate.extractive import ExtractiveGenerator
 from ragnarok.generate.llama_cpp import LlamaCppGenerator
 from ragnarok.generate.openai_compat import OpenAIChatGenerator
 from ragnarok.protocols import Generator, Reranker, Retriever
-from ragnarok.registry import Registry, UnknownComponentError
+from ragnarok.quoting import quote
+from ragnarok.registry import ComponentArgumentError, Registry, UnknownComponentError
 from ragnarok.rerank.base import RerankerUnavailable
 from ragnarok.rerank.embedding import EmbeddingReranker, MMRReranker
 from ragnarok.rerank.listwise import ListwiseReranker
 from ragnarok.rerank.rank_llm_adapter import MODELS as RANK_LLM_MODELS, RankLLMReranker
-from ragnarok.retrieve.dense import DenseRetriever
+from ragnarok.retrieve.dense import DenseRetriever, resolve_model
 from ragnarok.retrieve.lucene import LuceneRetriever
 from ragnarok.retrieve.remote import RemoteRetriever
 from ragnarok.settings import Settings
@@ -43,6 +46,7 @@ RETRIEVERS.register("bm25+rm3", _lucene("rm3"), "BM25 with RM3 pseudo-relevance 
 def _dense(name: str, source: str, settings: Settings, arg: str | None = None) -> Retriever:
     if source.startswith(("http://", "https://", "prebuilt:")):
         raise UnknownComponentError("retriever", name, ["dense needs a local index (built with --dense)"])
+    resolve_model(arg or "minilm")  # an unknown model is refused here, before anything loads
     return DenseRetriever(name, source, arg or "minilm")
 
 
@@ -98,10 +102,26 @@ def _rank_llm_only(kind: str):
     return factory
 
 
-RERANKERS.register("embedding", lambda settings, arg=None: EmbeddingReranker(model=arg or "minilm"),
+def _embedding(settings: Settings, arg: str | None = None) -> Reranker:
+    resolve_model(arg or "minilm")  # an unknown model is refused here, before anything loads
+    return EmbeddingReranker(model=arg or "minilm")
+
+
+def _mmr(settings: Settings, arg: str | None = None) -> Reranker:
+    if arg is None:
+        return MMRReranker()
+    try:
+        lambda_ = float(arg)
+    except ValueError:
+        lambda_ = math.nan
+    if not 0.0 <= lambda_ <= 1.0:  # NaN fails too
+        raise ComponentArgumentError(f"mmr:LAMBDA takes a number from 0 to 1, got {quote(arg, 40)}")
+    return MMRReranker(lambda_=lambda_)
+
+
+RERANKERS.register("embedding", _embedding,
                    "cosine similarity of MiniLM embeddings (CPU, offline); embedding:MODEL")
-RERANKERS.register("mmr", lambda settings, arg=None: MMRReranker(lambda_=float(arg) if arg else 0.7),
-                   "maximal marginal relevance with MiniLM; mmr:LAMBDA (default 0.7)")
+RERANKERS.register("mmr", _mmr, "maximal marginal relevance with MiniLM; mmr:LAMBDA (default 0.7)")
 RERANKERS.register("listwise", lambda settings, arg=None: _listwise_over(arg or "", settings, f"listwise:{arg}"),
                    "listwise LLM reranking over a configured OpenAI-compatible generator: listwise:GENERATOR")
 RERANKERS.register("rankgpt", lambda settings, arg=None: _listwise_over(arg or "gpt-4o", settings, "rankgpt"),

@@ -8,16 +8,21 @@
 * **DBSF** (AutoRAG's distribution-based score fusion): the same combination with 3-sigma normalisation,
   ``(s - (mu - 3 sigma)) / (6 sigma)`` (population sigma; constant rankings normalise to 0.5).
 
-Ties are broken by docid so fused rankings are deterministic.
+Ties are broken by docid so fused rankings are deterministic. Fused scores are always finite: weights must be
+finite numbers from 0 to ``MAX_WEIGHT``; a non-finite input score counts as the ranking's best finite score
+(``+inf``) or its worst (``-inf``, NaN); and normalisation cannot overflow (scores as large as ±1e308 are scaled
+first, which changes nothing since both normalisations are scale- and shift-invariant).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections.abc import Callable, Sequence
 
 Ranking = dict[str, float]
 RRF_K = 60
+MAX_WEIGHT = 1e6  # weights of cc and dbsf are finite numbers from 0 to this
 
 
 def ranked(run: Ranking) -> list[tuple[str, float]]:
@@ -33,9 +38,21 @@ def rrf(runs: Sequence[Ranking], k: int = RRF_K, depth: int | None = None) -> Ra
     return fused
 
 
+def _scaled(run: Ranking) -> Ranking:
+    """``run`` with finite scores (see the module docstring) and, when they are huge, divided by their largest
+    magnitude (so that differences and sums of scores cannot overflow)."""
+    finite = [s for s in run.values() if math.isfinite(s)]
+    if len(finite) < len(run):
+        high, low = (max(finite), min(finite)) if finite else (0.0, 0.0)
+        run = {d: s if math.isfinite(s) else (high if s > 0 else low) for d, s in run.items()}
+    top = max((abs(s) for s in run.values()), default=0.0)
+    return {d: s / top for d, s in run.items()} if top > 1e150 else run
+
+
 def minmax(run: Ranking) -> Ranking:
     if not run:
         return {}
+    run = _scaled(run)
     low, high = min(run.values()), max(run.values())
     if high == low:
         return {d: 1.0 for d in run}
@@ -45,6 +62,7 @@ def minmax(run: Ranking) -> Ranking:
 def three_sigma(run: Ranking) -> Ranking:
     if not run:
         return {}
+    run = _scaled(run)
     mu, sigma = statistics.fmean(run.values()), statistics.pstdev(run.values())
     if sigma == 0:
         return {d: 0.5 for d in run}
@@ -55,6 +73,8 @@ def _combine(runs: Sequence[Ranking], weights: Sequence[float] | None, norm: Cal
     weights = list(weights) if weights is not None else [1.0 / len(runs)] * len(runs)
     if len(weights) != len(runs):
         raise ValueError(f"{len(runs)} rankings but {len(weights)} weights")
+    if not all(math.isfinite(w) and 0 <= w <= MAX_WEIGHT for w in weights):
+        raise ValueError(f"weights must be finite numbers from 0 to {MAX_WEIGHT:g}, got {weights}")
     fused: Ranking = {}
     for weight, run in zip(weights, runs):
         for docid, score in norm(run).items():

@@ -8,13 +8,19 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from ragnarok.quoting import quote
+
 T = TypeVar("T")
 
 
 class UnknownComponentError(LookupError):
     def __init__(self, role: str, name: str, available: list[str]):
         self.role, self.name, self.available = role, name, available
-        super().__init__(f"unknown {role} {name!r}; available: {', '.join(available) or 'none'}")
+        super().__init__(f"unknown {role} {quote(name)}; available: {', '.join(available) or 'none'}")
+
+
+class ComponentArgumentError(ValueError):
+    """A component's argument (``mmr:LAMBDA``) that it cannot take: the message names the argument."""
 
 
 @dataclass

@@ -44,20 +44,37 @@ class Settings(BaseSettings):
         description="Generators added to (or replacing, by name) the defaults: extractive, smollm2, gpt-4o, "
         "command-r-plus. E.g. a vLLM server: {name, backend: openai, base_url, model}.",
     )
+    generator_probe_timeout_s: float = Field(2.0, gt=0, description="GET /v1/generators: how long each "
+                                             "self-hosted server (probed all at once) has to answer GET /models.")
+    generator_probe_cache_s: float = Field(5.0, ge=0, description="GET /v1/generators: how long a probe's "
+                                           "finding is reused.")
     rankzephyr_url: str | None = Field(None, description="OpenAI-compatible (vLLM) URL serving RankZephyr.")
     default_generator: str = "extractive"
     default_template: str = "ragnarok"
     max_candidates: int = 1000
     max_segment_chars: int = 100_000
     max_body_bytes: int = 32 * 1024 * 1024
+    cpu_rerank_max_candidates: int = Field(1000, ge=1, description="Candidates one CPU rerank (embedding, mmr) "
+                                           "encodes at most; more is a 413.")
+    cpu_rerank_max_chars: int = Field(2_000_000, ge=1, description="Characters of query and candidate text one "
+                                      "CPU rerank encodes at most (1,000 segments of 2 KB); more is a 413.")
+    cpu_rerank_timeout_s: float = Field(120.0, gt=0, description="A CPU rerank that has not answered in this "
+                                        "time is stopped (within one batch) and answered 504.")
+    shutdown_grace_s: float = Field(5.0, ge=0, description="`ragnarok serve`: how long in-flight requests may "
+                                    "take to finish after SIGTERM before the process exits anyway.")
     retrieval_url: str | None = Field(None, description="Base URL of the R service the gateway calls; "
                                       "default: this process.")
     generation_url: str | None = Field(None, description="Base URL of the AG service; default: this process.")
     gateway_timeout_s: float = 300.0
     topics_source_url: str = Field("https://raw.githubusercontent.com/castorini/anserini-tools/master/topics-and-qrels",
                                    description="Where `ragnarok topics fetch` downloads the track's topic files.")
-    database_url: str | None = Field(default=None, description="SQLAlchemy URL; default SQLite in data_dir.")
+    database_url: str | None = Field(
+        default=None, description="The arena's vote log: a SQLite or PostgreSQL URL (postgresql://user@host/db "
+        "needs the 'postgres' extra); default SQLite arena.db in data_dir.")
     arena_pool: list[str] = Field(default_factory=list, description="Arena pipeline specs (default: all).")
+    arena_votes_per_minute: int = Field(
+        30, ge=1, description="Arena votes recorded per client address in any minute (the TCP peer; behind a "
+        "reverse proxy on another host, list it in uvicorn's FORWARDED_ALLOW_IPS so its X-Forwarded-For counts).")
     openai_api_key_env: str = "OPENAI_API_KEY"
     cohere_api_key_env: str = "COHERE_API_KEY"
 

@@ -13,28 +13,63 @@ Grammar (whitespace is free)::
     generate := NAME (":" TEMPLATE)?                  the last stage, when it names a generator
 
 A reranker always carries its depth (``@20``), so the last stage is the generator when it has none.
-Parse errors name the offending token and point at it with a caret.
+Parse errors name the offending token and point at it with a caret (quoting at most ~200 characters).
+
+Bounds, so that no spec can cost more than a reasonable pipeline: at most ``MAX_SPEC_CHARS`` characters,
+depths from 1 to ``max_depth`` (the API passes its ``max_k``), fusions nested at most ``MAX_NESTING`` deep,
+at most ``MAX_SOURCES`` first-stage retrievers and ``MAX_RERANKS`` rerank stages, and weights that are finite
+numbers from 0 to ``MAX_WEIGHT``.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Union
 
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ragnarok.fuse import MAX_WEIGHT
+from ragnarok.quoting import QUOTE_CHARS, quote
+
 FUSIONS = ("rrf", "cc", "dbsf")
 DEFAULT_DEPTH = 100
+MAX_DEPTH = 10_000  # the default of Settings.max_k
+MAX_SPEC_CHARS = 2_000
+MAX_NESTING = 4  # rrf(a, cc(b, dbsf(c, rrf(d, e)))) is 4 deep
+MAX_SOURCES = 8  # first-stage retrievers in one pipeline, fused or not
+MAX_RERANKS = 8
 _TOKEN = re.compile(r"\s*(?:(?P<num>\d+(?:\.\d+)?)(?![A-Za-z_])|(?P<name>[A-Za-z_][\w.+\-]*|\d[\w.+\-]*)|(?P<sym>[()|,@:~=]))")
 
 
 class SpecError(ValueError):
-    """A pipeline spec that does not parse; the message points at the offending token."""
+    """A pipeline spec that does not parse; the message points at the offending token (``spec`` None: a
+    pipeline given as a mapping, whose message names the key instead)."""
 
-    def __init__(self, spec: str, pos: int, message: str):
+    def __init__(self, spec: str | None, pos: int, message: str):
         self.spec, self.pos = spec, pos
-        super().__init__(f"{message} at position {pos + 1}:\n  {spec}\n  {' ' * pos}^")
+        if spec is None:
+            super().__init__(message)
+            return
+        window, caret = _excerpt(spec, pos)
+        super().__init__(f"{message} at position {pos + 1}:\n  {window}\n  {' ' * caret}^")
+
+
+def _excerpt(spec: str, pos: int, width: int = QUOTE_CHARS) -> tuple[str, int]:
+    """At most ``width`` characters of ``spec`` around ``pos`` (``…`` marks a cut; whitespace shown as spaces,
+    so the caret lines up) and where ``pos`` falls in them."""
+    start = max(0, min(pos - width // 2, len(spec) - width))
+    window = re.sub(r"\s", " ", spec[start:start + width])
+    caret = pos - start
+    if start > 0:
+        window, caret = "…" + window, caret + 1
+    if start + width < len(spec):
+        window += "…"
+    return window, caret
 
 
 @dataclass(frozen=True)
@@ -99,8 +134,12 @@ class Pipeline:
 
 
 class _Parser:
-    def __init__(self, spec: str):
-        self.spec = spec
+    def __init__(self, spec: str, max_depth: int = MAX_DEPTH):
+        self.spec, self.max_depth = spec, max_depth
+        if len(spec) > MAX_SPEC_CHARS:
+            raise SpecError(spec, MAX_SPEC_CHARS, f"a pipeline spec has at most {MAX_SPEC_CHARS:,} characters, "
+                                                  f"this one {len(spec):,}")
+        self.sources = 0
         self.tokens: list[tuple[str, str, int]] = []
         pos = 0
         while pos < len(spec):
@@ -121,7 +160,7 @@ class _Parser:
     def fail(self, message: str) -> SpecError:
         if self.i < len(self.tokens):
             kind, value, pos = self.tokens[self.i]
-            return SpecError(self.spec, pos, f"{message}, found {value!r}")
+            return SpecError(self.spec, pos, f"{message}, found {quote(value, 40)}")
         return SpecError(self.spec, len(self.spec), f"{message}, found the end of the spec")
 
     def take(self, kind: str, what: str) -> str:
@@ -137,32 +176,46 @@ class _Parser:
 
     def integer(self, what: str) -> int:
         value = self.take("num", what)
-        if "." in value or int(value) < 1:
+        digits = value.lstrip("0") or "0"
+        if "." in value or digits == "0":
             self.i -= 1
             raise self.fail(f"expected {what} (a positive integer)")
-        return int(value)
+        if len(digits) > len(str(self.max_depth)) or int(digits) > self.max_depth:
+            self.i -= 1
+            raise self.fail(f"a depth is at most {self.max_depth:,}")
+        return int(digits)
 
-    def source(self) -> Node:
+    def source(self, nesting: int = 0) -> Node:
         name = self.take("name", "a retriever or fusion name")
         if self.peek("("):
             if name not in FUSIONS:
                 self.i -= 1
                 raise self.fail(f"unknown fusion (use {', '.join(FUSIONS)})")
+            if nesting == MAX_NESTING:
+                self.i -= 1
+                raise self.fail(f"fusions nest at most {MAX_NESTING} deep")
             self.expect("(")
-            sources = [self.source()]
+            sources = [self.source(nesting + 1)]
             while self.peek(","):
                 self.expect(",")
-                sources.append(self.source())
+                sources.append(self.source(nesting + 1))
             self.expect(")")
             if len(sources) < 2:
                 self.i -= 1
                 raise self.fail("a fusion needs at least two sources")
             return Fusion(name, tuple(sources))
+        self.sources += 1
+        if self.sources > MAX_SOURCES:
+            self.i -= 1
+            raise self.fail(f"a pipeline has at most {MAX_SOURCES} retrievers")
         arg = self._arg()
         weight = None
         if self.peek("="):
             self.expect("=")
             weight = float(self.take("num", "a weight"))
+            if not (math.isfinite(weight) and weight <= MAX_WEIGHT):
+                self.i -= 1
+                raise self.fail(f"a weight is a number from 0 to {MAX_WEIGHT:,.0f}")
         return Source(name, arg, weight)
 
     def _arg(self) -> str | None:
@@ -187,8 +240,12 @@ class _Parser:
             if generate is not None:
                 self.i -= 1
                 raise self.fail("nothing may follow the generator stage")
+            at = self.i
             name = self.take("name", "a reranker or generator name")
             arg = self._arg()
+            if self.peek("@") and len(reranks) == MAX_RERANKS:
+                self.i = at
+                raise self.fail(f"a pipeline has at most {MAX_RERANKS} rerank stages")
             if self.peek("@"):
                 self.expect("@")
                 rr_depth = self.integer("a depth after '@'")
@@ -207,26 +264,73 @@ class _Parser:
         return Pipeline(retrieve, depth, tuple(reranks), generate)
 
 
-def parse(spec: str) -> Pipeline:
-    """Parse a pipeline spec string (see the module docstring)."""
-    return _Parser(spec).parse()
+def parse(spec: str, max_depth: int = MAX_DEPTH) -> Pipeline:
+    """Parse a pipeline spec string (see the module docstring); depths are at most ``max_depth``."""
+    return _Parser(spec, max_depth).parse()
 
 
-def from_mapping(data: dict[str, Any], where: str = "pipeline") -> Pipeline:
-    """A pipeline from TOML/YAML data: either ``{pipeline = "spec"}`` or the structured form
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class RerankMapping(_Strict):
+    name: str = Field(description="A reranker: embedding, mmr, listwise, rankgpt, rankzephyr, monot5, lit5.")
+    depth: int = Field(ge=1, description="Candidates the reranker keeps.")
+    arg: str | None = Field(None, description="The reranker's argument, e.g. 0.5 for mmr:0.5.")
+    fuse: str | None = Field(None, description="rrf, cc or dbsf: fuse the output with the input.")
+
+
+class GenerateMapping(_Strict):
+    name: str = Field(description="A generator (GET /v1/generators).")
+    template: str | None = Field(None, description="A prompt template (GET /v1/templates).")
+
+
+class PipelineMapping(_Strict):
+    """The structured form of a pipeline: ``{pipeline: SPEC}`` alone, or ``retrieve`` with the other keys."""
+
+    pipeline: str | None = Field(None, description="A whole spec; then no other key may be given.")
+    retrieve: str | None = Field(None, description="The first stage, e.g. `rrf(bm25, dense:minilm)`.")
+    depth: int = Field(DEFAULT_DEPTH, ge=1, description="Candidates the first stage keeps.")
+    rerank: list[RerankMapping] = Field(default_factory=list, max_length=MAX_RERANKS)
+    generate: GenerateMapping | None = None
+
+
+def _key(where: str, loc: tuple[Any, ...]) -> str:
+    """``pipeline.rerank.0.depth``; a client's key that is long or not printable is quoted (escaped, cut)."""
+    return ".".join([where, *(str(p) if not isinstance(p, str) or (len(p) <= 40 and p.isprintable())
+                              else quote(p, 40) for p in loc)])
+
+
+_SHAPE = "{pipeline: SPEC} or {retrieve, depth?, rerank?: [{name, depth, arg?, fuse?}], generate?: {name, template?}}"
+
+
+def from_mapping(data: Mapping[str, Any] | PipelineMapping, where: str = "pipeline",
+                 max_depth: int = MAX_DEPTH) -> Pipeline:
+    """A pipeline from TOML/YAML/JSON data: either ``{pipeline = "spec"}`` or the structured form
     ``{retrieve = "rrf(bm25, dense:minilm)", depth = 1000, rerank = [{name, depth, arg?, fuse?}],
-    generate = {name, template?}}``."""
-    if "pipeline" in data:
-        return parse(str(data["pipeline"]))
+    generate = {name, template?}}``. Every key is typed; a malformed mapping is a :class:`SpecError`
+    naming the key."""
     try:
-        parts = [f"{data['retrieve']}@{int(data.get('depth', DEFAULT_DEPTH))}"]
-        for r in data.get("rerank", []):
-            parts.append(str(Rerank(r["name"], int(r["depth"]), r.get("arg"), r.get("fuse"))))
-        if gen := data.get("generate"):
-            parts.append(str(Generate(gen["name"], gen.get("template"))))
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ValueError(f"{where}: malformed pipeline ({exc!r}); see `ragnarok pipelines --help`") from None
-    return parse(" | ".join(parts))
+        mapping = data if isinstance(data, PipelineMapping) else PipelineMapping.model_validate(data)
+    except ValidationError as exc:
+        problems = "; ".join(f"{_key(where, e['loc'])}: {e['msg']}" for e in exc.errors()[:5])
+        raise SpecError(None, 0, f"malformed pipeline: {problems}; expected {_SHAPE}") from None
+    if mapping.pipeline is not None:
+        if mapping.model_fields_set - {"pipeline"}:
+            raise SpecError(None, 0, f"malformed pipeline: {where}.pipeline is a whole spec; give no other key")
+        return parse(mapping.pipeline, max_depth)
+    if mapping.retrieve is None:
+        raise SpecError(None, 0, f"malformed pipeline: {where}.retrieve is missing; expected {_SHAPE}")
+    depths = [(f"{where}.depth", mapping.depth)] + [(f"{where}.rerank.{i}.depth", r.depth)
+                                                     for i, r in enumerate(mapping.rerank)]
+    for key, depth in depths:
+        if depth > max_depth:
+            raise SpecError(None, 0, f"{key} must be at most {max_depth:,}")
+    parts = [f"{mapping.retrieve}@{mapping.depth}"]
+    parts += [str(Rerank(r.name, r.depth, r.arg, r.fuse)) for r in mapping.rerank]
+    if mapping.generate is not None:
+        parts.append(str(Generate(mapping.generate.name, mapping.generate.template)))
+    return parse(" | ".join(parts), max_depth)
 
 
 def load(path: Path) -> Pipeline:

@@ -7,6 +7,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import httpx
 import uvicorn
@@ -80,3 +81,42 @@ def llama_cpp_server(model_path: str, n_ctx: int = 4096) -> Iterator[str]:
             proc.kill()
             proc.wait()
         log.close()
+
+
+@contextmanager
+def ragnarok_serve(env: dict[str, str], output: Path | None = None, cwd: Path | None = None,
+                   start_timeout_s: float = 120) -> Iterator[str]:
+    """``ragnarok serve --no-dense`` in its own process on a free loopback port, with ``env`` as its whole
+    environment; its output goes to ``output`` (default: discarded). Yields the base URL once ``/healthz``
+    answers; stops the server on exit."""
+    import subprocess
+    import sys
+
+    port = free_port()
+    out = open(output, "wb") if output else subprocess.DEVNULL  # noqa: SIM115 - closed below
+    server = subprocess.Popen([sys.executable, "-m", "ragnarok.cli", "serve", "--no-dense", "--port", str(port)],
+                              env=env, stdout=out, stderr=subprocess.STDOUT, cwd=cwd)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + start_timeout_s
+        while True:
+            if server.poll() is not None:
+                raise RuntimeError(f"the server exited ({server.returncode})" + (f"; see {output}" if output else ""))
+            try:
+                if httpx.get(base + "/healthz", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("the server did not start" + (f"; see {output}" if output else ""))
+            time.sleep(0.2)
+        yield base
+    finally:
+        server.terminate()
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+            server.wait()
+        if output:
+            out.close()

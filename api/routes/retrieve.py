@@ -8,11 +8,12 @@ from fastapi import APIRouter, Query as Q, Response
 from pydantic import BaseModel, Field
 
 from api.deps import RetrievalDep, SettingsDep
-from api.errors import BadInput
+from api.body import StrictJSONRoute
+from api.errors import BadInput, errors
 from ragnarok.settings import Settings
 from ragnarok.types import Query, Request
 
-router = APIRouter(prefix="/v1", tags=["retrieval"])
+router = APIRouter(prefix="/v1", tags=["retrieval"], route_class=StrictJSONRoute)
 
 
 def json_response(request: Request) -> Response:
@@ -48,7 +49,8 @@ def _check(settings: Settings, text: str, k: int) -> Query:
     return Query(text=text)
 
 
-@router.post("/retrieve", response_model=Request, response_model_exclude_unset=True)
+@router.post("/retrieve", response_model=Request, response_model_exclude_unset=True,
+             responses=errors(400, 404, 413, 422, 502, 503, 504))
 def retrieve(body: RetrieveBody, service: RetrievalDep, settings: SettingsDep) -> Response:
     query = _check(settings, body.query, body.k)
     query.qid = body.qid
@@ -63,7 +65,8 @@ def retrievers(service: RetrievalDep) -> list[RetrieverOut]:
     ]
 
 
-@router.get("/{index}/search", response_model=Request, response_model_exclude_unset=True)
+@router.get("/{index}/search", response_model=Request, response_model_exclude_unset=True,
+            responses=errors(400, 404, 413, 422, 502, 503, 504))
 def search(
     index: str,
     service: RetrievalDep,
