@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,16 +17,18 @@ import httpx
 from pydantic import BaseModel
 
 from ragnarok.fuse import cc, dbsf, ranked, rrf
+from ragnarok.quoting import shorten
 from ragnarok.spec import Fusion, Node, Pipeline, Source
 from ragnarok.types import Candidate, Doc, Query, RagAnswer, Request
 
 GENERATION_K = 20
+log = logging.getLogger(__name__)
 #: The first stage of a pipeline that starts from given candidates (``PipelineRunner.run(given=...)``).
 GIVEN = "given"
 
 
 class StageError(RuntimeError):
-    """A stage failed: ``status`` is what the gateway answers (the stage's 4xx, else 502/504)."""
+    """A stage failed: ``status`` is what the gateway answers (the stage's 4xx, 503 or 504, else 502)."""
 
     def __init__(self, stage: str, status: int, detail: Any):
         self.stage, self.status, self.detail = stage, status, detail
@@ -74,7 +77,18 @@ class Services:
     generation: httpx.AsyncClient
 
     async def post(self, client: httpx.AsyncClient, stage: str, path: str, body: bytes) -> tuple[bytes, float | None]:
-        """The stage's JSON answer (raw) and its own time in ms (None when its service does not say)."""
+        """The stage's JSON answer (raw) and its own time in ms (None when its service does not say); a stage
+        that fails with a 5xx is logged (stage, status, latency, cause)."""
+        start = time.perf_counter()
+        try:
+            return await self._post(client, stage, path, body)
+        except StageError as exc:
+            if exc.status >= 500:
+                log.warning("stage %r failed with HTTP %d after %.0f ms: %s", stage, exc.status,
+                            (time.perf_counter() - start) * 1000, shorten(json.dumps(exc.detail, default=str), 600))
+            raise
+
+    async def _post(self, client: httpx.AsyncClient, stage: str, path: str, body: bytes) -> tuple[bytes, float | None]:
         try:
             response = await client.post(path, content=body, headers=_JSON)
         except httpx.TimeoutException:
@@ -83,11 +97,17 @@ class Services:
             raise StageError(stage, 502, f"cannot reach {client.base_url}: {exc}") from None
         if response.status_code >= 400:
             try:
-                detail = response.json().get("detail", response.text)
+                payload = response.json()
+                detail = payload.get("detail", response.text) if isinstance(payload, dict) else response.text[:500]
             except ValueError:
                 detail = response.text[:500]
-            status = response.status_code if response.status_code < 500 else (
-                504 if response.status_code == 504 else 502)
+            if response.status_code == 422 and isinstance(detail, list):
+                # a validation error of a body the gateway built itself: our fault, not the client's
+                raise StageError(stage, 502, "internal error: the stage refused the request the gateway built: "
+                                             + shorten(json.dumps(detail), 300))
+            # a stage's 4xx, its 503 (a missing index: the detail says how to build it) and 504 pass through
+            status = response.status_code if response.status_code < 500 or response.status_code in (503, 504) \
+                else 502
             raise StageError(stage, status, detail)
         return response.content, server_time_ms(response.headers)
 

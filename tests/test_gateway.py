@@ -94,10 +94,10 @@ def test_stage_failures_name_the_stage(demo_settings, tmp_path, client):
     from fakes import flaky_openai_app
     from ragnarok.generate.base import GeneratorConfig
 
-    r = client.post("/rag", json={"topic": "gzip", "pipeline": "rrf(bm25, dense:nosuchmodel)@20 | extractive"})
+    r = client.post("/rag", json={"topic": "gzip", "pipeline": "rrf(bm25, dense:gte-l)@20 | extractive"})
     detail = r.json()["detail"]  # the R service has no such index (503): the gateway says which stage, and how
-    assert r.status_code == 502 and detail["stage"] == "retrieve dense:nosuchmodel", r.text
-    assert "build it with `ragnarok index --dense nosuchmodel" in detail["error"]
+    assert r.status_code == 503 and detail["stage"] == "retrieve dense:gte-l", r.text
+    assert "build it with `ragnarok index --dense gte-l" in detail["error"]
 
     with serve_app(flaky_openai_app()) as llm:
         settings = demo_settings.model_copy(update={"generators": [

@@ -6,11 +6,12 @@ from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
 from api.deps import GenerationDep, SettingsDep
-from api.errors import BadInput
+from api.body import StrictJSONRoute
+from api.errors import BadInput, errors
 from ragnarok.generate.prompts import load_templates
 from ragnarok.types import Query, RagAnswer, Request
 
-router = APIRouter(prefix="/v1", tags=["generation"])
+router = APIRouter(prefix="/v1", tags=["generation"], route_class=StrictJSONRoute)
 
 
 class GenerateBody(BaseModel):
@@ -37,8 +38,11 @@ class TemplateOut(BaseModel):
     max_words: int
 
 
-@router.post("/generate", response_model=RagAnswer)
-def generate(body: GenerateBody, service: GenerationDep, settings: SettingsDep) -> RagAnswer:
+@router.post("/generate", response_model=RagAnswer,
+             responses=errors(400, 404, 413, 422, 502, 503, 504))
+async def generate(body: GenerateBody, service: GenerationDep, settings: SettingsDep) -> RagAnswer:
+    """Answers within the generator's `deadline_s` (504 "no answer within N s"), or 504 "busy" when none of
+    its `max_concurrency` slots frees within `slot_wait_s`; a backend failure is a 502 naming it and why."""
     text = body.topic if body.topic is not None else body.request.query.text
     if not text.strip():
         raise BadInput("topic is empty")
@@ -52,13 +56,14 @@ def generate(body: GenerateBody, service: GenerationDep, settings: SettingsDep) 
         if len(c.doc.segment or "") > settings.max_segment_chars:
             raise BadInput(f"candidate {c.docid} has over {settings.max_segment_chars:,} characters", 413)
     topic = Query(text=text, qid=body.topic_id if body.topic_id is not None else body.request.query.qid)
-    return service.generate(topic, body.request, body.generator or settings.default_generator,
-                            body.template or settings.default_template, body.k)
+    return await service.agenerate(topic, body.request, body.generator or settings.default_generator,
+                                   body.template or settings.default_template, body.k)
 
 
 @router.get("/generators", response_model=list[GeneratorOut])
-def generators(service: GenerationDep) -> list[GeneratorOut]:
-    return [GeneratorOut(**vars(info)) for info in service.describe()]
+async def generators(service: GenerationDep) -> list[GeneratorOut]:
+    """Self-hosted servers are probed at once, each within `generator_probe_timeout_s` (cached a few s)."""
+    return [GeneratorOut(**vars(info)) for info in await service.describe()]
 
 
 @router.get("/templates", response_model=list[TemplateOut])

@@ -2,9 +2,11 @@ from __future__ import annotations
 
 from fastapi import APIRouter
 
-router = APIRouter(tags=["health"])
+from api.body import StrictJSONRoute
+
+router = APIRouter(tags=["health"], route_class=StrictJSONRoute)
 
 
 @router.get("/healthz")
-def healthz() -> dict[str, str]:
+async def healthz() -> dict[str, str]:  # async: liveness never waits for a worker thread
     return {"status": "ok"}

@@ -1,18 +1,37 @@
-"""What every generator backend shares: its configuration, its errors, retries and a concurrency bound."""
+"""What every generator backend shares: its configuration, its errors, and a :class:`Guard` that bounds each
+backend in concurrency and in time.
+
+Time, per backend: one attempt takes at most ``timeout_s`` in all (connecting, sending, waiting and reading:
+see :mod:`ragnarok.generate.http`); one request takes at most ``deadline_s`` in all (waiting for a slot,
+every attempt and the waits between them); waiting for one of the ``max_concurrency`` slots takes at most
+``slot_wait_s``. A request's deadline travels with it as a context variable (:class:`Budget`), so the API can
+start it, and take the slot, on the event loop before the work gets a worker thread (:meth:`Guard.reserved`).
+"""
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
-from collections.abc import Callable
-from dataclasses import dataclass, field
+import time
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
+import anyio
 from pydantic import BaseModel, Field
-from tenacity import Retrying, retry_if_exception, stop_after_attempt, wait_exponential
+from tenacity import RetryCallState, Retrying, retry_if_exception, wait_exponential
+
+from ragnarok.redact import redact, register_env, register_value
 
 T = TypeVar("T")
 Backend = Literal["openai", "azure", "cohere", "llama-cpp", "extractive"]
+log = logging.getLogger(__name__)
+
+#: Less time than this left before the deadline is not worth another attempt.
+MIN_ATTEMPT_S = 0.05
 
 
 class GeneratorConfig(BaseModel):
@@ -25,9 +44,16 @@ class GeneratorConfig(BaseModel):
     api_key_env: str | None = None
     api_version: str | None = Field(None, description="Azure OpenAI API version.")
     model_path: str | None = Field(None, description="GGUF file for the embedded llama.cpp backend.")
-    timeout_s: float = 60.0
-    max_retries: int = 2
-    max_concurrency: int = 4
+    timeout_s: float = Field(60.0, gt=0, description="The most one attempt may take, all of it (connecting, "
+                             "waiting, reading), however the backend sends its answer.")
+    max_retries: int = Field(2, ge=0, description="Attempts after the first, on 429, 5xx, timeouts and "
+                             "connection errors, after the backend's Retry-After or an exponential backoff.")
+    max_concurrency: int = Field(4, ge=1, description="Calls in flight to this backend at most.")
+    deadline_s: float | None = Field(None, gt=0, description="The most one request may take in all: waiting "
+                                     "for a slot, every attempt and the waits between them (504 after it). "
+                                     "Default: timeout_s x (max_retries + 1).")
+    slot_wait_s: float | None = Field(None, gt=0, description="The most a request waits for one of the "
+                                      "max_concurrency slots (then 504 'busy'). Default: timeout_s.")
     max_tokens: int = 1024
     temperature: float = 0.0
     context_tokens: int = 8192
@@ -35,44 +61,170 @@ class GeneratorConfig(BaseModel):
 
 
 class GenerationError(RuntimeError):
-    """A backend failed: the API answers 502 (or 504 when ``timeout``), naming backend and cause."""
+    """A backend failed: the API answers 502 (or 504 when ``timeout``), naming backend and cause.
+    The cause is redacted here: no configured key value survives into a message, an answer or a log."""
 
     def __init__(self, generator: str, cause: str, timeout: bool = False):
-        self.generator, self.cause, self.timeout = generator, cause, timeout
-        super().__init__(f"generator {generator!r} failed: {cause}")
+        self.generator, self.cause, self.timeout = generator, redact(cause), timeout
+        super().__init__(f"generator {generator!r} failed: {self.cause}")
 
 
 class GeneratorUnavailable(RuntimeError):
     """A generator that cannot run here now (no key, no model file): 422 naming what is missing."""
 
 
+class BackendError(RuntimeError):
+    """One failed attempt: ``cause`` says what came back (quoted, redacted); ``retryable`` for 429, 5xx,
+    timeouts and connection errors; ``retry_after`` the seconds the backend asked us to wait, if it did."""
+
+    def __init__(self, cause: str, *, timeout: bool = False, retryable: bool = False,
+                 retry_after: float | None = None):
+        self.cause, self.timeout, self.retryable = redact(cause), timeout, retryable
+        self.retry_after = retry_after
+        super().__init__(self.cause)
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The time one request has: a monotonic ``deadline`` ``total_s`` after it started, and the guards whose
+    slot the request already holds (taken by :meth:`Guard.reserved` before its worker thread started)."""
+
+    deadline: float
+    total_s: float
+    held: frozenset[int] = frozenset()
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+
+_budget: ContextVar[Budget | None] = ContextVar("ragnarok_generation_budget", default=None)
+
+
 @dataclass
 class Guard:
-    """Bounded concurrency plus retries with exponential backoff for one backend."""
+    """Bounded concurrency, deadlines and retries for one backend (see the module's docstring).
 
+    A failure is logged once here (backend, cause, attempts, latency) and raised as :class:`GenerationError`.
+    """
+
+    name: str
     max_concurrency: int = 4
     max_retries: int = 2
+    timeout_s: float = 60.0
+    deadline_s: float | None = None
+    slot_wait_s: float | None = None
     backoff_s: float = 0.5
     _slots: threading.BoundedSemaphore = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self._slots = threading.BoundedSemaphore(max(1, self.max_concurrency))
+        if self.deadline_s is None:
+            self.deadline_s = self.timeout_s * (self.max_retries + 1)
+        if self.slot_wait_s is None:
+            self.slot_wait_s = self.timeout_s
 
-    def call(self, fn: Callable[[], T], retryable: Callable[[BaseException], bool]) -> T:
-        retrying = Retrying(
-            stop=stop_after_attempt(self.max_retries + 1),
-            wait=wait_exponential(multiplier=self.backoff_s, max=8),
-            retry=retry_if_exception(retryable),
-            reraise=True,
-        )
-        with self._slots:
-            return retrying(fn)
+    @classmethod
+    def of(cls, config: GeneratorConfig, **overrides: Any) -> Guard:
+        values = {"max_concurrency": config.max_concurrency, "max_retries": config.max_retries,
+                  "timeout_s": config.timeout_s, "deadline_s": config.deadline_s,
+                  "slot_wait_s": config.slot_wait_s}
+        return cls(config.name, **{**values, **overrides})
+
+    def budget(self) -> Budget:
+        """The current request's budget, or a new one of ``deadline_s`` starting now."""
+        assert self.deadline_s is not None
+        return _budget.get() or Budget(time.monotonic() + self.deadline_s, self.deadline_s)
+
+    def _busy(self, waited: float, start: float) -> GenerationError:
+        cause = f"busy: no slot within {waited:.3g} s ({self.max_concurrency} calls in flight)"
+        log.warning("generator %r: %s (after %.0f ms)", self.name, cause, (time.monotonic() - start) * 1000)
+        return GenerationError(self.name, cause, timeout=True)
+
+    def _slot_wait(self, budget: Budget) -> float:
+        assert self.slot_wait_s is not None
+        return max(0.0, min(self.slot_wait_s, budget.left()))
+
+    @asynccontextmanager
+    async def reserved(self) -> AsyncIterator[Budget]:
+        """Start the request's budget and take a slot without holding a thread; inside, the calls this request
+        makes through the guard (in worker threads too: they copy the context) use both. Raises the "busy"
+        :class:`GenerationError` when no slot frees in time."""
+        start, budget = time.monotonic(), self.budget()
+        wait = self._slot_wait(budget)
+        delay = 0.005
+        # a threading semaphore, shared with the synchronous callers; polled so that no thread waits on it
+        while not self._slots.acquire(blocking=False):
+            if time.monotonic() - start >= wait:
+                raise self._busy(wait, start)
+            await anyio.sleep(min(delay, max(0.0, start + wait - time.monotonic())))
+            delay = min(delay * 2, 0.05)
+        token = _budget.set(replace(budget, held=budget.held | {id(self)}))
+        try:
+            yield budget
+        finally:
+            _budget.reset(token)
+            self._slots.release()
+
+    def call(self, attempt: Callable[[float], T]) -> T:
+        """``attempt(timeout_s)`` in a slot, retried while it fails with a retryable :class:`BackendError`,
+        retries are left and the deadline leaves time; waits follow the backend's Retry-After when it sends
+        one. Raises :class:`GenerationError` (timeout: no answer in time, or no slot)."""
+        start, budget = time.monotonic(), self.budget()
+        if id(self) in budget.held:
+            return self._retrying(attempt, budget, start)
+        wait = self._slot_wait(budget)
+        if not self._slots.acquire(timeout=wait):
+            raise self._busy(wait, start)
+        try:
+            return self._retrying(attempt, budget, start)
+        finally:
+            self._slots.release()
+
+    def _wait(self, state: RetryCallState) -> float:
+        error = state.outcome.exception() if state.outcome else None
+        after = getattr(error, "retry_after", None)
+        return after if after is not None else wait_exponential(multiplier=self.backoff_s, max=8)(state)
+
+    def _retrying(self, attempt: Callable[[float], T], budget: Budget, start: float) -> T:
+        attempts = 0
+
+        def once() -> T:
+            nonlocal attempts
+            attempts += 1
+            left = budget.left()
+            if left < MIN_ATTEMPT_S:
+                raise BackendError(f"no answer within {budget.total_s:g} s", timeout=True)
+            return attempt(min(self.timeout_s, left))
+
+        def stop(state: RetryCallState) -> bool:  # no retries left, or no time for one after the wait
+            return (state.attempt_number > self.max_retries
+                    or budget.left() - self._wait(state) < MIN_ATTEMPT_S)
+
+        retryable = retry_if_exception(lambda exc: isinstance(exc, BackendError) and exc.retryable)
+        retrying = Retrying(stop=stop, wait=self._wait, retry=retryable, reraise=True)
+        try:
+            return retrying(once)
+        except BackendError as exc:
+            cause = exc.cause
+            if exc.timeout and budget.left() < MIN_ATTEMPT_S:
+                cause = f"no answer within {budget.total_s:g} s"
+            elif exc.retryable and attempts <= self.max_retries:  # retries were left: the deadline ended them
+                deadline = f"the {budget.total_s:g} s deadline"
+                cause += (f" (it asked to retry after {exc.retry_after:g} s, past {deadline})"
+                          if exc.retry_after is not None
+                          else f" (no time left for a retry within {deadline})")
+            if attempts > 1:
+                cause += f" ({attempts} attempts)"
+            log.warning("generator %r failed after %.0f ms: %s", self.name, (time.monotonic() - start) * 1000,
+                        cause)
+            raise GenerationError(self.name, cause, exc.timeout) from None
 
 
 @dataclass
 class ApiGenerator:
     """What every backend behind a remote API shares: its config, a :class:`Guard`, an API key named by an
-    environment variable, and one client made on first use (``_make_client``, under a lock)."""
+    environment variable (a secret: see :mod:`ragnarok.redact`), and one client made on first use
+    (``_make_client``, under a lock)."""
 
     config: GeneratorConfig
     _client: Any = field(default=None, init=False, repr=False)
@@ -80,7 +232,8 @@ class ApiGenerator:
 
     def __post_init__(self) -> None:
         self.name = self.config.name
-        self.guard = Guard(self.config.max_concurrency, self.config.max_retries)
+        self.guard = Guard.of(self.config)
+        register_env(self.config.api_key_env)
 
     def availability(self) -> str | None:
         """None when usable now, else why not."""
@@ -89,7 +242,9 @@ class ApiGenerator:
 
     def api_key(self, default: str = "") -> str:
         env = self.config.api_key_env
-        return os.environ.get(env, "") if env else default
+        key = os.environ.get(env, "") if env else default
+        register_value(key)
+        return key
 
     def _http(self) -> Any:
         with self._lock:
@@ -101,14 +256,3 @@ class ApiGenerator:
 
     def _make_client(self) -> Any:
         raise NotImplementedError
-
-
-def http_status(exc: BaseException) -> int | None:
-    status: Any = getattr(exc, "status_code", None)
-    if status is None:
-        status = getattr(getattr(exc, "response", None), "status_code", None)
-    return status if isinstance(status, int) else None
-
-
-def is_retryable_status(status: int | None) -> bool:
-    return status is not None and (status == 429 or status >= 500)

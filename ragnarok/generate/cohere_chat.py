@@ -8,19 +8,61 @@ every other backend (one path for renumbering, limits and cleaning).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import blingfire
 import httpx
+from pydantic import BaseModel, ValidationError
 
-from ragnarok.generate.base import ApiGenerator, GenerationError, http_status, is_retryable_status
+from ragnarok.generate.base import ApiGenerator, BackendError
 from ragnarok.generate.cite import postprocess
+from ragnarok.generate.http import post_json
 from ragnarok.generate.prompts import PromptTemplate
+from ragnarok.redact import quote
 from ragnarok.types import Candidate, Query, RagAnswer
 
+COHERE_URL = "https://api.cohere.com"
 
-def _retryable(exc: BaseException) -> bool:
-    return isinstance(exc, httpx.TransportError) or is_retryable_status(http_status(exc))
+
+class _Part(BaseModel):
+    type: str = "text"
+    text: str | None = None
+
+
+class _Source(BaseModel):
+    id: str | None = None
+
+
+class Citation(BaseModel):
+    start: int | None = None
+    end: int | None = None
+    sources: list[_Source] = []
+
+
+class _Message(BaseModel):
+    content: list[_Part] = []
+    citations: list[Citation] | None = None
+
+
+class ChatAnswer(BaseModel):
+    """The part of Cohere's chat v2 answer we read."""
+
+    message: _Message
+
+
+def chat_answer(data: object) -> tuple[str, list[Citation]]:
+    """The answer's text and citations; :class:`BackendError` for any other body, or an empty answer."""
+    try:
+        message = ChatAnswer.model_validate(data).message
+    except ValidationError as exc:
+        where = ".".join(map(str, exc.errors()[0]["loc"])) or "the body"
+        raise BackendError(f"HTTP 200 but not a Cohere chat answer ({where}: {exc.errors()[0]['msg']}): "
+                           f"{quote(json.dumps(data))}") from None
+    text = "".join(part.text for part in message.content if part.text)
+    if not text.strip():
+        raise BackendError("the model's answer is empty")
+    return text, list(message.citations or [])
 
 
 def spans_to_markers(text: str, spans: list[tuple[int, int, list[int]]]) -> str:
@@ -46,43 +88,34 @@ def spans_to_markers(text: str, spans: list[tuple[int, int, list[int]]]) -> str:
 
 
 class CohereGenerator(ApiGenerator):
-    def _make_client(self) -> Any:
-        import cohere  # noqa: PLC0415 - optional dependency, loaded on first use
+    """Cohere's chat API v2, called with httpx directly in its documented JSON shape (``POST /v2/chat``), so
+    that every call is bounded in total time (:func:`~ragnarok.generate.http.post_json`)."""
 
-        kwargs: dict[str, Any] = {"timeout": self.config.timeout_s, "max_retries": 0}
-        if self.config.base_url:
-            kwargs["base_url"] = self.config.base_url
-        return cohere.ClientV2(api_key=self.api_key(), **kwargs)
+    def _make_client(self) -> httpx.Client:
+        return httpx.Client(limits=httpx.Limits(max_connections=self.config.max_concurrency + 2))
 
-    def chat(self, topic: str, candidates: list[Candidate], template: PromptTemplate) -> tuple[str, list[Any]]:
+    def chat(self, topic: str, candidates: list[Candidate],
+             template: PromptTemplate) -> tuple[str, list[Citation]]:
         client = self._http()
+        url = f"{(self.config.base_url or COHERE_URL).rstrip('/')}/v2/chat"
+        headers = {"authorization": f"Bearer {self.api_key()}"}
         documents = [
             {"id": str(i + 1), "data": {"title": c.doc.title or "", "snippet": c.doc.segment or ""}}
             for i, c in enumerate(candidates)
         ]
-        messages = [{"role": "system", "content": template.system}, {"role": "user", "content": topic}]
-
-        def call() -> Any:
-            return client.chat(model=self.config.model, messages=messages, documents=documents,
-                               max_tokens=self.config.max_tokens, temperature=self.config.temperature)
-
-        try:
-            response = self.guard.call(call, _retryable)
-        except httpx.TimeoutException:
-            raise GenerationError(self.name, f"no answer within {self.config.timeout_s:g} s", timeout=True) from None
-        except httpx.TransportError as exc:
-            raise GenerationError(self.name, f"cannot reach {self.config.base_url or 'api.cohere.com'}: {exc}") from None
-        except Exception as exc:  # the SDK's ApiError and parsing errors
-            status = http_status(exc)
-            raise GenerationError(self.name, f"HTTP {status}: {str(exc)[:300]}" if status else str(exc)) from None
-        text = "".join(part.text for part in (response.message.content or []) if getattr(part, "text", None))
-        return text, list(response.message.citations or [])
+        body: dict[str, Any] = {
+            "model": self.config.model, "documents": documents, "max_tokens": self.config.max_tokens,
+            "temperature": self.config.temperature,
+            "messages": [{"role": "system", "content": template.system}, {"role": "user", "content": topic}],
+        }
+        return self.guard.call(lambda timeout_s: chat_answer(post_json(client, url, body, headers,
+                                                                       timeout_s)))
 
     def generate(self, topic: Query, candidates: list[Candidate], template: PromptTemplate) -> RagAnswer:
         text, citations = self.chat(topic.text, candidates, template)
         spans = []
         for c in citations:
-            numbers = [int(s.id) for s in (c.sources or []) if getattr(s, "id", None) and str(s.id).isdigit()]
+            numbers = [int(s.id) for s in c.sources if s.id and s.id.isdigit()]
             if c.start is not None and numbers:
                 spans.append((c.start, c.end or c.start, numbers))
         references, answer = postprocess(spans_to_markers(text, spans), [c.docid for c in candidates],

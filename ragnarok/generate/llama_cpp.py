@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragnarok.generate.base import GenerationError, GeneratorConfig, GeneratorUnavailable, Guard
+from ragnarok.generate.base import BackendError, GeneratorConfig, GeneratorUnavailable, Guard
 from ragnarok.generate.llm import Messages, answer_with_llm
 from ragnarok.generate.prompts import PromptTemplate
 from ragnarok.types import Candidate, Query, RagAnswer
@@ -38,7 +38,8 @@ class LlamaCppGenerator:
 
     def __post_init__(self) -> None:
         self.name = self.config.name
-        self.guard = Guard(max_concurrency=1, max_retries=0)  # one llama context: calls take turns
+        # one llama context: calls take turns, each waiting at most slot_wait_s (default: timeout_s)
+        self.guard = Guard.of(self.config, max_concurrency=1, max_retries=0)
 
     def model_path(self) -> Path | None:
         return Path(self.config.model_path) if self.config.model_path else smollm2_path()
@@ -70,15 +71,15 @@ class LlamaCppGenerator:
     def complete(self, messages: Messages) -> str:
         llm = self.llm()
 
-        def call() -> str:
-            out = llm.create_chat_completion(messages=messages, max_tokens=self.config.max_tokens,
-                                             temperature=self.config.temperature, seed=0)
-            return out["choices"][0]["message"]["content"] or ""
+        def call(_timeout_s: float) -> str:  # in process: a running completion cannot be abandoned
+            try:
+                out = llm.create_chat_completion(messages=messages, max_tokens=self.config.max_tokens,
+                                                 temperature=self.config.temperature, seed=0)
+                return out["choices"][0]["message"]["content"] or ""
+            except (ValueError, RuntimeError, KeyError) as exc:
+                raise BackendError(str(exc)) from None
 
-        try:
-            return self.guard.call(call, lambda exc: False)
-        except (ValueError, RuntimeError, KeyError) as exc:
-            raise GenerationError(self.name, str(exc)) from None
+        return self.guard.call(call)
 
     def generate(self, topic: Query, candidates: list[Candidate], template: PromptTemplate) -> RagAnswer:
         budget = max(256, self.config.context_tokens - self.config.max_tokens - 64)

@@ -1,22 +1,60 @@
-"""Any OpenAI-compatible chat endpoint: OpenAI (GPT-4o), Azure OpenAI, a vLLM server, a llama.cpp server."""
+"""Any OpenAI-compatible chat endpoint: OpenAI (GPT-4o), Azure OpenAI, a vLLM server, a llama.cpp server.
+
+Called with httpx directly in the documented JSON shape (``POST {base_url}/chat/completions``; Azure:
+``POST {endpoint}/openai/deployments/{model}/chat/completions?api-version=...`` with an ``api-key`` header),
+so that every call is bounded in total time (:func:`~ragnarok.generate.http.post_json`) and every answer is
+checked against that shape before it is used.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import json
 
-import openai
-from openai.types.chat import ChatCompletion
+import httpx
+from pydantic import BaseModel, ValidationError
 
-from ragnarok.generate.base import ApiGenerator, GenerationError, is_retryable_status
+from ragnarok.generate.base import ApiGenerator, BackendError
+from ragnarok.generate.http import post_json
 from ragnarok.generate.llm import Messages, answer_with_llm
 from ragnarok.generate.prompts import PromptTemplate
+from ragnarok.redact import quote
 from ragnarok.types import Candidate, Query, RagAnswer
 
+OPENAI_URL = "https://api.openai.com/v1"
 
-def _retryable(exc: BaseException) -> bool:
-    if isinstance(exc, (openai.APITimeoutError, openai.APIConnectionError)):
-        return True
-    return isinstance(exc, openai.APIStatusError) and is_retryable_status(exc.status_code)
+
+class _Message(BaseModel):
+    content: str | None = None
+    refusal: str | None = None
+
+
+class _Choice(BaseModel):
+    message: _Message
+    finish_reason: str | None = None
+
+
+class ChatCompletion(BaseModel):
+    """The part of a chat completion we read."""
+
+    choices: list[_Choice]
+
+
+def completion_text(data: object) -> str:
+    """The answer's text; :class:`BackendError` for a body that is no chat completion, or an empty answer."""
+    try:
+        choices = ChatCompletion.model_validate(data).choices
+    except ValidationError as exc:
+        where = ".".join(map(str, exc.errors()[0]["loc"])) or "the body"
+        raise BackendError(f"HTTP 200 but not a chat completion ({where}: {exc.errors()[0]['msg']}): "
+                           f"{quote(json.dumps(data))}") from None
+    if not choices:
+        raise BackendError("HTTP 200 but the chat completion has no choices")
+    choice = choices[0]
+    if choice.message.refusal:
+        raise BackendError(f"the model refused: {quote(choice.message.refusal)}")
+    if not (choice.message.content or "").strip():
+        raise BackendError(f"the model's answer is empty (finish_reason {choice.finish_reason!r})")
+    return choice.message.content or ""
 
 
 class OpenAIChatGenerator(ApiGenerator):
@@ -26,36 +64,27 @@ class OpenAIChatGenerator(ApiGenerator):
             return super().availability() or "Azure OpenAI needs base_url (the resource endpoint)"
         return super().availability()
 
-    def _make_client(self) -> Any:
-        # local servers (vLLM, llama.cpp) take any key
-        common = {"api_key": self.api_key("unused"), "timeout": self.config.timeout_s, "max_retries": 0}
+    def _make_client(self) -> httpx.Client:
+        return httpx.Client(limits=httpx.Limits(max_connections=self.config.max_concurrency + 2))
+
+    def endpoint(self) -> tuple[str, dict[str, str]]:
+        """The URL to post to and the headers that authenticate (local servers take no key: none is sent)."""
+        key = self.api_key()
         if self.config.backend == "azure":
-            return openai.AzureOpenAI(azure_endpoint=self.config.base_url,
-                                      api_version=self.config.api_version or "2024-06-01", **common)
-        return openai.OpenAI(base_url=self.config.base_url, **common)
+            base = (self.config.base_url or "").rstrip("/")
+            url = (f"{base}/openai/deployments/{self.config.model}/chat/completions"
+                   f"?api-version={self.config.api_version or '2024-06-01'}")
+            return url, {"api-key": key}
+        url = f"{(self.config.base_url or OPENAI_URL).rstrip('/')}/chat/completions"
+        return url, ({"authorization": f"Bearer {key}"} if key else {})
 
     def complete(self, messages: Messages) -> str:
         client = self._http()
-
+        url, headers = self.endpoint()
         body = {"model": self.config.model, "messages": messages, "max_tokens": self.config.max_tokens,
                 "temperature": self.config.temperature}
-
-        def call() -> str:
-            # the SDK's plain-request API (retries, auth, typed answer) without chat.completions.create's
-            # recursive TypedDict transform of the prompt, a third of this process's CPU per answer
-            response = client.post("/chat/completions", cast_to=ChatCompletion, body=body)
-            return response.choices[0].message.content or ""
-
-        try:
-            return self.guard.call(call, _retryable)
-        except openai.APITimeoutError:
-            raise GenerationError(self.name, f"no answer within {self.config.timeout_s:g} s", timeout=True) from None
-        except openai.APIConnectionError as exc:
-            raise GenerationError(self.name, f"cannot reach {self.config.base_url or 'api.openai.com'}: {exc}") from None
-        except openai.APIStatusError as exc:
-            raise GenerationError(self.name, f"HTTP {exc.status_code}: {str(exc)[:300]}") from None
-        except (openai.OpenAIError, IndexError, AttributeError) as exc:
-            raise GenerationError(self.name, f"unexpected answer: {exc}") from None
+        return self.guard.call(lambda timeout_s: completion_text(post_json(client, url, body, headers,
+                                                                           timeout_s)))
 
     def generate(self, topic: Query, candidates: list[Candidate], template: PromptTemplate) -> RagAnswer:
         budget = max(512, self.config.context_tokens - self.config.max_tokens - 64)

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
+import anyio
+import anyio.to_thread
 import httpx
 
 from ragnarok.components import GENERATOR_BACKENDS
+from ragnarok.generate.base import GeneratorConfig, Guard
 from ragnarok.generate.cite import NO_ANSWER_TEXT
 from ragnarok.generate.prompts import get_template
 from ragnarok.protocols import Generator
+from ragnarok.redact import register_env
 from ragnarok.registry import Instances, UnknownComponentError
 from ragnarok.settings import Settings
 from ragnarok.types import CitedSentence, Query, RagAnswer, Request
@@ -35,6 +40,9 @@ class GenerationService:
         self.settings = settings
         self.configs = settings.generator_configs()
         self._instances: Instances[Generator] = Instances()
+        self._probed: dict[str, tuple[float, str | None]] = {}  # name -> (when, why not reachable)
+        for config in self.configs.values():
+            register_env(config.api_key_env)  # their values are masked in every message and log line
 
     def get(self, name: str) -> Generator:
         if name not in self.configs:
@@ -49,21 +57,50 @@ class GenerationService:
             return no_context_answer(topic)
         return chosen.generate(topic, candidates, prompt)
 
-    def describe(self) -> list[GeneratorInfo]:
-        out = []
-        for name, config in sorted(self.configs.items()):
-            reason = self.get(name).availability() or self._probe(config.base_url, config.backend)
-            out.append(GeneratorInfo(name, config.backend, config.model, reason is None, reason or "",
-                                     config.description))
-        return out
+    async def agenerate(self, topic: Query, request: Request, generator: str, template: str,
+                        k: int) -> RagAnswer:
+        """:meth:`generate` for the event loop: the request's deadline starts, and it waits for a slot of the
+        backend, here, without a thread; only a request that holds a slot gets a worker thread. So a backend
+        that hangs holds at most its ``max_concurrency`` threads, and the requests queued behind it get a 504
+        "busy" after ``slot_wait_s`` while every other backend and route keeps its threads."""
+        chosen, prompt = self.get(generator), get_template(template)
+        candidates = request.candidates[:k]
+        if not candidates:
+            return no_context_answer(topic)
+        guard = getattr(chosen, "guard", None)
+        if not isinstance(guard, Guard):
+            return await anyio.to_thread.run_sync(chosen.generate, topic, candidates, prompt)
+        async with guard.reserved():
+            return await anyio.to_thread.run_sync(chosen.generate, topic, candidates, prompt)
 
-    @staticmethod
-    def _probe(base_url: str | None, backend: str) -> str | None:
+    async def describe(self) -> list[GeneratorInfo]:
+        """Every generator and whether it can run here now. Self-hosted servers are probed all at once, each
+        within ``generator_probe_timeout_s``, and what a probe found is kept ``generator_probe_cache_s``."""
+        reasons = await anyio.to_thread.run_sync(  # may import llama_cpp the first time
+            lambda: {name: self.get(name).availability() for name in self.configs})
+        async with httpx.AsyncClient() as client, anyio.create_task_group() as group:
+            for name, config in self.configs.items():
+                if reasons[name] is None and config.base_url and config.backend == "openai":
+                    group.start_soon(self._probe_into, reasons, client, config)
+        return [GeneratorInfo(name, c.backend, c.model, reasons[name] is None, reasons[name] or "",
+                              c.description) for name, c in sorted(self.configs.items())]
+
+    async def _probe_into(self, reasons: dict[str, str | None], client: httpx.AsyncClient,
+                          config: GeneratorConfig) -> None:
+        reasons[config.name] = await self._probe(client, config)
+
+    async def _probe(self, client: httpx.AsyncClient, config: GeneratorConfig) -> str | None:
         """Whether a self-hosted OpenAI-compatible server (vLLM, llama.cpp) answers ``GET /models``."""
-        if not base_url or backend != "openai":
-            return None
-        try:
-            httpx.get(base_url.rstrip("/") + "/models", timeout=2.0).raise_for_status()
-        except httpx.HTTPError as exc:
-            return f"server {base_url} is not reachable: {exc}"
-        return None
+        when, reason = self._probed.get(config.name, (float("-inf"), None))
+        if time.monotonic() - when < self.settings.generator_probe_cache_s:
+            return reason
+        base, timeout_s = (config.base_url or "").rstrip("/"), self.settings.generator_probe_timeout_s
+        reason = f"server {base} did not answer GET /models within {timeout_s:g} s"
+        with anyio.move_on_after(timeout_s):
+            try:
+                (await client.get(base + "/models", timeout=timeout_s)).raise_for_status()
+                reason = None
+            except httpx.HTTPError as exc:
+                reason = f"server {base} is not reachable: {exc}"
+        self._probed[config.name] = (time.monotonic(), reason)
+        return reason

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 from ragnarok.protocols import Reranker
+from ragnarok.redact import redact
 from ragnarok.types import Request
 
 __all__ = ["RerankError", "Reranker", "RerankerUnavailable", "reordered"]
 
 
 class RerankError(RuntimeError):
-    """A reranker failed: the API answers 502 (504 when ``timeout``) naming the reranker and the cause."""
+    """A reranker failed: the API answers 502 (504 when ``timeout``) naming the reranker and the cause (redacted:
+    no configured key value survives into a message, an answer or a log)."""
 
     def __init__(self, reranker: str, cause: str, timeout: bool = False):
-        self.reranker, self.cause, self.timeout = reranker, cause, timeout
-        super().__init__(f"reranker {reranker!r} failed: {cause}")
+        self.reranker, self.cause, self.timeout = reranker, redact(cause), timeout
+        super().__init__(f"reranker {reranker!r} failed: {self.cause}")
 
 
 class RerankerUnavailable(RuntimeError):

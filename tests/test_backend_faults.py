@@ -1,0 +1,237 @@
+"""Misbehaving LLM backends, served for real (tests/fakes.py on uvicorn): every ``/rag``, ``/v1/generate`` and
+``/v1/rerank listwise:`` answers within its documented deadline with a 502/504 naming the stage and the cause,
+and no API key appears in any answer or log line."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+
+import httpx
+import pytest
+from fastapi.testclient import TestClient
+
+from api.main import create_app
+from fakes import cohere_app, flaky_openai_app
+from ragnarok.generate.base import GenerationError, GeneratorConfig
+from ragnarok.generate.openai_compat import OpenAIChatGenerator
+from ragnarok.generate.prompts import get_template
+from ragnarok.redact import quote, register_env
+from ragnarok.settings import Settings
+from servers import free_port, serve_app
+from test_generate_backends import CANDIDATES, TOPIC
+
+KEY_ENV, KEY = "FAULTY_LLM_KEY", "sk-test-0123456789-SECRET-abcdef"
+TIMEOUT_S, DEADLINE_S = 0.5, 1.0  # per attempt; per request (one retry fits)
+SLACK_S = 1.5  # an HTTP hop, BM25, the test client
+REQUEST = {"query": {"text": TOPIC.text, "qid": TOPIC.qid},
+           "candidates": [c.model_dump(mode="json", exclude_none=True) for c in CANDIDATES]}
+
+# fault (a model name of tests/fakes.py) -> the status and the words every answer must carry
+FAULTS = {
+    "refuse": (502, ["cannot reach", "Connection refused"]),
+    "always-429:0.1": (502, ["HTTP 429", "rate limit reached", "2 attempts"]),
+    "down-500": (502, ["HTTP 500", "backend exploded", "2 attempts"]),
+    "hang": (504, [f"no answer within {TIMEOUT_S:g} s", f"the {DEADLINE_S:g} s deadline"]),
+    "drip:0.1": (504, [f"no answer within {TIMEOUT_S:g} s", f"the {DEADLINE_S:g} s deadline"]),
+    "stall": (504, [f"no answer within {TIMEOUT_S:g} s", f"the {DEADLINE_S:g} s deadline"]),
+    "invalid-json": (502, ["HTTP 200 but the body is not JSON (application/json)", "unterminated"]),
+    "html": (502, ["HTTP 200 but the body is not JSON (text/html", "<html><head><title>502 Bad Gateway"]),
+    "wrong-shape": (502, ["HTTP 200 but not a chat completion", "choices"]),
+    "empty": (502, ["the model's answer is empty"]),
+    "echo-key": (502, ["HTTP 401", "Incorrect API key provided: ***"]),
+    "echo-key-500": (502, ["HTTP 500", "key=***"]),
+}
+COHERE_FAULTS = {
+    "hang": (504, [f"no answer within {TIMEOUT_S:g} s", f"the {DEADLINE_S:g} s deadline"]),
+    "html": (502, ["HTTP 200 but the body is not JSON (text/html"]),
+    "invalid-json": (502, ["HTTP 200 but the body is not JSON"]),
+    "wrong-shape": (502, ["HTTP 200 but not a Cohere chat answer", "message"]),
+    "empty": (502, ["the model's answer is empty"]),
+    "echo-key": (502, ["HTTP 401", "Incorrect API key provided: ***"]),
+}
+
+
+def gen_name(fault: str, prefix: str = "g") -> str:
+    return f"{prefix}-{fault.split(':')[0]}"
+
+
+def configs(base: str, faults: dict, backend: str = "openai", prefix: str = "g") -> list[GeneratorConfig]:
+    closed = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there: connection refused
+    return [GeneratorConfig(name=gen_name(fault, prefix), backend=backend, model=fault, api_key_env=KEY_ENV,
+                            base_url=closed if fault == "refuse" else base, timeout_s=TIMEOUT_S, max_retries=1,
+                            deadline_s=DEADLINE_S) for fault in faults]
+
+
+@pytest.fixture(scope="module")
+def fake():
+    app = flaky_openai_app()
+    with serve_app(app) as base:
+        yield app, base
+
+
+@pytest.fixture(scope="module")
+def client(demo_settings, fake):
+    with serve_app(cohere_app(api_key=KEY)) as cohere:
+        generators = configs(fake[1] + "/v1", FAULTS) + configs(cohere, COHERE_FAULTS, "cohere", "cohere")
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv(KEY_ENV, KEY)
+            settings = demo_settings.model_copy(update={"generators": generators})
+            with TestClient(create_app(settings, arena=False)) as c:
+                warm = c.post("/rag", json={"topic": "gzip", "pipeline": "bm25@5 | extractive"})  # the JVM starts
+                assert warm.status_code == 200, warm.text
+                yield c
+
+
+def call(client: TestClient, endpoint: str, name: str) -> tuple[httpx.Response, float]:
+    start = time.monotonic()
+    if endpoint == "generate":
+        r = client.post("/v1/generate", json={"request": REQUEST, "generator": name})
+    elif endpoint == "rerank":
+        r = client.post("/v1/rerank", json={"request": REQUEST, "reranker": f"listwise:{name}", "k": 3})
+    elif endpoint == "rag":
+        r = client.post("/rag", json={"topic": "compress a file with gzip", "pipeline": f"bm25@5 | {name}"})
+    else:  # a listwise stage inside /rag
+        r = client.post("/rag", json={"topic": "compress a file with gzip",
+                                      "pipeline": f"bm25@5 | listwise:{name}@3 | extractive"})
+    return r, time.monotonic() - start
+
+
+def check(r: httpx.Response, elapsed: float, endpoint: str, name: str, status: int, words: list[str],
+          caplog: pytest.LogCaptureFixture) -> None:
+    assert r.status_code == status, r.text
+    assert elapsed < DEADLINE_S + SLACK_S, f"{endpoint} {name} took {elapsed:.1f} s"
+    detail = r.json()["detail"]
+    named = {"generate": ("generator", name), "rerank": ("reranker", f"listwise:{name}"),
+             "rag": ("stage", f"generate {name}"), "rag-listwise": ("stage", f"rerank listwise:{name}")}[endpoint]
+    assert detail[named[0]] == named[1], r.text
+    for word in words:
+        assert word in r.text.replace('\\"', '"') or word in json.dumps(detail, ensure_ascii=False), (word, r.text)
+    assert KEY not in r.text
+    assert KEY not in caplog.text
+    failures = [rec.getMessage() for rec in caplog.records if rec.levelno >= logging.WARNING]
+    assert any(name in m and " ms" in m for m in failures), failures  # backend, cause and latency are logged
+    if endpoint.startswith("rag"):
+        assert any(f"stage {named[1]!r} failed with HTTP {status} after" in m for m in failures), failures
+
+
+@pytest.mark.parametrize("endpoint", ["generate", "rerank", "rag", "rag-listwise"])
+@pytest.mark.parametrize("fault", list(FAULTS))
+def test_openai_compatible_faults(client, caplog, endpoint, fault):
+    caplog.set_level(logging.DEBUG)
+    status, words = FAULTS[fault]
+    r, elapsed = call(client, endpoint, gen_name(fault))
+    check(r, elapsed, endpoint, gen_name(fault), status, words, caplog)
+
+
+@pytest.mark.parametrize("endpoint", ["generate", "rag"])
+@pytest.mark.parametrize("fault", list(COHERE_FAULTS))
+def test_cohere_faults(client, caplog, endpoint, fault):
+    caplog.set_level(logging.DEBUG)
+    status, words = COHERE_FAULTS[fault]
+    r, elapsed = call(client, endpoint, gen_name(fault, "cohere"))
+    check(r, elapsed, endpoint, gen_name(fault, "cohere"), status, words, caplog)
+
+
+def test_a_key_cut_by_quoting_is_still_masked(monkeypatch):
+    monkeypatch.setenv(KEY_ENV, KEY)
+    register_env(KEY_ENV)
+    for at in range(160, 205):  # the key straddles the 200-character cut
+        quoted = quote("x" * at + KEY + " is not valid")
+        assert KEY[:4] not in quoted and len(quoted) < 260, (at, quoted)
+    assert quote(f"bad key {KEY}") == "'bad key ***'"
+
+
+# --- Retry-After (item 13) --------------------------------------------------------------------------------------
+
+def _generator(base: str, model: str, **kw) -> OpenAIChatGenerator:
+    return OpenAIChatGenerator(GeneratorConfig(name="ra", backend="openai", base_url=base + "/v1", model=model, **kw))
+
+
+@pytest.mark.parametrize(("model", "at_least", "at_most"), [
+    ("retry-after:1:seconds", 0.95, 1.5),
+    ("retry-date:2:date", 1.0, 2.5),  # an HTTP date has whole seconds: 1 to 2 s from now
+])
+def test_retry_after_is_honoured(fake, model, at_least, at_most):
+    app, base = fake
+    gen = _generator(base, model, timeout_s=2, max_retries=2, deadline_s=6)
+    answer = gen.generate(TOPIC, CANDIDATES, get_template("ragnarok"))
+    assert answer.references
+    first, second = app.state.times[model]
+    assert at_least <= second - first <= at_most, second - first
+
+
+def test_a_retry_after_past_the_deadline_fails_at_once(fake):
+    app, base = fake
+    gen = _generator(base, "always-429:30:once", timeout_s=1, max_retries=3, deadline_s=3)
+    start = time.monotonic()
+    with pytest.raises(GenerationError, match=r"HTTP 429.*retry after 30 s, past the 3 s deadline") as info:
+        gen.generate(TOPIC, CANDIDATES, get_template("ragnarok"))
+    assert time.monotonic() - start < 0.5 and len(app.state.times["always-429:30:once"]) == 1
+    assert not info.value.timeout
+
+
+def test_retries_share_the_request_deadline(fake):
+    """A drip that never trips a read timeout: three attempts of 0.5 s, within the 1.2 s the request has."""
+    gen = _generator(fake[1], "drip:0.05:shared", timeout_s=0.5, max_retries=2, deadline_s=1.2)
+    gen.guard.backoff_s = 0.01
+    start = time.monotonic()
+    with pytest.raises(GenerationError, match=r"no answer within 1.2 s \(3 attempts\)") as info:
+        gen.generate(TOPIC, CANDIDATES, get_template("ragnarok"))
+    assert info.value.timeout and 1.1 < time.monotonic() - start < 1.6
+
+
+# --- a hanging backend starves nothing (item 14) ------------------------------------------------------------------
+
+def test_a_hanging_backend_holds_only_its_slots(fake, tmp_path):
+    """44 calls to a backend that never answers (4 slots) while liveness and another generator are used: the
+    44 hold 4 worker threads, the 40 queued get a 504 "busy" after the slot wait, the others answer at once."""
+    app, base = fake
+    settings = Settings(data_dir=tmp_path, generators=[
+        GeneratorConfig(name="hung", backend="openai", base_url=base + "/v1", model="hang::starve", timeout_s=1,
+                        max_retries=0, max_concurrency=4, slot_wait_s=0.5)])
+
+    async def load(url: str) -> tuple[list[httpx.Response], float, float, httpx.Response]:
+        async with httpx.AsyncClient(base_url=url, timeout=30, limits=httpx.Limits(max_connections=100)) as c:
+            hung = [asyncio.create_task(c.post("/v1/generate", json={"request": REQUEST, "generator": "hung"}))
+                    for _ in range(44)]
+            await asyncio.sleep(0.3)  # every one of them is in: 4 in the backend, 40 waiting for a slot
+            start = time.monotonic()
+            assert (await c.get("/healthz")).status_code == 200
+            health_s = time.monotonic() - start
+            start = time.monotonic()
+            other = await c.post("/v1/generate", json={"request": REQUEST, "generator": "extractive"})
+            other_s = time.monotonic() - start
+            return list(await asyncio.gather(*hung)), health_s, other_s, other
+
+    with serve_app(create_app(settings, arena=False)) as url:
+        start = time.monotonic()
+        hung, health_s, other_s, other = asyncio.run(load(url))
+        total_s = time.monotonic() - start
+    assert health_s < 0.3 and other_s < 0.5 and other.status_code == 200, (health_s, other_s, other.text)
+    causes = sorted(r.json()["detail"]["error"] for r in hung)
+    assert {r.status_code for r in hung} == {504}
+    assert causes.count("no answer within 1 s") == 4, causes
+    assert causes.count("busy: no slot within 0.5 s (4 calls in flight)") == 40, causes
+    assert len(app.state.times["hang::starve"]) == 4 and total_s < 3, total_s
+
+
+# --- GET /v1/generators (item 16) ---------------------------------------------------------------------------------
+
+def test_generators_are_probed_at_once_and_cached(fake, tmp_path):
+    base = fake[1]
+    settings = Settings(data_dir=tmp_path, generator_probe_timeout_s=0.5, generators=[
+        *(GeneratorConfig(name=f"hung{i}", backend="openai", base_url=f"{base}/hang/v1", model="m") for i in range(4)),
+        GeneratorConfig(name="up", backend="openai", base_url=f"{base}/v1", model="ok")])
+    with TestClient(create_app(settings, arena=False)) as c:
+        start = time.monotonic()
+        listed = {g["name"]: g for g in c.get("/v1/generators").json()}
+        first_s = time.monotonic() - start
+        start = time.monotonic()
+        assert {g["name"]: g for g in c.get("/v1/generators").json()} == listed
+        again_s = time.monotonic() - start
+    assert first_s < 1.2 and again_s < 0.3, (first_s, again_s)  # one after another: 4 x 0.5 s
+    assert listed["up"]["available"] and not listed["hung0"]["available"]
+    assert listed["hung3"]["reason"] == f"server {base}/hang/v1 did not answer GET /models within 0.5 s"
