@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
@@ -23,17 +24,57 @@ def serve(
     port: Annotated[Optional[int], typer.Option(help="Port (default from settings).")] = None,
     no_dense: Annotated[bool, typer.Option("--no-dense", help="Skip the demo's dense (MiniLM) index.")] = False,
 ) -> None:
-    """Start the API (R, AG and /rag) on the configured indexes, building the demo index on first use."""
-    import uvicorn  # noqa: PLC0415
+    """Start the API (R, AG and /rag) on the configured indexes, building the demo index on first use.
 
+    SIGTERM or Ctrl-C cancels the CPU work in flight, gives requests `RAGNAROK_SHUTDOWN_GRACE_S` (5 s) to
+    finish and then exits."""
     from api.main import create_app  # noqa: PLC0415
     from ragnarok.collection.demo_index import ensure_demo_index  # noqa: PLC0415
 
     settings = get_settings()
     ensure_demo_index(settings, dense_model=None if no_dense else "minilm")
     host, port = host or settings.host, port or settings.port
+    _start_jvm_before_uvicorn()
+    app = create_app(settings)
     typer.echo(f"ragnarok serving at http://{host}:{port} (OpenAPI at /docs)", err=True)
-    uvicorn.run(create_app(settings), host=host, port=port, log_level="warning")
+    _serve(app, host, port, settings.shutdown_grace_s)
+
+
+def _start_jvm_before_uvicorn() -> None:
+    """The JVM sets its own SIGTERM and SIGINT handlers when it starts (they exit at once, mid-request); started
+    now, before uvicorn sets its handlers, it leaves the signals to uvicorn's graceful shutdown."""
+    from ragnarok.java import JavaNotFoundError, start_jvm  # noqa: PLC0415
+
+    try:
+        start_jvm()
+    except JavaNotFoundError:
+        pass  # remote indexes only: Lucene never runs in this process
+
+
+def _serve(app: Any, host: str, port: int, grace_s: float) -> None:
+    """uvicorn until a signal; then the process leaves within about ``grace_s`` seconds, whatever its threads
+    are doing (the interpreter would wait at exit for a thread blocked in a Java or backend call)."""
+    import uvicorn  # noqa: PLC0415
+
+    class Server(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            app.state.inflight.cancel_all()  # CPU work stops within one batch and answers 503
+            super().handle_exit(sig, frame)
+
+    server = Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
+                                   timeout_graceful_shutdown=grace_s))
+    code = 1
+    try:
+        server.run()
+        code = 0
+    except KeyboardInterrupt:
+        code = 130
+    except SystemExit as exc:  # uvicorn could not start (e.g. the port is taken)
+        code = exc.code if isinstance(exc.code, int) else 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
 
 
 @app.command()

