@@ -155,16 +155,22 @@ def read_trec(path: str | Path) -> list[Topic]:
 
 
 def read_topics(path: str | Path) -> list[Topic]:
-    """Any topic file, by extension (``.jsonl``/``.json``) or else by content (SGML tags, JSON lines, TSV)."""
+    """Any topic file, by extension (``.jsonl``/``.json``) or else by content (SGML tags, JSON lines, TSV).
+
+    A file without a single topic (empty, or blank lines only) is a TopicFormatError: a run over it would
+    do nothing and look like success."""
     path = Path(path)
     if path.suffix.lower() in {".jsonl", ".json"}:
-        return read_jsonl(path)
-    head = _read_text(path)[:4096]
-    if _OPEN.search(head):
-        return read_trec(path)
-    if head.lstrip().startswith("{"):
-        return read_jsonl(path)
-    return read_tsv(path)
+        topics = read_jsonl(path)
+    else:
+        head = _read_text(path)[:4096]
+        if _OPEN.search(head):
+            topics = read_trec(path)
+        else:
+            topics = read_jsonl(path) if head.lstrip().startswith("{") else read_tsv(path)
+    if not topics:
+        raise TopicFormatError(path, None, "no topics in the file (it is empty)")
+    return topics
 
 
 def topic_set_path(name: str, topics_dir: str | Path) -> Path | None:

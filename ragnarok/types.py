@@ -9,13 +9,31 @@
 from __future__ import annotations
 
 import json
+import unicodedata
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 
 def word_count(text: str) -> int:
-    """Whitespace word count: the one definition of ``response_length`` in this project."""
-    return len(text.split())
+    """The one definition of ``response_length`` in this project: the TREC RAG checkers' count, whitespace
+    words of the NFKC-normalised text (``isn´t`` is two words: NFKC makes ``´`` a space and an accent).
+
+    Both official checkers of castorini/ragnarok count this way (``check_trec_rag24_gen.py`` and
+    ``validate_trec_rag25_gen.py``: ``len(unicodedata.normalize("NFKC", text.strip()).split())``)."""
+    return len(unicodedata.normalize("NFKC", text).split())
+
+
+def cut_words(text: str, max_words: int) -> str:
+    """``text`` kept up to its last whole whitespace token that fits in ``max_words`` words (``word_count``);
+    the kept tokens are joined by single spaces. A token that NFKC splits in two counts as two."""
+    kept, left = [], max_words
+    for token in text.split():
+        n = word_count(token)
+        if n > left:
+            break
+        kept.append(token)
+        left -= n
+    return " ".join(kept)
 
 
 class _Model(BaseModel):

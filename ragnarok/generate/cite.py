@@ -27,7 +27,7 @@ import re
 
 import blingfire
 
-from ragnarok.types import CitedSentence, word_count
+from ragnarok.types import CitedSentence, cut_words, word_count
 
 NO_ANSWER_TEXT = "The provided context does not contain the information needed to answer this question."
 
@@ -142,7 +142,7 @@ def _truncate(sentences: list[tuple[str, list[int]]], max_words: int) -> list[tu
         n = word_count(sentence)
         if total + n > max_words:
             if not kept and max_words > 0:
-                kept.append((" ".join(sentence.split()[:max_words]), numbers))
+                kept.append((cut_words(sentence, max_words), numbers))
             break
         kept.append((sentence, numbers))
         total += n

@@ -53,17 +53,22 @@ def run(
 ) -> None:
     """Run a pipeline over a topic set and write a TREC RAG submission; re-run the same command to resume."""
     from ragnarok.presets import resolve  # noqa: PLC0415
-    from ragnarok.track.formats import YEARS  # noqa: PLC0415
-    from ragnarok.track.run import TrackOptions, read_requests, run_track, track_pipeline  # noqa: PLC0415
+    from ragnarok.track.formats import RUN_TYPES, YEARS  # noqa: PLC0415
+    from ragnarok.track.run import (  # noqa: PLC0415
+        TrackOptions, check_names, read_requests, run_track, track_pipeline,
+    )
 
     if task not in ("rag", "r"):
         raise ValueError(f"--task must be rag or r, got {task!r}")
     if year not in YEARS:
         raise ValueError(f"--year must be one of {YEARS}, got {year}")
     if not run_id or any(c.isspace() for c in run_id):
-        raise ValueError(f"--run-id must be one word, got {run_id!r}")
+        raise ValueError(f"--run-id must be one word, got {run_id[:200]!r}")
+    if run_type not in RUN_TYPES:
+        raise ValueError(f"--run-type must be one of {', '.join(RUN_TYPES)}, got {run_type[:200]!r}")
     settings = get_settings()
     pipeline_ = track_pipeline(resolve(pipeline), given=requests is not None)
+    check_names(pipeline_, settings, index)  # before anything slow: a typo fails at once
     given = read_requests(requests) if requests is not None else None
     if topics is not None:
         loaded = resolve_topics(topics, settings)
@@ -71,10 +76,6 @@ def run(
         loaded = [Topic(qid, r.query.text) for qid, r in given.items()]
     else:
         raise ValueError("give --topics (or --requests for an AG-only run)")
-    if given is None and (index or settings.default_index) == "demo":
-        from ragnarok.collection.demo_index import ensure_demo_index  # noqa: PLC0415
-
-        ensure_demo_index(settings, dense_model="minilm" if "dense" in str(pipeline_) else None)
     options = TrackOptions(run_id=run_id, output=output, task=task, year=year,  # type: ignore[arg-type]
                            concurrency=concurrency, retries=retries, team_id=team_id, run_type=run_type,
                            index=index, progress=progress)

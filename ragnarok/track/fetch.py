@@ -7,14 +7,13 @@ anything, so a failed or garbled fetch never clobbers a good file.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 import httpx
 
 from ragnarok.settings import Settings
 from ragnarok.topics import Topic, read_topics
+from ragnarok.track.output import atomic_write
 
 #: Topic-set name -> file name at the source.
 TRACK_TOPICS = {
@@ -42,13 +41,10 @@ def fetch_topics(name: str, settings: Settings, timeout: float = 60.0) -> tuple[
         raise OSError(f"cannot fetch {url}: {exc} (offline? give the topic file's path instead)") from None
     target_dir = fetched_dir(settings)
     target_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=target_dir, prefix=f".{filename}.", suffix=Path(filename).suffix)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(response.content)
-        topics = read_topics(tmp)  # a garbled download fails here, before anything is replaced
-        os.replace(tmp, target_dir / filename)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    topics: list[Topic] = []
+
+    def parse(tmp: Path) -> None:  # a garbled download fails here, before anything is replaced
+        topics.extend(read_topics(tmp))
+
+    atomic_write(target_dir / filename, response.content, check=parse)
     return target_dir / filename, topics

@@ -10,20 +10,21 @@
     {"metadata": {"team_id", "run_id", "type", "narrative_id", "narrative", "prompt"?},
      "references": [segment ids, <= 100], "answer": [{"text", "citations"}]}
 
-Both: at most 400 words (``ragnarok.types.word_count``), references unique, citations inside
-``references`` and not repeated within a sentence.
+Both: at most 400 words (``ragnarok.types.word_count``, the official checkers' NFKC count), references
+unique, citations inside ``references`` and not repeated within a sentence. 2025's ``type`` is ``automatic``
+or ``manual``.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from ragnarok.types import CitedSentence, RagAnswer, word_count
+from ragnarok.types import CitedSentence, RagAnswer, cut_words, word_count
 
 YEARS = (2024, 2025)
 MAX_WORDS = 400
 MAX_REFERENCES = {2024: 20, 2025: 100}
-RUN_TYPES = ("automatic", "manual")
+RUN_TYPES = ("automatic", "manual")  # 2025 metadata.type: exactly what the official validator accepts
 
 
 def trim_words(answer: list[CitedSentence], max_words: int = MAX_WORDS) -> list[CitedSentence]:
@@ -31,14 +32,16 @@ def trim_words(answer: list[CitedSentence], max_words: int = MAX_WORDS) -> list[
     citations."""
     out, left = [], max_words
     for sentence in answer:
-        words = sentence.text.split()
+        words = word_count(sentence.text)
         if left <= 0:
             break
-        if len(words) > left:
-            out.append(CitedSentence(text=" ".join(words[:left]), citations=sentence.citations))
+        if words > left:
+            cut = cut_words(sentence.text, left)
+            if cut:
+                out.append(CitedSentence(text=cut, citations=sentence.citations))
             break
         out.append(sentence)
-        left -= len(words)
+        left -= words
     return out
 
 

@@ -3,16 +3,23 @@
 Each finished topic is one line, written with a single ``write`` on an ``O_APPEND`` descriptor: the kernel
 finishes a write it has started even when the process is killed, so a line is in the file whole or not at
 all. Opening an existing file drops a torn last line anyway (a full disk, a power cut), keeps every complete
-line, and tells which topics they answer, so the run skips them.
+line, and tells which topics they answer, so the run skips them. A new file is created with the first line,
+so a run that writes nothing (refused, or killed before its first topic) leaves nothing behind.
+
+Every file written here is a normal file: mode 0666 less the umask (0644 under the usual umask 022).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import secrets
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+#: Mode of every file created here, before the umask: what ``open(path, "w")`` gives.
+FILE_MODE = 0o666
 
 
 class OutputError(OSError):
@@ -20,26 +27,36 @@ class OutputError(OSError):
 
 
 class JsonLinesLog:
+    """``topic_of`` tells the topic a line answers; ``foreign`` (optional) says why a line already in the file
+    belongs to another run (another run id, another format), or None when it belongs to this one: opening a
+    file with such a line fails, and the file is left as it was."""
+
     def __init__(self, path: str | Path, topic_of: Callable[[dict[str, Any]], str | None],
-                 run_of: Callable[[dict[str, Any]], str | None] | None = None, run_id: str | None = None):
+                 foreign: Callable[[dict[str, Any]], str | None] | None = None):
         self.path = Path(path)
-        self.topic_of, self.run_of, self.run_id = topic_of, run_of, run_id
+        self.topic_of, self.foreign = topic_of, foreign
         self.done: set[str] = set()
         self._fd: int | None = None
 
     def open(self) -> "JsonLinesLog":
-        """Read what is there (dropping a torn last line), then open for appending."""
+        """Read what is there (dropping a torn last line) and open it for appending; a new file is only checked
+        for (its folder exists, writable) and created by the first :meth:`append`."""
         if self.path.is_dir():
             raise OutputError(f"output {self.path} is a directory")
         if not self.path.parent.is_dir():
             raise OutputError(f"output folder {self.path.parent} does not exist")
         if self.path.exists():
             self._recover()
+            self._open_fd()
+        elif not os.access(self.path.parent, os.W_OK | os.X_OK):
+            raise OutputError(f"cannot write {self.path}: output folder {self.path.parent} is not writable")
+        return self
+
+    def _open_fd(self) -> None:
         try:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, FILE_MODE)
         except OSError as exc:
             raise OutputError(f"cannot write {self.path}: {exc.strerror or exc}") from None
-        return self
 
     def _recover(self) -> None:
         try:
@@ -53,11 +70,13 @@ class JsonLinesLog:
             try:
                 record = json.loads(line)
             except ValueError:
-                raise OutputError(f"{self.path}:{n} is not a JSON line; not resuming into it "
-                                  "(give another --output)") from None
-            if self.run_of is not None and self.run_id is not None and self.run_of(record) != self.run_id:
-                raise OutputError(f"{self.path} holds run {self.run_of(record)!r}, not {self.run_id!r}; "
-                                  "give another --output or the same --run-id")
+                record = None
+            if not isinstance(record, dict):
+                raise OutputError(f"{self.path}:{n} is not a JSON object line; not resuming into it "
+                                  "(give another --output)")
+            why = self.foreign(record) if self.foreign is not None else None
+            if why:
+                raise OutputError(f"{self.path}:{n} {why}")
             topic = self.topic_of(record)
             if topic is not None:
                 self.done.add(topic)
@@ -69,8 +88,10 @@ class JsonLinesLog:
 
     def append(self, record: dict[str, Any]) -> None:
         """Write ``record`` as one whole line (one ``write``; the page cache keeps it if we are killed)."""
-        assert self._fd is not None, "open() first"
         data = (json.dumps(record, ensure_ascii=False) + "\n").encode()
+        if self._fd is None:
+            self._open_fd()
+            assert self._fd is not None
         written = os.write(self._fd, data)
         while written < len(data):  # only on a full disk or the like; finish the line or fail loudly
             written += os.write(self._fd, data[written:])
@@ -88,6 +109,31 @@ class JsonLinesLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def atomic_write(path: str | Path, data: bytes, check: Callable[[Path], object] | None = None) -> None:
+    """Replace ``path`` with ``data`` at once (a temporary file beside it, renamed over it), as a normal file
+    (:data:`FILE_MODE` less the umask). ``check`` sees the temporary file first; when it raises, ``path`` is
+    left as it was."""
+    path = Path(path)
+    while True:
+        tmp = path.with_name(f".{path.stem}.{secrets.token_hex(4)}.tmp{path.suffix}")  # same extension
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+            break
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        if check is not None:
+            check(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def read_records(path: str | Path) -> list[dict[str, Any]]:

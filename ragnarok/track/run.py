@@ -14,8 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -25,12 +24,12 @@ from tqdm import tqdm
 
 from ragnarok.batch import local_services
 from ragnarok.gateway import GIVEN, PipelineRunner, StageError
-from ragnarok.settings import Settings
+from ragnarok.settings import DEMO_INDEX, Settings
 from ragnarok.spec import Pipeline, Source, parse
 from ragnarok.topics import Topic
-from ragnarok.track.formats import answer_record, record_run_id, record_topic
-from ragnarok.track.output import JsonLinesLog, read_records
-from ragnarok.trec import write_run
+from ragnarok.track.formats import answer_record, record_run_id, record_topic, record_year
+from ragnarok.track.output import JsonLinesLog, atomic_write, read_records
+from ragnarok.trec import format_run_lines
 from ragnarok.types import Query, RagAnswer, Request
 
 R_DEPTH = 100
@@ -82,6 +81,36 @@ def track_pipeline(spec: str, given: bool) -> Pipeline:
     return pipeline
 
 
+def check_names(pipeline: Pipeline, settings: Settings, index: str | None = None) -> None:
+    """Every component the pipeline names exists here: its retrievers, rerankers, generator and template,
+    and the index. A cheap look-up in the registry and the settings that builds nothing, so a typo fails in
+    a second rather than after the JVM, the indexes and the models load. Stages served by a remote R or AG
+    service (``retrieval_url``, ``generation_url``) are left for that service to check.
+
+    Raises :class:`~ragnarok.registry.UnknownComponentError` naming the component and what is available."""
+    from ragnarok.components import RERANKERS, RETRIEVERS  # noqa: PLC0415 - the registry, no models
+    from ragnarok.generate.prompts import load_templates  # noqa: PLC0415
+    from ragnarok.registry import UnknownComponentError  # noqa: PLC0415
+
+    if settings.retrieval_url is None:
+        sources = [s for s in pipeline.sources() if s.name != GIVEN]
+        for source in sources:
+            RETRIEVERS.get(source.name)
+        for stage in pipeline.rerank:
+            RERANKERS.get(stage.name)
+        indexes = settings.index_sources()
+        if sources and (index or settings.default_index) not in indexes:
+            raise UnknownComponentError("index", index or settings.default_index, sorted(indexes))
+    if settings.generation_url is None and pipeline.generate is not None:
+        generators = settings.generator_configs()
+        if pipeline.generate.name not in generators:
+            raise UnknownComponentError("generator", pipeline.generate.name, sorted(generators))
+        templates = load_templates()
+        template = pipeline.generate.template or settings.default_template
+        if template not in templates:
+            raise UnknownComponentError("prompt template", template, sorted(templates))
+
+
 def _record(task: str, result: RagAnswer | Request, topic: Topic, options: TrackOptions) -> dict[str, Any]:
     if task == "r":
         assert isinstance(result, Request)
@@ -96,6 +125,40 @@ def _record(task: str, result: RagAnswer | Request, topic: Topic, options: Track
 def _r_topic(record: dict[str, Any]) -> str | None:
     query = record.get("query")
     return str(query.get("qid")) if isinstance(query, dict) else None
+
+
+def _foreign(options: TrackOptions) -> Callable[[dict[str, Any]], str | None]:
+    """Why a line already in the output belongs to another run (None when it is this run's): another format
+    (year), run id, or 2025 team id or run type. Resuming into such a file would mix two runs."""
+    team = options.team_id or options.run_id
+
+    def why(record: dict[str, Any]) -> str | None:
+        year = record_year(record)
+        if year != options.year:
+            return (f"is a {year}-format line, not --year {options.year}; "
+                    f"give another --output or the same --year")
+        run_id = record_run_id(record)
+        if run_id != options.run_id:
+            return f"holds run {run_id!r}, not {options.run_id!r}; give another --output or the same --run-id"
+        meta = record.get("metadata") if year == 2025 else None
+        if isinstance(meta, dict):
+            for key, mine, flag in (("team_id", team, "--team-id"), ("type", options.run_type, "--run-type")):
+                if meta.get(key) != mine:
+                    return (f"has metadata.{key} {meta.get(key)!r}, not {mine!r}; "
+                            f"give another --output or the same {flag}")
+        return None
+
+    return why
+
+
+def _prepare_demo_index(pipeline: Pipeline, settings: Settings, index: str | None) -> None:
+    """The demo index (and its dense MiniLM index when the pipeline retrieves densely), built on first use:
+    only once the output is known to be resumable and topics are left to run."""
+    if (index or settings.default_index) == DEMO_INDEX:
+        from ragnarok.collection.demo_index import ensure_demo_index  # noqa: PLC0415
+
+        dense = any(s.name == "dense" for s in pipeline.sources())
+        ensure_demo_index(settings, dense_model="minilm" if dense else None)
 
 
 def _retryable(exc: BaseException) -> bool:
@@ -114,12 +177,13 @@ async def run_track(pipeline: Pipeline, topics: Sequence[Topic], settings: Setti
         if missing:
             raise ValueError(f"no given candidates for {len(missing)} topics: {', '.join(missing[:5])}")
     topic_of = record_topic if options.task == "rag" else _r_topic
-    run_of = record_run_id if options.task == "rag" else None
-    log = JsonLinesLog(options.log_path, topic_of, run_of, options.run_id).open()
+    log = JsonLinesLog(options.log_path, topic_of, _foreign(options) if options.task == "rag" else None).open()
     summary = Summary(topics=len(topics))
     try:
         todo = [t for t in topics if t.qid not in log.done]
         summary.skipped = len(topics) - len(todo)
+        if todo and requests is None:
+            _prepare_demo_index(pipeline, settings, options.index)
         services, _app = local_services(settings)
         runner = PipelineRunner(services, options.index)
         slots = asyncio.Semaphore(max(1, options.concurrency))
@@ -171,18 +235,15 @@ async def run_track(pipeline: Pipeline, topics: Sequence[Topic], settings: Setti
 
 
 def write_r_run(options: TrackOptions) -> None:
-    """The TREC run file (top 100 per topic) from the Request log, replaced atomically."""
+    """The TREC run file (top 100 per topic) from the Request log, replaced atomically; nothing when no topic
+    was ever written."""
+    if not options.log_path.exists():
+        return
     ranking = {}
     for record in read_records(options.log_path):
         ranking[str(record["query"]["qid"])] = [(c["docid"], float(c["score"])) for c in record["candidates"]]
-    fd, tmp = tempfile.mkstemp(dir=options.output.parent, prefix=f".{options.output.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            write_run(handle, ranking, options.run_id, depth=R_DEPTH)
-        os.replace(tmp, options.output)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    lines = "".join(line + "\n" for line in format_run_lines(ranking, options.run_id, R_DEPTH))
+    atomic_write(options.output, lines.encode())
 
 
 def read_requests(path: str | Path) -> dict[str, Request]:

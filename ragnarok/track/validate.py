@@ -1,6 +1,8 @@
 """``ragnarok validate``: check a submission against the track's rules, and optionally fix what can be fixed.
 
-Errors make the file invalid; warnings (a topic with no answer) do not. ``fix`` rewrites what has one
+Errors make the file invalid; warnings (a topic with no answer; a 2025 line without the optional
+``metadata.type`` or ``narrative``, as for the official validator) do not. An empty file is invalid. Words are
+counted as the official checkers count them (``ragnarok.types.word_count``). ``fix`` rewrites what has one
 right answer: an answer over 400 words is trimmed from the end, ``response_length`` recomputed, repeated
 citations in a sentence dropped. Everything else (a wrong topic text, a repeated topic, a missing field)
 stays an error for a person to look at.
@@ -9,20 +11,36 @@ stays an error for a person to look at.
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ragnarok.quoting import quote
 from ragnarok.track.formats import (
-    MAX_REFERENCES, MAX_WORDS, record_run_id, record_topic, record_year, trim_words,
+    MAX_REFERENCES, MAX_WORDS, RUN_TYPES, record_run_id, record_topic, record_year, trim_words,
 )
+from ragnarok.track.output import atomic_write
 from ragnarok.types import CitedSentence, word_count
 
 V21_SEGMENT = re.compile(r"^msmarco_v2\.1_doc_\d+_\d+#\d+_\d+$")
+WINDOW = 30  # characters shown each side of the first difference between two topic texts
+
+
+def differs(text: str, expected: str) -> str:
+    """Where ``text`` first differs from ``expected``: the character offset and a window around it in each."""
+    at = next((i for i, (a, b) in enumerate(zip(text, expected)) if a != b), min(len(text), len(expected)))
+    start = max(0, at - WINDOW)
+
+    def window(s: str) -> str:
+        return ("..." if start else "") + repr(s[start:at + WINDOW]) + ("..." if len(s) > at + WINDOW else "")
+
+    def char(s: str) -> str:
+        return repr(s[at]) if at < len(s) else "the end"
+
+    return (f"at offset {at} ({char(text)} vs {char(expected)}; lengths {len(text)} and {len(expected)}): "
+            f"{window(text)} vs the file's {window(expected)}")
 
 
 @dataclass(frozen=True)
@@ -80,12 +98,20 @@ class _Checker:
             required |= {"run_id": str, "topic_id": str, "topic": str, "response_length": int}
         else:
             meta = record["metadata"]
-            for key in ("team_id", "run_id", "type", "narrative_id", "narrative"):
+            for key in ("team_id", "run_id", "narrative_id"):
                 if not isinstance(meta.get(key), str) or not meta.get(key):
                     self.add("error", f"metadata.{key} is missing or not a non-empty string", n, record_topic(record))
                     return False
-            if "prompt" in meta and not isinstance(meta["prompt"], str):
-                self.add("error", "metadata.prompt must be a string", n, record_topic(record))
+            for key in ("type", "narrative"):  # optional for the official checker: a warning when missing
+                if key not in meta:
+                    self.add("warning", f"metadata.{key} is missing", n, record_topic(record))
+            if "type" in meta and meta["type"] not in RUN_TYPES:
+                got = quote(meta["type"]) if isinstance(meta["type"], str) else f"a {type(meta['type']).__name__}"
+                self.add("error", f"metadata.type must be one of {', '.join(RUN_TYPES)}, got {got}", n,
+                         record_topic(record))
+            for key in ("narrative", "prompt"):
+                if key in meta and not isinstance(meta[key], str):
+                    self.add("error", f"metadata.{key} must be a string", n, record_topic(record))
         for key, kind in required.items():
             value = where.get(key)
             if value is None or not isinstance(value, kind) or isinstance(value, bool):
@@ -140,10 +166,9 @@ class _Checker:
         if topic not in self.topics:
             self.add("error", f"topic {topic!r} is not in the topic file", n, topic)
             return
-        text = record["topic"] if year == 2024 else record["metadata"]["narrative"]
-        if text != self.topics[topic]:
-            self.add("error", f"topic text differs from the topic file: {text[:60]!r} vs {self.topics[topic][:60]!r}",
-                     n, topic)
+        text = record["topic"] if year == 2024 else record["metadata"].get("narrative")
+        if isinstance(text, str) and text != self.topics[topic]:
+            self.add("error", f"topic text differs from the topic file {differs(text, self.topics[topic])}", n, topic)
 
 
 def validate(path: str | Path, topics: dict[str, str] | None = None, year: int | None = None,
@@ -200,8 +225,8 @@ def validate(path: str | Path, topics: dict[str, str] | None = None, year: int |
         if missing:
             check.add("warning", f"{len(missing)} of {len(topics)} topics have no answer: "
                                  f"{', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''}")
-    if not result.records and not result.problems:
-        check.add("error", "the run is empty")
+    if result.lines == 0:
+        check.add("error", "the run is empty: no answer lines")
     return result
 
 
@@ -217,14 +242,7 @@ def fix(validation: Validation, output: str | Path) -> int:
         fixed = _fixed(record)
         changed += fixed != record
         lines.append(json.dumps(fixed, ensure_ascii=False) + "\n")
-    fd, tmp = tempfile.mkstemp(dir=output.parent, prefix=f".{output.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.writelines(lines)
-        os.replace(tmp, output)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(output, "".join(lines).encode())
     return changed
 
 
