@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+pytest_plugins = ["pg"]  # a real PostgreSQL server for the vote store tests (tests/pg.py)
 
 
 def _shared_data() -> Path | None:

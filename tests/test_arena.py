@@ -193,17 +193,17 @@ def test_blinded_battle_names_no_pipeline_until_the_vote(api_settings):
     assert {stored.pipeline_a["spec"], stored.pipeline_b["spec"]} <= set(POOL)
     assert stored.pipeline_a["spec"] != stored.pipeline_b["spec"]
 
-    voted = arena.vote(view.battle_id, "b", "session-1")
+    voted = arena.vote(view.battle_id, "b", "session-1", "client:127.0.0.1")
     assert (
         voted.voted
         and stored.pipeline_a["spec"] in voted.status
         and stored.pipeline_b["spec"] in voted.status
     )
-    again = arena.vote(view.battle_id, "a", "session-1")  # a second click, or a replay
+    again = arena.vote(view.battle_id, "a", "session-1", "client:127.0.0.1")  # a second click, or a replay
     assert not again.voted and "voted on already" in again.status
     assert arena.store.get(view.battle_id).winner == "b"
-    assert not arena.vote("0" * 32, "a", "session-1").voted
-    assert "no battle" in arena.vote(None, "a", "session-1").status
+    assert not arena.vote("0" * 32, "a", "session-1", "client:127.0.0.1").voted
+    assert "no battle" in arena.vote(None, "a", "session-1", "client:127.0.0.1").status
 
     summary, panes = arena.leaderboards()
     assert ">1<" in summary and panes["rag"].count("rg-votes") == 2
@@ -214,7 +214,7 @@ def test_side_by_side_votes_are_unblinded_and_excluded_by_default(api_settings):
     a, b = arena.compose("bm25@20", "none", "extractive"), arena.compose("bm25+rm3@20", "none", "extractive")
     view = asyncio.run(arena.compare(a, b, TOPIC, "", "s"))
     assert view.votable and view.revealed and view.raw["pipelines"]["A"]["spec"] == a.spec
-    assert arena.vote(view.battle_id, "a", "s").voted
+    assert arena.vote(view.battle_id, "a", "s", "client:127.0.0.1").voted
     assert arena.store.get(view.battle_id).mode == "unblinded"
     assert ">0<" in arena.leaderboards(False)[0]
     assert ">1<" in arena.leaderboards(True)[0]
@@ -245,11 +245,42 @@ def test_a_failing_pipeline_shows_its_error_and_the_battle_is_not_votable(api_se
     assert len(failed) == 1 and "This pipeline failed" in failed[0] and "HTTP 5" in failed[0]
     assert any("rg-answer" in p for p in panes)
     assert "cannot be voted" in view.status
-    refused = arena.vote(view.battle_id, "a", "s")
+    refused = arena.vote(view.battle_id, "a", "s", "client:127.0.0.1")
     assert not refused.voted and "not votable" in refused.status
     # the arena keeps running: a battle between working pipelines still works
     ok = asyncio.run(arena.compare(identify(POOL[0]), identify(POOL[1]), TOPIC, "", "s"))
-    assert ok.votable and arena.vote(ok.battle_id, "tie", "s").voted
+    assert ok.votable and arena.vote(ok.battle_id, "tie", "s", "client:127.0.0.1").voted
+
+
+def _browser_request(session_hash: str, host: str):
+    """The ``gr.Request`` Gradio hands a handler: the HTTP request as the server received it (its peer
+    address) and the session hash the browser chose."""
+    import gradio as gr
+    from starlette.requests import Request
+
+    scope = {"type": "http", "method": "POST", "path": "/gradio_api/queue/join", "headers": [],
+             "query_string": b"", "client": (host, 40000), "server": ("127.0.0.1", 8000), "scheme": "http"}
+    return gr.Request(request=Request(scope), session_hash=session_hash)
+
+
+def test_rotating_the_session_does_not_bypass_the_vote_limit(tmp_path):
+    """The UI's vote handlers rate-limit by client address: a fresh session hash per vote buys nothing."""
+    from ragnarok.settings import Settings
+    from webui.app import vote_from
+
+    settings = Settings(data_dir=tmp_path, database_url=f"sqlite:///{tmp_path / 'v.db'}",
+                        arena_votes_per_minute=2, arena_pool=POOL)
+    arena = Arena(settings, client=None)  # type: ignore[arg-type] - voting calls no service
+    a, b = identify(POOL[0]).as_dict(), identify(POOL[1]).as_dict()
+    battles = [
+        arena.store.create_battle("blinded", "", TOPIC, a, b, {"answer": []}, {"answer": []}, None, None, "s")
+        for _ in range(4)
+    ]
+    votes = [vote_from(arena, battles[i], "a", _browser_request(f"fresh-session-{i}", "203.0.113.7"))
+             for i in range(3)]
+    assert [v.voted for v in votes] == [True, True, False]
+    assert "too many votes" in votes[2].status
+    assert vote_from(arena, battles[3], "tie", _browser_request("fresh-session-0", "203.0.113.8")).voted
 
 
 def test_default_pool_comes_from_the_services(demo_settings, tmp_path):

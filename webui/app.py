@@ -19,7 +19,7 @@ import httpx
 
 from ragnarok.settings import Settings
 from webui import render
-from webui.arena import DEFAULT_TOPICS, Arena, BattleView
+from webui.arena import DEFAULT_TOPICS, Arena, BattleView, VoteView
 from webui.client import RagClient
 
 if TYPE_CHECKING:
@@ -31,8 +31,22 @@ TITLE = "ragnarok arena"
 
 
 def _session(request: Any) -> str:
-    """The anonymous session id: Gradio's random per-page session hash."""
+    """The anonymous session id: Gradio's per-page session hash (the browser sends it: recorded, not
+    trusted)."""
     return getattr(request, "session_hash", None) or "anonymous"
+
+
+def rate_key(request: Any) -> str:
+    """What the vote rate limit counts: the client's address as the server sees it — the TCP peer, or the
+    address a trusted proxy forwarded (uvicorn's ``--forwarded-allow-ips``) — never the session hash, which a
+    client can rotate at will."""
+    client = getattr(request, "client", None)
+    return f"client:{getattr(client, 'host', None) or 'unknown'}"
+
+
+def vote_from(arena: Arena, battle_id: str | None, winner: str, request: Any) -> VoteView:
+    """A vote from a browser request: recorded under its session, rate-limited per client address."""
+    return arena.vote(battle_id, winner, _session(request), rate_key(request))
 
 
 def _theme() -> Any:
@@ -155,7 +169,7 @@ def build(arena: Arena) -> "gr.Blocks":
 
         def on_vote(winner: str):
             def handler(current: str | None, request: gr.Request) -> list[Any]:
-                result = arena.vote(current, winner, _session(request))
+                result = vote_from(arena, current, winner, request)
                 keep = gr.Button(interactive=not result.voted)
                 return [
                     result.status,
@@ -216,7 +230,7 @@ def build(arena: Arena) -> "gr.Blocks":
 
         def on_side_vote(winner: str):
             def handler(current: str | None, request: gr.Request) -> list[Any]:
-                result = arena.vote(current, winner, _session(request))
+                result = vote_from(arena, current, winner, request)
                 return [
                     result.status,
                     *[gr.Button(interactive=not result.voted) for _ in VOTES],

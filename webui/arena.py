@@ -4,6 +4,10 @@ Blinding: a battle's pipelines are written to the vote log when the server creat
 browser only ever gets the battle id. What a battle returns before the vote (both answer panes, the raw JSON,
 the status line) names no pipeline; :meth:`Arena.vote` reveals them. A battle where a pipeline failed cannot
 be voted on, so it is over at once and its pipelines are shown with the error.
+
+Votes are recorded under the browser's session and rate-limited per *rate key*, which the caller derives on
+the server side (the UI passes the client's address: :func:`webui.app.rate_key`), never from the session id a
+browser can change at will. A vote log that cannot be reached is said in one line, as a refusal is.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ragnarok.arena.pool import PipelineId, components, compose, default_specs, make_pool, pick_pair
-from ragnarok.arena.store import StoredBattle, VoteRefused, VoteStore
+from ragnarok.arena.store import StoreError, StoredBattle, VoteRefused, VoteStore
 from ragnarok.settings import Settings
 from ragnarok.topics import Topic, read_topics
 from webui import boards, render
@@ -80,7 +84,9 @@ class Arena:
     def store(self) -> VoteStore:
         with self._store_lock:
             if self._store is None:
-                self._store = VoteStore(database_url(self.settings))
+                self._store = VoteStore(
+                    database_url(self.settings), votes_per_minute=self.settings.arena_votes_per_minute
+                )
             return self._store
 
     async def pool(self) -> list[PipelineId]:
@@ -121,7 +127,10 @@ class Arena:
             pool = await self.pool()
         except Exception as exc:  # noqa: BLE001 - the services are down or the pool is misconfigured: say so
             return _refusal(f"The arena cannot build its pipeline pool: {exc}")
-        counts = await asyncio.to_thread(self.store.vote_counts)
+        try:
+            counts = await asyncio.to_thread(lambda: self.store.vote_counts())
+        except StoreError as exc:
+            return _refusal(f"The vote log is unavailable: {exc}")
         a, b = pick_pair(pool, counts, self.rng)
         return await self._run("blinded", a, b, topic, topic_id, session_id)
 
@@ -141,19 +150,23 @@ class Arena:
         result_a, result_b = await asyncio.gather(
             self.client.run(a, topic, topic_id), self.client.run(b, topic, topic_id)
         )
-        battle_id = await asyncio.to_thread(
-            self.store.create_battle,
-            mode,
-            topic_id,
-            topic,
-            a.as_dict(),
-            b.as_dict(),
-            result_a.answer,
-            result_b.answer,
-            result_a.error,
-            result_b.error,
-            session_id,
-        )
+        try:
+            battle_id = await asyncio.to_thread(
+                lambda: self.store.create_battle(
+                    mode,
+                    topic_id,
+                    topic,
+                    a.as_dict(),
+                    b.as_dict(),
+                    result_a.answer,
+                    result_b.answer,
+                    result_a.error,
+                    result_b.error,
+                    session_id,
+                )
+            )
+        except StoreError as exc:
+            return _refusal(f"The vote log could not record this battle: {exc}")
         raw = {"battle": battle_id, "A": _raw(result_a), "B": _raw(result_b)}
         votable = result_a.ok and result_b.ok
         if votable:
@@ -175,8 +188,9 @@ class Arena:
 
     # -- votes --
 
-    def vote(self, battle_id: str | None, winner: str, session_id: str) -> VoteView:
-        """Record the battle's one vote and reveal its pipelines; refusals come back as a message."""
+    def vote(self, battle_id: str | None, winner: str, session_id: str, rate_key: str) -> VoteView:
+        """Record the battle's one vote and reveal its pipelines; refusals come back as a message.
+        ``rate_key`` is what the vote rate limit counts (server-derived: the client's address)."""
         if not battle_id:
             return VoteView(
                 render.message_html("There is no battle to vote on: start one first.", "error"), False
@@ -184,8 +198,8 @@ class Arena:
         if winner not in WINNERS:
             return VoteView(render.message_html(f"Unknown vote {winner!r}.", "error"), False)
         try:
-            stored = self.store.vote(battle_id, winner, session_id)
-        except VoteRefused as exc:
+            stored = self.store.vote(battle_id, winner, session_id, rate_key)
+        except (VoteRefused, StoreError) as exc:
             return VoteView(render.message_html(f"Vote not recorded: {exc}.", "error"), False)
         return VoteView(
             _reveal(stored, "Thanks! Your vote is recorded; start a new round."),

@@ -1,26 +1,37 @@
-"""The arena's vote log: append-only tables behind SQLAlchemy (SQLite by default, any SQLAlchemy URL works).
+"""The arena's vote log: append-only tables behind SQLAlchemy (SQLite by default, or PostgreSQL).
 
 Two append-only tables: ``battles`` (written when the server creates a battle: topic, mode, both pipelines by
 component, both answers or errors) and ``votes`` (one row per battle at most — a unique key makes a second
 vote fail atomically, across processes too). The view ``battle_log`` joins them into one row per battle
-(battle id, created and voted times, topic, mode, pipelines, answers, winner, session). Nothing is ever
-updated or deleted; on SQLite triggers refuse it. Schema changes are a list of migrations recorded in
-``schema_migrations``.
+(battle id, created and voted times, topic, mode, pipelines, answers, winner, session). Nothing in them is
+ever updated or deleted; triggers refuse it on both databases. ``pair_votes`` (votes per pipeline pair, for
+sampling battles) is derived: the database keeps it with a trigger on each vote insert, it is the one table
+updated in place, and it can be rebuilt from ``votes`` at any time. Schema changes are the migrations in
+:mod:`ragnarok.arena.migrations`; engines and serialised transactions are in :mod:`ragnarok.arena.db`.
+
+Votes are rate-limited per *rate key*, which the server derives (the web UI uses the client's address) so a
+client cannot rotate it to vote more: the count and the insert run in one transaction serialised per key.
 """
 
 from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
-from sqlalchemy import Connection, Engine, create_engine, event, text
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import text
+from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
+from ragnarok.arena.db import StoreError, describe, make_engine, safe_url, serialised, utc_now
+from ragnarok.arena.migrations import MIGRATIONS, migrate, pair_key
 from ragnarok.arena.ratings import OUTCOMES, Battle
+
+__all__ = ["MIGRATIONS", "MODES", "StoreError", "StoredBattle", "VoteRefused", "VoteStore", "make_engine",
+           "migrate", "split_battles"]
 
 MODES = ("blinded", "unblinded")
 
@@ -31,80 +42,6 @@ class VoteRefused(ValueError):
     def __init__(self, message: str, status: int = 409):
         super().__init__(message)
         self.status = status
-
-
-def _m1_tables(conn: Connection) -> None:
-    conn.execute(text("""
-        CREATE TABLE battles (
-            id VARCHAR(32) PRIMARY KEY,
-            created_at VARCHAR(32) NOT NULL,
-            mode VARCHAR(16) NOT NULL,
-            topic_id VARCHAR(200) NOT NULL,
-            topic TEXT NOT NULL,
-            pipeline_a TEXT NOT NULL,
-            pipeline_b TEXT NOT NULL,
-            answer_a TEXT,
-            answer_b TEXT,
-            error_a TEXT,
-            error_b TEXT,
-            session_id VARCHAR(64) NOT NULL
-        )"""))
-    conn.execute(text("""
-        CREATE TABLE votes (
-            battle_id VARCHAR(32) PRIMARY KEY REFERENCES battles(id),
-            voted_at VARCHAR(32) NOT NULL,
-            winner VARCHAR(16) NOT NULL,
-            session_id VARCHAR(64) NOT NULL
-        )"""))
-    conn.execute(text("CREATE INDEX votes_session ON votes(session_id, voted_at)"))
-    conn.execute(text("""
-        CREATE VIEW battle_log AS
-        SELECT b.id, b.created_at, v.voted_at, b.topic_id, b.topic, b.mode, b.pipeline_a, b.pipeline_b,
-               b.answer_a, b.answer_b, v.winner, b.session_id
-        FROM battles b LEFT JOIN votes v ON v.battle_id = b.id"""))
-
-
-def _m2_append_only(conn: Connection) -> None:
-    if conn.dialect.name != "sqlite":
-        return
-    for table in ("battles", "votes"):
-        for action in ("UPDATE", "DELETE"):
-            conn.execute(text(
-                f"CREATE TRIGGER {table}_no_{action.lower()} BEFORE {action} ON {table} "
-                f"BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END"))
-
-
-MIGRATIONS: list[tuple[int, Callable[[Connection], None]]] = [(1, _m1_tables), (2, _m2_append_only)]
-
-
-def migrate(engine: Engine) -> int:
-    """Apply pending migrations in order; returns the schema version."""
-    with engine.begin() as conn:
-        conn.execute(text("CREATE TABLE IF NOT EXISTS schema_migrations "
-                          "(version INTEGER PRIMARY KEY, applied_at VARCHAR(32) NOT NULL)"))
-        done = {row[0] for row in conn.execute(text("SELECT version FROM schema_migrations"))}
-        for version, step in MIGRATIONS:
-            if version not in done:
-                step(conn)
-                conn.execute(text("INSERT INTO schema_migrations VALUES (:v, :t)"), {"v": version, "t": _now()})
-    return MIGRATIONS[-1][0]
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="microseconds")
-
-
-def make_engine(url: str) -> Engine:
-    engine = create_engine(url, future=True)
-    if engine.dialect.name == "sqlite":
-        @event.listens_for(engine, "connect")
-        def _pragmas(dbapi_conn: Any, _: Any) -> None:
-            cursor = dbapi_conn.cursor()
-            cursor.execute("PRAGMA journal_mode=WAL")
-            cursor.execute("PRAGMA busy_timeout=10000")
-            cursor.execute("PRAGMA foreign_keys=ON")
-            cursor.close()
-    return engine
 
 
 @dataclass(frozen=True)
@@ -127,10 +64,24 @@ class StoredBattle:
 
 
 class VoteStore:
+    """The vote log at a SQLAlchemy URL (SQLite or PostgreSQL), migrated when opened.
+
+    ``votes_per_minute`` bounds the votes recorded per rate key in any minute. Database failures raise
+    :class:`StoreError` with one line naming the store and the driver's message, never the SQL.
+    """
+
     def __init__(self, url: str, votes_per_minute: int = 30):
         self.engine = make_engine(url)
         self.votes_per_minute = votes_per_minute
+        self._where = safe_url(url)
         migrate(self.engine)
+
+    @contextmanager
+    def _errors(self, what: str) -> Iterator[None]:
+        try:
+            yield
+        except SQLAlchemyError as exc:
+            raise StoreError(f"the vote store at {self._where} could not {what}: {describe(exc)}") from exc
 
     def create_battle(self, mode: str, topic_id: str, topic: str, pipeline_a: dict[str, str],
                       pipeline_b: dict[str, str], answer_a: dict | None, answer_b: dict | None,
@@ -138,18 +89,21 @@ class VoteStore:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
         battle_id = uuid.uuid4().hex
-        with self.engine.begin() as conn:
+        with self._errors("record the battle"), self.engine.begin() as conn:
             conn.execute(text(
-                "INSERT INTO battles VALUES (:id, :t, :mode, :tid, :topic, :pa, :pb, :aa, :ab, :ea, :eb, :sid)"), {
-                "id": battle_id, "t": _now(), "mode": mode, "tid": topic_id, "topic": topic,
+                "INSERT INTO battles (id, created_at, mode, topic_id, topic, pipeline_a, pipeline_b, "
+                "answer_a, answer_b, error_a, error_b, session_id, pair_key) "
+                "VALUES (:id, :t, :mode, :tid, :topic, :pa, :pb, :aa, :ab, :ea, :eb, :sid, :pair)"), {
+                "id": battle_id, "t": utc_now(), "mode": mode, "tid": topic_id[:200], "topic": topic,
                 "pa": json.dumps(pipeline_a, sort_keys=True), "pb": json.dumps(pipeline_b, sort_keys=True),
                 "aa": json.dumps(answer_a) if answer_a is not None else None,
                 "ab": json.dumps(answer_b) if answer_b is not None else None,
-                "ea": error_a, "eb": error_b, "sid": session_id})
+                "ea": error_a, "eb": error_b, "sid": session_id[:64],
+                "pair": pair_key(pipeline_a, pipeline_b)})
         return battle_id
 
     def get(self, battle_id: str) -> StoredBattle | None:
-        with self.engine.connect() as conn:
+        with self._errors("read the battle"), self.engine.connect() as conn:
             row = conn.execute(text(
                 "SELECT b.id, b.mode, b.topic_id, b.topic, b.pipeline_a, b.pipeline_b, b.answer_a, b.answer_b, "
                 "b.error_a, b.error_b, v.winner FROM battles b LEFT JOIN votes v ON v.battle_id = b.id "
@@ -160,44 +114,52 @@ class VoteStore:
                             json.loads(row[6]) if row[6] else None, json.loads(row[7]) if row[7] else None,
                             row[8], row[9], row[10])
 
-    def vote(self, battle_id: str, winner: str, session_id: str) -> StoredBattle:
-        """Record the one vote of a battle; refuses unknown, failed or already-voted battles and floods."""
+    def vote(self, battle_id: str, winner: str, session_id: str, rate_key: str) -> StoredBattle:
+        """Record the one vote of a battle; refuses unknown, failed or already-voted battles, and more than
+        ``votes_per_minute`` votes per ``rate_key`` (a key the server derives, e.g. the client's address;
+        ``session_id`` is only recorded)."""
         if winner not in OUTCOMES:
             raise VoteRefused(f"winner must be one of {', '.join(OUTCOMES)}", 422)
         battle = self.get(battle_id)
         if battle is None:
-            raise VoteRefused(f"unknown battle {battle_id!r}", 404)
+            raise VoteRefused(f"unknown battle {battle_id[:64]!r}", 404)
         if battle.error_a is not None or battle.error_b is not None:
             raise VoteRefused("this battle is not votable: a pipeline failed", 409)
-        since = (datetime.now(timezone.utc) - timedelta(minutes=1)).isoformat(timespec="microseconds")
+        rate_key = rate_key[:200]
         try:
-            with self.engine.begin() as conn:
-                recent = conn.execute(text("SELECT COUNT(*) FROM votes WHERE session_id = :s AND voted_at > :t"),
-                                      {"s": session_id, "t": since}).scalar_one()
+            with serialised(self.engine, f"ragnarok.arena.rate:{rate_key}") as conn:
+                since = (datetime.now(timezone.utc) - timedelta(minutes=1)).isoformat(timespec="microseconds")
+                recent = conn.execute(
+                    text("SELECT COUNT(*) FROM votes WHERE rate_key = :k AND voted_at > :t"),
+                    {"k": rate_key, "t": since}).scalar_one()
                 if recent >= self.votes_per_minute:
                     raise VoteRefused(f"too many votes: at most {self.votes_per_minute} a minute", 429)
-                conn.execute(text("INSERT INTO votes VALUES (:id, :t, :w, :s)"),
-                             {"id": battle_id, "t": _now(), "w": winner, "s": session_id})
+                conn.execute(text(
+                    "INSERT INTO votes (battle_id, voted_at, winner, session_id, rate_key, pair_key) "
+                    "SELECT id, :t, :w, :s, :k, pair_key FROM battles WHERE id = :id"),
+                    {"id": battle_id, "t": utc_now(), "w": winner, "s": session_id[:64], "k": rate_key})
         except IntegrityError:
             raise VoteRefused("this battle has been voted on already", 409) from None
+        except SQLAlchemyError as exc:
+            raise StoreError(
+                f"the vote store at {self._where} could not record the vote: {describe(exc)}") from exc
         return self.get(battle_id)  # type: ignore[return-value]
 
     def battles(self, include_unblinded: bool = False) -> list[tuple[dict[str, str], dict[str, str], str]]:
         """Voted battles in vote order: (pipeline_a, pipeline_b, winner)."""
         query = ("SELECT b.pipeline_a, b.pipeline_b, v.winner, b.mode FROM votes v JOIN battles b "
                  "ON b.id = v.battle_id ORDER BY v.voted_at, v.battle_id")
-        with self.engine.connect() as conn:
+        with self._errors("read the votes"), self.engine.connect() as conn:
             rows = conn.execute(text(query)).all()
         return [(json.loads(a), json.loads(b), w) for a, b, w, mode in rows
                 if include_unblinded or mode == "blinded"]
 
     def vote_counts(self) -> dict[tuple[str, str], int]:
-        """Votes per unordered pair of full pipelines (for sampling pairs with fewer votes)."""
-        counts: dict[tuple[str, str], int] = {}
-        for a, b, _ in self.battles(include_unblinded=True):
-            key = tuple(sorted((a["spec"], b["spec"])))
-            counts[key] = counts.get(key, 0) + 1  # type: ignore[index]
-        return counts
+        """Votes per unordered pair of full pipelines, blinded and unblinded (for sampling pairs with fewer
+        votes): read from ``pair_votes``, one row per pair, so the cost does not grow with the log."""
+        with self._errors("count the votes"), self.engine.connect() as conn:
+            rows = conn.execute(text("SELECT pair_key, votes FROM pair_votes")).all()
+        return {tuple(json.loads(key)): int(n) for key, n in rows}  # type: ignore[misc]
 
 
 COMPONENTS = ("retriever", "reranker", "generator")
