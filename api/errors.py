@@ -140,6 +140,12 @@ def install_error_handlers(app: FastAPI, max_body_bytes: int) -> None:
     for error_type, status in MESSAGE_STATUS.items():
         app.add_exception_handler(error_type, _message_handler(status))
 
+    @app.exception_handler(Exception)
+    async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
+        # a bug: still JSON, never the input or a traceback; the traceback goes to the log
+        log.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
+        return _json(500, f"internal error ({type(exc).__name__}); it has been logged")
+
 
 #: Errors whose message is the whole answer, by status: the request names something that does not exist
 #: (404) or cannot run here (422: says what to set), or the server lacks a resource (503) or a backend (502).

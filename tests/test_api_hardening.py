@@ -428,3 +428,18 @@ def test_string_list_and_object_details_all_match_the_schema(client):
     assert isinstance(error(client.post("/rag", json={"topic": "gzip", "pipeline": "bm25@5 | nope"}), 404), dict)
     r = client.post("/v1/retrieve", content=b'{"query": ', headers={"content-type": "application/json"})
     assert error(r, 422)[0]["msg"].startswith("JSON decode error: Expecting value")
+
+
+def test_an_unexpected_error_is_still_a_short_json_500(demo_settings, caplog):
+    """The safety net under every handler: a bug answers JSON naming no input, and its traceback is logged."""
+    app = create_app(demo_settings, arena=False)
+
+    @app.get("/boom")
+    def boom() -> None:
+        raise RuntimeError("secret internals " + "x" * 5000)
+
+    with TestClient(app, raise_server_exceptions=False) as c:
+        r = c.get("/boom")
+    assert r.status_code == 500 and r.headers["content-type"].startswith("application/json")
+    assert r.json() == {"detail": "internal error (RuntimeError); it has been logged"}
+    assert any("unexpected error on GET /boom" in rec.getMessage() and rec.exc_info for rec in caplog.records)
