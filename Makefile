@@ -6,15 +6,16 @@ BIN    := $(VENV)/bin
 .PHONY: serve test install system-deps bench clean
 
 # Debian packages the tests drive for real: redis-server (dedup's Redis backend), chromium (arena browser test),
-# postgresql (the vote store on PostgreSQL: tests/pg.py runs initdb/pg_ctl from /usr/lib/postgresql/*/bin).
+# postgresql (the vote store on PostgreSQL: tests/pg.py runs initdb/pg_ctl from /usr/lib/postgresql/*/bin),
+# curl (tests/test_readme.py runs the README's curl commands).
 PG_INITDB := $(firstword $(wildcard /usr/lib/postgresql/*/bin/initdb) /usr/lib/postgresql/missing/bin/initdb)
-SYSTEM_TOOLS := /usr/bin/redis-server /usr/bin/chromium $(PG_INITDB)
+SYSTEM_TOOLS := /usr/bin/redis-server /usr/bin/chromium /usr/bin/curl $(PG_INITDB)
 system-deps:
 	@for t in $(SYSTEM_TOOLS); do test -x $$t || missing=1; done; \
 	if [ -n "$$missing" ]; then \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server chromium chromium-driver fonts-noto-color-emoji \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server chromium chromium-driver fonts-noto-color-emoji curl \
 	    postgresql; \
 	fi
 

@@ -76,7 +76,8 @@ def main() -> None:
 
     dense_root = Path(tempfile.mkdtemp(prefix="dense-", dir=data_dir))
     t = time.perf_counter()
-    count = build_dense_index(segments_from_lucene(lucene), dense_root / "flat", args.model, "flat")
+    count = build_dense_index(segments_from_lucene(lucene), dense_root / "flat", args.model, "flat",
+                              lucene_dir=lucene)
     built = {"flat (encoding included)": time.perf_counter() - t}
     # the HNSW index holds the very same vectors: rebuilt from the flat index instead of re-encoding everything
     t = time.perf_counter()

@@ -22,6 +22,18 @@ from pathlib import Path
 MIN_JAVA = 21
 _lock = threading.Lock()
 _started: "JavaRuntime | None" = None
+_verbose = False  # quiet by default: no JVM warnings, Lucene's java.util.logging or Anserini's INFO lines
+
+
+def set_verbose(verbose: bool) -> None:
+    """Show (True) or hide (False, the default) the JVM's warnings and Anserini's and Lucene's log lines; call
+    before the JVM starts (the command line's ``--verbose``)."""
+    global _verbose
+    _verbose = verbose
+
+
+def is_verbose() -> bool:
+    return _verbose
 
 
 class JavaNotFoundError(RuntimeError):
@@ -114,11 +126,25 @@ def start_jvm(heap: str | None = None) -> JavaRuntime:
                 jnius_config.add_options("--add-modules=jdk.incubator.vector")
             if heap:
                 jnius_config.add_options(f"-Xmx{heap}")
+            if not _verbose:
+                jnius_config.add_options(*_quiet_options(runtime))
             from jnius import autoclass  # noqa: PLC0415 - starts the JVM
 
             autoclass("java.lang.String")
+            if not _verbose:  # Lucene's "MMapDirectory: please update Apache Lucene" goes to java.util.logging
+                root = autoclass("java.util.logging.LogManager").getLogManager().getLogger("")
+                root.setLevel(autoclass("java.util.logging.Level").SEVERE)
         _started = runtime
         return runtime
+
+
+def _quiet_options(runtime: JavaRuntime) -> list[str]:
+    """JVM options that silence what a user cannot act on: Lucene's ``sun.misc.Unsafe`` deprecation warnings
+    (Java >= 23 has the switch), SLF4J's provider line and log4j's INFO lines (Anserini's log goes to stdout)."""
+    options = ["-Dslf4j.internal.verbosity=WARN", "-Dlog4j2.level=WARN"]
+    if runtime.version >= 23:
+        options.append("--sun-misc-unsafe-memory-access=allow")
+    return options
 
 
 def import_pyserini_search():

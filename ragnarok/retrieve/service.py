@@ -9,6 +9,7 @@ from ragnarok.collection.lucene_index import is_lucene_index
 from ragnarok.components import RERANKERS, RETRIEVERS
 from ragnarok.protocols import Reranker, Retriever
 from ragnarok.registry import Instances, UnknownComponentError
+from ragnarok.retrieve.dense import dense_dir, stale_reason
 from ragnarok.settings import Settings
 
 
@@ -61,7 +62,9 @@ class RetrievalService:
                     continue
                 if name == "dense":
                     for model in self._dense_models(source):
-                        infos.append(RetrieverInfo(f"dense:{model}", index, source, kind, True))
+                        stale = stale_reason(dense_dir(source, model), source) if available else reason
+                        infos.append(RetrieverInfo(f"dense:{model}", index, source, kind, stale is None,
+                                                   f"stale: {stale}" if stale else ""))
                     continue
                 infos.append(RetrieverInfo(name, index, source, kind, available, reason))
         return infos
