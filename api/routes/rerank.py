@@ -12,6 +12,7 @@ from api.errors import BadInput, errors
 from api.routes.retrieve import json_response
 from ragnarok.cancel import InFlight, run_watched
 from ragnarok.rerank.embedding import EmbeddingReranker, check_work
+from ragnarok.rerank.pointwise import PointwiseReranker
 from ragnarok.types import Request
 
 router = APIRouter(prefix="/v1", tags=["retrieval"], route_class=StrictJSONRoute)
@@ -20,23 +21,23 @@ router = APIRouter(prefix="/v1", tags=["retrieval"], route_class=StrictJSONRoute
 class RerankBody(BaseModel):
     request: Request
     reranker: str = Field(description="embedding, mmr[:λ], listwise:GENERATOR, rankgpt, rankzephyr[:rho], "
-                                      "monot5, lit5")
+                                      "monot5[:MODEL], crossencoder[:MODEL], lit5")
     k: int = Field(20, description="Candidates to keep, 1..10,000.")
 
 
 @router.post("/rerank", response_model=Request, response_model_exclude_unset=True,
              responses=errors(400, 404, 413, 422, 502, 503, 504))
 async def rerank(body: RerankBody, http: HttpRequest, service: RerankDep, settings: SettingsDep) -> Response:
-    """The CPU rerankers (embedding, mmr) take at most `cpu_rerank_max_candidates` candidates and
-    `cpu_rerank_max_chars` characters of text (413) and answer within `cpu_rerank_timeout_s` (504); every
-    rerank is cancelled when the client disconnects or the server shuts down (503)."""
+    """The CPU rerankers (embedding, mmr, monot5, crossencoder) take at most `cpu_rerank_max_candidates`
+    candidates and `cpu_rerank_max_chars` characters of text (413) and answer within `cpu_rerank_timeout_s`
+    (504); every rerank is cancelled when the client disconnects or the server shuts down (503)."""
     if not 1 <= body.k <= settings.max_k:
         raise BadInput(f"k must be between 1 and {settings.max_k:,}, got {body.k}")
     if len(body.request.candidates) > settings.max_k:
         raise BadInput(f"{len(body.request.candidates):,} candidates; the limit is {settings.max_k:,}", 413)
     reranker = await anyio.to_thread.run_sync(service.get, body.reranker)  # may import a model library
     timeout_s = None
-    if isinstance(reranker, EmbeddingReranker):  # before anything is encoded
+    if isinstance(reranker, (EmbeddingReranker, PointwiseReranker)):  # before anything is encoded
         check_work(body.request, settings.cpu_rerank_max_candidates, settings.cpu_rerank_max_chars)
         timeout_s = settings.cpu_rerank_timeout_s
     inflight: InFlight = http.app.state.inflight
