@@ -17,8 +17,9 @@ import httpx
 from pydantic import BaseModel
 
 from ragnarok.fuse import cc, dbsf, ranked, rrf
+from ragnarok.query.stages import Expansion
 from ragnarok.quoting import shorten
-from ragnarok.spec import Fusion, Node, Pipeline, Source
+from ragnarok.spec import Fusion, Node, Pipeline, QueryStage, Rerank, Source
 from ragnarok.types import Candidate, Doc, Query, RagAnswer, Request
 
 GENERATION_K = 20
@@ -45,6 +46,7 @@ class StageTrace:
     latency_ms: float
     ranking: list[str] = field(default_factory=list)
     service_ms: float | None = None
+    detail: dict[str, Any] | None = None  # query and passage stages: what the stage did
 
 
 def server_time_ms(headers: Any) -> float | None:
@@ -147,17 +149,108 @@ class PipelineRunner:
     def __init__(self, services: Services, index: str | None = None):
         self.services, self.index = services, index
 
-    async def _source(self, node: Node, query: Query, depth: int) -> tuple[Request, float | None]:
+    async def _source(self, node: Node, query: Query, depth: int,
+                      expansion: Expansion | None = None) -> tuple[Request, float | None]:
+        """``expansion``: the query as query stages rewrote it (dense retrievers get its ``dense`` text,
+        the others its ``lexical`` text); the ranking always carries the original ``query``."""
         if isinstance(node, Fusion):
-            parts = await asyncio.gather(*(self._source(n, query, depth) for n in node.sources))
+            parts = await asyncio.gather(*(self._source(n, query, depth, expansion) for n in node.sources))
             weights = [n.weight if isinstance(n, Source) else None for n in node.sources]
             times = [ms for _, ms in parts]
             slowest = None if None in times else max(times)  # type: ignore[type-var]
             return _fuse(node.method, [r for r, _ in parts], weights, depth, query), slowest
         name = node.name + (f":{node.arg}" if node.arg else "")
-        body = json_body({"query": query.text, "qid": query.qid, "retriever": name, "index": self.index, "k": depth})
+        text = query.text if expansion is None else (expansion.dense if node.name == "dense" else expansion.lexical)
+        body = json_body({"query": text, "qid": query.qid, "retriever": name, "index": self.index, "k": depth})
         data, ms = await self.services.post(self.services.retrieval, f"retrieve {name}", "/v1/retrieve", body)
-        return Request.model_validate_json(data), ms
+        request = Request.model_validate_json(data)
+        if expansion is not None:
+            request.query = query
+        return request, ms
+
+    async def _expand(self, stages: tuple[QueryStage, ...], topic: Query,
+                      traces: list[StageTrace]) -> list[Expansion]:
+        """The queries to retrieve: each query stage rewrites every query so far (the AG service writes)."""
+        from ragnarok.components import QUERY_STAGES  # noqa: PLC0415 - the registry
+
+        current = [Expansion.of(topic.text)]
+        for stage in stages:
+            start = time.perf_counter()
+            definition = QUERY_STAGES.create(stage.name)
+            answers = await asyncio.gather(*(self._write(f"query {stage}", {
+                "task": stage.name, "generator": stage.generator, "query": e.text, "n": stage.n}) for e in current))
+            expanded = [x for e, a in zip(current, answers) for x in definition.expand(e, a["items"])]
+            current = list(dict.fromkeys(expanded))
+            detail = {"queries": [{"lexical": e.lexical, "dense": e.dense} if e.lexical != e.dense else e.text
+                                   for e in current],
+                      "generated": [a["text"] for a in answers], "cached": [a["cached"] for a in answers],
+                      "generator_ms": [round(a["ms"], 1) for a in answers]}
+            traces.append(StageTrace(str(stage), len(current), (time.perf_counter() - start) * 1000, [],
+                                     max(a["ms"] for a in answers), detail))
+        return current
+
+    async def _write(self, stage: str, fields: dict[str, Any]) -> dict[str, Any]:
+        data, _ = await self.services.post(self.services.generation, stage, "/v1/write",
+                                           json.dumps({k: v for k, v in fields.items() if v is not None}).encode())
+        return json.loads(data)
+
+    async def _retrieve(self, pipeline: Pipeline, topic: Query,
+                        expansions: list[Expansion] | None) -> tuple[Request, float | None]:
+        """The first stage; after query stages, each query retrieved and the rankings fused (RRF unless a
+        query stage says ``~cc``/``~dbsf``)."""
+        if not expansions:
+            return await self._source(pipeline.retrieve, topic, pipeline.depth)
+        parts = await asyncio.gather(*(self._source(pipeline.retrieve, topic, pipeline.depth, e) for e in expansions))
+        times = [ms for _, ms in parts]
+        slowest = None if None in times else max(times)  # type: ignore[type-var]
+        if len(parts) == 1:
+            return parts[0][0], slowest
+        method = next((q.fuse for q in reversed(pipeline.query) if q.fuse), "rrf")
+        return _fuse(method, [r for r, _ in parts], [None] * len(parts), pipeline.depth, topic), slowest
+
+    async def _passage(self, stage: Rerank, request: Request, topic: Query) -> tuple[Request, dict[str, Any]]:
+        """A passage stage, run here, calling the services for what it needs (segments, embeddings, text)."""
+        from ragnarok.components import PASSAGE_STAGES  # noqa: PLC0415 - the registry
+        from ragnarok.passage.base import StageContext  # noqa: PLC0415
+
+        name = f"{stage.name}" + (f":{stage.arg}" if stage.arg else "")
+
+        async def segments(prefixes: list[str]) -> dict[str, Candidate]:
+            body = json.dumps({"index": self.index, "prefixes": prefixes}).encode()
+            data, _ = await self.services.post(self.services.retrieval, f"passage {name}", "/v1/segments", body)
+            return {p: Candidate.model_validate(c) for p, c in json.loads(data)["segments"].items()}
+
+        async def rerank(reranker: str, given: Request, k: int) -> Request:
+            body = json_body({"reranker": reranker, "k": k}, request=given)
+            data, _ = await self.services.post(self.services.retrieval, f"passage {name}", "/v1/rerank", body)
+            return Request.model_validate_json(data)
+
+        async def write(fields: dict[str, Any]) -> dict[str, Any]:
+            return await self._write(f"passage {name}", fields)
+
+        component = PASSAGE_STAGES.create(stage.name, arg=stage.arg)
+        return await component.apply(request, stage.depth, StageContext(topic, segments, rerank, write))
+
+    def check(self, pipeline: Pipeline) -> None:
+        """Every query and passage stage exists and takes its argument, before anything runs (404/422 naming
+        it); a query stage written after the retriever is named as such."""
+        from ragnarok.components import PASSAGE_STAGES, QUERY_STAGES  # noqa: PLC0415 - the registry
+        from ragnarok.registry import ComponentArgumentError  # noqa: PLC0415
+
+        for q in pipeline.query:
+            QUERY_STAGES.get(q.name)
+            if q.name in ("hyde", "query2doc") and q.n is not None:
+                raise ComponentArgumentError(f"{q.name} writes one passage: drop the count in {q}")
+        for stage in pipeline.rerank:
+            if stage.name in QUERY_STAGES.entries:
+                raise ComponentArgumentError(
+                    f"{stage.name} is a query stage: it goes before the retriever, e.g. "
+                    f"`{stage.name}:GENERATOR > {pipeline.retrieve}@{pipeline.depth}`, not after it ({stage})")
+            if stage.name in PASSAGE_STAGES.entries:
+                if stage.fuse:
+                    raise ComponentArgumentError(f"a passage stage is not fused with its input: drop ~{stage.fuse} "
+                                                 f"from {stage}")
+                PASSAGE_STAGES.create(stage.name, arg=stage.arg)
 
     async def run(self, pipeline: Pipeline, topic: Query,
                   given: Request | None = None) -> PipelineRun:
@@ -166,16 +259,29 @@ class PipelineRunner:
         ``given``: candidates handed over instead of retrieved (the track's AG task), for a pipeline whose
         first stage is ``given``; its top ``depth`` go on to the rerankers and the generator."""
         traces: list[StageTrace] = []
+        self.check(pipeline)
         start = time.perf_counter()
         if given is not None:
             if pipeline.retrieve != Source(GIVEN):
                 raise ValueError(f"candidates were given: the pipeline must start with `{GIVEN}`, not {pipeline.retrieve}")
+            if pipeline.query:
+                raise ValueError(f"candidates were given: query stages cannot run ({pipeline.query[0]})")
             request, ms = given.model_copy(update={"candidates": given.candidates[:pipeline.depth]}), 0.0
         else:
-            request, ms = await self._source(pipeline.retrieve, topic, pipeline.depth)
+            expansions = await self._expand(pipeline.query, topic, traces) if pipeline.query else None
+            start = time.perf_counter()
+            request, ms = await self._retrieve(pipeline, topic, expansions)
         traces.append(_trace(f"{pipeline.retrieve}", pipeline.depth, start, request, ms))
+        from ragnarok.components import PASSAGE_STAGES  # noqa: PLC0415 - the registry
+
         for stage in pipeline.rerank:
             start = time.perf_counter()
+            if stage.name in PASSAGE_STAGES.entries:
+                request, detail = await self._passage(stage, request, topic)
+                trace = _trace(str(stage), stage.depth, start, request, None)
+                trace.detail = detail
+                traces.append(trace)
+                continue
             name = stage.name + (f":{stage.arg}" if stage.arg else "")
             body = json_body({"reranker": name, "k": stage.depth}, request=request)
             data, ms = await self.services.post(self.services.retrieval, f"rerank {name}", "/v1/rerank", body)

@@ -4,11 +4,15 @@
 
 Grammar (whitespace is free)::
 
-    pipeline := retrieve ("|" rerank)* ("|" generate)?
+    pipeline := (query ">")* retrieve ("|" rerank)* ("|" generate)?
+    query    := NAME ":" GENERATOR (":" INT)? ("~" FUSION)?   a query stage (hyde, multiquery, decompose,
+                                                      query2doc) over a generator; INT = queries it writes;
+                                                      several queries are each retrieved, then fused (rrf)
     retrieve := source ("@" INT)?                    first stage; depth = candidates kept (default 100)
     source   := NAME (":" ARG)? ("=" NUMBER)?         a retriever; "=w" is its weight inside cc/dbsf
               | FUSION "(" source ("," source)+ ")"   FUSION is rrf, cc or dbsf
-    rerank   := NAME (":" ARG)? "@" INT ("~" FUSION)? a reranker keeping INT candidates; "~rrf" fuses its
+    rerank   := NAME (":" ARG)? "@" INT ("~" FUSION)? a reranker or passage stage (neighbours, cutoff, compress,
+                                                      reorder, ...) keeping INT candidates; "~rrf" fuses its
                                                       output with its input, as the paper does after monoT5
     generate := NAME (":" TEMPLATE)?                  the last stage, when it names a generator
 
@@ -17,8 +21,9 @@ Parse errors name the offending token and point at it with a caret (quoting at m
 
 Bounds, so that no spec can cost more than a reasonable pipeline: at most ``MAX_SPEC_CHARS`` characters,
 depths from 1 to ``max_depth`` (the API passes its ``max_k``), fusions nested at most ``MAX_NESTING`` deep,
-at most ``MAX_SOURCES`` first-stage retrievers and ``MAX_RERANKS`` rerank stages, and weights that are finite
-numbers from 0 to ``MAX_WEIGHT``.
+at most ``MAX_SOURCES`` first-stage retrievers and ``MAX_RERANKS`` rerank (and passage) stages, and weights that
+are finite numbers from 0 to ``MAX_WEIGHT``; at most ``MAX_QUERY_STAGES`` query stages, each writing 1 to
+``MAX_GENERATED`` queries, and at most ``MAX_QUERIES`` queries retrieved in all.
 """
 
 from __future__ import annotations
@@ -43,7 +48,10 @@ MAX_SPEC_CHARS = 2_000
 MAX_NESTING = 4  # rrf(a, cc(b, dbsf(c, rrf(d, e)))) is 4 deep
 MAX_SOURCES = 8  # first-stage retrievers in one pipeline, fused or not
 MAX_RERANKS = 8
-_TOKEN = re.compile(r"\s*(?:(?P<num>\d+(?:\.\d+)?)(?![A-Za-z_])|(?P<name>[A-Za-z_][\w.+\-]*|\d[\w.+\-]*)|(?P<sym>[()|,@:~=]))")
+MAX_QUERY_STAGES = 2
+MAX_GENERATED = 8  # queries one query stage writes (multiquery:GEN:N)
+MAX_QUERIES = 16  # queries retrieved in all, the original included
+_TOKEN = re.compile(r"\s*(?:(?P<num>\d+(?:\.\d+)?)(?![A-Za-z_])|(?P<name>[A-Za-z_][\w.+\-]*|\d[\w.+\-]*)|(?P<sym>[()|,@:~=>]))")
 
 
 class SpecError(ValueError):
@@ -107,6 +115,20 @@ class Rerank:
 
 
 @dataclass(frozen=True)
+class QueryStage:
+    """A query stage: the query in, one or more queries out (before retrieval), written by ``generator``."""
+
+    name: str
+    generator: str
+    n: int | None = None
+    fuse: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.name}:{self.generator}" + (f":{self.n}" if self.n is not None else "") + \
+            (f"~{self.fuse}" if self.fuse else "")
+
+
+@dataclass(frozen=True)
 class Generate:
     name: str
     template: str | None = None
@@ -121,10 +143,12 @@ class Pipeline:
     depth: int = DEFAULT_DEPTH
     rerank: tuple[Rerank, ...] = field(default_factory=tuple)
     generate: Generate | None = None
+    query: tuple[QueryStage, ...] = field(default_factory=tuple)
 
     def __str__(self) -> str:
         stages = [f"{self.retrieve}@{self.depth}", *map(str, self.rerank)]
-        return " | ".join(stages + ([str(self.generate)] if self.generate else []))
+        text = " | ".join(stages + ([str(self.generate)] if self.generate else []))
+        return "".join(f"{q} > " for q in self.query) + text
 
     def sources(self) -> list[Source]:
         """Every first-stage retriever, left to right."""
@@ -225,9 +249,53 @@ class _Parser:
                 else self.take("num", "a value after ':'")
         return None
 
+    def _is_query_stage(self) -> bool:
+        """Whether the tokens from here, up to the first other symbol, end in ``>``: ``hyde:smollm2 >``."""
+        j = self.i
+        while j < len(self.tokens) and (self.tokens[j][0] in ("name", "num") or self.tokens[j][1] in ":~"):
+            j += 1
+        return j < len(self.tokens) and self.tokens[j][1] == ">"
+
+    def query_stage(self, queries: int) -> tuple[QueryStage, int]:
+        at = self.i
+        name = self.take("name", "a query stage name")
+        if not self.peek(":"):
+            raise self.fail(f"a query stage names its generator: {name}:GENERATOR")
+        self.expect(":")
+        generator = self.take("name", "a generator name after ':'")
+        n = None
+        if self.peek(":"):
+            self.expect(":")
+            value = self.take("num", "a number of queries after ':'")
+            if "." in value or not 1 <= int(value.lstrip("0") or "0") <= MAX_GENERATED:
+                self.i -= 1
+                raise self.fail(f"a query stage writes 1 to {MAX_GENERATED} queries")
+            n = int(value)
+        fuse = None
+        if self.peek("~"):
+            self.expect("~")
+            fuse = self.take("name", "a fusion after '~'")
+            if fuse not in FUSIONS:
+                self.i -= 1
+                raise self.fail(f"unknown fusion (use {', '.join(FUSIONS)})")
+        # a stage that writes n queries keeps the original too (hyde and query2doc: one query, rewritten)
+        queries *= 1 if name in ("hyde", "query2doc") else (n or 3) + 1
+        if queries > MAX_QUERIES:
+            self.i = at
+            raise self.fail(f"the query stages would retrieve {queries} queries; at most {MAX_QUERIES}")
+        self.expect(">")
+        return QueryStage(name, generator, n, fuse), queries
+
     def parse(self) -> Pipeline:
         if not self.tokens:
             raise SpecError(self.spec, 0, "empty pipeline")
+        query: list[QueryStage] = []
+        queries = 1
+        while self._is_query_stage():
+            if len(query) == MAX_QUERY_STAGES:
+                raise self.fail(f"a pipeline has at most {MAX_QUERY_STAGES} query stages")
+            stage, queries = self.query_stage(queries)
+            query.append(stage)
         retrieve = self.source()
         depth = DEFAULT_DEPTH
         if self.peek("@"):
@@ -259,9 +327,12 @@ class _Parser:
                 reranks.append(Rerank(name, rr_depth, arg, fuse))
             else:
                 generate = Generate(name, arg)
+        if self.peek(">"):
+            raise self.fail("a query stage comes before the retriever (`hyde:GENERATOR > bm25@100`); "
+                            "expected '|' or the end of the spec")
         if self.i < len(self.tokens):
             raise self.fail("expected '|' or the end of the spec")
-        return Pipeline(retrieve, depth, tuple(reranks), generate)
+        return Pipeline(retrieve, depth, tuple(reranks), generate, tuple(query))
 
 
 def parse(spec: str, max_depth: int = MAX_DEPTH) -> Pipeline:
@@ -280,6 +351,13 @@ class RerankMapping(_Strict):
     fuse: str | None = Field(None, description="rrf, cc or dbsf: fuse the output with the input.")
 
 
+class QueryMapping(_Strict):
+    name: str = Field(description="A query stage: hyde, multiquery, decompose, query2doc.")
+    generator: str = Field(description="The generator that writes the queries (GET /v1/generators).")
+    n: int | None = Field(None, ge=1, le=MAX_GENERATED, description="Queries to write (multiquery, decompose).")
+    fuse: str | None = Field(None, description="rrf (default), cc or dbsf: how the queries' rankings are fused.")
+
+
 class GenerateMapping(_Strict):
     name: str = Field(description="A generator (GET /v1/generators).")
     template: str | None = Field(None, description="A prompt template (GET /v1/templates).")
@@ -289,6 +367,8 @@ class PipelineMapping(_Strict):
     """The structured form of a pipeline: ``{pipeline: SPEC}`` alone, or ``retrieve`` with the other keys."""
 
     pipeline: str | None = Field(None, description="A whole spec; then no other key may be given.")
+    query: list[QueryMapping] = Field(default_factory=list, max_length=MAX_QUERY_STAGES,
+                                      description="Query stages, run before retrieval in this order.")
     retrieve: str | None = Field(None, description="The first stage, e.g. `rrf(bm25, dense:minilm)`.")
     depth: int = Field(DEFAULT_DEPTH, ge=1, description="Candidates the first stage keeps.")
     rerank: list[RerankMapping] = Field(default_factory=list, max_length=MAX_RERANKS)
@@ -301,7 +381,7 @@ def _key(where: str, loc: tuple[Any, ...]) -> str:
                               else quote(p, 40) for p in loc)])
 
 
-_SHAPE = "{pipeline: SPEC} or {retrieve, depth?, rerank?: [{name, depth, arg?, fuse?}], generate?: {name, template?}}"
+_SHAPE = "{pipeline: SPEC} or {query?: [{name, generator, n?, fuse?}], retrieve, depth?, rerank?: [{name, depth, arg?, fuse?}], generate?: {name, template?}}"
 
 
 def from_mapping(data: Mapping[str, Any] | PipelineMapping, where: str = "pipeline",
@@ -326,7 +406,8 @@ def from_mapping(data: Mapping[str, Any] | PipelineMapping, where: str = "pipeli
     for key, depth in depths:
         if depth > max_depth:
             raise SpecError(None, 0, f"{key} must be at most {max_depth:,}")
-    parts = [f"{mapping.retrieve}@{mapping.depth}"]
+    parts = ["".join(f"{QueryStage(q.name, q.generator, q.n, q.fuse)} > " for q in mapping.query)
+             + f"{mapping.retrieve}@{mapping.depth}"]
     parts += [str(Rerank(r.name, r.depth, r.arg, r.fuse)) for r in mapping.rerank]
     if mapping.generate is not None:
         parts.append(str(Generate(mapping.generate.name, mapping.generate.template)))

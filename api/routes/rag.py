@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
 from fastapi import APIRouter, Request as HttpRequest, Response
 from pydantic import BaseModel, Field
@@ -39,6 +41,9 @@ class TraceOut(BaseModel):
     latency_ms: float = Field(description="The stage as the gateway saw it, HTTP hop included.")
     service_ms: float | None = Field(None, description="The services' own time (their Server-Timing header).")
     ranking: list[str]
+    detail: dict[str, Any] | None = Field(None, description="Query and passage stages: the queries generated "
+                                          "(and whether from the cache), candidates added, merged and dropped, "
+                                          "text length before and after.")
 
 
 class RagOut(BaseModel):

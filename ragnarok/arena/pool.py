@@ -50,8 +50,9 @@ def identify(spec: str) -> PipelineId:
     if pipeline.generate is None:
         raise ValueError(f"arena pipeline {spec!r} has no generator: end it with one, e.g. `| extractive`")
     reranker = " | ".join(map(str, pipeline.rerank)) or NO_RERANKER
+    queries = "".join(f"{q} > " for q in pipeline.query)  # query stages belong to the retrieval side
     return PipelineId(
-        str(pipeline), f"{pipeline.retrieve}@{pipeline.depth}", reranker, str(pipeline.generate)
+        str(pipeline), f"{queries}{pipeline.retrieve}@{pipeline.depth}", reranker, str(pipeline.generate)
     )
 
 

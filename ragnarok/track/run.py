@@ -88,7 +88,7 @@ def check_names(pipeline: Pipeline, settings: Settings, index: str | None = None
     service (``retrieval_url``, ``generation_url``) are left for that service to check.
 
     Raises :class:`~ragnarok.registry.UnknownComponentError` naming the component and what is available."""
-    from ragnarok.components import RERANKERS, RETRIEVERS  # noqa: PLC0415 - the registry, no models
+    from ragnarok.components import PASSAGE_STAGES, RERANKERS, RETRIEVERS  # noqa: PLC0415 - the registry
     from ragnarok.generate.prompts import load_templates  # noqa: PLC0415
     from ragnarok.registry import UnknownComponentError  # noqa: PLC0415
 
@@ -97,10 +97,16 @@ def check_names(pipeline: Pipeline, settings: Settings, index: str | None = None
         for source in sources:
             RETRIEVERS.get(source.name)
         for stage in pipeline.rerank:
-            RERANKERS.get(stage.name)
+            if stage.name not in PASSAGE_STAGES.entries:  # passage stages run in the gateway
+                RERANKERS.get(stage.name)
         indexes = settings.index_sources()
         if sources and (index or settings.default_index) not in indexes:
             raise UnknownComponentError("index", index or settings.default_index, sorted(indexes))
+    if settings.generation_url is None:
+        writers = settings.generator_configs()
+        for q in pipeline.query:  # a query stage's generator
+            if q.generator not in writers:
+                raise UnknownComponentError("generator", q.generator, sorted(writers))
     if settings.generation_url is None and pipeline.generate is not None:
         generators = settings.generator_configs()
         if pipeline.generate.name not in generators:
