@@ -1,0 +1,2 @@
+"""Judging answers: nuggets (AutoNuggetizer), citation support, UMBRELA relevance labels, reference metrics,
+pairwise judgments; every LLM judgment cached (:mod:`ragnarok.judge.cache`), a proxy judge without an LLM."""

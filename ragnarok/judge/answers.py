@@ -1,0 +1,82 @@
+"""RAG answers to judge, read from a run file in our 2024 or 2025 format (which are the track's), or
+nuggetizer's answer shape (``{"topic_id", "answer": [{"text"}]}``); and the text of the segments they cite."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ragnarok.track.formats import record_topic
+
+
+@dataclass(frozen=True)
+class Answer:
+    qid: str
+    query: str
+    sentences: list[tuple[str, list[int]]]  # (text, indices into references)
+    references: list[str] = field(default_factory=list)
+
+    @property
+    def text(self) -> str:
+        return " ".join(text for text, _ in self.sentences).strip()
+
+
+def _answer(record: object, where: str) -> Answer:
+    if not isinstance(record, dict):
+        raise ValueError(f"{where}: expected a JSON object")
+    qid = record_topic(record)
+    if qid is None:
+        raise ValueError(f"{where}: no topic_id (2024) or metadata.narrative_id (2025)")
+    meta = record.get("metadata")
+    query = meta.get("narrative", "") if isinstance(meta, dict) else record.get("topic", "")
+    body = record.get("answer")
+    if isinstance(body, str):
+        body = [{"text": body}]
+    if not isinstance(body, list):
+        raise ValueError(f"{where}: 'answer' must be a list of {{text, citations}}")
+    sentences = []
+    for item in body:
+        if not isinstance(item, dict) or not isinstance(item.get("text"), str):
+            raise ValueError(f"{where}: every answer sentence needs a 'text'")
+        citations = [c for c in item.get("citations", []) if isinstance(c, int) and not isinstance(c, bool)]
+        sentences.append((item["text"], citations))
+    references = [str(r) for r in record.get("references", [])]
+    return Answer(str(qid), str(query or ""), sentences, references)
+
+
+def read_answers(path: str | Path) -> dict[str, Answer]:
+    out: dict[str, Answer] = {}
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except ValueError as exc:
+                raise ValueError(f"{path}:{n}: not JSON ({exc})") from None
+            answer = _answer(record, f"{path}:{n}")
+            if answer.qid in out:
+                raise ValueError(f"{path}:{n}: topic {answer.qid} answered twice")
+            out[answer.qid] = answer
+    return out
+
+
+SegmentText = Callable[[str], "str | None"]
+
+
+def lucene_segments(index_dir: str | Path) -> SegmentText:
+    """docid -> the segment's text (title first) from a Lucene index, None when the index lacks it."""
+    from ragnarok.retrieve.lucene import LuceneRetriever, doc_from_raw
+
+    retriever = LuceneRetriever(name="bm25", source=str(index_dir))
+
+    def text(docid: str) -> str | None:
+        document = retriever._load().doc(docid)
+        if document is None:
+            return None
+        doc = doc_from_raw(document.raw())
+        return " ".join(part for part in (doc.title, doc.segment) if part) or None
+
+    return text

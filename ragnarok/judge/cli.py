@@ -1,0 +1,239 @@
+"""``ragnarok judge nuggets | relevance | pairwise`` and ``ragnarok eval-rag``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ragnarok.cli_errors import fails_cleanly
+from ragnarok.settings import Settings, get_settings
+
+judge_app = typer.Typer(no_args_is_help=True, help="LLM (or proxy) judges: nuggets, relevance labels, "
+                                                   "pairwise preferences. Every judgment is cached.")
+
+JudgeOpt = Annotated[str | None, typer.Option("--judge", help="A configured LLM generator as judge (e.g. "
+                                                 "gpt-4o, a vLLM or llama.cpp server); 'proxy' or unset: the "
+                                                 "proxy judge (no LLM).")]
+Concurrency = Annotated[int, typer.Option(min=1, max=64, help="Judgments in flight.")]
+IndexOpt = Annotated[str | None, typer.Option(help="Index (name or Lucene directory) holding the segments.")]
+
+
+def _judge(settings: Settings, name: str | None):  # type: ignore[no-untyped-def]
+    from ragnarok.judge.service import make_judge
+
+    judge = make_judge(settings, name)
+    typer.echo(f"judge: {judge.describe()}" + ("  [no --judge and no judge configured: scores are a PROXY]"
+                                               if judge.proxy and not (name or settings.judge) else ""), err=True)
+    return judge
+
+
+def _index_dir(settings: Settings, index: str | None) -> str:
+    if index and Path(index).is_dir():
+        return index
+    name = index or settings.default_index
+    sources = settings.index_sources()
+    if name not in sources:
+        raise LookupError(f"unknown index {name!r} (configured: {', '.join(sorted(sources))})")
+    if name == "demo":
+        from ragnarok.collection.demo_index import ensure_demo_index
+
+        ensure_demo_index(settings)
+    return sources[name]
+
+
+def _topics(source: str | None, settings: Settings) -> dict[str, str]:
+    if source is None:
+        return {}
+    from ragnarok.track.cli import resolve_topics
+
+    return {t.qid: t.text for t in resolve_topics(source, settings)}
+
+
+def _report_stats(judge) -> None:  # type: ignore[no-untyped-def]
+    typer.echo(f"{judge.describe()}: {judge.stats}", err=True)
+
+
+@judge_app.command("nuggets")
+@fails_cleanly
+def nuggets(
+    output: Annotated[Path, typer.Option(help="Nugget JSONL to write ({qid, query, nuggets: [{text, importance}]}, "
+                                              "nuggetizer's shape).")],
+    topics: Annotated[str | None, typer.Option(help="Topic file or set (with --qrels).")] = None,
+    qrels: Annotated[Path | None, typer.Option(help="Nuggets from the segments judged >= --min-grade.")] = None,
+    candidates: Annotated[Path | None, typer.Option(help="Nuggets from given candidates (nuggetizer's create "
+                                                           "input / rank_llm Request JSONL).")] = None,
+    min_grade: Annotated[int, typer.Option(min=0)] = 1,
+    max_nuggets: Annotated[int, typer.Option(min=1, max=100)] = 30,
+    index: IndexOpt = None,
+    judge: JudgeOpt = None,
+    concurrency: Concurrency = 4,
+) -> None:
+    """Create nuggets per topic (AutoNuggetizer: iterative over batches of 10 segments, then vital/okay)."""
+    from ragnarok.evaluate import read_qrels
+    from ragnarok.judge.create import create_nuggets, read_candidates, relevant_segments
+    from ragnarok.judge.nuggets import write_nuggets
+
+    settings = get_settings()
+    if (qrels is None) == (candidates is None):
+        raise ValueError("give either --qrels (with --topics) or --candidates")
+    if candidates is not None:
+        sources = read_candidates(candidates)
+    else:
+        if topics is None:
+            raise ValueError("--qrels needs --topics (the query text of each topic)")
+        from ragnarok.judge.answers import lucene_segments
+        from ragnarok.retrieve.lucene import LuceneRetriever
+
+        directory = _index_dir(settings, index)
+        bm25 = LuceneRetriever(name="bm25", source=directory)
+
+        def search(query: str, k: int) -> list[tuple[str, str]]:
+            from ragnarok.retrieve.lucene import doc_from_raw
+
+            return [(d, " ".join(p for p in (doc.title, doc.segment) if p))
+                    for d, _, raw in bm25.search(query, k) for doc in [doc_from_raw(raw.get("raw"))]]
+
+        sources = relevant_segments(read_qrels(qrels), _topics(topics, settings), min_grade,
+                                    lucene_segments(directory), search)
+    chosen = _judge(settings, judge)
+    made = create_nuggets(chosen, sources, max_nuggets, concurrency)
+    write_nuggets(output, made)
+    _report_stats(chosen)
+    typer.echo(f"wrote nuggets for {len(made)} topics ({sum(len(t.nuggets) for t in made)} nuggets) to {output}")
+
+
+@judge_app.command("relevance")
+@fails_cleanly
+def relevance(
+    run: Annotated[Path, typer.Argument(help="TREC run file (segment ids).")],
+    topics: Annotated[str, typer.Option(help="Topic file or set.")],
+    output: Annotated[Path, typer.Option(help="Qrels file to write: the given judgments plus the new labels.")],
+    qrels: Annotated[Path | None, typer.Option(help="Existing judgments (left as they are).")] = None,
+    depth: Annotated[int, typer.Option(min=1, max=1000, help="Label the top DEPTH of each topic.")] = 20,
+    index: IndexOpt = None,
+    judge: JudgeOpt = None,
+    concurrency: Concurrency = 4,
+) -> None:
+    """UMBRELA-style 0-3 grades for the retrieved segments the qrels do not judge, written as qrels."""
+    from ragnarok.evaluate import read_qrels
+    from ragnarok.judge.answers import lucene_segments
+    from ragnarok.judge.create import relevance_labels, write_qrels
+    from ragnarok.trec import read_run
+
+    settings = get_settings()
+    given = read_qrels(qrels) if qrels else {}
+    chosen = _judge(settings, judge)
+    labels, problems = relevance_labels(chosen, read_run(run), given, _topics(topics, settings),
+                                        lucene_segments(_index_dir(settings, index)), depth, concurrency)
+    n = write_qrels(output, given, labels)
+    _report_stats(chosen)
+    for problem in problems[:20]:
+        typer.echo(f"  not labelled: {problem}", err=True)
+    typer.echo(f"labelled {sum(map(len, labels.values()))} segments ({len(problems)} not labelled); "
+               f"wrote {n} judgments to {output}")
+
+
+@judge_app.command("pairwise")
+@fails_cleanly
+def pairwise(
+    run_a: Annotated[Path, typer.Argument(help="RAG answers (2024/2025 JSONL).")],
+    run_b: Annotated[Path, typer.Argument(help="RAG answers to compare with.")],
+    judge: JudgeOpt = None,
+    output: Annotated[Path | None, typer.Option(help="JSONL of verdicts per topic.")] = None,
+    concurrency: Concurrency = 4,
+) -> None:
+    """Which run answers each topic better: judged twice with sides swapped; disagreement is a tie."""
+    from ragnarok.judge.answers import read_answers
+    from ragnarok.judge.create import pairwise_runs, summarise_pairwise
+
+    settings = get_settings()
+    a, b = read_answers(run_a), read_answers(run_b)
+    chosen = _judge(settings, judge)
+    queries = {q: x.query for q, x in {**b, **a}.items()}
+    verdicts = pairwise_runs(chosen, {q: x.text for q, x in a.items()}, {q: x.text for q, x in b.items()},
+                             queries, concurrency)
+    if output:
+        output.write_text("".join(json.dumps({"qid": q, "a": str(run_a), "b": str(run_b), "winner": v}) + "\n"
+                                  for q, v in verdicts.items()), encoding="utf-8")
+    _report_stats(chosen)
+    typer.echo(summarise_pairwise(verdicts, run_a.name, run_b.name))
+
+
+@fails_cleanly
+def eval_rag(
+    runs: Annotated[list[Path], typer.Argument(help="RAG answer files (our/the track's 2024 or 2025 JSONL).")],
+    nuggets: Annotated[Path | None, typer.Option(help="Nugget JSONL (ours or nuggetizer's).")] = None,
+    support: Annotated[bool, typer.Option("--support", help="Judge citation support (needs the cited "
+                                                          "segments in --index).")] = False,
+    references: Annotated[Path | None, typer.Option(help="Gold answers JSONL {qid, answer}: ROUGE-L, BLEU, "
+                                                            "chrF, METEOR, token F1, SemScore.")] = None,
+    geval: Annotated[bool, typer.Option("--geval", help="G-Eval-style 1-5 scores (coherence, consistency, "
+                                                      "fluency, relevance); needs an LLM --judge.")] = False,
+    run_name: Annotated[list[str] | None, typer.Option(help="Row names, one per run.")] = None,
+    judge: JudgeOpt = None,
+    index: IndexOpt = None,
+    test_metric: Annotated[str, typer.Option(help="Score of the paired test between runs.")] = "all",
+    resamples: Annotated[int, typer.Option(min=100, max=100_000, help="Bootstrap resamples.")] = 1000,
+    assignments: Annotated[Path | None, typer.Option(help="Write per-topic assignments and scores (JSONL, "
+                                                             "nuggetizer's assign output shape).")] = None,
+    concurrency: Concurrency = 4,
+) -> None:
+    """Score RAG runs: the four AutoNuggetizer scores, citation support, reference metrics; means with 95 %
+    bootstrap intervals, one row per run, and a paired t-test of the first run against each other."""
+    from ragnarok.judge.answers import lucene_segments, read_answers
+    from ragnarok.judge.evalrag import (
+        assignment_records,
+        evaluate_run,
+        format_report,
+        metrics_of,
+        paired_tests,
+    )
+    from ragnarok.judge.nuggets import read_nuggets
+    from ragnarok.judge.reference import read_references
+
+    if nuggets is None and not support and references is None and not geval:
+        raise ValueError("nothing to score: give --nuggets FILE, --support, --references FILE and/or --geval")
+    names = run_name or [r.name for r in runs]
+    if len(names) != len(runs) or len(set(names)) != len(names):
+        raise ValueError("give one distinct --run-name per run")
+    settings = get_settings()
+    loaded = {name: read_answers(path) for name, path in zip(names, runs)}
+    nugget_sets = read_nuggets(nuggets) if nuggets else None
+    refs = read_references(str(references)) if references else None
+    answered = set().union(*loaded.values())
+    if nugget_sets is not None:
+        unknown = sorted(set(nugget_sets) - answered)
+        if len(unknown) == len(nugget_sets):
+            raise ValueError(f"the nuggets are for topics no run answers ({', '.join(unknown[:5])}...): wrong file?")
+        if unknown:
+            typer.echo(f"note: nuggets for {len(unknown)} topics no run answers: {', '.join(unknown[:10])}", err=True)
+    segments = lucene_segments(_index_dir(settings, index)) if support else None
+    chosen = _judge(settings, judge) if (nugget_sets is not None or support or geval) else None
+    if geval and chosen is not None and chosen.proxy:
+        raise ValueError("--geval needs an LLM judge (--judge NAME); the proxy judge gives no G-Eval scores")
+    results = []
+    for name, answers in loaded.items():
+        result = evaluate_run(name, answers, chosen, nuggets=nugget_sets, segments=segments,  # type: ignore[arg-type]
+                              references=refs, geval=geval, concurrency=concurrency)
+        if result.skipped:
+            typer.echo(f"{name}: skipped {len(result.skipped)} topics without nuggets/references: "
+                       f"{', '.join(result.skipped[:20])}", err=True)
+        if result.missing_segments:
+            typer.echo(f"{name}: {result.missing_segments} cited segments not in the index (no support)", err=True)
+        results.append(result)
+        if assignments is not None:
+            with open(assignments, "a" if len(results) > 1 else "w", encoding="utf-8") as f:
+                f.writelines(json.dumps(record, ensure_ascii=False) + "\n" for record in assignment_records(result, answers, nugget_sets or {}))
+    if not any(r.topics for r in results):
+        raise ValueError("no topic could be scored")
+    if chosen is not None:
+        _report_stats(chosen)
+    label = " (PROXY judge)" if chosen is not None and chosen.proxy else ""
+    typer.echo(f"means with 95% bootstrap intervals{label}:")
+    typer.echo(format_report(results, metrics_of(results), resamples))
+    if len(results) > 1:
+        for test in paired_tests(results, test_metric):
+            typer.echo(str(test))

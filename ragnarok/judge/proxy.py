@@ -1,0 +1,131 @@
+"""The proxy judge: no LLM, only token overlap and MiniLM embeddings (offline), with fixed thresholds. It is
+for CI, demos and machines without a strong model, and it is named as a proxy wherever its labels appear.
+
+A claim (a nugget, an answer sentence) against a passage: ``recall`` is the share of the claim's content
+words (lower-cased, stop words out, a plural ``s`` cut) found in the passage, ``cos`` the best MiniLM cosine
+between the claim and one sentence of the passage. Full support when recall >= 0.8 or cos >= 0.8; partial
+when recall >= 0.5 or cos >= 0.6; else none. Relevance 0-3 from the query-passage cosine (>= 0.65: 3,
+>= 0.5: 2, >= 0.35: 1). Pairwise: the answer closer to the query wins, a tie within 0.02."""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from functools import lru_cache
+
+import numpy as np
+
+from ragnarok.judge.llm import JudgeStats
+from ragnarok.judge.nuggets import MAX_NUGGETS, Nugget
+
+FULL = (0.8, 0.8)  # (recall, cos)
+PARTIAL = (0.5, 0.6)
+GRADES = (0.65, 0.5, 0.35)
+TIE = 0.02
+STOP = frozenset(["a", "an", "the", "of", "to", "in", "on", "for", "and", "or", "is", "are", "was", "were", "be", "been", "by", "with", "as", "at", "it", "its", "this", "that", "these", "those", "from", "how", "do", "does", "what", "which", "who", "when", "where", "why", "i", "you", "can", "use", "using", "into", "than", "then", "there", "their", "not", "no", "yes", "so", "if", "about"])
+_WORD = re.compile(r"\w+")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+")
+
+
+def content_words(text: str) -> set[str]:
+    words = (w.lower() for w in _WORD.findall(text))
+    return {w[:-1] if len(w) > 3 and w.endswith("s") else w for w in words if w not in STOP}
+
+
+def word_recall(claim: str, passage: str) -> float:
+    want = content_words(claim)
+    return len(want & content_words(passage)) / len(want) if want else 0.0
+
+
+def sentences(text: str) -> list[str]:
+    return [s for s in (p.strip() for p in _SENTENCE.split(text)) if s] or [text]
+
+
+@lru_cache(maxsize=1)
+def _encoder():  # type: ignore[no-untyped-def]
+    from ragnarok.retrieve.dense import shared_encoder
+
+    return shared_encoder("minilm")
+
+
+_MEMO: dict[str, np.ndarray] = {}
+_MEMO_LOCK = threading.Lock()
+MEMO_SIZE = 50_000
+
+
+def _vectors(texts: Sequence[str]) -> np.ndarray:
+    """MiniLM vectors, each text encoded once per process (the memo holds at most MEMO_SIZE texts)."""
+    with _MEMO_LOCK:
+        known = {t: _MEMO[t] for t in texts if t in _MEMO}
+    todo = list(dict.fromkeys(t for t in texts if t not in known))
+    if todo:
+        fresh = _encoder().encode(todo)
+        known.update(zip(todo, fresh))
+        with _MEMO_LOCK:
+            if len(_MEMO) + len(todo) > MEMO_SIZE:
+                _MEMO.clear()
+            _MEMO.update(zip(todo, fresh))
+    return np.stack([known[t] for t in texts])
+
+
+def cosines(claims: Sequence[str], passages: Sequence[str]) -> np.ndarray:
+    """``(len(claims), len(passages))`` MiniLM cosines."""
+    vectors = _vectors([*claims, *passages])
+    return vectors[: len(claims)] @ vectors[len(claims):].T
+
+
+class ProxyJudge:
+    proxy = True
+    name = "proxy"
+
+    def __init__(self) -> None:
+        self.stats = JudgeStats()
+
+    def describe(self) -> str:
+        return "PROXY judge (token overlap + MiniLM similarity, no LLM)"
+
+    def _levels(self, claims: Sequence[str], passage: str) -> list[int]:
+        """2 full, 1 partial, 0 none per claim."""
+        if not claims:
+            return []
+        best = cosines(claims, sentences(passage)).max(axis=1)
+        out = []
+        for claim, cos in zip(claims, best):
+            recall = word_recall(claim, passage)
+            out.append(2 if recall >= FULL[0] or cos >= FULL[1] else
+                       1 if recall >= PARTIAL[0] or cos >= PARTIAL[1] else 0)
+        self.stats.add(judged=len(claims))
+        return out
+
+    def assign(self, query: str, passage: str, nuggets: Sequence[str]) -> list[str | None]:
+        names = ("not_support", "partial_support", "support")
+        return [names[level] for level in self._levels(nuggets, passage)]
+
+    def support(self, sentence: str, passage: str) -> str | None:
+        return ("no_support", "partial_support", "full_support")[self._levels([sentence], passage)[0]]
+
+    def relevance(self, query: str, passage: str) -> int | None:
+        cos = float(cosines([query], [passage])[0, 0])
+        self.stats.add(judged=1)
+        return next((3 - i for i, t in enumerate(GRADES) if cos >= t), 0)
+
+    def prefer(self, query: str, answer_a: str, answer_b: str) -> str | None:
+        a, b = cosines([query], [answer_a, answer_b])[0]
+        self.stats.add(judged=1)
+        return "tie" if abs(a - b) < TIE else ("A" if a > b else "B")
+
+    def geval(self, query: str, answer: str) -> dict[str, int | None]:
+        raise ValueError("the G-Eval scores need an LLM judge (--judge NAME); the proxy judge has none")
+
+    def create(self, query: str, segments: Sequence[str], max_nuggets: int = MAX_NUGGETS) -> list[Nugget]:
+        """The segments' sentences closest to the query (cosine >= 0.3, at most 25 words, no repeats), the
+        first third vital."""
+        pool = list(dict.fromkeys(s for seg in segments for s in sentences(seg) if 3 <= len(s.split()) <= 25))
+        if not pool:
+            return []
+        sims = cosines([query], pool)[0]
+        chosen = [pool[i] for i in np.argsort(-sims, kind="stable") if sims[i] >= 0.3][:max_nuggets]
+        self.stats.add(judged=len(chosen))
+        vital = max(1, len(chosen) // 3)
+        return [Nugget(text=s, importance="vital" if i < vital else "okay") for i, s in enumerate(chosen)]

@@ -1,0 +1,91 @@
+"""Choosing the judge (``--judge NAME``, the ``judge`` setting, or the proxy) and running judgments
+concurrently with a progress bar; a backend failure stops the work with what was judged already cached."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+from typing import Protocol, TypeVar
+
+from tqdm import tqdm
+
+from ragnarok.judge.cache import JudgeCache
+from ragnarok.judge.llm import JudgeStats, LLMJudge
+from ragnarok.judge.nuggets import Nugget
+from ragnarok.judge.proxy import ProxyJudge
+from ragnarok.settings import Settings
+
+T = TypeVar("T")
+R = TypeVar("R")
+PROXY = "proxy"
+
+
+class Judge(Protocol):
+    proxy: bool
+    name: str
+    stats: JudgeStats
+
+    def describe(self) -> str: ...
+    def assign(self, query: str, passage: str, nuggets: Sequence[str]) -> list[str | None]: ...
+    def support(self, sentence: str, passage: str) -> str | None: ...
+    def relevance(self, query: str, passage: str) -> int | None: ...
+    def prefer(self, query: str, answer_a: str, answer_b: str) -> str | None: ...
+    def create(self, query: str, segments: Sequence[str], max_nuggets: int = ...) -> list[Nugget]: ...
+    def geval(self, query: str, answer: str) -> dict[str, int | None]: ...
+
+
+class JudgeFailed(RuntimeError):
+    """The judge's backend failed (unavailable, timed out, errors): the judgments made so far are kept."""
+
+
+def cache_path(settings: Settings):  # type: ignore[no-untyped-def]
+    return settings.data_dir / "judgments.db"
+
+
+def make_judge(settings: Settings, name: str | None) -> Judge:
+    """The named generator as judge; no name and no ``judge`` setting (or ``proxy``): the proxy judge."""
+    from ragnarok.generate.base import GeneratorUnavailable
+    from ragnarok.generate.service import GenerationService
+
+    name = name or settings.judge
+    if not name or name == PROXY:
+        return ProxyJudge()
+    generator = GenerationService(settings).get(name)  # UnknownComponentError names the configured ones
+    complete = getattr(generator, "complete", None)
+    if complete is None:
+        raise ValueError(f"generator {name!r} is not an LLM and cannot judge (use an LLM generator, or "
+                         f"'{PROXY}' for the proxy judge)")
+    if reason := generator.availability():
+        raise GeneratorUnavailable(f"judge {name!r} is unavailable: {reason}")
+    config = settings.generator_configs()[name]
+    return LLMJudge(f"{name}:{config.backend}:{config.model}", complete, JudgeCache(cache_path(settings)))
+
+
+def run_all(items: Sequence[T], work: Callable[[T], R], concurrency: int, desc: str,
+            judge: Judge, progress: bool | None = None) -> list[R]:
+    """``work`` over ``items`` in ``concurrency`` threads, results in order. The first backend failure
+    cancels what has not started and is raised as :class:`JudgeFailed`."""
+    from ragnarok.generate.base import GenerationError, GeneratorUnavailable
+
+    bar = tqdm(total=len(items), desc=desc, file=sys.stderr, disable=not (progress if progress is not None
+                                                                          else sys.stderr.isatty()))
+    results: dict[int, R] = {}
+    with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
+        futures = {pool.submit(work, item): i for i, item in enumerate(items)}
+        pending = set(futures)
+        while pending:
+            done, pending = wait(pending, return_when=FIRST_EXCEPTION)
+            for future in done:
+                bar.update(1)
+                if (exc := future.exception()) is not None:
+                    for other in pending:
+                        other.cancel()
+                    bar.close()
+                    if isinstance(exc, (GenerationError, GeneratorUnavailable)):
+                        raise JudgeFailed(f"{judge.describe()} failed: {exc}; the {judge.stats.judged} "
+                                          f"judgments made so far are cached: run again to resume") from None
+                    raise exc
+                results[futures[future]] = future.result()
+    bar.close()
+    return [results[i] for i in range(len(items))]
