@@ -6,10 +6,12 @@ import httpx
 from fastapi import FastAPI
 
 from api.errors import install_error_handlers
-from api.routes import generate, health, rag, rerank, retrieve
+from api.routes import generate, health, rag, rerank, retrieve, stages
 from api.timing import ServerTiming
 from ragnarok.cancel import InFlight
 from ragnarok.gateway import Services
+from ragnarok.query.writer import TextWriter
+from ragnarok.registry import Instances
 from ragnarok.generate.service import GenerationService
 from ragnarok.retrieve.service import RerankService, RetrievalService
 from ragnarok.settings import Settings, get_settings
@@ -27,6 +29,8 @@ def create_app(settings: Settings | None = None, arena: bool = True) -> FastAPI:
     app.state.retrieval = RetrievalService(settings)
     app.state.reranking = RerankService(settings)
     app.state.generation = GenerationService(settings)
+    app.state.text_writer = TextWriter(app.state.generation.configs)  # query stages, LLM compressor
+    app.state.segment_lookups = Instances()  # neighbours, automerge: segments by id prefix, per index
     app.state.services = _services(app, settings)
     app.state.inflight = InFlight()  # cancel tokens of the CPU work in progress (cancelled on shutdown)
     install_error_handlers(app, settings.max_body_bytes)
@@ -36,6 +40,7 @@ def create_app(settings: Settings | None = None, arena: bool = True) -> FastAPI:
     app.include_router(rerank.router)
     app.include_router(generate.router)
     app.include_router(rag.router)
+    app.include_router(stages.router)
     if arena:
         from webui.app import mount  # noqa: PLC0415 - Gradio loads only when the arena is served
 

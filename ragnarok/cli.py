@@ -11,6 +11,7 @@ import typer
 
 from ragnarok.cli_errors import fails_cleanly
 from ragnarok.collection.cli import collection_app
+from ragnarok.judge import cli as judge_cli
 from ragnarok.settings import Settings, get_settings
 from ragnarok.track import cli as track_cli
 
@@ -23,6 +24,7 @@ def serve(
     host: Annotated[Optional[str], typer.Option(help="Interface to bind (default from settings).")] = None,
     port: Annotated[Optional[int], typer.Option(help="Port (default from settings).")] = None,
     no_dense: Annotated[bool, typer.Option("--no-dense", help="Skip the demo's dense (MiniLM) index.")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", help="Show the JVM's and Anserini's log lines.")] = False,
 ) -> None:
     """Start the API (R, AG and /rag) on the configured indexes, building the demo index on first use.
 
@@ -30,7 +32,9 @@ def serve(
     finish and then exits."""
     from api.main import create_app  # noqa: PLC0415
     from ragnarok.collection.demo_index import ensure_demo_index  # noqa: PLC0415
+    from ragnarok.java import set_verbose  # noqa: PLC0415
 
+    set_verbose(verbose)
     settings = get_settings()
     ensure_demo_index(settings, dense_model=None if no_dense else "minilm")
     host, port = host or settings.host, port or settings.port
@@ -97,18 +101,26 @@ def index(
     hnsw: Annotated[bool, typer.Option("--hnsw", help="HNSW instead of a flat dense index (large collections).")] = False,
     from_lucene: Annotated[Optional[Path], typer.Option(help="Build only the --dense index, from the segments "
                                                             "stored in this existing Lucene index.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Rebuild the --dense index even when it is up to date "
+                                                        "(it is rebuilt anyway when its Lucene index changed).")] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", help="Show Anserini's and the JVM's log lines.")] = False,
 ) -> None:
-    """Segment MS MARCO V2.1-style documents (10 sentences, stride 5) and build a Lucene index (and a dense one)."""
+    """Segment MS MARCO V2.1-style documents (10 sentences, stride 5) and build a Lucene index (and a dense one).
+
+    A dense index records which build of its Lucene index it was encoded from: `--dense MODEL --from-lucene
+    INDEX` rebuilds it when the Lucene index changed since (and returns at once when nothing changed)."""
     from ragnarok.collection import lucene_index  # noqa: PLC0415
     from ragnarok.collection.demo_index import ensure_dense_index  # noqa: PLC0415
+    from ragnarok.java import set_verbose  # noqa: PLC0415
 
+    set_verbose(verbose)
     kind = "hnsw" if hnsw else "flat"
     if from_lucene is not None:
         if not dense:
             raise ValueError("--from-lucene builds a dense index: give --dense MODEL")
         if not lucene_index.is_lucene_index(from_lucene):
             raise FileNotFoundError(f"no Lucene index at {from_lucene}")
-        typer.echo(f"dense index at {ensure_dense_index(from_lucene, dense, kind)}")
+        typer.echo(f"dense index at {ensure_dense_index(from_lucene, dense, kind, force)}")
         return
     if demo:
         from ragnarok.collection.demo_index import ensure_demo_index  # noqa: PLC0415
@@ -124,7 +136,20 @@ def index(
         n = lucene_index.index_jsonl(input, output, threads, workers, skip_bad)
         typer.echo(f"indexed {n:,} segments into {output}")
     if dense:
-        typer.echo(f"dense index at {ensure_dense_index(output, dense, kind)}")
+        typer.echo(f"dense index at {ensure_dense_index(output, dense, kind, force)}")
+    _warn_stale_dense(output, dense)
+
+
+def _warn_stale_dense(lucene_dir: Path, built: str | None) -> None:
+    """Name the dense indexes beside ``lucene_dir`` that its rebuild made stale (they refuse to load)."""
+    from ragnarok.retrieve.dense import rebuild_command, stale_reason  # noqa: PLC0415
+
+    root = Path(f"{lucene_dir}.dense")
+    for path in sorted(root.glob("*/index.faiss")) if root.is_dir() else []:
+        model = path.parent.name.replace("__", "/")
+        if model != built and stale_reason(path.parent, lucene_dir) is not None:
+            typer.echo(f"note: the dense index at {path.parent} is now stale; rebuild it with "
+                       f"`{rebuild_command(lucene_dir, model)}`", err=True)
 
 
 @app.command()
@@ -134,50 +159,106 @@ def search(
     output: Annotated[Path, typer.Option(help="TREC run file to write.")],
     index: Annotated[Optional[str], typer.Option(help="Index name or Lucene index directory.")] = None,
     retriever: Annotated[str, typer.Option(help="bm25, bm25+rocchio, bm25+rm3 or dense:MODEL.")] = "bm25",
-    pipeline: Annotated[Optional[str], typer.Option(help="A retrieval pipeline instead of one retriever, e.g. "
-                                                         "'rrf(bm25+rocchio, dense:minilm)@1000 | mmr@100'.")] = None,
-    k: Annotated[int, typer.Option(min=1, max=10_000, help="Hits per topic (one retriever).")] = 1000,
+    pipeline: Annotated[Optional[str], typer.Option(
+        help="A pipeline (spec, preset name or TOML/YAML file) instead of one retriever, e.g. "
+             "'rrf(bm25+rocchio, dense:minilm)@1000 | mmr@100'; its retrieval part is used (a generation stage "
+             "is left out), and its stages set the depths.")] = None,
+    k: Annotated[Optional[int], typer.Option(min=1, max=10_000, help="Hits per topic (one retriever; "
+                                                                     "default 1000).")] = None,
     run_id: Annotated[Optional[str], typer.Option(help="Run tag (default: the retriever name).")] = None,
     threads: Annotated[int, typer.Option(min=1)] = 2,
+    verbose: Annotated[bool, typer.Option("--verbose", help="Show the JVM's and Lucene's log lines.")] = False,
 ) -> None:
     """Run every topic through a retriever (or a retrieval pipeline) and write a TREC run file."""
-    from ragnarok.retrieve.service import RetrievalService  # noqa: PLC0415
+    from ragnarok.java import set_verbose  # noqa: PLC0415
+
+    set_verbose(verbose)
+    settings = _with_index_path(get_settings(), index)
+    if index is not None and not Path(index).is_dir() and index not in settings.index_sources() \
+            and ("/" in index or index.startswith(".")):
+        raise FileNotFoundError(f"no index directory {index} (and no configured index of that name)")
+    loaded = track_cli.resolve_topics(topics, settings)
+    parsed = None
+    if pipeline:
+        if k is not None:
+            raise ValueError("--k sets the hits of one --retriever; a --pipeline sets its own depths "
+                             "(e.g. 'bm25@1000 | mmr@100')")
+        parsed = _retrieval_part(pipeline)
+        sources = [s.name + (f":{s.arg}" if s.arg else "") for s in parsed.sources()]
+    else:
+        sources = [retriever]
+    if (index or settings.default_index) == settings.default_index == "demo":
+        from ragnarok.collection.demo_index import ensure_demo_index, ensure_dense_index  # noqa: PLC0415
+
+        target = ensure_demo_index(settings)
+        for model in dense_models(sources):
+            ensure_dense_index(target, model)  # built on first use, rebuilt when stale
+    if parsed is not None:
+        ranking = _pipeline_ranking(parsed, loaded, settings, _index_name(index), threads)
+    else:
+        ranking = _retriever_ranking(retriever, loaded, settings, index, k or 1000, threads)
     from ragnarok.trec import write_run  # noqa: PLC0415
 
-    settings = _with_index_path(get_settings(), index)
-    loaded = track_cli.resolve_topics(topics, settings)
-    if (index or settings.default_index) == settings.default_index == "demo":
-        from ragnarok.collection.demo_index import ensure_demo_index  # noqa: PLC0415
-
-        ensure_demo_index(settings, dense_model="minilm" if "dense" in (pipeline or retriever) else None)
-    if pipeline:
-        ranking = _pipeline_ranking(pipeline, loaded, settings, _index_name(index), threads)
-    else:
-        chosen = RetrievalService(settings).get(retriever, _index_name(index))
-        queries = {t.qid: t.text for t in loaded}
-        if hasattr(chosen, "batch_search"):
-            ranking = chosen.batch_search(queries, k, threads)
-        else:
-            from ragnarok.types import Query  # noqa: PLC0415
-
-            ranking = {qid: [(c.docid, c.score) for c in chosen.retrieve(Query(text=text, qid=qid), k).candidates]
-                       for qid, text in queries.items()}
+    output.parent.mkdir(parents=True, exist_ok=True)
     write_run(output, ranking, run_id or (retriever if not pipeline else "pipeline").replace(" ", ""))
     typer.echo(f"wrote {sum(map(len, ranking.values())):,} lines for {len(ranking)} topics to {output}")
 
 
-def _pipeline_ranking(spec: str, topics: list, settings: Settings, index: str | None,
+def dense_models(retrievers: list[str]) -> list[str]:
+    """The embedding models that retrievers named like ``dense:minilm`` (``dense``: MiniLM) need."""
+    return sorted({r.partition(":")[2] or "minilm" for r in retrievers if r.partition(":")[0] == "dense"})
+
+
+def _retrieval_part(spec: str) -> Any:
+    """The pipeline named by ``spec`` (a preset, a spec or a TOML/YAML file) without its generation stage."""
+    import dataclasses  # noqa: PLC0415
+
+    from ragnarok import spec as grammar  # noqa: PLC0415
+    from ragnarok.presets import resolve  # noqa: PLC0415
+
+    parsed = grammar.load(Path(spec)) if Path(spec).suffix in {".toml", ".yaml", ".yml"} and Path(spec).is_file() \
+        else grammar.parse(resolve(spec))
+    if parsed.generate is not None:
+        parsed = dataclasses.replace(parsed, generate=None)
+        typer.echo(f"search writes rankings: using the retrieval part of the pipeline, {parsed}", err=True)
+    return parsed
+
+
+def _retriever_ranking(retriever: str, topics: list, settings: Settings, index: str | None, k: int,
+                       threads: int) -> dict[str, list[tuple[str, float]]]:
+    from ragnarok.registry import UnknownComponentError  # noqa: PLC0415
+    from ragnarok.retrieve.service import RetrievalService  # noqa: PLC0415
+    from ragnarok.types import Query  # noqa: PLC0415
+
+    try:
+        chosen = RetrievalService(settings).get(retriever, _index_name(index))
+    except UnknownComponentError as exc:
+        if exc.role != "retriever":
+            raise
+        names = [f"{n}:MODEL" if n == "dense" else n for n in exc.available]
+        raise UnknownComponentError("retriever", exc.name, names) from None
+    queries = {t.qid: t.text for t in topics}
+    if hasattr(chosen, "batch_search"):
+        return chosen.batch_search(queries, k, threads)
+    from tqdm import tqdm  # noqa: PLC0415
+
+    if hasattr(chosen, "warm_up"):
+        chosen.warm_up()  # a missing or stale index fails here, before the bar starts
+    return {qid: [(c.docid, c.score) for c in chosen.retrieve(Query(text=text, qid=qid), k).candidates]
+            for qid, text in tqdm(queries.items(), desc=f"searching ({retriever})", unit="topic")}
+
+
+def _pipeline_ranking(parsed: Any, topics: list, settings: Settings, index: str | None,
                       concurrency: int) -> dict[str, list[tuple[str, float]]]:
     import asyncio  # noqa: PLC0415
 
-    from ragnarok.batch import run_topics  # noqa: PLC0415
-    from ragnarok.presets import resolve  # noqa: PLC0415
-    from ragnarok.spec import parse  # noqa: PLC0415
+    from tqdm import tqdm  # noqa: PLC0415
 
-    parsed = parse(resolve(spec))
-    if parsed.generate is not None:
-        raise ValueError(f"search writes rankings: drop the generation stage from {parsed}")
-    results = asyncio.run(run_topics(parsed, topics, settings, index, concurrency))
+    from ragnarok.batch import run_topics  # noqa: PLC0415
+
+    with tqdm(total=len(topics), desc="running the pipeline", unit="topic") as bar:
+        results = asyncio.run(run_topics(parsed, topics, settings, index, concurrency,
+                                         on_result=lambda _topic, _result: bar.update(1)))
     return {qid: [(c.docid, c.score) for c in r.candidates] for qid, r in results.items()}  # type: ignore[union-attr]
 
 
@@ -222,6 +303,8 @@ def evaluate_run(
 
 
 app.add_typer(collection_app, name="collection")
+app.add_typer(judge_cli.judge_app, name="judge")
+app.command("eval-rag")(judge_cli.eval_rag)
 app.command("run")(track_cli.run)
 app.command("validate")(track_cli.validate)
 app.add_typer(track_cli.topics_app, name="topics")

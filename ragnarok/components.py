@@ -14,8 +14,11 @@ from ragnarok.protocols import Generator, Reranker, Retriever
 from ragnarok.quoting import quote
 from ragnarok.registry import ComponentArgumentError, Registry, UnknownComponentError
 from ragnarok.rerank.base import RerankerUnavailable
+from ragnarok.rerank.cross_encoder import KNOWN as CROSS_ENCODERS, CrossEncoderReranker
 from ragnarok.rerank.embedding import EmbeddingReranker, MMRReranker
 from ragnarok.rerank.listwise import ListwiseReranker
+from ragnarok.rerank.monot5 import KNOWN as MONOT5S, MonoT5Reranker
+from ragnarok.rerank.pointwise import PointwiseReranker, resolve_checkpoint
 from ragnarok.rerank.rank_llm_adapter import MODELS as RANK_LLM_MODELS, RankLLMReranker
 from ragnarok.retrieve.dense import DenseRetriever, resolve_model
 from ragnarok.retrieve.lucene import LuceneRetriever
@@ -102,6 +105,26 @@ def _rank_llm_only(kind: str):
     return factory
 
 
+def _pointwise(cls: type[PointwiseReranker], known: dict[str, str], setting: str):
+    """``NAME`` loads ``settings.<setting>``; ``NAME:ARG`` a known or configured checkpoint, or a local
+    directory (never a name a request made up: nothing is downloaded for it). A checkpoint that is missing
+    here is a 422 saying what is missing; one of another architecture a 422 naming it."""
+
+    def factory(settings: Settings, arg: str | None = None) -> Reranker:
+        name = cls.name if arg is None else f"{cls.name}:{arg}"
+        checkpoint = getattr(settings, setting) if arg is None else \
+            resolve_checkpoint(cls.kind, arg, {**known, **settings.rerank_models})
+        reranker = cls(name=name, checkpoint=checkpoint, batch_size=settings.pointwise_batch_size,
+                       device=settings.pointwise_device)
+        if reason := reranker.availability():
+            where = f" (RAGNAROK_{setting.upper()})" if arg is None else ""
+            raise RerankerUnavailable(f"{name} cannot run here: {reason}{where}")
+        reranker.validate()
+        return reranker
+
+    return factory
+
+
 def _embedding(settings: Settings, arg: str | None = None) -> Reranker:
     resolve_model(arg or "minilm")  # an unknown model is refused here, before anything loads
     return EmbeddingReranker(model=arg or "minilm")
@@ -127,5 +150,45 @@ RERANKERS.register("listwise", lambda settings, arg=None: _listwise_over(arg or 
 RERANKERS.register("rankgpt", lambda settings, arg=None: _listwise_over(arg or "gpt-4o", settings, "rankgpt"),
                    "RankGPT: listwise reranking with GPT-4o (OPENAI_API_KEY)")
 RERANKERS.register("rankzephyr", _rankzephyr, "RankZephyr on a vLLM server or rank_llm; rankzephyr:rho = 3 passes")
-RERANKERS.register("monot5", _rank_llm_only("monot5"), "monoT5 through rank_llm (GPU)")
+RERANKERS.register("monot5", _pointwise(MonoT5Reranker, MONOT5S, "monot5_model"),
+                   "monoT5 with transformers (CPU or GPU): RAGNAROK_MONOT5_MODEL; monot5:base|3b|NAME|DIR")
+RERANKERS.register("crossencoder", _pointwise(CrossEncoderReranker, CROSS_ENCODERS, "cross_encoder_model"),
+                   "a sentence-transformers cross-encoder: RAGNAROK_CROSS_ENCODER_MODEL; "
+                   "crossencoder:minilm-l6|bge-base|bge-v2-m3|NAME|DIR")
 RERANKERS.register("lit5", _rank_llm_only("lit5"), "LiT5 through rank_llm (GPU)")
+
+# Query stages (before retrieval: the AG service writes, the gateway retrieves each query) and passage
+# stages (a ranking in, a ranking out, run by the gateway): see ragnarok/query/ and ragnarok/passage/.
+from ragnarok.passage.base import PassageStage  # noqa: E402
+from ragnarok.passage.compress import Compress, LLMCompress  # noqa: E402
+from ragnarok.passage.filters import Collapse, Cutoff, Percentile, Reorder, SimilarityCutoff  # noqa: E402
+from ragnarok.passage.window import AutoMerge, Neighbours  # noqa: E402
+from ragnarok.query.stages import DECOMPOSE, HYDE, MULTIQUERY, QUERY2DOC, QueryStageDef  # noqa: E402
+
+QUERY_STAGES: Registry[QueryStageDef] = Registry("query stage")
+QUERY_STAGES.register("hyde", lambda: HYDE, "HyDE: a hypothetical answer passage is the dense query and is "
+                      "appended to the BM25 query; hyde:GENERATOR")
+QUERY_STAGES.register("query2doc", lambda: QUERY2DOC, "query2doc: the query x5 plus a generated pseudo-document "
+                      "for BM25; query2doc:GENERATOR")
+QUERY_STAGES.register("multiquery", lambda: MULTIQUERY, "N paraphrases, each retrieved, fused with the "
+                      "original (RRF); multiquery:GENERATOR:N (default 3)")
+QUERY_STAGES.register("decompose", lambda: DECOMPOSE, "N sub-questions, each retrieved, fused with the original "
+                      "(RRF); decompose:GENERATOR:N (default 3)")
+
+PASSAGE_STAGES: Registry[PassageStage] = Registry("passage stage")
+PASSAGE_STAGES.register("neighbours", Neighbours.create, "each segment with W segments before and after it, "
+                        "overlapping windows merged; neighbours:W@k (default 1)")
+PASSAGE_STAGES.register("automerge", AutoMerge.create, "M or more close segments of one document replaced by "
+                        "the span covering them; automerge:M@k (default 2)")
+PASSAGE_STAGES.register("collapse", Collapse.create, "near-duplicates (overlapping windows of a document, "
+                        "trigram Jaccard >= T) count once; collapse:T@k (default 0.8)")
+PASSAGE_STAGES.register("cutoff", Cutoff.create, "keep min-max normalised score >= T; cutoff:T@k (default 0.5)")
+PASSAGE_STAGES.register("percentile", Percentile.create, "keep scores >= the P-th percentile; percentile:P@k")
+PASSAGE_STAGES.register("simcutoff", SimilarityCutoff.create, "keep MiniLM cosine similarity to the query >= T; "
+                        "simcutoff:T@k (default 0.3)")
+PASSAGE_STAGES.register("compress", Compress.create, "extractive sentence compressor: each segment keeps its "
+                        "sentences with query terms (at most a fraction R); compress:R@k (default 0.5)")
+PASSAGE_STAGES.register("llmcompress", LLMCompress.create, "a generator picks each segment's useful sentences; "
+                        "llmcompress:GENERATOR@k")
+PASSAGE_STAGES.register("reorder", Reorder.create, "long-context reorder: the best candidates at both ends; "
+                        "reorder@k")

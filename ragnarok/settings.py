@@ -49,13 +49,28 @@ class Settings(BaseSettings):
     generator_probe_cache_s: float = Field(5.0, ge=0, description="GET /v1/generators: how long a probe's "
                                            "finding is reused.")
     rankzephyr_url: str | None = Field(None, description="OpenAI-compatible (vLLM) URL serving RankZephyr.")
+    monot5_model: str = Field("castorini/monot5-base-msmarco-10k", description="What the `monot5` reranker "
+                              "loads: a local model directory or a Hugging Face name (from the local cache; "
+                              "downloaded on first use only when online and HF_HUB_OFFLINE is unset).")
+    cross_encoder_model: str = Field("cross-encoder/ms-marco-MiniLM-L-6-v2", description="What the "
+                                     "`crossencoder` reranker loads (a local directory or a Hugging Face name).")
+    rerank_models: dict[str, str] = Field(
+        default_factory=dict, description="More checkpoints a request may name as monot5:NAME or "
+        "crossencoder:NAME: name -> local directory or Hugging Face name (besides base, 3b, minilm-l6, "
+        "bge-base, bge-v2-m3). A name a request makes up never triggers a download.")
+    pointwise_batch_size: int = Field(16, ge=1, le=1024, description="monot5/crossencoder: candidates per "
+                                      "model call (the work between two cancellation checks).")
+    pointwise_device: str | None = Field(None, description="monot5/crossencoder: cpu, cuda, cuda:1 ...; "
+                                         "default CUDA when there is a GPU.")
     default_generator: str = "extractive"
+    judge: str | None = Field(None, description="The generator that judges answers (`ragnarok judge`, "
+                              "`eval-rag`); unset: the proxy judge (no LLM).")
     default_template: str = "ragnarok"
     max_candidates: int = 1000
     max_segment_chars: int = 100_000
     max_body_bytes: int = 32 * 1024 * 1024
-    cpu_rerank_max_candidates: int = Field(1000, ge=1, description="Candidates one CPU rerank (embedding, mmr) "
-                                           "encodes at most; more is a 413.")
+    cpu_rerank_max_candidates: int = Field(1000, ge=1, description="Candidates one CPU rerank (embedding, mmr, "
+                                           "monot5, crossencoder) encodes at most; more is a 413.")
     cpu_rerank_max_chars: int = Field(2_000_000, ge=1, description="Characters of query and candidate text one "
                                       "CPU rerank encodes at most (1,000 segments of 2 KB); more is a 413.")
     cpu_rerank_timeout_s: float = Field(120.0, gt=0, description="A CPU rerank that has not answered in this "
