@@ -10,16 +10,24 @@ from ragnarok.generate.cohere_chat import CohereGenerator
 from ragnarok.generate.extractive import ExtractiveGenerator
 from ragnarok.generate.llama_cpp import LlamaCppGenerator
 from ragnarok.generate.openai_compat import OpenAIChatGenerator
+from ragnarok.passage.base import PassageStage
+from ragnarok.passage.compress import Compress, LLMCompress
+from ragnarok.passage.filters import Collapse, Cutoff, Percentile, Reorder, SimilarityCutoff
+from ragnarok.passage.window import AutoMerge, Neighbours
 from ragnarok.protocols import Generator, Reranker, Retriever
+from ragnarok.query.stages import DECOMPOSE, HYDE, MULTIQUERY, QUERY2DOC, QueryStageDef
 from ragnarok.quoting import quote
 from ragnarok.registry import ComponentArgumentError, Registry, UnknownComponentError
 from ragnarok.rerank.base import RerankerUnavailable
-from ragnarok.rerank.cross_encoder import KNOWN as CROSS_ENCODERS, CrossEncoderReranker
+from ragnarok.rerank.cross_encoder import KNOWN as CROSS_ENCODERS
+from ragnarok.rerank.cross_encoder import CrossEncoderReranker
 from ragnarok.rerank.embedding import EmbeddingReranker, MMRReranker
 from ragnarok.rerank.listwise import ListwiseReranker
-from ragnarok.rerank.monot5 import KNOWN as MONOT5S, MonoT5Reranker
+from ragnarok.rerank.monot5 import KNOWN as MONOT5S
+from ragnarok.rerank.monot5 import MonoT5Reranker
 from ragnarok.rerank.pointwise import PointwiseReranker, resolve_checkpoint
-from ragnarok.rerank.rank_llm_adapter import MODELS as RANK_LLM_MODELS, RankLLMReranker
+from ragnarok.rerank.rank_llm_adapter import MODELS as RANK_LLM_MODELS
+from ragnarok.rerank.rank_llm_adapter import RankLLMReranker
 from ragnarok.retrieve.dense import DenseRetriever, resolve_model
 from ragnarok.retrieve.lucene import LuceneRetriever
 from ragnarok.retrieve.remote import RemoteRetriever
@@ -159,11 +167,6 @@ RERANKERS.register("lit5", _rank_llm_only("lit5"), "LiT5 through rank_llm (GPU)"
 
 # Query stages (before retrieval: the AG service writes, the gateway retrieves each query) and passage
 # stages (a ranking in, a ranking out, run by the gateway): see ragnarok/query/ and ragnarok/passage/.
-from ragnarok.passage.base import PassageStage  # noqa: E402
-from ragnarok.passage.compress import Compress, LLMCompress  # noqa: E402
-from ragnarok.passage.filters import Collapse, Cutoff, Percentile, Reorder, SimilarityCutoff  # noqa: E402
-from ragnarok.passage.window import AutoMerge, Neighbours  # noqa: E402
-from ragnarok.query.stages import DECOMPOSE, HYDE, MULTIQUERY, QUERY2DOC, QueryStageDef  # noqa: E402
 
 QUERY_STAGES: Registry[QueryStageDef] = Registry("query stage")
 QUERY_STAGES.register("hyde", lambda: HYDE, "HyDE: a hypothetical answer passage is the dense query and is "
