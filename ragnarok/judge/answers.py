@@ -3,11 +3,11 @@ nuggetizer's answer shape (``{"topic_id", "answer": [{"text"}]}``); and the text
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ragnarok.judge.nuggets import json_lines
 from ragnarok.track.formats import record_topic
 
 
@@ -48,18 +48,11 @@ def _answer(record: object, where: str) -> Answer:
 
 def read_answers(path: str | Path) -> dict[str, Answer]:
     out: dict[str, Answer] = {}
-    with open(path, encoding="utf-8") as f:
-        for n, line in enumerate(f, 1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError as exc:
-                raise ValueError(f"{path}:{n}: not JSON ({exc})") from None
-            answer = _answer(record, f"{path}:{n}")
-            if answer.qid in out:
-                raise ValueError(f"{path}:{n}: topic {answer.qid} answered twice")
-            out[answer.qid] = answer
+    for where, record in json_lines(path):
+        answer = _answer(record, where)
+        if answer.qid in out:
+            raise ValueError(f"{where}: topic {answer.qid} answered twice")
+        out[answer.qid] = answer
     return out
 
 

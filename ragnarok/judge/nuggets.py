@@ -13,9 +13,9 @@ vital nuggets), vital (``partial_support`` counts 0.5), strict all and all; a se
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, ValidationError, field_validator
 
@@ -58,21 +58,28 @@ def _topic(data: object, where: str) -> TopicNuggets:
         raise ValueError(f"{where}: {'.'.join(map(str, first['loc']))}: {first['msg']}") from None
 
 
-def read_nuggets(path: str | Path) -> dict[str, TopicNuggets]:
-    """A nugget file (ours or nuggetizer's) by qid; a line that is no nugget set is a ValueError naming it."""
-    out: dict[str, TopicNuggets] = {}
+def json_lines(path: str | Path) -> Iterator[tuple[str, Any]]:
+    """``(where, record)`` for each non-blank line of a JSONL file; ``where`` is ``path:line`` for messages.
+    A line that is not JSON is a ValueError naming it."""
     with open(path, encoding="utf-8") as f:
         for n, line in enumerate(f, 1):
             if not line.strip():
                 continue
             try:
-                data = json.loads(line)
+                record = json.loads(line)
             except ValueError as exc:
                 raise ValueError(f"{path}:{n}: not JSON ({exc})") from None
-            topic = _topic(data, f"{path}:{n}")
-            if topic.qid in out:
-                raise ValueError(f"{path}:{n}: topic {topic.qid} appears twice")
-            out[topic.qid] = topic
+            yield f"{path}:{n}", record
+
+
+def read_nuggets(path: str | Path) -> dict[str, TopicNuggets]:
+    """A nugget file (ours or nuggetizer's) by qid; a line that is no nugget set is a ValueError naming it."""
+    out: dict[str, TopicNuggets] = {}
+    for where, data in json_lines(path):
+        topic = _topic(data, where)
+        if topic.qid in out:
+            raise ValueError(f"{where}: topic {topic.qid} appears twice")
+        out[topic.qid] = topic
     return out
 
 
