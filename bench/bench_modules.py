@@ -1,6 +1,6 @@
 """Per-stage latency of the query and passage stages (issue 15), from the pipeline's own trace.
 
-    python bench/bench_modules.py [--topics 20] [--rounds 2] [--llm] [--data-dir DIR]
+    python bench/bench_modules.py [--topics 20] [--rounds 2] [--llm | --llm-only] [--data-dir DIR]
 
 Runs each pipeline over the first N demo topics in process (the same gateway code as ``POST /rag`` and
 ``ragnarok search``: the stages' HTTP hops to R and AG go through ``httpx.ASGITransport``), after one
@@ -89,15 +89,17 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--llm", action="store_true", help="also the SmolLM2 query stages and LLM compressor")
     parser.add_argument("--data-dir", default=os.environ.get("RAGNAROK_DATA_DIR"))
+    parser.add_argument("--llm-only", action="store_true", help="only the SmolLM2 pipelines (implies --llm)")
     parser.add_argument("--json", action="store_true", help="one JSON row per line")
     args = parser.parse_args()
     settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
     ensure_demo_index(settings)
     topics = load_topics(ROOT / "topics" / "demo.tsv")[:args.topics]
+    args.llm = args.llm or args.llm_only
     if args.llm:
         # the first round of each query stage pays for generation; with one round there is no cached figure
         args.rounds = max(2, args.rounds)
-    rows = asyncio.run(bench(PASSAGE + (LLM if args.llm else []), topics, args.rounds, settings))
+    rows = asyncio.run(bench(([] if args.llm_only else PASSAGE) + (LLM if args.llm else []), topics, args.rounds, settings))
     if args.json:
         for row in rows:
             print(json.dumps(row))
