@@ -120,3 +120,54 @@ def ragnarok_serve(env: dict[str, str], output: Path | None = None, cwd: Path | 
             server.wait()
         if output:
             out.close()
+
+
+_HUB_SCRIPT = """
+import json, sys
+from fastapi.testclient import TestClient
+from api.main import create_app
+from ragnarok.settings import Settings
+c = TestClient(create_app(Settings(data_dir=sys.argv[1]), arena=False), raise_server_exceptions=False)
+req = {"query": {"text": "gzip"}, "candidates": [{"docid": "a", "score": 1, "doc": {"segment": "gzip"}}]}
+print(json.dumps([c.post("/v1/rerank", json={"request": req, "reranker": r, "k": 1}).status_code
+                  for r in sys.argv[2:]]))
+"""
+
+
+def rerank_behind_a_counting_hub(rerankers: list[str], tmp: Path, timeout_s: float = 300) -> tuple[list[int], list[str]]:
+    """``POST /v1/rerank`` with each of ``rerankers``, in a fresh process that is online as far as it knows but
+    whose model hub (``HF_ENDPOINT``, empty ``HF_HOME``) is a local server counting requests: the statuses
+    and the paths the hub was asked for."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    hits: list[str] = []
+
+    class Hub(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            hits.append(self.path)
+            self.send_response(404)
+            self.end_headers()
+
+        do_HEAD = do_GET
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    hub = ThreadingHTTPServer(("127.0.0.1", 0), Hub)
+    threading.Thread(target=hub.serve_forever, daemon=True).start()
+    env = {**os.environ, "HF_ENDPOINT": f"http://127.0.0.1:{hub.server_port}", "HF_HUB_OFFLINE": "0",
+           "TRANSFORMERS_OFFLINE": "0", "HF_HOME": str(tmp / "hf")}
+    env.pop("HF_HUB_CACHE", None)
+    try:
+        out = subprocess.run([sys.executable, "-c", _HUB_SCRIPT, str(tmp / "data"), *rerankers],
+                             cwd=Path(__file__).resolve().parent.parent, env=env, capture_output=True, text=True,
+                             timeout=timeout_s)
+    finally:
+        hub.shutdown()
+        hub.server_close()
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1]), hits

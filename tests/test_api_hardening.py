@@ -8,12 +8,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import socket
-import subprocess
-import sys
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import anyio
@@ -28,7 +23,7 @@ from ragnarok.fuse import cc, dbsf, ranked, rrf
 from ragnarok.gateway import PipelineRunner, StageError
 from ragnarok.spec import MAX_SOURCES, SpecError, from_mapping, parse
 from ragnarok.types import Candidate, Doc, Query, Request
-from servers import serve_app
+from servers import rerank_behind_a_counting_hub, serve_app
 
 ROOT = Path(__file__).resolve().parent.parent
 CANDIDATES = [{"docid": f"d{i}", "score": 1.0 - i / 10, "doc": {"segment": f"gzip compresses files, part {i}."}}
@@ -126,45 +121,13 @@ def test_unknown_dense_model_is_404(client):
     assert "unknown embedding model 'nope'" in error(r, 404)["error"]
 
 
-class _Hub(BaseHTTPRequestHandler):
-    hits: list[str] = []
-
-    def do_GET(self) -> None:  # noqa: N802
-        _Hub.hits.append(self.path)
-        self.send_response(404)
-        self.end_headers()
-
-    do_HEAD = do_GET
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 def test_a_client_chosen_model_never_reaches_a_model_hub(tmp_path):
     """A fresh process whose model hub (HF_ENDPOINT) is a local server counting requests: ``embedding:NAME``
     and ``dense:NAME`` for names that are not configured must not make a single request to it."""
-    hub = ThreadingHTTPServer(("127.0.0.1", 0), _Hub)
-    threading.Thread(target=hub.serve_forever, daemon=True).start()
-    script = """
-import json, sys
-from fastapi.testclient import TestClient
-from api.main import create_app
-from ragnarok.settings import Settings
-c = TestClient(create_app(Settings(data_dir=sys.argv[1]), arena=False), raise_server_exceptions=False)
-req = {"query": {"text": "gzip"}, "candidates": [{"docid": "a", "score": 1, "doc": {"segment": "gzip"}}]}
-print(json.dumps([c.post("/v1/rerank", json={"request": req, "reranker": r, "k": 1}).status_code
-                  for r in ("embedding:sentence-transformers/all-mpnet-base-v2", "embedding:nope")]))
-"""
-    env = {**os.environ, "HF_ENDPOINT": f"http://127.0.0.1:{hub.server_port}", "HF_HUB_OFFLINE": "0",
-           "TRANSFORMERS_OFFLINE": "0", "HF_HOME": str(tmp_path / "hf")}
-    try:
-        out = subprocess.run([sys.executable, "-c", script, str(tmp_path / "data")], cwd=ROOT, env=env,
-                             capture_output=True, text=True, timeout=120)
-    finally:
-        hub.shutdown()
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert _Hub.hits == []
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == [404, 404]
+    statuses, hits = rerank_behind_a_counting_hub(
+        ["embedding:sentence-transformers/all-mpnet-base-v2", "embedding:nope"], tmp_path, timeout_s=120)
+    assert hits == []
+    assert statuses == [404, 404]
 
 
 # 4. lone surrogates in any JSON string, on every route

@@ -9,18 +9,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from servers import serve_app
+from servers import rerank_behind_a_counting_hub, serve_app
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -137,47 +133,14 @@ def test_native_monot5_is_the_default_and_rank_llm_keeps_its_other_models(tiny, 
     assert not issubclass(RankLLMReranker, PointwiseReranker)
 
 
-class _Hub(BaseHTTPRequestHandler):
-    hits: list[str] = []
-
-    def do_GET(self) -> None:  # noqa: N802
-        _Hub.hits.append(self.path)
-        self.send_response(404)
-        self.end_headers()
-
-    do_HEAD = do_GET
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-
 def test_a_model_name_from_a_request_never_reaches_a_model_hub(tmp_path):
     """A fresh process, online as far as it knows, whose model hub (HF_ENDPOINT) is a local server counting
     requests: names a request makes up are refused (404) without a single request to it."""
-    hub = ThreadingHTTPServer(("127.0.0.1", 0), _Hub)
-    threading.Thread(target=hub.serve_forever, daemon=True).start()
-    script = """
-import json, sys
-from fastapi.testclient import TestClient
-from api.main import create_app
-from ragnarok.settings import Settings
-c = TestClient(create_app(Settings(data_dir=sys.argv[1]), arena=False), raise_server_exceptions=False)
-req = {"query": {"text": "gzip"}, "candidates": [{"docid": "a", "score": 1, "doc": {"segment": "gzip"}}]}
-print(json.dumps([c.post("/v1/rerank", json={"request": req, "reranker": r, "k": 1}).status_code
-                  for r in ("monot5:castorini/monot5-large-msmarco", "crossencoder:BAAI/bge-reranker-large",
-                            "monot5:nope", "crossencoder:../nope")]))
-"""
-    env = {**os.environ, "HF_ENDPOINT": f"http://127.0.0.1:{hub.server_port}", "HF_HUB_OFFLINE": "0",
-           "TRANSFORMERS_OFFLINE": "0", "HF_HOME": str(tmp_path / "hf")}
-    env.pop("HF_HUB_CACHE", None)
-    try:
-        out = subprocess.run([sys.executable, "-c", script, str(tmp_path / "data")], cwd=ROOT, env=env,
-                             capture_output=True, text=True, timeout=300)
-    finally:
-        hub.shutdown()
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert json.loads(out.stdout.strip().splitlines()[-1]) == [404, 404, 404, 404]
-    assert _Hub.hits == []
+    statuses, hits = rerank_behind_a_counting_hub(
+        ["monot5:castorini/monot5-large-msmarco", "crossencoder:BAAI/bge-reranker-large", "monot5:nope",
+         "crossencoder:../nope"], tmp_path)
+    assert statuses == [404, 404, 404, 404]
+    assert hits == []
 
 
 # --- bounds: work cap, cancellation, deadline ---------------------------------------------------------------
