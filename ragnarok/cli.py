@@ -213,11 +213,12 @@ def _retrieval_part(spec: str) -> Any:
     """The pipeline named by ``spec`` (a preset, a spec or a TOML/YAML file) without its generation stage."""
     import dataclasses  # noqa: PLC0415
 
-    from ragnarok import spec as grammar  # noqa: PLC0415
     from ragnarok.presets import resolve  # noqa: PLC0415
+    from ragnarok.spec import parse  # noqa: PLC0415
+    from ragnarok.spec_mapping import load  # noqa: PLC0415
 
-    parsed = grammar.load(Path(spec)) if Path(spec).suffix in {".toml", ".yaml", ".yml"} and Path(spec).is_file() \
-        else grammar.parse(resolve(spec))
+    parsed = load(Path(spec)) if Path(spec).suffix in {".toml", ".yaml", ".yml"} and Path(spec).is_file() \
+        else parse(resolve(spec))
     if parsed.generate is not None:
         parsed = dataclasses.replace(parsed, generate=None)
         typer.echo(f"search writes rankings: using the retrieval part of the pipeline, {parsed}", err=True)

@@ -21,7 +21,8 @@ from api.errors import ErrorOut
 from api.main import create_app
 from ragnarok.fuse import cc, dbsf, ranked, rrf
 from ragnarok.gateway import PipelineRunner, StageError
-from ragnarok.spec import MAX_SOURCES, SpecError, from_mapping, parse
+from ragnarok.spec import MAX_SOURCES, SpecError, parse
+from ragnarok.spec_mapping import from_mapping
 from ragnarok.types import Candidate, Doc, Query, Request
 from servers import rerank_behind_a_counting_hub, serve_app
 

@@ -12,7 +12,8 @@ from api.main import create_app
 from ragnarok.components import QUERY_STAGES
 from ragnarok.generate.base import GeneratorConfig
 from ragnarok.query.stages import HYDE, MULTIQUERY, QUERY2DOC, Expansion, parse_selection
-from ragnarok.spec import SpecError, from_mapping, parse
+from ragnarok.spec import SpecError, parse
+from ragnarok.spec_mapping import from_mapping
 
 # --- the grammar ----------------------------------------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 import pytest
 
-from ragnarok.spec import Fusion, Generate, Pipeline, Rerank, Source, SpecError, from_mapping, load, parse
+from ragnarok.spec import Fusion, Generate, Pipeline, Rerank, Source, SpecError, parse
+from ragnarok.spec_mapping import from_mapping, load
 
 PAPER = "rrf(bm25+rocchio, dense:minilm)@3000 | monot5@100~rrf | rankzephyr@20 | gpt-4o:chatqa"
 

@@ -13,7 +13,8 @@ from api.body import StrictJSONRoute
 from api.errors import BadInput, errors
 from ragnarok.gateway import PipelineRunner, Services
 from ragnarok.presets import PRESETS, default_pipeline, resolve
-from ragnarok.spec import PipelineMapping, from_mapping, parse
+from ragnarok.spec import parse
+from ragnarok.spec_mapping import PipelineMapping, from_mapping
 from ragnarok.types import CitedSentence, Doc, Query
 
 router = APIRouter(tags=["rag"], route_class=StrictJSONRoute)
