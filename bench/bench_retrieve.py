@@ -83,9 +83,15 @@ def main() -> None:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)  # keep-alive, a light client
 
         def service(q: str) -> None:
-            conn.request("POST", "/v1/retrieve", json.dumps({"query": q, "k": args.k}),
-                         {"content-type": "application/json"})
-            response = conn.getresponse()
+            try:
+                conn.request("POST", "/v1/retrieve", json.dumps({"query": q, "k": args.k}),
+                             {"content-type": "application/json"})
+                response = conn.getresponse()
+            except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+                conn.close()  # uvicorn closed the idle keep-alive connection (5 s) while the baselines ran
+                conn.request("POST", "/v1/retrieve", json.dumps({"query": q, "k": args.k}),
+                             {"content-type": "application/json"})
+                response = conn.getresponse()
             body = json.loads(response.read())
             assert response.status == 200 and body["candidates"]
 

@@ -12,6 +12,7 @@ import typer
 from ragnarok.cli_errors import fails_cleanly
 from ragnarok.collection.cli import collection_app
 from ragnarok.judge import cli as judge_cli
+from ragnarok.optimize import cli as optimize_cli
 from ragnarok.settings import Settings, get_settings
 from ragnarok.track import cli as track_cli
 
@@ -28,6 +29,8 @@ def serve(
 ) -> None:
     """Start the API (R, AG and /rag) on the configured indexes, building the demo index on first use.
 
+    The server answers as soon as the demo's Lucene index exists; its dense (MiniLM) index is built in the
+    background meanwhile (GET /v1/retrievers shows the progress; dense pipelines answer 503 until it is done).
     SIGTERM or Ctrl-C cancels the CPU work in flight, gives requests `RAGNAROK_SHUTDOWN_GRACE_S` (5 s) to
     finish and then exits."""
     from api.main import create_app  # noqa: PLC0415
@@ -36,10 +39,12 @@ def serve(
 
     set_verbose(verbose)
     settings = get_settings()
-    ensure_demo_index(settings, dense_model=None if no_dense else "minilm")
+    ensure_demo_index(settings)  # the Lucene index; the dense one is built in the background once serving
     host, port = host or settings.host, port or settings.port
     _start_jvm_before_uvicorn()
     app = create_app(settings)
+    if not no_dense:
+        app.state.retrieval.build_dense(settings.demo_index_dir, "minilm")
     typer.echo(f"ragnarok serving at http://{host}:{port} (OpenAPI at /docs)", err=True)
     _serve(app, host, port, settings.shutdown_grace_s)
 
@@ -306,6 +311,7 @@ def evaluate_run(
 app.add_typer(collection_app, name="collection")
 app.add_typer(judge_cli.judge_app, name="judge")
 app.command("eval-rag")(judge_cli.eval_rag)
+app.command("optimize")(optimize_cli.optimize)
 app.command("run")(track_cli.run)
 app.command("validate")(track_cli.validate)
 app.add_typer(track_cli.topics_app, name="topics")

@@ -11,8 +11,9 @@ from ragnarok.generate.extractive import ExtractiveGenerator
 from ragnarok.generate.llama_cpp import LlamaCppGenerator
 from ragnarok.generate.openai_compat import OpenAIChatGenerator
 from ragnarok.passage.base import PassageStage
-from ragnarok.passage.compress import Compress, LLMCompress
+from ragnarok.passage.compress import Compress
 from ragnarok.passage.filters import Collapse, Cutoff, Percentile, Reorder, SimilarityCutoff
+from ragnarok.passage.llmcompress import LLMCompress
 from ragnarok.passage.window import AutoMerge, Neighbours
 from ragnarok.protocols import Generator, Reranker, Retriever
 from ragnarok.query.stages import DECOMPOSE, HYDE, MULTIQUERY, QUERY2DOC, QueryStageDef
@@ -28,6 +29,7 @@ from ragnarok.rerank.monot5 import MonoT5Reranker
 from ragnarok.rerank.pointwise import PointwiseReranker, resolve_checkpoint
 from ragnarok.rerank.rank_llm_adapter import MODELS as RANK_LLM_MODELS
 from ragnarok.rerank.rank_llm_adapter import RankLLMReranker
+from ragnarok.retrieve.bm25_args import parse_args as parse_bm25_args
 from ragnarok.retrieve.dense import DenseRetriever, resolve_model
 from ragnarok.retrieve.lucene import LuceneRetriever
 from ragnarok.retrieve.remote import RemoteRetriever
@@ -43,13 +45,16 @@ def _lucene(feedback: str):
         if source.startswith(("http://", "https://")):
             if feedback != "none":
                 raise UnknownComponentError("retriever", name, ["bm25 (the only model of a remote index)"])
+            if arg:
+                raise ComponentArgumentError(f"a remote index searches with its own BM25 parameters: drop :{arg}")
             return RemoteRetriever(name, source, settings.remote_timeout_s)
-        return LuceneRetriever(name, source, feedback)  # type: ignore[arg-type]
+        # bm25:k1_1.2-b_0.75, bm25+rocchio:terms_20-docs_5 (ragnarok/retrieve/bm25_args.py)
+        return LuceneRetriever(name, source, feedback, parse_bm25_args(arg, feedback))  # type: ignore[arg-type]
 
     return factory
 
 
-RETRIEVERS.register("bm25", _lucene("none"), "BM25 (k1=0.9, b=0.4)")
+RETRIEVERS.register("bm25", _lucene("none"), "BM25 (k1=0.9, b=0.4); bm25:k1_1.2-b_0.75 sets them")
 RETRIEVERS.register("bm25+rocchio", _lucene("rocchio"), "BM25 with Rocchio pseudo-relevance feedback")
 RETRIEVERS.register("bm25+rm3", _lucene("rm3"), "BM25 with RM3 pseudo-relevance feedback")
 
@@ -65,7 +70,10 @@ RETRIEVERS.register("dense", _dense, "dense retrieval: dense:MODEL (minilm offli
 
 
 def _extractive(config: GeneratorConfig) -> Generator:
-    return ExtractiveGenerator(name=config.name)
+    """``model``: the similarity (minilm, bm25); ``max_answer_words`` and ``max_contexts`` as configured."""
+    return ExtractiveGenerator(name=config.name, max_words=config.max_answer_words or 150,
+                               max_contexts=config.max_contexts or 10,
+                               similarity="bm25" if config.model == "bm25" else "minilm")
 
 
 GENERATOR_BACKENDS.register("openai", OpenAIChatGenerator, "OpenAI or any OpenAI-compatible server (vLLM, llama.cpp)")
@@ -191,7 +199,8 @@ PASSAGE_STAGES.register("simcutoff", SimilarityCutoff.create, "keep MiniLM cosin
                         "simcutoff:T@k (default 0.3)")
 PASSAGE_STAGES.register("compress", Compress.create, "extractive sentence compressor: each segment keeps its "
                         "sentences with query terms (at most a fraction R); compress:R@k (default 0.5)")
-PASSAGE_STAGES.register("llmcompress", LLMCompress.create, "a generator picks each segment's useful sentences; "
-                        "llmcompress:GENERATOR@k")
+PASSAGE_STAGES.register("llmcompress", LLMCompress.create, "an LLM compressor over a generator: select (each "
+                        "segment's useful sentences, the default), refine (a running summary over the segments) or "
+                        "tree_summarize (chunk summaries, then summaries of summaries); llmcompress:GENERATOR[:MODE]@k")
 PASSAGE_STAGES.register("reorder", Reorder.create, "long-context reorder: the best candidates at both ends; "
                         "reorder@k")

@@ -31,8 +31,9 @@ GIVEN = "given"
 class StageError(RuntimeError):
     """A stage failed: ``status`` is what the gateway answers (the stage's 4xx, 503 or 504, else 502)."""
 
-    def __init__(self, stage: str, status: int, detail: Any):
+    def __init__(self, stage: str, status: int, detail: Any, retry_after: str | None = None):
         self.stage, self.status, self.detail = stage, status, detail
+        self.retry_after = retry_after  # the stage's Retry-After (a 503 while an index is being built)
         super().__init__(f"stage {stage!r} failed ({status}): {detail}")
 
 
@@ -46,7 +47,7 @@ class StageTrace:
     latency_ms: float
     ranking: list[str] = field(default_factory=list)
     service_ms: float | None = None
-    detail: dict[str, Any] | None = None  # query and passage stages: what the stage did
+    detail: dict[str, Any] | None = None  # query, passage and generation stages: what the stage did
 
 
 def server_time_ms(headers: Any) -> float | None:
@@ -110,7 +111,7 @@ class Services:
             # a stage's 4xx, its 503 (a missing index: the detail says how to build it) and 504 pass through
             status = response.status_code if response.status_code < 500 or response.status_code in (503, 504) \
                 else 502
-            raise StageError(stage, status, detail)
+            raise StageError(stage, status, detail, response.headers.get("retry-after"))
         return response.content, server_time_ms(response.headers)
 
 
@@ -296,10 +297,12 @@ class PipelineRunner:
         gen = pipeline.generate
         top = request.model_copy(update={"candidates": request.candidates[:GENERATION_K]})  # all AG reads
         body = json_body({"topic": topic.text, "topic_id": str(topic.qid), "generator": gen.name,
-                          "template": gen.template, "k": GENERATION_K}, request=top)
+                          "template": gen.template, "k": GENERATION_K, "notes": True}, request=top)
         data, ms = await self.services.post(self.services.generation, f"generate {gen}", "/v1/generate", body)
         answer = RagAnswer.model_validate_json(data)
-        traces.append(StageTrace(str(gen), GENERATION_K, (time.perf_counter() - start) * 1000, answer.references, ms))
+        trace = StageTrace(str(gen), GENERATION_K, (time.perf_counter() - start) * 1000, answer.references, ms)
+        trace.detail = json.loads(data).get("notes")  # what post-processing did (repeats dropped, attribution)
+        traces.append(trace)
         return PipelineRun(answer, top, traces)
 
 

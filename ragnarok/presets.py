@@ -6,6 +6,7 @@ machine with nothing but CPU models (docs/BENCHMARKS.md)."""
 from __future__ import annotations
 
 from collections.abc import Collection
+from pathlib import Path
 
 from ragnarok.spec import parse
 
@@ -36,9 +37,53 @@ PRESETS: dict[str, str] = {
 DEFAULT_PIPELINES = ("offline", "rocchio-extractive", "bm25-extractive")
 
 
-def resolve(spec_or_preset: str) -> str:
-    """A preset's spec, or the argument itself when it names no preset."""
-    return PRESETS.get(spec_or_preset.strip(), spec_or_preset)
+def resolve(spec_or_preset: str, data_dir: Path | None = None) -> str:
+    """A preset's spec (built in, else saved by ``ragnarok optimize`` in ``data_dir``, default the settings'),
+    or the argument itself when it names no preset."""
+    name = spec_or_preset.strip()
+    return PRESETS.get(name) or saved_presets(data_dir).get(name, spec_or_preset)
+
+
+def presets_file(data_dir: Path | None = None) -> Path:
+    """Where saved presets live: ``presets.yaml`` in the data directory (``name: spec`` lines)."""
+    if data_dir is None:
+        from ragnarok.settings import get_settings  # noqa: PLC0415
+
+        data_dir = get_settings().data_dir
+    return Path(data_dir) / "presets.yaml"
+
+
+def saved_presets(data_dir: Path | None = None) -> dict[str, str]:
+    """The presets ``ragnarok optimize`` saved (read on each call: a new one is seen at once); an unreadable
+    file counts as none."""
+    path = presets_file(data_dir)
+    if not path.is_file():
+        return {}
+    import yaml  # noqa: PLC0415
+
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError):
+        return {}
+    return {str(k): str(v) for k, v in data.items() if isinstance(v, str)} if isinstance(data, dict) else {}
+
+
+def save_preset(name: str, spec: str, data_dir: Path | None = None) -> Path:
+    """Save ``spec`` (checked) under ``name``; a built-in preset's name is refused."""
+    import yaml  # noqa: PLC0415
+
+    if name in PRESETS:
+        raise ValueError(f"{name!r} is a built-in preset: choose another name")
+    if not name or not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
+        raise ValueError(f"a preset name is letters, digits, '-', '_' and '.', got {name!r}")
+    parse(spec)
+    path = presets_file(data_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    saved = {**saved_presets(data_dir), name: spec}
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(yaml.safe_dump(saved, sort_keys=True, allow_unicode=True), encoding="utf-8")
+    tmp.replace(path)
+    return path
 
 
 def default_pipeline(available: Collection[str] | None) -> str:
@@ -47,6 +92,11 @@ def default_pipeline(available: Collection[str] | None) -> str:
     if available is None:
         return DEFAULT_PIPELINES[0]
     for name in DEFAULT_PIPELINES:
-        if all(s.name + (f":{s.arg}" if s.arg else "") in available for s in parse(PRESETS[name]).sources()):
+        if all(retriever in available for retriever in retrievers(name)):
             return name
     return DEFAULT_PIPELINES[-1]
+
+
+def retrievers(preset: str) -> list[str]:
+    """The retrievers a preset's first stage runs, by name (``bm25+rocchio``, ``dense:minilm``)."""
+    return [s.name + (f":{s.arg}" if s.arg else "") for s in parse(PRESETS[preset]).sources()]

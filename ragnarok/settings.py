@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -65,6 +66,9 @@ class Settings(BaseSettings):
     default_generator: str = "extractive"
     judge: str | None = Field(None, description="The generator that judges answers (`ragnarok judge`, "
                               "`eval-rag`); unset: the proxy judge (no LLM).")
+    judge_timeout_s: float = Field(120.0, gt=0, description="POST /v1/evaluate: an evaluation that has not "
+                                   "finished in this time stops between judgments and answers 504 (each LLM "
+                                   "call also has its generator's own timeout_s).")
     default_template: str = "ragnarok"
     max_candidates: int = 1000
     max_segment_chars: int = 100_000
@@ -77,6 +81,19 @@ class Settings(BaseSettings):
                                         "time is stopped (within one batch) and answered 504.")
     shutdown_grace_s: float = Field(5.0, ge=0, description="`ragnarok serve`: how long in-flight requests may "
                                     "take to finish after SIGTERM before the process exits anyway.")
+    encoder_backend: Literal["auto", "torch", "onnx"] = Field(
+        "torch", description="What runs the dense encoders: `torch` (sentence-transformers), `onnx` "
+        "(onnxruntime on CPU, the weights exported locally on first use; same vectors within float32 rounding) "
+        "or `auto`: ONNX on CPU for a model it can export, else PyTorch. The default stays `torch` until ONNX "
+        "is checked further (docs/BENCHMARKS.md, issue 18: in-process errors seen with both backends loaded).")
+    encoder_cache_dir: Path = Field(default_factory=lambda: Path.home() / ".cache" / "ragnarok" / "models",
+                                    description="Where the ONNX exports of the dense encoders are kept "
+                                    "(by model and weights hash; shared by every data_dir).")
+    dense_build_batch_size: int = Field(64, ge=1, le=100_000, description="`ragnarok serve`'s background "
+                                        "build of the demo's dense index: segments encoded per step (the "
+                                        "progress GET /v1/retrievers shows moves per step).")
+    dense_build_pause_s: float = Field(0.0, ge=0, le=60, description="`ragnarok serve`'s background dense build: "
+                                       "seconds it pauses after each step, leaving the CPU to requests.")
     retrieval_url: str | None = Field(None, description="Base URL of the R service the gateway calls; "
                                       "default: this process.")
     generation_url: str | None = Field(None, description="Base URL of the AG service; default: this process.")
@@ -87,6 +104,12 @@ class Settings(BaseSettings):
         default=None, description="The arena's vote log: a SQLite or PostgreSQL URL (postgresql://user@host/db "
         "needs the 'postgres' extra); default SQLite arena.db in data_dir.")
     arena_pool: list[str] = Field(default_factory=list, description="Arena pipeline specs (default: all).")
+    arena_time_budget_s: float = Field(
+        30.0, gt=0, description="The arena's target time for a battle: a pool pipeline whose recent median "
+        "latency is above it is drawn less often (weight (budget/latency)^2) and left out of blinded "
+        "battles beyond 4x the budget while at least two faster ones remain.")
+    arena_min_votes: int = Field(10, ge=1, description="Arena leaderboards: a system with fewer votes is "
+                                 "listed as provisional, without a rank, a rating or an interval.")
     arena_votes_per_minute: int = Field(
         30, ge=1, description="Arena votes recorded per client address in any minute (the TCP peer; behind a "
         "reverse proxy on another host, list it in uvicorn's FORWARDED_ALLOW_IPS so its X-Forwarded-For counts).")
@@ -96,9 +119,17 @@ class Settings(BaseSettings):
     def generator_configs(self) -> dict[str, GeneratorConfig]:
         """The default generators, overridden or extended by ``generators``."""
         defaults = [
-            GeneratorConfig(name="extractive", backend="extractive", description="extractive baseline, no model"),
+            GeneratorConfig(name="extractive", backend="extractive", model="minilm", max_answer_words=150,
+                            max_contexts=10, description="extractive baseline: the candidates' own sentences "
+                            "(MMR over MiniLM), cited"),
+            # a 135M model on 2 cores: the top 5 contexts, a prompt of what 4 s of prompt evaluation allow at the
+            # measured ~150 tokens/s (bench/bench_generate.py), an answer of at most 80 words (the model stops
+            # writing there; max_tokens stays 400 for its other uses: query stages, compression, judging),
+            # repetition controls, citations checked and attributed after the fact
             GeneratorConfig(name="smollm2", backend="llama-cpp", model="SmolLM2-135M-Instruct", context_tokens=4096,
-                            max_tokens=400, description="embedded SmolLM2-135M-Instruct (llama.cpp)"),
+                            max_tokens=400, template="small", max_contexts=5, prompt_tokens_per_s=150, prompt_s=4,
+                            max_answer_words=80, repeat_penalty=1.1, attribution="check",
+                            description="embedded SmolLM2-135M-Instruct (llama.cpp)"),
             GeneratorConfig(name="gpt-4o", backend="openai", model="gpt-4o", api_key_env=self.openai_api_key_env,
                             context_tokens=128_000, description="OpenAI GPT-4o"),
             GeneratorConfig(name="command-r-plus", backend="cohere", model="command-r-plus",

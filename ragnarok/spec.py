@@ -11,9 +11,11 @@ Grammar (whitespace is free)::
     retrieve := source ("@" INT)?                    first stage; depth = candidates kept (default 100)
     source   := NAME (":" ARG)? ("=" NUMBER)?         a retriever; "=w" is its weight inside cc/dbsf
               | FUSION "(" source ("," source)+ ")"   FUSION is rrf, cc or dbsf
-    rerank   := NAME (":" ARG)? "@" INT ("~" FUSION)? a reranker or passage stage (neighbours, cutoff, compress,
+    rerank   := NAME (":" ARG)* "@" INT ("~" FUSION)? a reranker or passage stage (neighbours, cutoff, compress,
                                                       reorder, ...) keeping INT candidates; "~rrf" fuses its
-                                                      output with its input, as the paper does after monoT5
+                                                      output with its input, as the paper does after monoT5;
+                                                      several ARGs reach the stage as one "a:b" argument
+                                                      (llmcompress:smollm2:refine@5)
     generate := NAME (":" TEMPLATE)?                  the last stage, when it names a generator
 
 A reranker always carries its depth (``@20``), so the last stage is the generator when it has none.
@@ -307,6 +309,8 @@ class _Parser:
             at = self.i
             name = self.take("name", "a reranker or generator name")
             arg = self._arg()
+            while arg is not None and self.peek(":"):
+                arg += ":" + (self._arg() or "")
             if self.peek("@") and len(reranks) == MAX_RERANKS:
                 self.i = at
                 raise self.fail(f"a pipeline has at most {MAX_RERANKS} rerank stages")
@@ -322,6 +326,10 @@ class _Parser:
                         raise self.fail(f"unknown fusion (use {', '.join(FUSIONS)})")
                 reranks.append(Rerank(name, rr_depth, arg, fuse))
             else:
+                if arg is not None and ":" in arg:
+                    self.i = at
+                    raise self.fail("a generator stage takes one template (NAME:TEMPLATE); a rerank or passage "
+                                    "stage with several arguments needs its depth ('@k')")
                 generate = Generate(name, arg)
         if self.peek(">"):
             raise self.fail("a query stage comes before the retriever (`hyde:GENERATOR > bm25@100`); "

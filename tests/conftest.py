@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-pytest_plugins = ["pg"]  # a real PostgreSQL server for the vote store tests (tests/pg.py)
+# a real PostgreSQL server for the vote store tests (tests/pg.py); the scripted judge (tests/judge_server.py)
+pytest_plugins = ["pg", "judge_server"]
 
 
 def _shared_data() -> Path | None:

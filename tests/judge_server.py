@@ -7,9 +7,14 @@ from __future__ import annotations
 
 import ast
 import asyncio
+import json
 import re
 
+import pytest
 from fastapi import FastAPI, Request
+from servers import free_port, serve_app
+
+from ragnarok.settings import get_settings
 
 
 def _list_after(label: str, text: str) -> list[str]:
@@ -70,3 +75,25 @@ def judge_app() -> FastAPI:
         return {"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
 
     return app
+
+
+@pytest.fixture(scope="module")
+def scripted():
+    """The scripted judge served on a free port for one test module: (app, base URL)."""
+    server = judge_app()
+    with serve_app(server) as base:
+        yield server, base
+
+
+@pytest.fixture
+def judge_env(scripted, monkeypatch, tmp_path):
+    """RAGNAROK_GENERATORS naming the scripted judge ("scripted") and one that is down ("down")."""
+    server, base = scripted
+    config = {"name": "scripted", "backend": "openai", "base_url": base + "/v1", "model": "scripted",
+              "timeout_s": 1, "max_retries": 0}
+    down = {"name": "down", "backend": "openai", "base_url": f"http://127.0.0.1:{free_port()}/v1",
+            "model": "x", "timeout_s": 1, "max_retries": 0}
+    monkeypatch.setenv("RAGNAROK_GENERATORS", json.dumps([config, down]))
+    get_settings.cache_clear()  # the CLI's settings come from this env
+    yield server, tmp_path
+    get_settings.cache_clear()

@@ -48,9 +48,11 @@ def test_anserini_search_shape(client):
 
 def test_retrievers_listing_and_docs(client):
     listed = client.get("/v1/retrievers").json()
-    assert {"name": "bm25+rm3", "index": "small", "kind": "local", "available": True, "reason": ""} in listed
+    assert {"name": "bm25+rm3", "index": "small", "kind": "local", "available": True, "status": "available",
+            "reason": "", "progress": None} in listed
     demo = [x for x in listed if x["index"] == "demo"]
     assert demo and not demo[0]["available"] and "no Lucene index" in demo[0]["reason"]
+    assert demo[0]["status"] == "unavailable"
     assert client.get("/healthz").json() == {"status": "ok"}
     assert client.get("/docs").status_code == 200
     assert "/v1/retrieve" in client.get("/openapi.json").json()["paths"]

@@ -49,7 +49,7 @@ def test_identify_keys_a_pipeline_by_component():
 
 
 def test_default_pool_is_the_product_of_available_components():
-    specs = default_specs(["bm25", "dense:minilm"], ["extractive", "smollm2"])
+    specs = default_specs(["bm25", "dense:minilm"], ["extractive", "smollm2"], fuse=False)
     assert specs == [
         "bm25@20 | extractive",
         "bm25@20 | smollm2",
@@ -57,6 +57,11 @@ def test_default_pool_is_the_product_of_available_components():
         "dense:minilm@20 | smollm2",
     ]
     assert len(make_pool(specs)) == 4
+    # with a dense index, its fusion with the best sparse retriever joins the pool (as the offline preset)
+    fused = default_specs(["bm25", "bm25+rocchio", "dense:minilm"], ["extractive"])
+    assert fused[-1] == "rrf(bm25+rocchio, dense:minilm)@20 | extractive" and len(fused) == 4
+    assert default_specs(["bm25", "bm25+rocchio"], ["extractive"]) == [
+        "bm25@20 | extractive", "bm25+rocchio@20 | extractive"]  # no dense index yet: no fusion
 
 
 def test_pairs_are_different_favour_fewer_votes_and_swap_sides():
@@ -152,7 +157,7 @@ def test_boards_from_known_battles():
     assert [r.votes for r in rag.rows] == [11, 11]
     assert computed["r"].battles == 11 and computed["ag"].battles == 0  # same generator: an R battle
     html = boards.board_html(rag)
-    assert boards.table_html(rag).count("<tr>") == 3 and html.count("<circle") == 2
+    assert boards.table_html(rag).count("<tr") == 3 and html.count("<circle") == 2
     assert boards.heatmap_html(rag).count("<tr>") == 3
     assert rag.rates[POOL[0]][POOL[1]] == pytest.approx((8 + 0.5) / 11)
     assert "No votes" in boards.board_html(computed["ag"])
@@ -206,7 +211,10 @@ def test_blinded_battle_names_no_pipeline_until_the_vote(api_settings):
     assert "no battle" in arena.vote(None, "a", "session-1", "client:127.0.0.1").status
 
     summary, panes = arena.leaderboards()
-    assert ">1<" in summary and panes["rag"].count("rg-votes") == 2
+    # one vote: both systems in the plain and the style-controlled table, provisional, no rank, no interval
+    assert ">1<" in summary and panes["rag"].count("rg-votes") == 4
+    assert panes["rag"].count('class="rg-provisional"') == 4 and "rg-intervals" not in panes["rag"]
+    assert "Style-controlled" in panes["rag"] and "fewer than 10 votes" in panes["rag"]
 
 
 def test_side_by_side_votes_are_unblinded_and_excluded_by_default(api_settings):
@@ -327,3 +335,15 @@ def test_standalone_arena_talks_to_a_gateway_over_http(api_settings):
         arena.battle(TOPIC, "", "s")
     )  # the gateway is gone: both panes say so, nothing crashes
     assert not down.votable and down.pane_a.count("cannot reach") == 1 and "rg-error" in down.pane_b
+
+
+def test_the_pages_root_requests_are_answered(api_settings):
+    """Gradio's page asks the site root for /manifest.json (it used to 404 in the console) and browsers ask
+    for /favicon.ico: the API that mounts the arena answers both, without building the UI."""
+    from fastapi.testclient import TestClient
+
+    with TestClient(create_app(api_settings)) as client:
+        manifest = client.get("/manifest.json")
+        assert manifest.status_code == 200 and manifest.json()["start_url"] == "/arena/"
+        icon = client.get("/favicon.ico", follow_redirects=False)
+        assert icon.status_code == 307 and icon.headers["location"] == "/arena/favicon.ico"

@@ -143,7 +143,7 @@ def test_blinded_battle_vote_reveal_and_leaderboard(demo_settings, tmp_path, bro
         page.get_by_role("tab", name="Leaderboards").click()
         page.locator("#rg-refresh").click()
         expect(page.locator("#rg-summary .rg-total")).to_have_text("1")
-        expect(page.locator("#rg-board-rag .rg-table")).to_contain_text(revealed[0])
+        expect(page.locator("#rg-board-rag .rg-plain .rg-table")).to_contain_text(revealed[0])
         expect(page.locator("#rg-board-rag .rg-votes").first).to_have_text("1")
         page.screenshot(path=shots / "leaderboards-after.png", full_page=True)
 

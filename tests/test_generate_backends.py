@@ -9,9 +9,11 @@ from fakes import cohere_app, flaky_openai_app
 from ragnarok.generate.base import GenerationError, GeneratorConfig
 from ragnarok.generate.cohere_chat import CohereGenerator, spans_to_markers
 from ragnarok.generate.extractive import ExtractiveGenerator
+from ragnarok.generate.finish import repeats
 from ragnarok.generate.llama_cpp import LlamaCppGenerator
 from ragnarok.generate.openai_compat import OpenAIChatGenerator
 from ragnarok.generate.prompts import get_template
+from ragnarok.settings import Settings
 from ragnarok.types import Candidate, Doc, Query, RagAnswer, word_count
 from servers import serve_app
 
@@ -53,6 +55,35 @@ def test_embedded_llama_cpp():
     answer = gen.generate(TOPIC, CANDIDATES, get_template("ragnarok"))
     assert_valid(answer)
     assert answer.answer
+
+
+def assert_short_and_cited(answer: RagAnswer, cap: int) -> None:
+    """What the small-model settings promise: >= 1 citation, no sentence repeated, within the word cap."""
+    assert_valid(answer)
+    texts = [s.text for s in answer.answer]
+    assert texts and sum(len(s.citations) for s in answer.answer) >= 1, texts
+    assert not any(repeats(texts)), texts
+    assert answer.response_length <= cap
+
+
+def test_the_embedded_smollm2_gives_a_short_cited_answer():
+    """The default smollm2 generator (its own template, five contexts, 80 words, repetition controls,
+    attribution), streamed in process."""
+    config = Settings().generator_configs()["smollm2"].model_copy(update={"timeout_s": 900})  # a busy machine
+    gen = LlamaCppGenerator(config)
+    answer = gen.generate(TOPIC, CANDIDATES, get_template(config.template or "small"))
+    assert_short_and_cited(answer, config.max_answer_words or 0)
+    assert answer.notes["stop"] in ("end", "words", "repeat", "max_tokens")
+    assert answer.notes["citations"] in ("produced", "attributed", "mixed")
+
+
+def test_smollm2_settings_over_the_real_llama_cpp_server(smollm2_server):
+    """The same settings through llama.cpp's OpenAI-compatible server (not streamed: the cap applies after)."""
+    config = Settings().generator_configs()["smollm2"].model_copy(
+        update={"name": "smollm2-server", "backend": "openai", "base_url": smollm2_server, "model": "smollm2",
+                "max_tokens": 120, "timeout_s": 900})
+    answer = OpenAIChatGenerator(config).generate(TOPIC, CANDIDATES, get_template("small"))
+    assert_short_and_cited(answer, config.max_answer_words or 0)
 
 
 def test_extractive_is_deterministic_and_cites_the_right_segments():

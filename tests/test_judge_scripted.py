@@ -7,33 +7,10 @@ import json
 import sqlite3
 
 import pytest
-from judge_server import judge_app
-from servers import free_port, serve_app
 from typer.testing import CliRunner
 
 from ragnarok.cli import app
-from ragnarok.settings import get_settings
 
-
-@pytest.fixture(scope="module")
-def scripted():
-    server = judge_app()
-    with serve_app(server) as base:
-        yield server, base
-
-
-@pytest.fixture
-def judge_env(scripted, monkeypatch, tmp_path):
-    server, base = scripted
-    config = {"name": "scripted", "backend": "openai", "base_url": base + "/v1", "model": "scripted",
-              "timeout_s": 1, "max_retries": 0}
-    down = {"name": "down", "backend": "openai", "base_url": f"http://127.0.0.1:{free_port()}/v1",
-            "model": "x", "timeout_s": 1, "max_retries": 0}
-    monkeypatch.setenv("RAGNAROK_GENERATORS", json.dumps([config, down]))
-    clear = getattr(get_settings, "cache_clear", lambda: None)  # the CLI's settings come from this env
-    clear()
-    yield server, tmp_path
-    clear()
 
 
 def answer(qid: str, *sentences: str) -> str:

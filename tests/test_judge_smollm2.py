@@ -95,3 +95,41 @@ def test_nuggets_pairwise_support_and_relevance_with_smollm2(smol_env, tmp_path)
     labels, problems = relevance_labels(judge, {"q": {"s1": 2.0}}, {}, {"q": "gzip"}, texts.get, 10, 1)
     assert all(g in (0, 1, 2, 3) for g in labels.get("q", {}).values())
     assert len(labels.get("q", {})) + len(problems) == 1  # labelled, or listed as not labelled
+
+
+def test_arena_votes_and_the_evaluate_route_with_smollm2(smol_env, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from api.main import create_app
+    from ragnarok.arena.judge_log import judge_votes
+    from ragnarok.arena.store import VoteStore
+
+    url = f"sqlite:///{tmp_path / 'arena.db'}"
+    store = VoteStore(url)
+    pipeline = {"spec": "bm25@20 | extractive", "retriever": "bm25@20", "reranker": "none", "generator": "extractive"}
+    other = {**pipeline, "spec": "bm25+rm3@20 | extractive", "retriever": "bm25+rm3@20"}
+    answer = {"answer": [{"text": "Use gzip.open(path, 'wb') to write a compressed file.", "citations": []}]}
+    battle = store.create_battle("blinded", "g", "compress a file with gzip", pipeline, other, answer,
+                                 {"answer": [{"text": "I do not know.", "citations": []}]}, None, None, "s")
+    store.vote(battle, "a", "s", "k")
+    voted = CliRunner().invoke(app, ["judge", "pairwise", "--arena", "--judge", "smol", "--database-url", url,
+                                     "--concurrency", "1"])
+    assert voted.exit_code == 0, voted.output
+    votes = judge_votes(store)
+    if votes:  # the small model's two verdicts were read: one vote, marked as the judge's
+        assert [(v.voter, v.battle_id, v.human) for v in votes] == [("judge:smol:openai:smollm2", battle, "a")]
+        assert votes[0].winner in ("a", "b", "tie") and "1 battles judged" in voted.output
+    else:  # unreadable: no vote, the battle listed
+        assert f"battle {battle}" in voted.output and "0 battles judged" in voted.output
+    store.engine.dispose()
+
+    with TestClient(create_app(get_settings(), arena=False)) as client:
+        r = client.post("/v1/evaluate", json={
+            "answer": {"topic_id": "g", "topic": "compress a file with gzip", "references": [],
+                       "answer": [{"text": "Use gzip.open to write a compressed file.", "citations": []}]},
+            "nuggets": [{"text": "gzip.open opens a compressed file", "importance": "vital"}], "judge": "smol"})
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert out["judge"] == "LLM judge smol:openai:smollm2" and out["proxy"] is False
+    assert set(out["scores"]) == {"strict_vital", "vital", "strict_all", "all"}
+    assert all(0.0 <= v <= 1.0 for v in out["scores"].values()) and out["failed"] in (0, 1)

@@ -1,12 +1,17 @@
 """Real Lucene indexes built in the test session: segmentation, stored raw JSON, BM25/Rocchio/RM3."""
 
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from ragnarok.collection.lucene_index import index_documents
 from ragnarok.retrieve.lucene import LuceneRetriever, doc_from_raw
 from ragnarok.types import Query
+
+TOPICS = Path(__file__).resolve().parents[1] / "topics" / "demo.tsv"
 
 DOCS = [
     {"docid": "argparse", "url": "https://docs.python.org/3/library/argparse.html", "title": "argparse",
@@ -101,3 +106,44 @@ def test_the_indexing_buffer_is_passed_to_anserini(tmp_path):
     assert Settings().index_buffer_mb == 128
     with pytest.raises(ValidationError):
         Settings(index_buffer_mb=8)
+
+
+@pytest.mark.parametrize("cache_bytes", [0, 1 << 20])
+def test_retrieve_json_is_byte_identical_to_the_model(small_index, cache_bytes):
+    """The R service's fast path (cached per-segment JSON) writes exactly what the pydantic models write,
+    with the cache off, cold and warm, for a str and an int qid and for a query with no hits."""
+    retriever = LuceneRetriever("bm25", str(small_index), doc_cache_bytes=cache_bytes)
+    for _ in range(2):  # cold, then from the cache
+        for text, qid in (("compress files", "q1"), ("parser argparse arguments", 7), ("zzzz nothing", ""),
+                          ('quotes " and \\ and é ✓', "ü")):
+            query = Query(text=text)
+            query.qid = qid
+            expected = retriever.retrieve(query, 10).model_dump_json(exclude_unset=True).encode()
+            assert retriever.retrieve_json(query, 10) == expected
+    assert (len(retriever._docs) > 0) == (cache_bytes > 0)  # noqa: SLF001 - bounded: nothing kept at 0 bytes
+
+
+def test_concurrent_fast_path_searches_do_not_crash_the_jvm(demo_settings):
+    """Sixteen threads on ``retrieve_json`` with the cache filling and emptying. An earlier version read each
+    hit's stored document while walking the hits and took the JVM down (SIGSEGV in Document.get) within
+    seconds; a crash kills the process, so the searches run in a child."""
+    script = f"""
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from ragnarok.retrieve.lucene import LuceneRetriever
+from ragnarok.types import Query
+r = LuceneRetriever("bm25", {str(demo_settings.data_dir / "indexes" / "demo")!r})
+texts = [line.split("\\t", 1)[1] for line in open({str(TOPICS)!r}) if "\\t" in line]
+def one(i):
+    if i % 7 == 0:
+        r._docs.clear()
+    return len(r.retrieve_json(Query(text=texts[i % len(texts)]), 100))
+with ThreadPoolExecutor(16) as pool:
+    sizes = list(pool.map(one, range(800)))
+print(len(sizes), min(sizes))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
+                          cwd=demo_settings.data_dir)
+    assert done.returncode == 0, done.stdout[-1500:] + done.stderr[-1500:]
+    count, smallest = done.stdout.split()
+    assert int(count) == 800 and int(smallest) > 1000

@@ -2,7 +2,16 @@
 
 import pytest
 
-from ragnarok.arena.ratings import Battle, bootstrap_bt, bradley_terry, leaderboard, online_elo, win_rates
+from ragnarok.arena.ratings import (
+    Battle,
+    bootstrap_bt,
+    bradley_terry,
+    bradley_terry_style,
+    leaderboard,
+    online_elo,
+    style_answer,
+    win_rates,
+)
 
 
 def test_online_elo_by_hand():
@@ -59,3 +68,58 @@ def test_win_rates():
     assert rates["A"]["B"] == pytest.approx(0.5) and rates["B"]["A"] == pytest.approx(0.5)
     assert win_rates([]) == {}
     assert bradley_terry([]) == {} and leaderboard([]) == []
+
+
+def test_systems_with_few_votes_are_provisional_without_rank_or_interval():
+    battles = [Battle("A", "B", "a")] * 12 + [Battle("A", "B", "b")] * 8 + [Battle("A", "C", "a")]
+    rows = {r.name: r for r in leaderboard(battles, rounds=20, min_votes=10)}
+    assert rows["C"].provisional and rows["C"].rank is None and rows["C"].lower is None
+    assert not rows["A"].provisional and rows["A"].rank == 1 and rows["A"].lower < rows["A"].upper
+    assert [r.name for r in leaderboard(battles, rounds=20)][-1] == "C"  # provisional ones last
+    one = leaderboard([Battle("x", "y", "a")], rounds=20)  # the 1952-vs-48 case: no ranks, no intervals
+    assert all(r.provisional and r.rank is None and r.upper is None for r in one)
+
+
+def _style_battles(n: int, seed: int) -> list[Battle]:
+    """Known answers: quality good > mid > poor, but the worse a system the longer it writes, and a longer
+    answer wins far more often (8 logits per unit of normalised length difference, against 1 logit of
+    quality between good and poor); citations are noise."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    quality = {"good": 1.0, "mid": 0.5, "poor": 0.0}
+    words = {"good": 60, "mid": 120, "poor": 240}
+    names = list(quality)
+    out = []
+    for _ in range(n):
+        a, b = (str(x) for x in rng.choice(names, 2, replace=False))
+        la, lb = (max(5.0, rng.normal(words[x], words[x] * 0.5)) for x in (a, b))
+        p = 1 / (1 + np.exp(-(quality[a] - quality[b] + 8 * (la - lb) / (la + lb))))
+        ca, cb = (float(c) for c in rng.integers(0, 4, 2))
+        out.append(Battle(a, b, "a" if rng.random() < p else "b", (la, ca), (lb, cb)))
+    return out
+
+
+def test_style_control_recovers_the_true_order_when_longer_answers_win():
+    battles = _style_battles(3000, seed=0)
+    plain = bradley_terry(battles)
+    assert sorted(plain, key=plain.get, reverse=True) == ["poor", "mid", "good"]  # fooled by length
+    styled, coef = bradley_terry_style(battles)
+    assert sorted(styled, key=styled.get, reverse=True) == ["good", "mid", "poor"]
+    assert coef["words"] > 1 and abs(coef["citations"]) < 0.2  # length explains the wins, citations do not
+    # the true quality gap good-poor is 1 logit = 400/ln(10) ~ 174 rating points
+    assert styled["good"] - styled["poor"] == pytest.approx(174, abs=45)
+    rows = leaderboard(battles, rounds=30, style=True)
+    assert [r.name for r in rows] == ["good", "mid", "poor"] and [r.rank for r in rows] == [1, 2, 3]
+    assert [r.name for r in leaderboard(battles, rounds=30)] == ["poor", "mid", "good"]
+
+
+def test_style_features_of_an_answer():
+    answer = {"response_length": 7, "answer": [{"text": "One two [1].", "citations": [0, 1]},
+                                               {"text": "Three.", "citations": []}]}
+    assert style_answer(answer) == (7.0, 2.0)
+    assert style_answer({"answer": [{"text": "a b c", "citations": [0]}]}) == (3.0, 1.0)
+    assert style_answer(None) is None
+    # battles without style features are left out of the style-controlled fit
+    mixed = [Battle("x", "y", "a")] * 5 + [Battle("x", "y", "b", (10, 1), (20, 1))] * 3
+    assert bradley_terry_style(mixed)[0]["y"] > bradley_terry_style(mixed)[0]["x"]

@@ -29,6 +29,11 @@ CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance,
 
 @pytest.fixture(scope="module")
 def schema(demo_settings):
+    from ragnarok.judge.proxy import cosines
+
+    # MiniLM (the proxy judge's, the embedding reranker's) loads on first use: over schemathesis's 10 s read
+    # timeout on a loaded machine, so it is loaded before the first request rather than inside one
+    cosines(["warm"], ["up"])
     return schemathesis.openapi.from_asgi("/openapi.json", create_app(demo_settings, arena=False))
 
 

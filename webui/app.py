@@ -7,11 +7,9 @@ gateway's base URL (``python -m webui``). Gradio is imported when a UI is built,
 evaluated annotation.)
 """
 
-import asyncio
 import contextlib
-import importlib
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +19,7 @@ from ragnarok.settings import Settings
 from webui import render
 from webui.arena import DEFAULT_TOPICS, Arena, BattleView, VoteView
 from webui.client import RagClient
+from webui.lazy import LazyUI
 
 if TYPE_CHECKING:
     import gradio as gr
@@ -64,7 +63,7 @@ def build(arena: Arena) -> "gr.Blocks":
     def answer_panes(prefix: str) -> tuple[gr.HTML, gr.HTML]:
         """Answer A and Answer B side by side."""
         panes = []
-        with gr.Row(equal_height=False):
+        with gr.Row(equal_height=False, elem_classes=["rg-panes"]):
             for side in ("a", "b"):
                 with gr.Column():
                     gr.Markdown(f"### Answer {side.upper()}")
@@ -78,11 +77,12 @@ def build(arena: Arena) -> "gr.Blocks":
             ]
 
     def battle_outputs(view: BattleView, votes: int = 4) -> list[Any]:
+        """A view's outputs; a progress view leaves an unchanged pane and the JSON as they are."""
         return [
             view.battle_id,
-            view.pane_a,
-            view.pane_b,
-            view.raw,
+            gr.skip() if view.pane_a is None else view.pane_a,
+            gr.skip() if view.pane_b is None else view.pane_b,
+            view.raw if view.done else gr.skip(),
             view.status,
             *[gr.Button(interactive=view.votable) for _ in range(votes)],
             gr.Button(visible=view.battle_id is not None and not view.votable),
@@ -95,7 +95,7 @@ def build(arena: Arena) -> "gr.Blocks":
             with gr.Tab("Blinded battle", id="battle"):
                 battle_id = gr.State(None)
                 drawn = gr.State(None)
-                with gr.Row():
+                with gr.Row(elem_classes=["rg-topic-row"]):
                     topic = gr.Textbox(
                         label="Topic",
                         placeholder="Ask something, e.g. how do I parse a CSV file",
@@ -143,7 +143,7 @@ def build(arena: Arena) -> "gr.Blocks":
                 summary = gr.HTML("", elem_id="rg-summary")
                 board_panes = {}
                 with gr.Tabs():
-                    for name, label in (("rag", "RAG"), ("r", "R"), ("ag", "AG")):
+                    for name, label in (("rag", "RAG"), ("r", "R"), ("ag", "AG"), ("judges", "Judges")):
                         with gr.Tab(label, id=f"board-{name}"):
                             board_panes[name] = gr.HTML("", elem_id=f"rg-board-{name}")
 
@@ -162,10 +162,13 @@ def build(arena: Arena) -> "gr.Blocks":
                 return gr.Textbox(), None, render.message_html(str(exc), "error")
             return chosen.text, {"qid": chosen.qid, "text": chosen.text}, ""
 
-        async def on_battle(text: str, drawn_topic: dict | None, request: gr.Request) -> list[Any]:
+        async def on_battle(
+            text: str, drawn_topic: dict | None, request: gr.Request
+        ) -> AsyncIterator[list[Any]]:
+            """Each pane fills as soon as its pipeline is done; the votes open when both are."""
             topic_id = drawn_topic["qid"] if drawn_topic and drawn_topic.get("text") == text else ""
-            view = await arena.battle(text or "", topic_id, _session(request))
-            return battle_outputs(view)
+            async for view in arena.battle_stream(text or "", topic_id, _session(request)):
+                yield battle_outputs(view)
 
         def on_vote(winner: str):
             def handler(current: str | None, request: gr.Request) -> list[Any]:
@@ -219,14 +222,16 @@ def build(arena: Arena) -> "gr.Blocks":
 
         async def on_compare(
             text: str, ra: str, rr_a: str, ga: str, rb: str, rr_b: str, gb: str, request: gr.Request
-        ) -> list[Any]:
+        ) -> AsyncIterator[list[Any]]:
             try:
                 a, b = arena.compose(ra, rr_a, ga), arena.compose(rb, rr_b, gb)
             except (ValueError, TypeError) as exc:
-                return battle_outputs(
+                yield battle_outputs(
                     _bad(f"Choose a retriever, a reranker and an LLM for both sides ({exc}).")
                 )
-            return battle_outputs(await arena.compare(a, b, text or "", "", _session(request)))
+                return
+            async for view in arena.compare_stream(a, b, text or "", "", _session(request)):
+                yield battle_outputs(view)
 
         def on_side_vote(winner: str):
             def handler(current: str | None, request: gr.Request) -> list[Any]:
@@ -289,51 +294,12 @@ def _mount(app: "FastAPI", arena: Arena, path: str) -> "FastAPI":
         blocks,
         path=path,
         css=render.CSS,
+        head=render.HEAD,
         theme=_theme(),
         ssr_mode=False,
         footer_links=[],
         show_error=True,
     )
-
-
-class LazyUI:
-    """An ASGI app that builds the Gradio UI on its first request, then serves it.
-
-    Importing Gradio and building the UI cost seconds; the API (and every batch run or test that creates it)
-    should not pay that unless someone opens the arena. The UI is an inner FastAPI app with the Blocks mounted
-    by ``gr.mount_gradio_app``; its lifespan (Gradio's queue) is entered on that first request and left when
-    the outer app shuts down (:meth:`aclose`).
-    """
-
-    def __init__(self, factory: Callable[[], "FastAPI"]):
-        self._factory = factory
-        self._app: Any = None
-        self._lifespan: Any = None
-        self._lock = asyncio.Lock()
-
-    async def _ready(self) -> "FastAPI":
-        async with self._lock:
-            if self._app is None:
-                await asyncio.to_thread(
-                    importlib.import_module, "gradio"
-                )  # the slow part, off the event loop
-                app = self._factory()
-                lifespan = app.router.lifespan_context(app)
-                await lifespan.__aenter__()
-                self._app, self._lifespan = app, lifespan
-            return self._app
-
-    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
-        if scope["type"] not in ("http", "websocket"):
-            return
-        app = await self._ready()
-        await app(scope, receive, send)
-
-    async def aclose(self) -> None:
-        async with self._lock:
-            if self._lifespan is not None:
-                lifespan, self._lifespan, self._app = self._lifespan, None, None
-                await lifespan.__aexit__(None, None, None)
 
 
 def mount(
@@ -349,6 +315,23 @@ def mount(
     arena = Arena(settings, client, topics_path)
     ui = LazyUI(lambda: _mount(FastAPI(), arena, "/"))
     app.mount(path, ui)
+    # Gradio's page links /manifest.json from the site root, outside this mount, and browsers ask the root for
+    # /favicon.ico: answer both here so the page's console stays clean
+    manifest = {"name": TITLE, "start_url": f"{path}/", "display": "standalone",
+                "icons": [{"src": f"{path}/static/img/logo_nosize.svg", "sizes": "any", "type": "image/svg+xml"}]}
+
+    async def manifest_json(request: Any) -> Any:
+        from starlette.responses import JSONResponse  # noqa: PLC0415
+
+        return JSONResponse(manifest, media_type="application/manifest+json")
+
+    async def favicon(request: Any) -> Any:
+        from starlette.responses import RedirectResponse  # noqa: PLC0415
+
+        return RedirectResponse(f"{path}/favicon.ico")
+
+    app.add_route("/manifest.json", manifest_json, methods=["GET"], include_in_schema=False)
+    app.add_route("/favicon.ico", favicon, methods=["GET"], include_in_schema=False)
     outer = app.router.lifespan_context
 
     @contextlib.asynccontextmanager

@@ -5,6 +5,12 @@ browser only ever gets the battle id. What a battle returns before the vote (bot
 the status line) names no pipeline; :meth:`Arena.vote` reveals them. A battle where a pipeline failed cannot
 be voted on, so it is over at once and its pipelines are shown with the error.
 
+Progress: :meth:`Arena.battle_stream` and :meth:`Arena.compare_stream` yield a view every ``tick_s`` while the
+pipelines run — each pane shows its answer as soon as its pipeline is done, the other an elapsed-seconds wait
+line — and the final, votable view once both are in (``/rag`` answers in one piece: a pane fills when its
+pipeline finishes, it does not stream tokens). Each pipeline's latency goes into a :class:`LatencyBook` that the
+blinded sampler uses to keep battles within ``settings.arena_time_budget_s``.
+
 Votes are recorded under the browser's session and rate-limited per *rate key*, which the caller derives on
 the server side (the UI passes the client's address: :func:`webui.app.rate_key`), never from the session id a
 browser can change at will. A vote log that cannot be reached is said in one line, as a refusal is.
@@ -15,12 +21,23 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
+import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragnarok.arena.pool import PipelineId, components, compose, default_specs, make_pool, pick_pair
-from ragnarok.arena.store import StoreError, StoredBattle, VoteRefused, VoteStore
+from ragnarok.arena.pool import (
+    LatencyBook,
+    PipelineId,
+    components,
+    compose,
+    default_specs,
+    make_pool,
+    pick_pair,
+    speed_weights,
+)
+from ragnarok.arena.store import StoredBattle, StoreError, VoteRefused, VoteStore
 from ragnarok.settings import Settings
 from ragnarok.topics import Topic, read_topics
 from webui import boards, render
@@ -28,19 +45,23 @@ from webui.client import PaneResult, RagClient
 
 DEFAULT_TOPICS = Path(__file__).resolve().parent.parent / "topics" / "demo.tsv"
 WINNERS = ("a", "b", "tie", "bothbad")
+#: How long a pool built from what the services report is reused (a dense index may finish building).
+POOL_TTL_S = 30.0
 
 
 @dataclass
 class BattleView:
-    """What the browser gets for a battle: no pipeline names unless ``revealed``."""
+    """What the browser gets for a battle: no pipeline names unless ``revealed``. A progress view (``done``
+    False) has ``None`` for a pane that has not changed since the previous view."""
 
     battle_id: str | None
-    pane_a: str
-    pane_b: str
+    pane_a: str | None
+    pane_b: str | None
     raw: dict[str, Any]
     votable: bool
     status: str
     revealed: bool = False
+    done: bool = True
 
 
 @dataclass
@@ -75,7 +96,9 @@ class Arena:
         self._store: VoteStore | None = None
         self._store_lock = threading.Lock()
         self._pool: list[PipelineId] | None = None
+        self._pool_at = 0.0
         self._pool_lock = asyncio.Lock()
+        self.latency = LatencyBook()
         self._topics: list[Topic] | None = None
 
     # -- lazily opened resources (nothing at construction: building the UI does no I/O) --
@@ -90,14 +113,17 @@ class Arena:
             return self._store
 
     async def pool(self) -> list[PipelineId]:
-        """``settings.arena_pool`` when set; else every available retriever × generator the services list."""
+        """``settings.arena_pool`` when set; else every available retriever (and the fusion of sparse and
+        dense ones) × generator the services list, re-read after ``POOL_TTL_S`` so a dense index that
+        finishes building joins the pool."""
         async with self._pool_lock:
-            if self._pool is None:
+            stale = not self.settings.arena_pool and time.monotonic() - self._pool_at > POOL_TTL_S
+            if self._pool is None or stale:
                 specs = list(self.settings.arena_pool)
                 if not specs:
                     retrievers, generators = await self.client.offline_components(self.settings.default_index)
                     specs = default_specs(retrievers, generators)
-                self._pool = make_pool(specs)
+                self._pool, self._pool_at = make_pool(specs), time.monotonic()
             return self._pool
 
     def topics(self) -> list[Topic]:
@@ -119,37 +145,94 @@ class Arena:
             return f"The topic has {len(topic):,} characters; the limit is {self.settings.max_query_chars:,}."
         return None
 
-    async def battle(self, topic: str, topic_id: str, session_id: str) -> BattleView:
-        """A blinded battle: two different pool pipelines, favouring pairs with fewer votes, random sides."""
-        if problem := self._check_topic(topic):
-            return _refusal(problem)
+    async def pick(self) -> tuple[PipelineId, PipelineId]:
+        """A blinded pair: two different pool pipelines, favouring pairs with fewer votes and pipelines
+        within the time budget, random sides. Raises ``RuntimeError`` with the reason it cannot."""
         try:
             pool = await self.pool()
         except Exception as exc:  # noqa: BLE001 - the services are down or the pool is misconfigured: say so
-            return _refusal(f"The arena cannot build its pipeline pool: {exc}")
+            raise RuntimeError(f"The arena cannot build its pipeline pool: {exc}") from exc
         try:
             counts = await asyncio.to_thread(lambda: self.store.vote_counts())
         except StoreError as exc:
-            return _refusal(f"The vote log is unavailable: {exc}")
-        a, b = pick_pair(pool, counts, self.rng)
-        return await self._run("blinded", a, b, topic, topic_id, session_id)
+            raise RuntimeError(f"The vote log is unavailable: {exc}") from exc
+        speed = speed_weights(pool, self.latency.medians(), self.settings.arena_time_budget_s)
+        return pick_pair(pool, counts, self.rng, speed)
+
+    async def battle_stream(
+        self, topic: str, topic_id: str, session_id: str, tick_s: float = 1.0
+    ) -> AsyncIterator[BattleView]:
+        """A blinded battle as it happens: progress views, then the final view."""
+        if problem := self._check_topic(topic):
+            yield _refusal(problem)
+            return
+        try:
+            a, b = await self.pick()
+        except RuntimeError as exc:
+            yield _refusal(str(exc))
+            return
+        async for view in self._run_stream("blinded", a, b, topic, topic_id, session_id, tick_s):
+            yield view
+
+    async def compare_stream(
+        self, a: PipelineId, b: PipelineId, topic: str, topic_id: str, session_id: str, tick_s: float = 1.0
+    ) -> AsyncIterator[BattleView]:
+        """An unblinded battle between two chosen pipelines, as it happens."""
+        if problem := self._check_topic(topic):
+            yield _refusal(problem)
+            return
+        if a.spec == b.spec:
+            yield _refusal(f"A and B are the same pipeline ({a.spec}); choose two different ones.")
+            return
+        async for view in self._run_stream("unblinded", a, b, topic, topic_id, session_id, tick_s):
+            yield view
+
+    async def battle(self, topic: str, topic_id: str, session_id: str) -> BattleView:
+        """A blinded battle's final view."""
+        return await _last(self.battle_stream(topic, topic_id, session_id, tick_s=3600))
 
     async def compare(
         self, a: PipelineId, b: PipelineId, topic: str, topic_id: str, session_id: str
     ) -> BattleView:
-        """An unblinded battle between two chosen pipelines."""
-        if problem := self._check_topic(topic):
-            return _refusal(problem)
-        if a.spec == b.spec:
-            return _refusal(f"A and B are the same pipeline ({a.spec}); choose two different ones.")
-        return await self._run("unblinded", a, b, topic, topic_id, session_id)
+        """An unblinded battle's final view."""
+        return await _last(self.compare_stream(a, b, topic, topic_id, session_id, tick_s=3600))
 
-    async def _run(
-        self, mode: str, a: PipelineId, b: PipelineId, topic: str, topic_id: str, session_id: str
+    async def _timed(self, pipeline: PipelineId, topic: str, topic_id: str) -> tuple[PaneResult, float]:
+        """Run one side; its latency is recorded when it answered, or failed no sooner than the budget."""
+        start = time.monotonic()
+        result = await self.client.run(pipeline, topic, topic_id)
+        elapsed = time.monotonic() - start
+        if result.ok or elapsed >= self.settings.arena_time_budget_s:
+            self.latency.record(pipeline.spec, elapsed)
+        return result, elapsed
+
+    async def _run_stream(
+        self, mode: str, a: PipelineId, b: PipelineId, topic: str, topic_id: str, session_id: str,
+        tick_s: float,
+    ) -> AsyncIterator[BattleView]:
+        start = time.monotonic()
+        tasks = {side: asyncio.ensure_future(self._timed(p, topic, topic_id)) for side, p in (("a", a), ("b", b))}
+        done: dict[str, tuple[PaneResult, float]] = {}
+        try:
+            while len(done) < 2:
+                finished, _ = await asyncio.wait(
+                    [t for side, t in tasks.items() if side not in done], timeout=tick_s
+                )
+                fresh = {side for side, t in tasks.items() if t in finished}
+                done.update({side: tasks[side].result() for side in fresh})
+                if len(done) < 2:
+                    yield _progress(done, fresh, time.monotonic() - start)
+        finally:
+            for task in tasks.values():
+                task.cancel()
+        (result_a, seconds_a), (result_b, seconds_b) = done["a"], done["b"]
+        yield await self._finish(mode, a, b, topic, topic_id, session_id, result_a, result_b,
+                                 (seconds_a, seconds_b))
+
+    async def _finish(
+        self, mode: str, a: PipelineId, b: PipelineId, topic: str, topic_id: str, session_id: str,
+        result_a: PaneResult, result_b: PaneResult, seconds: tuple[float, float],
     ) -> BattleView:
-        result_a, result_b = await asyncio.gather(
-            self.client.run(a, topic, topic_id), self.client.run(b, topic, topic_id)
-        )
         try:
             battle_id = await asyncio.to_thread(
                 lambda: self.store.create_battle(
@@ -170,7 +253,8 @@ class Arena:
         raw = {"battle": battle_id, "A": _raw(result_a), "B": _raw(result_b)}
         votable = result_a.ok and result_b.ok
         if votable:
-            status = "Read both answers (hover or focus a citation to see its source), then vote."
+            status = (f"Both answers are in (A in {seconds[0]:.0f} s, B in {seconds[1]:.0f} s). Read both "
+                      "(hover or focus a citation to see its source), then vote.")
             if mode == "unblinded":
                 raw["pipelines"] = {"A": a.as_dict(), "B": b.as_dict()}
             return BattleView(
@@ -217,12 +301,21 @@ class Arena:
 
     def leaderboards(self, include_unblinded: bool = False) -> tuple[str, dict[str, str]]:
         """The summary line and each board's HTML, recomputed from the log."""
-        rows = self.store.battles(include_unblinded=include_unblinded)
-        computed = boards.compute(rows, k=self.elo_k, rounds=self.bootstrap_rounds)
-        return (
-            boards.summary_html(len(rows), include_unblinded),
-            {name: boards.board_html(board) for name, board in computed.items()},
+        rows = self.store.battles(include_unblinded=include_unblinded, style=True)
+        computed = boards.compute(
+            rows, k=self.elo_k, rounds=self.bootstrap_rounds, min_votes=self.settings.arena_min_votes
         )
+        panes = {name: boards.board_html(board) for name, board in computed.items()}
+        panes["judges"] = self.judge_board(include_unblinded)
+        return boards.summary_html(len(rows), include_unblinded), panes
+
+    def judge_board(self, include_unblinded: bool = False) -> str:
+        """The judges' boards and their agreement with human votes (judge votes count on no other board)."""
+        from ragnarok.arena.judge_log import judge_votes
+        from webui.judge_board import judges_html
+
+        votes = judge_votes(self.store, include_unblinded)
+        return judges_html(votes, k=self.elo_k, rounds=self.bootstrap_rounds)
 
     async def side_choices(self) -> tuple[list[str], list[str], list[str]]:
         return components(await self.pool())
@@ -230,6 +323,33 @@ class Arena:
     @staticmethod
     def compose(retriever: str, reranker: str, generator: str) -> PipelineId:
         return compose(retriever, reranker, generator)
+
+
+async def _last(views: AsyncIterator[BattleView]) -> BattleView:
+    last = None
+    async for view in views:
+        last = view
+    assert last is not None  # every stream yields its final view
+    return last
+
+
+def _progress(done: dict[str, tuple[PaneResult, float]], fresh: set[str], elapsed: float) -> BattleView:
+    """A view while at least one pipeline runs: a pane that just finished shows its answer, a finished one
+    stays as it is (None), a running one shows how long it has been waiting."""
+    panes = {}
+    for side in ("a", "b"):
+        if side in fresh:
+            panes[side] = _pane(done[side][0])
+        elif side in done:
+            panes[side] = None
+        else:
+            other = done.get("b" if side == "a" else "a")
+            panes[side] = render.waiting_html(elapsed, other[1] if other else None)
+    status = render.message_html(
+        f"Waiting for {'one answer' if done else 'both answers'}: {elapsed:.0f} s so far. "
+        "Voting opens when both are in."
+    )
+    return BattleView(None, panes["a"], panes["b"], {}, False, status, done=False)
 
 
 def _raw(result: PaneResult) -> dict[str, Any]:

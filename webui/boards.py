@@ -6,8 +6,9 @@ The numbers come from :mod:`ragnarok.arena.ratings` (pure functions) over the ba
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from html import escape
+from typing import Any
 
 from ragnarok.arena.ratings import Battle, Row, leaderboard, win_rates
 from ragnarok.arena.store import split_battles
@@ -25,32 +26,74 @@ class Board:
     battles: int
     rows: list[Row]
     rates: dict[str, dict[str, float]]
+    #: the style-controlled table (answer length and citations as covariates), when style features are known
+    styled: list[Row] = field(default_factory=list)
+    min_votes: int = 10
 
 
 def compute(
-    rows: list[tuple[dict[str, str], dict[str, str], str]], k: float = 4.0, rounds: int = 100, seed: int = 0
+    rows: list[tuple[Any, ...]], k: float = 4.0, rounds: int = 100, seed: int = 0, min_votes: int = 10
 ) -> dict[str, Board]:
-    """Every board from the voted battles ``(pipeline_a, pipeline_b, winner)`` in vote order."""
+    """Every board from the voted battles ``(pipeline_a, pipeline_b, winner[, style_a, style_b])`` in vote
+    order; with style features, each board also gets its style-controlled table."""
     out = {}
     for name in BOARDS:
         battles: list[Battle] = split_battles(rows, name)
-        table = leaderboard(battles, k=k, rounds=rounds, seed=seed) if battles else []
-        out[name] = Board(name, len(battles), table, win_rates(battles) if battles else {})
+        table = leaderboard(battles, k=k, rounds=rounds, seed=seed, min_votes=min_votes) if battles else []
+        styled = leaderboard(battles, k=k, rounds=rounds, seed=seed, min_votes=min_votes, style=True) \
+            if any(b.style_a is not None for b in battles) else []
+        out[name] = Board(name, len(battles), table, win_rates(battles) if battles else {}, styled, min_votes)
     return out
 
 
-def table_html(board: Board) -> str:
-    if not board.rows:
+def _rank(r: Row) -> str:
+    return str(r.rank) if r.rank is not None else '<span class="rg-provisional">provisional</span>'
+
+
+def _rating(r: Row, value: float) -> str:
+    """A provisional system's rating is not shown: after a vote or two it is an extreme (1952 vs 48)."""
+    return "–" if r.provisional else f"{value:.0f}"
+
+
+def _interval(r: Row) -> str:
+    return f"{r.lower:.0f} – {r.upper:.0f}" if r.lower is not None and r.upper is not None else "–"
+
+
+def table_html(board: Board, styled: bool = False) -> str:
+    rows = board.styled if styled else board.rows
+    if not rows:
         return '<p class="rg-empty">No votes for this leaderboard yet.</p>'
-    head = "<tr><th>Rank</th><th>System</th><th>BT rating</th><th>95% CI</th><th>Elo</th><th>Votes</th></tr>"
+    rating = "Style-controlled BT" if styled else "BT rating"
+    elo = "" if styled else "<th>Elo</th>"
+    head = f"<tr><th>Rank</th><th>System</th><th>{rating}</th><th>95% CI</th>{elo}<th>Votes</th></tr>"
     body = "".join(
-        f'<tr><td class="num">{r.rank}</td><td><code>{escape(r.name)}</code></td>'
-        f'<td class="num">{r.bt:.0f}</td>'
-        f'<td class="num">{r.lower:.0f} – {r.upper:.0f}</td><td class="num">{r.elo:.0f}</td>'
-        f'<td class="num rg-votes">{r.votes}</td></tr>'
-        for r in board.rows
+        f'<tr class="{"rg-row-provisional" if r.provisional else "rg-row"}"><td class="num">{_rank(r)}</td>'
+        f'<td><code>{escape(r.name)}</code></td><td class="num">{_rating(r, r.bt)}</td>'
+        f'<td class="num">{_interval(r)}</td>'
+        + ("" if styled else f'<td class="num">{_rating(r, r.elo)}</td>')
+        + f'<td class="num rg-votes">{r.votes}</td></tr>'
+        for r in rows
     )
-    return f'<table class="rg-table"><thead>{head}</thead><tbody>{body}</tbody></table>'
+    table = f'<table class="rg-table"><thead>{head}</thead><tbody>{body}</tbody></table>'
+    return f'<div class="rg-scroll">{table}</div>'
+
+
+def tables_html(board: Board) -> str:
+    """The plain and the style-controlled table side by side, and what "provisional" means."""
+    if not board.rows:
+        return table_html(board)
+    plain = f'<div class="rg-side rg-plain"><h4>Plain Bradley–Terry</h4>{table_html(board)}</div>'
+    if board.styled:
+        styled = (f'<div class="rg-side rg-styled"><h4>Style-controlled (answer length and citations as '
+                  f'covariates)</h4>{table_html(board, styled=True)}</div>')
+    else:
+        styled = ('<div class="rg-side rg-styled"><h4>Style-controlled</h4><p class="rg-empty">No style '
+                  "features recorded for these battles.</p></div>")
+    note = ""
+    if any(r.provisional for r in board.rows):
+        note = (f'<p class="rg-note">Provisional: fewer than {board.min_votes} votes — listed without a rank, '
+                f"a rating or an interval until there are enough.</p>")
+    return f'<div class="rg-sides">{plain}{styled}</div>{note}'
 
 
 def _colour(rate: float) -> str:
@@ -85,15 +128,16 @@ def heatmap_html(board: Board) -> str:
 
 
 def intervals_svg(board: Board, width: int = 640) -> str:
-    """BT ratings with their 95 % bootstrap intervals, one line per system, best first."""
-    if not board.rows:
+    """BT ratings with their 95 % bootstrap intervals, one line per ranked system, best first."""
+    ranked = [(r, r.lower, r.upper) for r in board.rows if r.lower is not None and r.upper is not None]
+    if not ranked:
         return ""
-    lo = min(r.lower for r in board.rows)
-    hi = max(r.upper for r in board.rows)
+    lo = min(lower for _, lower, _ in ranked)
+    hi = max(upper for _, _, upper in ranked)
     if hi - lo < 1:
         lo, hi = lo - 10, hi + 10
     left, right, step = 260, 20, 26
-    height = 30 + step * len(board.rows)
+    height = 30 + step * len(ranked)
 
     def x(value: float) -> float:
         return left + (value - lo) / (hi - lo) * (width - left - right)
@@ -102,11 +146,11 @@ def intervals_svg(board: Board, width: int = 640) -> str:
         f'<svg class="rg-intervals" role="img" aria-label="BT ratings with 95% intervals" '
         f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">'
     ]
-    for i, r in enumerate(board.rows):
+    for i, (r, lower, upper) in enumerate(ranked):
         y = 20 + step * i
         parts.append(
             f'<text x="{left - 8}" y="{y + 4}" text-anchor="end" font-size="11">{escape(r.name)}</text>'
-            f'<line x1="{x(r.lower):.1f}" y1="{y}" x2="{x(r.upper):.1f}" y2="{y}" stroke="#1d4ed8" '
+            f'<line x1="{x(lower):.1f}" y1="{y}" x2="{x(upper):.1f}" y2="{y}" stroke="#1d4ed8" '
             f'stroke-width="2"/><circle cx="{x(r.bt):.1f}" cy="{y}" r="4" fill="#1d4ed8"/>'
         )
     axis_y = height - 6
@@ -122,15 +166,15 @@ def board_html(board: Board) -> str:
     parts = [
         f'<div class="rg-board" data-board="{board.name}"><h3>{title}</h3>',
         f'<p class="rg-count">{board.battles} battle{"s" if board.battles != 1 else ""} counted</p>',
-        table_html(board),
+        tables_html(board),
     ]
     if board.rows:
         parts += [
             "<h4>Win rates</h4>",
-            heatmap_html(board),
-            "<h4>BT ratings, 95% bootstrap intervals</h4>",
-            intervals_svg(board),
+            f'<div class="rg-scroll">{heatmap_html(board)}</div>',
         ]
+    if intervals := intervals_svg(board):
+        parts += ["<h4>BT ratings, 95% bootstrap intervals</h4>", f'<div class="rg-scroll">{intervals}</div>']
     parts.append("</div>")
     return "".join(parts)
 

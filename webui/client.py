@@ -85,10 +85,12 @@ class RagClient:
         return response.json()
 
     async def offline_components(self, index: str) -> tuple[list[str], list[str]]:
-        """Available retrievers on ``index`` and available generators, as the services describe them."""
+        """Available retrievers on ``index`` and available generators, as the services describe them (a
+        retriever whose index is still building — ``status: building`` — is not available yet)."""
         retrievers, generators = await asyncio.gather(self.get("/v1/retrievers"), self.get("/v1/generators"))
         return (
-            [r["name"] for r in retrievers if r["available"] and r["index"] == index],
+            [r["name"] for r in retrievers
+             if r["available"] and r["index"] == index and r.get("status") != "building"],
             [g["name"] for g in generators if g["available"]],
         )
 

@@ -1,7 +1,9 @@
 """HTML for answers, errors and reveals. Every piece of corpus or model text goes through ``html.escape``.
 
-An answer is its cited sentences; each citation is a focusable ``<span tabindex="0">`` whose tooltip (CSS
-only: shown on hover and on keyboard focus) holds the cited segment's title, text and URL.
+An answer is its cited sentences; each citation is a focusable ``<span tabindex="0">`` whose tooltip (CSS:
+shown on hover and on keyboard focus) holds the cited segment's title, text and URL. :data:`HEAD` adds the two
+behaviours CSS cannot: a mouse click does not focus a citation (so its tooltip does not stay open after the
+pointer leaves), and Escape hides an open tooltip until the pointer leaves or focus moves.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ CSS = """
   padding: .6em .8em; border-radius: 6px; background: #111827; color: #f9fafb; font-size: .95rem;
   line-height: 1.35; text-align: left; white-space: normal; box-shadow: 0 4px 14px rgba(0,0,0,.3); }
 .rg-cite:hover .rg-tip, .rg-cite:focus .rg-tip, .rg-cite:focus-within .rg-tip { display: block; }
+.rg-cite.rg-dismissed .rg-tip { display: none !important; }
 .rg-cite .rg-tip, .rg-cite .rg-tip * { color: #f9fafb !important; text-align: left !important; }
 .rg-tip-title { display: block; font-weight: 600; margin-bottom: .3em; }
 .rg-tip-text { display: block; margin-bottom: .3em; }
@@ -37,7 +40,54 @@ CSS = """
 .rg-board table { border-collapse: collapse; font-size: .9em; }
 .rg-board th, .rg-board td { border: 1px solid #d1d5db; padding: .25em .5em; text-align: left; }
 .rg-board td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.rg-wait { padding: .8em; color: #374151; font-variant-numeric: tabular-nums; }
+.rg-spinner { display: inline-block; width: .8em; height: .8em; margin-right: .4em; border-radius: 50%;
+  border: 2px solid #c7d2fe; border-top-color: #1d4ed8; animation: rg-spin 1s linear infinite; }
+@keyframes rg-spin { to { transform: rotate(360deg); } }
+.rg-scroll { max-width: 100%; overflow-x: auto; }
+.rg-sides { display: flex; flex-wrap: wrap; gap: 1em; }
+.rg-side { flex: 1 1 22em; min-width: 0; }
+.rg-provisional { color: #92400e; font-style: italic; }
+.rg-row-provisional td { color: #6b7280; }
+.rg-note { color: #6b7280; font-size: .9em; }
+.rg-intervals { max-width: 100%; height: auto; }
+@media (max-width: 640px) {
+  .rg-topic-row { flex-wrap: wrap !important; }
+  .rg-topic-row > .form { flex: 1 1 100% !important; min-width: 100% !important; }
+  .rg-topic-row > button { flex: 1 1 40% !important; min-width: 0 !important; }
+  .rg-panes { flex-direction: column !important; }
+  .rg-panes > * { min-width: 0 !important; width: 100% !important; }
+  .rg-board table { font-size: .8em; }
+  .tab-container button { padding-left: .3em !important; padding-right: .3em !important; font-size: .85em !important; }
+  .rg-tip { position: fixed; left: 4vw; right: 4vw; top: auto; bottom: 4vh; width: auto; max-width: none; }
+}
 """
+
+#: Inserted in the page's ``<head>``: citations shown by the pointer or the keyboard, dismissed with Escape.
+HEAD = """<script>
+(() => {
+  if (window.__rgCites) return;
+  window.__rgCites = true;
+  const cite = (node) => (node && node.closest ? node.closest(".rg-cite") : null);
+  // a click on a citation does not focus it: its tooltip follows the pointer and closes when it leaves
+  document.addEventListener("mousedown", (e) => {
+    if (cite(e.target) && !e.target.closest("a")) e.preventDefault();
+  }, true);
+  document.addEventListener("keydown", (e) => {
+    if (e.key !== "Escape") return;
+    document.querySelectorAll(".rg-cite").forEach((c) => {
+      if (c.matches(":hover, :focus, :focus-within")) c.classList.add("rg-dismissed");
+    });
+    const active = cite(document.activeElement);
+    if (active) active.blur();
+  });
+  document.addEventListener("focusin", (e) => { const c = cite(e.target); if (c) c.classList.remove("rg-dismissed"); });
+  document.addEventListener("mouseout", (e) => {
+    const c = cite(e.target);
+    if (c && !c.contains(e.relatedTarget)) c.classList.remove("rg-dismissed");
+  });
+})();
+</script>"""
 
 
 def _url(url: str | None) -> str:
@@ -85,6 +135,15 @@ def error_html(message: str) -> str:
     return (
         f'<div class="rg-pane rg-error" role="alert"><strong>This pipeline failed.</strong> '
         f"{escape(message)}<br>This battle cannot be voted on; start a new round.</div>"
+    )
+
+
+def waiting_html(elapsed_s: float, other_s: float | None = None) -> str:
+    """A running pipeline's pane: the seconds waited so far (and how long the other answer took)."""
+    other = f" The other answer took {other_s:.0f} s." if other_s is not None else ""
+    return (
+        f'<div class="rg-pane rg-wait" role="status"><span class="rg-spinner" aria-hidden="true"></span>'
+        f'Waiting for this answer: <span class="rg-elapsed">{elapsed_s:.0f}</span> s.{other}</div>'
     )
 
 

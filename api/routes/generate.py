@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from fastapi import APIRouter
 from pydantic import BaseModel, Field
 
@@ -19,8 +21,11 @@ class GenerateBody(BaseModel):
     topic_id: str | None = Field(None, description="The topic id; defaults to request.query.qid.")
     request: Request = Field(description="Candidates as the R service returns them (rank_llm Request JSON).")
     generator: str | None = Field(None, description="A name from GET /v1/generators (default: extractive).")
-    template: str | None = Field(None, description="A name from GET /v1/templates (default: ragnarok).")
+    template: str | None = Field(None, description="A name from GET /v1/templates (default: the generator's "
+                                 "own template, e.g. `small` for smollm2, else the default_template setting).")
     k: int = Field(20, description="How many of the top candidates the generator sees, 1..100.")
+    notes: bool = Field(False, description="Also return what post-processing did as `notes` (beside the TREC "
+                        "answer; /rag shows them in the generator's trace).")
 
 
 class GeneratorOut(BaseModel):
@@ -38,9 +43,16 @@ class TemplateOut(BaseModel):
     max_words: int
 
 
-@router.post("/generate", response_model=RagAnswer,
+class GenerateOut(RagAnswer):
+    notes: dict[str, Any] | None = Field(None, description="Only when asked (`notes: true`): what post-processing "
+                                         "did (not part of the TREC answer): repeats_dropped, citations_attributed, citations_removed, "
+                                         "citations (produced, attributed, mixed or none), contexts read, and "
+                                         "for streamed models why generation stopped.")
+
+
+@router.post("/generate", response_model=GenerateOut, response_model_exclude_none=True,
              responses=errors(400, 404, 413, 422, 502, 503, 504))
-async def generate(body: GenerateBody, service: GenerationDep, settings: SettingsDep) -> RagAnswer:
+async def generate(body: GenerateBody, service: GenerationDep, settings: SettingsDep) -> GenerateOut:
     """Answers within the generator's `deadline_s` (504 "no answer within N s"), or 504 "busy" when none of
     its `max_concurrency` slots frees within `slot_wait_s`; a backend failure is a 502 naming it and why."""
     text = body.topic if body.topic is not None else body.request.query.text
@@ -56,8 +68,9 @@ async def generate(body: GenerateBody, service: GenerationDep, settings: Setting
         if len(c.doc.segment or "") > settings.max_segment_chars:
             raise BadInput(f"candidate {c.docid} has over {settings.max_segment_chars:,} characters", 413)
     topic = Query(text=text, qid=body.topic_id if body.topic_id is not None else body.request.query.qid)
-    return await service.agenerate(topic, body.request, body.generator or settings.default_generator,
-                                   body.template or settings.default_template, body.k)
+    answer = await service.agenerate(topic, body.request, body.generator or settings.default_generator,
+                                     body.template, body.k)
+    return GenerateOut(**answer.model_dump(), notes=getattr(answer, "notes", None) if body.notes else None)
 
 
 @router.get("/generators", response_model=list[GeneratorOut])

@@ -12,7 +12,8 @@ from api.deps import SettingsDep
 from api.body import StrictJSONRoute
 from api.errors import BadInput, errors
 from ragnarok.gateway import PipelineRunner, Services
-from ragnarok.presets import PRESETS, default_pipeline, resolve
+from ragnarok.presets import DEFAULT_PIPELINES, PRESETS, default_pipeline, resolve, retrievers
+from ragnarok.quoting import shorten
 from ragnarok.spec import parse
 from ragnarok.spec_mapping import PipelineMapping, from_mapping
 from ragnarok.types import CitedSentence, Doc, Query
@@ -20,6 +21,8 @@ from ragnarok.types import CitedSentence, Doc, Query
 router = APIRouter(tags=["rag"], route_class=StrictJSONRoute)
 #: The response header that names the pipeline that ran (the default one is chosen per request).
 PIPELINE_HEADER = "Ragnarok-Pipeline"
+#: Set when the default pipeline fell back from the first default (``offline``): which retriever it lacked, why.
+FALLBACK_HEADER = "Ragnarok-Pipeline-Fallback"
 
 
 class RagBody(BaseModel):
@@ -28,8 +31,9 @@ class RagBody(BaseModel):
     pipeline: str | PipelineMapping | None = Field(
         None, description="A spec such as `bm25@100 | extractive`, a preset name (GET /v1/pipelines), or "
         "the structured form {retrieve, depth, rerank: [...], generate: {...}}. Default: `offline` when the "
-        "index has its dense MiniLM index, else `bm25+rocchio@100 | extractive`; the pipeline that ran is in "
-        "the `Ragnarok-Pipeline` response header.")
+        "index has its dense MiniLM index, else `bm25+rocchio@100 | extractive` (also while the dense index is "
+        "still being built: the `Ragnarok-Pipeline-Fallback` header then says why); the pipeline that ran is "
+        "in the `Ragnarok-Pipeline` response header.")
     index: str | None = None
     trace: bool = False
     segments: bool = Field(False, description="Also return the cited segments' stored fields (title, segment, "
@@ -44,7 +48,9 @@ class TraceOut(BaseModel):
     ranking: list[str]
     detail: dict[str, Any] | None = Field(None, description="Query and passage stages: the queries generated "
                                           "(and whether from the cache), candidates added, merged and dropped, "
-                                          "text length before and after.")
+                                          "text length before and after. The generator: what post-processing "
+                                          "did (the notes of POST /v1/generate: repeats_dropped, "
+                                          "citations_attributed, citations produced or attributed).")
 
 
 class RagOut(BaseModel):
@@ -64,9 +70,12 @@ async def rag(body: RagBody, http: HttpRequest, settings: SettingsDep) -> Respon
         raise BadInput("topic is empty")
     if len(body.topic) > settings.max_query_chars:
         raise BadInput(f"topic has {len(body.topic):,} characters; the limit is {settings.max_query_chars:,}", 413)
-    spec = body.pipeline if body.pipeline is not None else \
-        await _default_pipeline(http.app.state.services, body.index or settings.default_index)
-    pipeline = parse(resolve(spec), settings.max_k) if isinstance(spec, str) else \
+    fallback = None
+    if body.pipeline is None:
+        spec, fallback = await _default_pipeline(http.app.state.services, body.index or settings.default_index)
+    else:
+        spec = body.pipeline
+    pipeline = parse(resolve(spec, settings.data_dir), settings.max_k) if isinstance(spec, str) else \
         from_mapping(spec, max_depth=settings.max_k)
     if pipeline.generate is None:
         raise BadInput(f"pipeline {pipeline} has no generation stage: end it with a generator, e.g. `| extractive`")
@@ -75,20 +84,30 @@ async def rag(body: RagBody, http: HttpRequest, settings: SettingsDep) -> Respon
     out = RagOut.model_construct(**dict(run.result), trace=[TraceOut(**vars(t)) for t in run.traces] if body.trace else None,
                                  segments=run.cited_docs() if body.segments else None)
     # serialised once by pydantic-core (a response_model would validate the answer again)
+    headers = {PIPELINE_HEADER: str(pipeline)}
+    if fallback:
+        headers[FALLBACK_HEADER] = fallback
     return Response(out.model_dump_json(exclude_none=True), media_type="application/json",
-                    headers={PIPELINE_HEADER: str(pipeline).encode("ascii", "backslashreplace").decode()})
+                    headers={k: v.encode("ascii", "backslashreplace").decode() for k, v in headers.items()})
 
 
-async def _default_pipeline(services: Services, index: str) -> str:
+async def _default_pipeline(services: Services, index: str) -> tuple[str, str | None]:
     """The preset that runs when the request names none (:func:`ragnarok.presets.default_pipeline`), chosen
-    from the retrievers the R service can run on ``index`` now (GET /v1/retrievers)."""
+    from the retrievers the R service can run on ``index`` now (GET /v1/retrievers), and, when it is not the
+    first default, why (``offline needs dense:minilm: building, 42 % done (...)``; the header's value)."""
     try:
         response = await services.retrieval.get("/v1/retrievers")
         response.raise_for_status()
-        available = {r["name"] for r in response.json() if r["index"] == index and r["available"]}
+        listed = {r["name"]: r for r in response.json() if r["index"] == index}
+        available = {name for name, r in listed.items() if r["available"]}
     except (httpx.HTTPError, ValueError, KeyError, TypeError):
-        available = None  # the retrieval stage will say what is wrong
-    return default_pipeline(available)
+        return default_pipeline(None), None  # the retrieval stage will say what is wrong
+    chosen, first = default_pipeline(available), DEFAULT_PIPELINES[0]
+    if chosen == first:
+        return chosen, None
+    lacking = [name for name in retrievers(first) if name not in available]
+    why = "; ".join(f"{name}: {listed[name]['reason'] if name in listed else 'not built'}" for name in lacking)
+    return chosen, shorten(f"{first} needs {why}", 300)
 
 
 @router.get("/v1/pipelines")

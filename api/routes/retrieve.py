@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
-from fastapi import APIRouter, Query as Q, Response
+from fastapi import APIRouter, Response
+from fastapi import Query as Q
 from pydantic import BaseModel, Field
 
-from api.deps import RetrievalDep, SettingsDep
 from api.body import StrictJSONRoute
+from api.deps import RetrievalDep, SettingsDep
 from api.errors import BadInput, errors
 from ragnarok.settings import Settings
 from ragnarok.types import Query, Request
@@ -21,6 +22,14 @@ def json_response(request: Request) -> Response:
     return Response(request.model_dump_json(exclude_unset=True), media_type="application/json")
 
 
+def retrieved(retriever: object, query: Query, k: int) -> Response:
+    """The retriever's answer; Lucene retrievers write it from cached per-segment JSON (the same bytes)."""
+    retrieve_json = getattr(retriever, "retrieve_json", None)
+    if retrieve_json is not None:
+        return Response(retrieve_json(query, k), media_type="application/json")
+    return json_response(retriever.retrieve(query, k))  # type: ignore[attr-defined]
+
+
 class RetrieveBody(BaseModel):
     query: str = Field(description="The query text.")
     qid: str | int = ""
@@ -29,12 +38,24 @@ class RetrieveBody(BaseModel):
     k: int = Field(100, description="Number of candidates, 1..10,000.")
 
 
+class BuildProgressOut(BaseModel):
+    done: int = Field(description="Segments encoded so far.")
+    total: int | None = Field(description="Segments to encode (null until counted).")
+    percent: float = Field(description="done / total, 0..100.")
+    elapsed_s: float = Field(description="Seconds since the build started (model loading included).")
+    eta_s: float | None = Field(description="Estimated seconds left (null until two batches are timed).")
+
+
 class RetrieverOut(BaseModel):
     name: str
     index: str
     kind: str
     available: bool
-    reason: str = ""
+    status: Literal["available", "building", "unavailable"] = Field(
+        description="`building`: its dense index is being built in the background (see `progress`); until it "
+        "is done a request for it answers 503.")
+    reason: str = Field("", description="Why it is not available (for `building`: `building, N % done ...`).")
+    progress: BuildProgressOut | None = None
 
 
 def _check(settings: Settings, text: str, k: int) -> Query:
@@ -54,13 +75,15 @@ def _check(settings: Settings, text: str, k: int) -> Query:
 def retrieve(body: RetrieveBody, service: RetrievalDep, settings: SettingsDep) -> Response:
     query = _check(settings, body.query, body.k)
     query.qid = body.qid
-    return json_response(service.get(body.retriever, body.index).retrieve(query, body.k))
+    return retrieved(service.get(body.retriever, body.index), query, body.k)
 
 
 @router.get("/retrievers", response_model=list[RetrieverOut])
 def retrievers(service: RetrievalDep) -> list[RetrieverOut]:
     return [
-        RetrieverOut(name=i.name, index=i.index, kind=i.kind, available=i.available, reason=i.reason)
+        RetrieverOut(name=i.name, index=i.index, kind=i.kind, available=i.available, status=i.status,
+                     reason=i.reason, progress=None if i.progress is None else BuildProgressOut(
+                         percent=i.progress.percent, **vars(i.progress)))
         for i in service.describe()
     ]
 
@@ -78,4 +101,4 @@ def search(
     """Anserini's REST shape: BM25 over ``index``."""
     checked = _check(settings, query, hits)
     checked.qid = qid
-    return json_response(service.get("bm25", index).retrieve(checked, hits))
+    return retrieved(service.get("bm25", index), checked, hits)

@@ -1,6 +1,6 @@
 """Routes the query and passage stages call: ``POST /v1/segments`` (R: segments by id prefix, for neighbour
-windows and auto-merging) and ``POST /v1/write`` (AG: a generator writes a query stage's text or picks a
-segment's sentences for the LLM compressor; cached per generator, prompt and query)."""
+windows and auto-merging) and ``POST /v1/write`` (AG: a generator writes a query stage's text, picks a
+segment's sentences, or writes the LLM compressor's summaries; cached per generator, prompt and input)."""
 
 from __future__ import annotations
 
@@ -15,6 +15,14 @@ from pydantic import BaseModel, Field
 from api.body import StrictJSONRoute
 from api.deps import RetrievalDep, SettingsDep
 from api.errors import BadInput, errors
+from ragnarok.passage.llmcompress import (
+    MAX_WRITE_CHARS,
+    MAX_WRITE_TEXTS,
+    SUMMARY_MAX_TOKENS,
+    parse_summary,
+    refine_messages,
+    summarize_messages,
+)
 from ragnarok.passage.lookup import MAX_PREFIX_CHARS, MAX_PREFIXES, SegmentLookup
 from ragnarok.query.stages import MAX_SELECT_SENTENCES, SELECT_MAX_TOKENS, parse_selection, select_messages
 from ragnarok.retrieve.service import source_kind
@@ -52,19 +60,25 @@ async def segments(body: SegmentsBody, http: HttpRequest, service: RetrievalDep,
 
 
 class WriteBody(BaseModel):
-    task: str = Field(description="A query stage (hyde, multiquery, decompose, query2doc) or `select` (the "
-                                  "LLM compressor: which of `sentences` help answer `query`).")
+    task: str = Field(description="A query stage (hyde, multiquery, decompose, query2doc), or one of the LLM "
+                                  "compressor's: `select` (which of `sentences` help answer `query`), "
+                                  "`summarize` (a summary of `texts` for `query`), `refine` (`summary` rewritten "
+                                  "with what `texts[0]` adds).")
     generator: str = Field(description="A generator that writes text (GET /v1/generators; not extractive).")
     query: str
     n: int | None = Field(None, description="Queries to write (multiquery, decompose), 1..8.")
     sentences: list[str] | None = Field(None, description=f"For `select`: at most {MAX_SELECT_SENTENCES}.")
+    texts: list[str] | None = Field(None, description=f"For `summarize` (1 to {MAX_WRITE_TEXTS}) and `refine` "
+                                                      f"(exactly 1); at most {MAX_WRITE_CHARS:,} characters in all.")
+    summary: str | None = Field(None, description="For `refine`: the summary so far (non-empty).")
 
 
 class WriteOut(BaseModel):
     task: str
     generator: str
     text: str = Field(description="What the generator wrote.")
-    items: list[Any] = Field(description="The queries (a query stage) or 0-based sentence indices (select).")
+    items: list[Any] = Field(description="The queries (a query stage), 0-based sentence indices (select), or "
+                                         "the summary, cleaned (summarize, refine; empty when none was written).")
     cached: bool = Field(description="Whether the text came from the cache (same generator, prompt, query).")
     ms: float
 
@@ -88,6 +102,21 @@ async def write(body: WriteBody, http: HttpRequest, settings: SettingsDep) -> Wr
                            f"{settings.max_segment_chars:,} characters in all", 413)
         written = await writer.write(body.generator, select_messages(body.query, sents), SELECT_MAX_TOKENS)
         items: list[Any] = parse_selection(written.text, len(sents))
+    elif body.task in ("summarize", "refine"):
+        texts = body.texts or []
+        count = (1, 1) if body.task == "refine" else (1, MAX_WRITE_TEXTS)
+        if not count[0] <= len(texts) <= count[1] or not all(t.strip() for t in texts):
+            raise BadInput(f"{body.task} takes {'1' if count[1] == 1 else f'1 to {count[1]}'} non-empty "
+                           f"text(s) in `texts`, got {len(texts)}")
+        if body.task == "refine" and not (body.summary or "").strip():
+            raise BadInput("refine takes the summary so far in `summary` (non-empty)")
+        if sum(map(len, texts)) + len(body.summary or "") > MAX_WRITE_CHARS:
+            raise BadInput(f"{body.task} takes at most {MAX_WRITE_CHARS:,} characters of text in all", 413)
+        messages = summarize_messages(body.query, texts) if body.task == "summarize" else \
+            refine_messages(body.query, body.summary or "", texts[0])
+        written = await writer.write(body.generator, messages, SUMMARY_MAX_TOKENS)
+        summary = parse_summary(written.text)
+        items = [summary] if summary else []
     else:
         stage = QUERY_STAGES.create(body.task)
         if body.n is not None and not 1 <= body.n <= 8:

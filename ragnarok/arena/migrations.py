@@ -158,9 +158,32 @@ def _m6_pair_votes(conn: Connection) -> None:
     rebuild_pair_votes(conn)
 
 
+def _m7_judge_votes(conn: Connection) -> None:
+    """Votes cast by LLM (or proxy) judges (``ragnarok judge pairwise --arena``), their own append-only table:
+    ``votes`` stays the human log (one vote a battle, counted in ``pair_votes`` for sampling) and no board
+    mixes the two unless asked. One vote per battle and judge (``voter`` is ``judge:<name>``); ``verdicts``
+    keeps the two orders' answers (``A/B``: A in the first order, B with the sides swapped)."""
+    conn.execute(text("""
+        CREATE TABLE judge_votes (
+            battle_id VARCHAR(32) NOT NULL REFERENCES battles(id),
+            voter VARCHAR(200) NOT NULL,
+            voted_at VARCHAR(32) NOT NULL,
+            winner VARCHAR(16) NOT NULL,
+            verdicts VARCHAR(32) NOT NULL,
+            PRIMARY KEY (battle_id, voter)
+        )"""))
+    conn.execute(text("CREATE INDEX judge_votes_voter ON judge_votes(voter, voted_at)"))
+    if conn.dialect.name == "sqlite":
+        for action in ("UPDATE", "DELETE"):
+            conn.execute(text(_sqlite_trigger("judge_votes", action)))
+    else:  # ragnarok_append_only() is migration 3's
+        conn.execute(text("CREATE TRIGGER judge_votes_append_only BEFORE UPDATE OR DELETE OR TRUNCATE "
+                          "ON judge_votes FOR EACH STATEMENT EXECUTE FUNCTION ragnarok_append_only()"))
+
+
 MIGRATIONS: list[Migration] = [
     (1, _m1_tables), (2, _m2_append_only), (3, _m3_append_only_postgresql), (4, _m4_rate_key),
-    (5, _m5_pair_key), (6, _m6_pair_votes),
+    (5, _m5_pair_key), (6, _m6_pair_votes), (7, _m7_judge_votes),
 ]
 
 

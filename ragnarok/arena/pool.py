@@ -7,12 +7,20 @@ vote log stores and what the R / AG leaderboards group by.
 Pairing (as Chatbot Arena's sampler, simplified): every unordered pair of two *different* pool pipelines is a
 candidate, weighted ``1 / (1 + votes)`` so pairs with fewer votes come up more often; the chosen pair's sides
 are then swapped with probability 1/2.
+
+Speed (so battles stay fast): each pipeline's recent latencies are kept (:class:`LatencyBook`, in memory) and
+a pair's weight is multiplied by both sides' :func:`speed_weights`: 1 while a pipeline's median is within the
+time budget (or unmeasured), ``(budget / median)^2`` above it, and 0 — left out — beyond
+``LEAVE_OUT_FACTOR`` times the budget while at least two pipelines remain.
 """
 
 from __future__ import annotations
 
 import itertools
 import random
+import statistics
+import threading
+from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -20,6 +28,7 @@ from ragnarok.spec import Pipeline, parse
 
 NO_RERANKER = "none"
 DEFAULT_DEPTH = 20
+LEAVE_OUT_FACTOR = 4.0
 
 
 @dataclass(frozen=True, order=True)
@@ -46,7 +55,9 @@ class PipelineId:
 
 def identify(spec: str) -> PipelineId:
     """Parse a pool spec; it must end with a generator (an arena battle compares answers)."""
-    pipeline: Pipeline = parse(spec)
+    from ragnarok.presets import resolve  # noqa: PLC0415 - a preset name (built in or saved) is a spec too
+
+    pipeline: Pipeline = parse(resolve(spec))
     if pipeline.generate is None:
         raise ValueError(f"arena pipeline {spec!r} has no generator: end it with one, e.g. `| extractive`")
     reranker = " | ".join(map(str, pipeline.rerank)) or NO_RERANKER
@@ -72,15 +83,27 @@ def make_pool(specs: Iterable[str]) -> list[PipelineId]:
     return pool
 
 
+def fused_retrievers(retrievers: Sequence[str]) -> list[str]:
+    """Reciprocal-rank fusion of the best sparse retriever (``bm25+rocchio``, else ``bm25``) with each dense
+    one, as the ``offline`` preset does: ``rrf(bm25+rocchio, dense:minilm)``."""
+    sparse = next((r for r in ("bm25+rocchio", "bm25") if r in retrievers), None)
+    if sparse is None:
+        return []
+    return [f"rrf({sparse}, {r})" for r in retrievers if r.startswith("dense:")]
+
+
 def default_specs(
     retrievers: Sequence[str],
     generators: Sequence[str],
     rerankers: Sequence[str] = (NO_RERANKER,),
     depth: int = DEFAULT_DEPTH,
+    fuse: bool = True,
 ) -> list[str]:
-    """The product retriever × reranker × generator (retrievers by name, e.g. ``bm25``, ``dense:minilm``)."""
+    """The product retriever × reranker × generator (retrievers by name, e.g. ``bm25``, ``dense:minilm``),
+    with ``fuse`` the :func:`fused_retrievers` of the available ones too."""
     specs = []
-    for retriever, reranker, generator in itertools.product(retrievers, rerankers, generators):
+    every = [*retrievers, *(fused_retrievers(retrievers) if fuse else [])]
+    for retriever, reranker, generator in itertools.product(every, rerankers, generators):
         stages = [f"{retriever}@{depth}"] + ([] if reranker == NO_RERANKER else [reranker]) + [generator]
         specs.append(" | ".join(stages))
     return specs
@@ -90,24 +113,66 @@ def pair_key(a: str, b: str) -> tuple[str, str]:
     return (a, b) if a <= b else (b, a)
 
 
+class LatencyBook:
+    """The last ``window`` latencies (seconds) of each pipeline by spec, in memory; thread-safe."""
+
+    def __init__(self, window: int = 20):
+        self.window = window
+        self._seen: dict[str, deque[float]] = {}
+        self._lock = threading.Lock()
+
+    def record(self, spec: str, seconds: float) -> None:
+        with self._lock:
+            self._seen.setdefault(spec, deque(maxlen=self.window)).append(float(seconds))
+
+    def medians(self) -> dict[str, float]:
+        with self._lock:
+            return {spec: statistics.median(times) for spec, times in self._seen.items() if times}
+
+
+def speed_weights(
+    pool: Sequence[PipelineId], medians: Mapping[str, float], budget_s: float
+) -> dict[str, float]:
+    """Each pipeline's sampling factor from its median latency: 1 when unmeasured or within ``budget_s``,
+    ``(budget_s / median)^2`` above it, 0 (left out) beyond ``LEAVE_OUT_FACTOR * budget_s`` as long as at
+    least two pipelines keep a non-zero factor."""
+    weights = {}
+    for p in pool:
+        median = medians.get(p.spec)
+        weights[p.spec] = 1.0 if median is None or median <= budget_s else (budget_s / median) ** 2
+    slow = {p.spec for p in pool if medians.get(p.spec, 0.0) > LEAVE_OUT_FACTOR * budget_s}
+    if len(weights) - len(slow) >= 2:
+        weights.update(dict.fromkeys(slow, 0.0))
+    return weights
+
+
 def pair_weights(
-    pool: Sequence[PipelineId], votes: Mapping[tuple[str, str], int]
+    pool: Sequence[PipelineId], votes: Mapping[tuple[str, str], int], speed: Mapping[str, float] | None = None
 ) -> dict[tuple[str, str], float]:
-    """Sampling weight of every unordered pair: ``1 / (1 + votes on that pair)``."""
+    """Sampling weight of every unordered pair: ``1 / (1 + votes on that pair)``, times both sides' speed
+    factors when given."""
+    speed = speed or {}
     return {
-        pair_key(a.spec, b.spec): 1.0 / (1 + votes.get(pair_key(a.spec, b.spec), 0))
+        pair_key(a.spec, b.spec): speed.get(a.spec, 1.0) * speed.get(b.spec, 1.0)
+        / (1 + votes.get(pair_key(a.spec, b.spec), 0))
         for a, b in itertools.combinations(pool, 2)
     }
 
 
 def pick_pair(
-    pool: Sequence[PipelineId], votes: Mapping[tuple[str, str], int], rng: random.Random
+    pool: Sequence[PipelineId],
+    votes: Mapping[tuple[str, str], int],
+    rng: random.Random,
+    speed: Mapping[str, float] | None = None,
 ) -> tuple[PipelineId, PipelineId]:
-    """Two different pipelines, favouring pairs with fewer votes, sides in random order."""
+    """Two different pipelines, favouring pairs with fewer votes (and fast pipelines, given ``speed``:
+    :func:`speed_weights`), sides in random order."""
     if len({p.spec for p in pool}) < 2:
         raise ValueError("the arena pool needs at least two different pipelines")
     by_spec = {p.spec: p for p in pool}
-    weights = pair_weights(pool, votes)
+    weights = pair_weights(pool, votes, speed)
+    if not any(weights.values()):
+        weights = pair_weights(pool, votes)
     pairs = sorted(weights)
     a, b = rng.choices(pairs, weights=[weights[p] for p in pairs], k=1)[0]
     if rng.random() < 0.5:

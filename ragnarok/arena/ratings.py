@@ -9,7 +9,13 @@ both-bad votes instead). Ratings are on the Elo scale: base 10, scale 400, initi
   aggregated per (a, b) pair, with a tiny L2 term that fixes the scale's origin; mean rating 1000.
 * :func:`bootstrap_bt`: 95 % intervals from ``rounds`` multinomial resamples of the battles (100 by default).
 * :func:`leaderboard`: ratings, intervals, vote counts and a rank that respects the intervals
-  (1 + the number of systems whose lower bound is above this one's upper bound).
+  (1 + the number of systems whose lower bound is above this one's upper bound). A system with fewer than
+  ``min_votes`` votes is *provisional*: listed with its rating, but with no rank and no interval (a handful of
+  votes gives a bootstrap interval that means nothing, and a perfect 1-0 record an extreme rating).
+* Style control (as Chatbot Arena's, 2024): :func:`bradley_terry_style` fits BT with style covariates — the
+  normalised differences ``(a - b) / (a + b)`` of answer length and number of citations, standardised over
+  the battles — as a logistic regression, so a system's rating is its strength with the style effect taken
+  out; ``leaderboard(..., style=True)`` ranks by it (battles without style features are left out).
 """
 
 from __future__ import annotations
@@ -27,11 +33,18 @@ SCALE, BASE, INIT = 400.0, 10.0, 1000.0
 OUTCOMES = ("a", "b", "tie", "bothbad")
 
 
+#: The style covariates, in the order of :attr:`Battle.style_a` / :attr:`Battle.style_b`.
+STYLE_FEATURES = ("words", "citations")
+
+
 @dataclass(frozen=True)
 class Battle:
     a: str
     b: str
     winner: str
+    #: each side's style features (:data:`STYLE_FEATURES`), when known
+    style_a: tuple[float, ...] | None = None
+    style_b: tuple[float, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.winner not in OUTCOMES:
@@ -127,30 +140,136 @@ def bootstrap_bt(battles: Sequence[Battle], rounds: int = 100, seed: int = 0,
     return {n: (float(lo), float(hi)) for n, lo, hi in zip(names, low, high)}
 
 
+def style_answer(answer: dict | None) -> tuple[float, ...] | None:
+    """A ``/rag`` answer's style features: its length in words (``response_length``) and its number of
+    citation markers; None for a missing answer."""
+    if not isinstance(answer, dict):
+        return None
+    sentences = answer.get("answer") or []
+    citations = sum(len(s.get("citations") or []) for s in sentences if isinstance(s, dict))
+    words = answer.get("response_length")
+    if not isinstance(words, (int, float)):
+        words = sum(len(str(s.get("text", "")).split()) for s in sentences if isinstance(s, dict))
+    return (float(words), float(citations))
+
+
+def _style_matrix(battles: Sequence[Battle]) -> np.ndarray:
+    """Per battle, the normalised difference ``(a - b) / (a + b)`` of each feature (0 when both are 0),
+    standardised per column over the battles (a constant column stays 0)."""
+    a = np.array([b.style_a for b in battles], dtype=float).reshape(len(battles), -1)
+    b = np.array([b.style_b for b in battles], dtype=float).reshape(len(battles), -1)
+    total = a + b
+    diff = np.divide(a - b, total, out=np.zeros_like(total), where=total > 0)
+    std = diff.std(axis=0)
+    return np.divide(diff - diff.mean(axis=0), std, out=np.zeros_like(diff), where=std > 1e-12)
+
+
+def _fit_style(i: np.ndarray, j: np.ndarray, scores: np.ndarray, weights: np.ndarray, x: np.ndarray,
+               n: int, start: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """BT with covariates: P(a beats b) = sigmoid(theta_a - theta_b + x . beta), per battle, L-BFGS from
+    ``start`` (the bootstrap starts each resample at the full fit). Returns ratings, beta and the raw
+    parameters."""
+    total = weights.sum()
+    ridge = 1e-6 * total
+    k = x.shape[1]
+
+    def objective(params: np.ndarray) -> tuple[float, np.ndarray]:
+        theta, beta = params[:n], params[n:]
+        z = theta[i] - theta[j] + x @ beta
+        p = 1.0 / (1.0 + np.exp(-z))
+        eps = 1e-12
+        loss = -np.sum(weights * (scores * np.log(p + eps) + (1 - scores) * np.log(1 - p + eps)))
+        g = weights * (p - scores)
+        grad_theta = np.bincount(i, g, n) - np.bincount(j, g, n) + 2 * ridge * theta
+        # per battle (the mean), so L-BFGS's tolerances do not tighten as the log grows
+        return (loss + ridge * float(theta @ theta)) / total, np.concatenate([grad_theta, x.T @ g]) / total
+
+    result = minimize(objective, np.zeros(n + k) if start is None else start, jac=True, method="L-BFGS-B")
+    theta = result.x[:n] - result.x[:n].mean()
+    return INIT + SCALE * theta / math.log(BASE), result.x[n:], result.x
+
+
+def _styled(battles: Iterable[Battle], include_bothbad: bool) -> list[Battle]:
+    return [b for b in _kept(battles, include_bothbad) if b.style_a is not None and b.style_b is not None]
+
+
+def bradley_terry_style(battles: Sequence[Battle], include_bothbad: bool = True
+                        ) -> tuple[dict[str, float], dict[str, float]]:
+    """Style-controlled BT ratings and the style coefficients (per standardised feature, in logits), over
+    the battles that carry style features."""
+    kept = _styled(battles, include_bothbad)
+    names = sorted({b.a for b in kept} | {b.b for b in kept})
+    if not names:
+        return {}, {}
+    index = {name: n for n, name in enumerate(names)}
+    i = np.array([index[b.a] for b in kept])
+    j = np.array([index[b.b] for b in kept])
+    scores = np.array([_score(b.winner) for b in kept])
+    with _one_blas_thread():
+        ratings, beta, _ = _fit_style(i, j, scores, np.ones(len(kept)), _style_matrix(kept), len(names))
+    return dict(zip(names, ratings.tolist())), dict(zip(STYLE_FEATURES, beta.tolist()))
+
+
+def bootstrap_bt_style(battles: Sequence[Battle], rounds: int = 100, seed: int = 0,
+                       include_bothbad: bool = True) -> dict[str, tuple[float, float]]:
+    """95 % percentile intervals of the style-controlled ratings over resamples of the battles."""
+    kept = _styled(battles, include_bothbad)
+    names = sorted({b.a for b in kept} | {b.b for b in kept})
+    if not names:
+        return {}
+    index = {name: n for n, name in enumerate(names)}
+    i = np.array([index[b.a] for b in kept])
+    j = np.array([index[b.b] for b in kept])
+    scores = np.array([_score(b.winner) for b in kept])
+    x = _style_matrix(kept)
+    rng = np.random.default_rng(seed)
+    with _one_blas_thread():
+        start = _fit_style(i, j, scores, np.ones(len(kept)), x, len(names))[2]
+        samples = np.array([
+            _fit_style(i, j, scores, rng.multinomial(len(kept), np.full(len(kept), 1 / len(kept))).astype(float),
+                       x, len(names), start)[0]
+            for _ in range(rounds)
+        ])
+    low, high = np.percentile(samples, [2.5, 97.5], axis=0)
+    return {n: (float(lo), float(hi)) for n, lo, hi in zip(names, low, high)}
+
+
 @dataclass(frozen=True)
 class Row:
     name: str
-    rank: int
+    rank: int | None  #: None while provisional
     bt: float
-    lower: float
-    upper: float
+    lower: float | None  #: the 95 % interval; None while provisional
+    upper: float | None
     elo: float
     votes: int
+    provisional: bool = False
 
 
 def leaderboard(battles: Sequence[Battle], k: float = 4.0, rounds: int = 100, seed: int = 0,
-                include_bothbad: bool = True) -> list[Row]:
-    kept = _kept(battles, include_bothbad)
-    bt = bradley_terry(kept)
-    intervals = bootstrap_bt(kept, rounds, seed)
+                include_bothbad: bool = True, min_votes: int = 10, style: bool = False) -> list[Row]:
+    """Ranked systems, then the provisional ones (fewer than ``min_votes`` votes: no rank, no interval),
+    each group best first. ``style=True``: style-controlled BT ratings and intervals (battles with style
+    features only); Elo stays the plain online Elo."""
+    kept = _styled(battles, include_bothbad) if style else _kept(battles, include_bothbad)
+    if style:
+        bt = bradley_terry_style(kept)[0]
+        intervals = bootstrap_bt_style(kept, rounds, seed)
+    else:
+        bt = bradley_terry(kept)
+        intervals = bootstrap_bt(kept, rounds, seed)
     elo = online_elo(kept, k)
     votes = Counter([b.a for b in kept] + [b.b for b in kept])
+    ranked = [name for name in bt if votes[name] >= min_votes]
     rows = []
     for name in bt:
+        if votes[name] < min_votes:
+            rows.append(Row(name, None, bt[name], None, None, elo[name], votes[name], provisional=True))
+            continue
         lower, upper = intervals[name]
-        rank = 1 + sum(1 for other in bt if intervals[other][0] > upper)
+        rank = 1 + sum(1 for other in ranked if intervals[other][0] > upper)
         rows.append(Row(name, rank, bt[name], lower, upper, elo[name], votes[name]))
-    return sorted(rows, key=lambda r: (r.rank, -r.bt, r.name))
+    return sorted(rows, key=lambda r: (r.provisional, r.rank or 0, -r.bt, r.name))
 
 
 def win_rates(battles: Sequence[Battle], include_bothbad: bool = True) -> dict[str, dict[str, float]]:

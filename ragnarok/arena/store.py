@@ -28,7 +28,7 @@ from sqlalchemy.exc import IntegrityError, SQLAlchemyError
 
 from ragnarok.arena.db import StoreError, describe, make_engine, safe_url, serialised, utc_now
 from ragnarok.arena.migrations import MIGRATIONS, migrate, pair_key
-from ragnarok.arena.ratings import OUTCOMES, Battle
+from ragnarok.arena.ratings import OUTCOMES, Battle, style_answer
 
 __all__ = ["MIGRATIONS", "MODES", "StoreError", "StoredBattle", "VoteRefused", "VoteStore", "make_engine",
            "migrate", "split_battles"]
@@ -145,14 +145,19 @@ class VoteStore:
                 f"the vote store at {self._where} could not record the vote: {describe(exc)}") from exc
         return self.get(battle_id)  # type: ignore[return-value]
 
-    def battles(self, include_unblinded: bool = False) -> list[tuple[dict[str, str], dict[str, str], str]]:
-        """Voted battles in vote order: (pipeline_a, pipeline_b, winner)."""
-        query = ("SELECT b.pipeline_a, b.pipeline_b, v.winner, b.mode FROM votes v JOIN battles b "
+    def battles(self, include_unblinded: bool = False, style: bool = False) -> list[tuple[Any, ...]]:
+        """Voted battles in vote order: (pipeline_a, pipeline_b, winner); with ``style``, each side's style
+        features (:func:`ragnarok.arena.ratings.style_answer`, from the stored answers) follow."""
+        answers = ", b.answer_a, b.answer_b" if style else ""
+        query = (f"SELECT b.pipeline_a, b.pipeline_b, v.winner, b.mode{answers} FROM votes v JOIN battles b "
                  "ON b.id = v.battle_id ORDER BY v.voted_at, v.battle_id")
         with self._errors("read the votes"), self.engine.connect() as conn:
             rows = conn.execute(text(query)).all()
-        return [(json.loads(a), json.loads(b), w) for a, b, w, mode in rows
-                if include_unblinded or mode == "blinded"]
+        kept = [row for row in rows if include_unblinded or row[3] == "blinded"]
+        if style:
+            return [(json.loads(r[0]), json.loads(r[1]), r[2], *(style_answer(json.loads(x) if x else None)
+                                                                 for x in r[4:6])) for r in kept]
+        return [(json.loads(r[0]), json.loads(r[1]), r[2]) for r in kept]
 
     def vote_counts(self) -> dict[tuple[str, str], int]:
         """Votes per unordered pair of full pipelines, blinded and unblinded (for sampling pairs with fewer
@@ -165,12 +170,12 @@ class VoteStore:
 COMPONENTS = ("retriever", "reranker", "generator")
 
 
-def split_battles(rows: list[tuple[dict[str, str], dict[str, str], str]], board: str) -> list[Battle]:
+def split_battles(rows: list[tuple[Any, ...]], board: str) -> list[Battle]:
     """Battles for one leaderboard: ``rag`` keys by full pipeline; ``r`` keeps battles that share the
     generator, keyed by retriever+reranker; ``ag`` keeps battles that share retriever and reranker, keyed by
-    generator."""
+    generator. Rows may carry each side's style features after the winner (``battles(style=True)``)."""
     out = []
-    for a, b, winner in rows:
+    for a, b, winner, *style in rows:
         if board == "rag":
             ka, kb = a["spec"], b["spec"]
         elif board == "r":
@@ -184,5 +189,5 @@ def split_battles(rows: list[tuple[dict[str, str], dict[str, str], str]], board:
         else:
             raise ValueError(f"unknown leaderboard {board!r} (rag, r, ag)")
         if ka != kb:
-            out.append(Battle(ka, kb, winner))
+            out.append(Battle(ka, kb, winner, *style))
     return out

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from ragnarok.collection.lucene_index import index_documents, is_lucene_index
@@ -24,27 +27,63 @@ def ensure_demo_index(settings: Settings, threads: int = 2, dense_model: str | N
     return target
 
 
-def ensure_dense_index(lucene_dir: Path, model: str, kind: str = "flat", force: bool = False) -> Path:
+def ensure_dense_index(lucene_dir: Path, model: str, kind: str = "flat", force: bool = False,
+                       batch_size: int = 256, progress: Callable[[int, int], None] | None = None) -> Path:
     """The dense index of ``model`` beside ``lucene_dir``, encoded from its stored segments when it is missing,
     stale (the Lucene index was rebuilt since, or it is of another kind: :func:`~ragnarok.retrieve.dense.
-    stale_reason`), or ``force``."""
+    stale_reason`), or ``force``. ``progress(done, total)`` is called once the total is known (done 0), then
+    after each ``batch_size`` segments."""
     from ragnarok.retrieve.anserini import LuceneSearcher  # noqa: PLC0415
-    from ragnarok.retrieve.dense import (  # noqa: PLC0415
-        build_dense_index,
-        dense_dir,
-        segments_from_lucene,
-        stale_reason,
-    )
+    from ragnarok.retrieve.dense import build_dense_index, dense_dir, segments_from_lucene  # noqa: PLC0415
 
     out = dense_dir(lucene_dir, model)
-    if (out / "index.faiss").exists() and not force:
-        reason = stale_reason(out, lucene_dir, model, kind)
-        if reason is None:
-            return out
+    reason = dense_build_reason(lucene_dir, model, kind, force)
+    if reason is None:
+        return out
+    if reason not in ("missing", "forced"):
         print(f"rebuilding the dense index at {out}: {reason}", file=sys.stderr, flush=True)
+    remove_abandoned(out)
     searcher = LuceneSearcher(lucene_dir)
     total = searcher.num_docs
     searcher.close()
+    if progress is not None:
+        progress(0, total)
     build_dense_index(segments_from_lucene(lucene_dir), out, model, kind,  # type: ignore[arg-type]
-                      total=total, lucene_dir=lucene_dir)
+                      batch_size=batch_size, total=total, lucene_dir=lucene_dir,
+                      progress=None if progress is None else lambda done: progress(done, total))
     return out
+
+
+def dense_build_reason(lucene_dir: Path, model: str, kind: str = "flat", force: bool = False) -> str | None:
+    """Why the dense index of ``model`` beside ``lucene_dir`` must be (re)built ("missing", "forced", or why it
+    is stale), or None when it is up to date. Reads two small files: no JVM, no model."""
+    from ragnarok.retrieve.dense import dense_dir, stale_reason  # noqa: PLC0415
+
+    out = dense_dir(lucene_dir, model)
+    if not (out / "index.faiss").exists():
+        return "missing"
+    if force:
+        return "forced"
+    return stale_reason(out, lucene_dir, model, kind)
+
+
+def remove_abandoned(out: Path) -> None:
+    """Remove what builds of ``out`` killed mid-way left beside it (``.NAME.partial-PID``, ``.NAME.old-PID``
+    of processes that no longer run). They never look like an index (only a finished build is renamed to
+    ``out``); this frees their space."""
+    for leftover in out.parent.iterdir() if out.parent.is_dir() else ():
+        stem, _, pid = leftover.name.rpartition("-")
+        if stem in (f".{out.name}.partial", f".{out.name}.old") and pid.isdigit() and not _running(int(pid)):
+            shutil.rmtree(leftover, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -58,6 +58,39 @@ class GeneratorConfig(BaseModel):
     temperature: float = 0.0
     context_tokens: int = 8192
     description: str = ""
+    # what to send and what to keep: tuned per generator (small local models want fewer, shorter contexts)
+    template: str | None = Field(None, description="The prompt template when the request names none "
+                                 "(default: the `default_template` setting).")
+    max_contexts: int | None = Field(None, ge=1, le=100, description="The top candidates the generator "
+                                     "reads at most (default: all it is given).")
+    max_prompt_tokens: int | None = Field(None, ge=64, description="The prompt's size at most; segments are "
+                                          "shortened evenly to fit (default: context_tokens - max_tokens - 64).")
+    prompt_tokens_per_s: float | None = Field(None, gt=0, description="The model's measured prompt-evaluation "
+                                              "speed here (bench/bench_generate.py prints it); with prompt_s, "
+                                              "the prompt is at most prompt_tokens_per_s x prompt_s tokens.")
+    prompt_s: float | None = Field(None, gt=0, description="The time prompt evaluation may take (see "
+                                   "prompt_tokens_per_s).")
+    max_answer_words: int | None = Field(None, ge=1, description="The answer's length at most, in words "
+                                         "(ended at a sentence; the template's max_words when lower).")
+    repeat_penalty: float | None = Field(None, gt=0, description="llama.cpp's repetition penalty (1 = off).")
+    frequency_penalty: float | None = Field(None, ge=-2, le=2, description="OpenAI-style frequency penalty.")
+    presence_penalty: float | None = Field(None, ge=-2, le=2, description="OpenAI-style presence penalty.")
+    drop_repeats: bool = Field(True, description="Drop an answer sentence that repeats an earlier one "
+                               "(counted in the /rag trace as repeats_dropped).")
+    attribution: Literal["off", "missing", "check"] = Field(
+        "off", description="Citations attached after the fact by matching each answer sentence to the "
+        "context that best supports it (the /rag trace says how many were attributed): `missing` for sentences "
+        "that cite nothing, `check` also replaces a citation of a context that does not support its sentence.")
+
+    def prompt_budget(self) -> int:
+        """The prompt's token budget: the context window less the answer, within max_prompt_tokens and what
+        prompt_s allows at prompt_tokens_per_s."""
+        budget = self.context_tokens - self.max_tokens - 64
+        if self.max_prompt_tokens is not None:
+            budget = min(budget, self.max_prompt_tokens)
+        if self.prompt_tokens_per_s is not None and self.prompt_s is not None:
+            budget = min(budget, int(self.prompt_tokens_per_s * self.prompt_s))
+        return max(64, budget)
 
 
 class GenerationError(RuntimeError):

@@ -149,13 +149,23 @@ def _truncate(sentences: list[tuple[str, list[int]]], max_words: int) -> list[tu
     return kept
 
 
-def postprocess(text: str, docids: list[str], max_words: int = 400,
-                max_references: int = 20) -> tuple[list[str], list[CitedSentence]]:
-    """``(references, answer)`` from raw model output; see the module docstring for the rules."""
+def sentences(text: str) -> list[tuple[str, list[int]]]:
+    """Steps 1-2: the cleaned sentences of raw model output, each with its 1-based citation numbers."""
+    return _split(clean(text))
+
+
+def truncate(sentences: list[tuple[str, list[int]]], max_words: int) -> list[tuple[str, list[int]]]:
+    """Step 3: the leading sentences that fit ``max_words``."""
+    return _truncate(sentences, max_words)
+
+
+def to_references(sentences: list[tuple[str, list[int]]], docids: list[str],
+                  max_references: int = 20) -> tuple[list[str], list[CitedSentence]]:
+    """Step 4: 1-based numbers into ``docids`` become 0-based indices into the cited ``references``."""
     references: list[str] = []
     position: dict[str, int] = {}
     answer: list[CitedSentence] = []
-    for sentence, numbers in _truncate(_split(clean(text)), max_words):
+    for sentence, numbers in sentences:
         citations: list[int] = []
         for number in numbers:
             if not 1 <= number <= len(docids):
@@ -170,3 +180,9 @@ def postprocess(text: str, docids: list[str], max_words: int = 400,
                 citations.append(position[docid])
         answer.append(CitedSentence(text=sentence, citations=citations))
     return references, answer
+
+
+def postprocess(text: str, docids: list[str], max_words: int = 400,
+                max_references: int = 20) -> tuple[list[str], list[CitedSentence]]:
+    """``(references, answer)`` from raw model output; see the module docstring for the rules."""
+    return to_references(truncate(sentences(text), max_words), docids, max_references)

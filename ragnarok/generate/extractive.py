@@ -1,73 +1,161 @@
-"""An extractive baseline: no model, deterministic, fast. It answers with the candidates' own sentences.
+"""An extractive baseline: no generative model, deterministic. It answers with the candidates' own sentences.
 
-Each sentence of the top segments is scored by the IDF-weighted share of the topic's terms it contains
-(IDF over the sentences of the candidates), with a small bonus for higher-ranked segments; the best
-sentences, each cited to its segment, make an answer of up to ``max_words`` words (default 250), in score
-order, with near-identical sentences (overlapping windows repeat sentences) taken once.
+1. Prose only: lines of code in a segment (doctest ``>>>``/``...`` lines, assignments, bare calls, ``def``/
+   ``class`` lines, table rules, lines mostly of symbols) are left out before the text is split into sentences
+   (blingfire); sentences of fewer than 5 or more than 60 words, that do not end as sentences end (fragments
+   before code, "(1)", lines that introduce a list with a colon), that hold code (``>>>``, ``<expr>``, tables,
+   lists of ``f() -- …``), or that are mostly not letters are left out too.
+2. Relevance: the IDF-weighted share of the topic's terms a sentence holds (IDF over the candidates'
+   sentences), plus, with ``similarity="minilm"``, the MiniLM cosine between topic and sentence (offline, the
+   dense retriever's encoder), plus a small bonus for higher-ranked segments.
+3. Selection by maximal marginal relevance: each next sentence maximises ``lambda x relevance - (1 - lambda) x
+   its similarity to the sentences already chosen`` (MiniLM cosines, or word-set Jaccard with ``bm25``), while it
+   fits the word budget (default 150); a sentence must share a topic term or be close to the topic, and reach
+   ``RELATIVE_FLOOR`` of the best sentence's relevance (an answer may be shorter than the budget).
+4. Order: the sentences of one segment stay together and in the segment's order; segments come in the order of
+   their best sentence's relevance. Each sentence cites its segment.
 """
 
 from __future__ import annotations
 
-import math
 import re
-from collections import Counter
 from dataclasses import dataclass
+from typing import Literal
 
 import blingfire
+import numpy as np
 
-from ragnarok.generate.cite import postprocess
+from ragnarok.generate.cite import to_references
+from ragnarok.generate.finish import REPEAT_JACCARD, GeneratedAnswer, Lexicon, terms
 from ragnarok.generate.prompts import PromptTemplate
 from ragnarok.types import Candidate, Query, RagAnswer, word_count
 
-_WORD = re.compile(r"[a-z0-9]+")
-STOP = frozenset(
-    "a an and are as at be by can do does for from how i in is it of on or that the this to what when where "
-    "which who why with you your my me we".split()
-)
+__all__ = ["ExtractiveGenerator", "is_code", "prose_sentences", "terms"]
+
+_CODE = re.compile(
+    r"^(?:>>>|\.\.\.(?:\s|$)|\$ |[=\-~^*#+|]{3,}|\||\+-"  # doctest and shell prompts, tables, rules
+    r"|(?:def|class|import|from\s+\S+\s+import|return|raise|yield|elif|else:|try:|except\b|finally:|with\s.*:$)"
+    r"|[\w.\[\]'\"]+\s*(?:[-+*/|&]?=)\s*\S"  # an assignment: x = 1, a.b += c
+    r"|[\w.]+\(.*\)\s*[;:]?$"  # a bare call or signature: foo(a, b)
+    r"|[@{}<]|[\])}]+[,;]?$)")
+MIN_WORDS, MAX_WORDS = 5, 60
+#: A sentence must reach this share of the best sentence's relevance to be chosen.
+RELATIVE_FLOOR = 0.6
 
 
-def terms(text: str) -> list[str]:
-    return [t for t in _WORD.findall(text.lower()) if t not in STOP]
+def is_code(line: str) -> bool:
+    """Whether a line of a segment is code, a prompt, a table rule or mostly symbols rather than prose."""
+    s = line.strip()
+    if not s:
+        return False
+    letters = sum(ch.isalpha() for ch in s)
+    return bool(_CODE.match(s)) or letters < 0.55 * len(s.replace(" ", ""))
+
+
+_NOT_PROSE = re.compile(r">>>|<\w+>|\s--\s.*\s--\s|\(\).*\(\)|\|")
+_BULLET = re.compile(r"^[-*•]\s+")
+_ENDS = re.compile(r"[.!?][\"')\]]*$")
+
+
+def _is_prose(sentence: str) -> bool:
+    """A whole sentence of prose: 5-60 words, ending as sentences end, mostly letters, no code in it."""
+    s = sentence.strip()
+    if not MIN_WORDS <= word_count(s) <= MAX_WORDS or not _ENDS.search(s) or _NOT_PROSE.search(s):
+        return False
+    return sum(ch.isalpha() for ch in s) >= 0.7 * len(s.replace(" ", ""))
+
+
+def prose_sentences(text: str) -> list[str]:
+    """The segment's prose sentences, in order (code lines and fragments left out, see the module docstring)."""
+    paragraphs, current = [], []
+    for line in text.split("\n"):
+        if not line.strip() or is_code(line):
+            if current:
+                paragraphs.append(" ".join(current))
+            current = []
+        else:
+            current.append(_BULLET.sub("", line.strip()))
+    if current:
+        paragraphs.append(" ".join(current))
+    out = []
+    for paragraph in paragraphs:
+        for s in blingfire.text_to_sentences(" ".join(paragraph.split())).split("\n"):
+            s = s.strip().translate(str.maketrans("[]【】", "()()"))  # only our markers read as citations
+            if _is_prose(s):
+                out.append(s)
+    return out
 
 
 @dataclass
 class ExtractiveGenerator:
     name: str = "extractive"
-    max_words: int = 250
-    max_sentence_words: int = 80
+    max_words: int = 150
+    max_contexts: int = 10
+    similarity: Literal["minilm", "bm25"] = "minilm"
+    mmr_lambda: float = 0.7
 
     def availability(self) -> str | None:
         return None
 
+    def _vectors(self, texts: list[str]) -> np.ndarray:
+        from ragnarok.retrieve.dense import shared_encoder  # noqa: PLC0415 - loads MiniLM on first use
+
+        return np.asarray(shared_encoder("minilm").encode(texts), dtype=np.float32)
+
     def generate(self, topic: Query, candidates: list[Candidate], template: PromptTemplate) -> RagAnswer:
-        pool: list[tuple[str, int]] = []  # (sentence, 1-based candidate number)
+        candidates = candidates[: self.max_contexts]
+        pool: list[tuple[str, int, int]] = []  # (sentence, 1-based candidate number, position)
+        seen: set[tuple[str, ...]] = set()
         for number, cand in enumerate(candidates, start=1):
-            text = (cand.doc.segment or "").strip()
-            if text:
-                pool.extend((s, number) for s in blingfire.text_to_sentences(text).split("\n")
-                            if 3 <= word_count(s) <= self.max_sentence_words)
-        query = set(terms(topic.text))
-        df = Counter(t for s, _ in pool for t in set(terms(s)))
-        idf = {t: math.log(1 + len(pool) / (1 + df[t])) for t in query}
-        total = sum(idf.values()) or 1.0
+            for position, sentence in enumerate(prose_sentences(cand.doc.segment or "")):
+                key = tuple(terms(sentence))
+                if key and key not in seen:  # overlapping windows repeat sentences: each is taken once
+                    seen.add(key)
+                    pool.append((sentence, number, position))
+        budget = min(self.max_words, template.max_words)
+        chosen = self._select(topic.text, pool, budget) if pool else []
+        best: dict[int, float] = {}
+        for i, relevance in chosen:
+            best[pool[i][1]] = max(best.get(pool[i][1], float("-inf")), relevance)
+        ordered = sorted(chosen, key=lambda item: (-best[pool[item[0]][1]], pool[item[0]][1], pool[item[0]][2]))
+        pairs = [(pool[i][0], [pool[i][1]]) for i, _ in ordered]
+        references, answer = to_references(pairs, [c.docid for c in candidates])
+        built = GeneratedAnswer.build(str(topic.qid), topic.text, references, answer)
+        built.notes = {"contexts": len(candidates), "sentences_considered": len(pool),
+                       "similarity": self.similarity, "citations": "produced" if pairs else "none"}
+        return built
 
-        def score(item: tuple[int, tuple[str, int]]) -> tuple[float, int]:
-            position, (sentence, number) = item
-            overlap = sum(idf[t] for t in query & set(terms(sentence))) / total
-            return (-(overlap + 0.05 / number), position)
-
-        chosen, seen, words = [], set(), 0
-        for _, (sentence, number) in sorted(enumerate(pool), key=score):
-            key = " ".join(terms(sentence))
-            if key in seen or not query & set(terms(sentence)):
-                continue
-            n = word_count(sentence)
-            if words + n > min(self.max_words, template.max_words):
-                continue
-            seen.add(key)
-            # brackets of the segment's own become parentheses: only our marker may read as a citation
-            chosen.append(f"{sentence.rstrip().replace('[', '(').replace(']', ')')} [{number}]")
-            words += n
-        text = "\n".join(chosen)
-        references, answer = postprocess(text, [c.docid for c in candidates], max_words=template.max_words)
-        return RagAnswer.build(str(topic.qid), topic.text, references, answer)
+    def _select(self, query: str, pool: list[tuple[str, int, int]], budget: int) -> list[tuple[int, float]]:
+        """MMR over the pool: ``(index, relevance)`` of the chosen sentences, in the order chosen."""
+        lexicon = Lexicon([s for s, _, _ in pool])
+        bags = [set(terms(s)) for s, _, _ in pool]
+        lexical = np.array([lexicon.coverage(query, bag) for bag in bags])
+        prior = np.array([0.02 / number for _, number, _ in pool])
+        if self.similarity == "minilm":
+            vectors = self._vectors([query] + [s for s, _, _ in pool])
+            cosine = vectors[1:] @ vectors[0]
+            relevance = cosine + 0.5 * lexical + prior
+            similar = vectors[1:] @ vectors[1:].T
+            eligible = (lexical > 0) | (cosine >= 0.4)
+        else:
+            relevance = lexical + prior
+            similar = np.array([[len(a & b) / len(a | b) if a | b else 0.0 for b in bags] for a in bags])
+            eligible = lexical > 0
+        # far below the best sentence is off the topic: a shorter answer is better than a padded one
+        eligible &= relevance >= RELATIVE_FLOOR * float(np.max(np.where(eligible, relevance, -np.inf), initial=0.0))
+        words = np.array([word_count(s) for s, _, _ in pool])
+        chosen: list[tuple[int, float]] = []
+        left = budget
+        redundancy = np.zeros(len(pool))
+        available = eligible & (words <= left)
+        while available.any():
+            score = np.where(available, self.mmr_lambda * relevance - (1 - self.mmr_lambda) * redundancy, -np.inf)
+            i = int(np.argmax(score))  # the first of equal scores: deterministic
+            chosen.append((i, float(relevance[i])))
+            left -= int(words[i])
+            redundancy = np.maximum(redundancy, similar[i])
+            repeat = np.array([len(bags[i] & b) / len(bags[i] | b) >= REPEAT_JACCARD if bags[i] | b else False
+                               for b in bags])  # what the answer checks count as a repeated sentence
+            available &= (words <= left) & (similar[i] < 0.9) & ~repeat
+            available[i] = False
+        return chosen

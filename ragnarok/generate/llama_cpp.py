@@ -8,14 +8,17 @@ from __future__ import annotations
 
 import importlib.util
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ragnarok.generate.base import BackendError, GeneratorConfig, GeneratorUnavailable, Guard
-from ragnarok.generate.llm import Messages, answer_with_llm
+from ragnarok.generate.cite import sentences
+from ragnarok.generate.finish import GeneratedAnswer, repeats, whole_sentences
+from ragnarok.generate.llm import Messages, answer_with_llm, sized
 from ragnarok.generate.prompts import PromptTemplate
-from ragnarok.types import Candidate, Query, RagAnswer
+from ragnarok.types import Candidate, Query, RagAnswer, word_count
 
 
 def smollm2_path() -> Path | None:
@@ -68,19 +71,92 @@ class LlamaCppGenerator:
     def count_tokens(self, text: str) -> int:
         return len(self.llm().tokenize(text.encode("utf-8"), add_bos=False))
 
+    def sampling(self) -> dict[str, Any]:
+        """The sampling settings of every call (llama-cpp-python's names; unset penalties are left out)."""
+        c = self.config
+        options: dict[str, Any] = {"max_tokens": c.max_tokens, "temperature": c.temperature, "seed": 0}
+        for name in ("repeat_penalty", "frequency_penalty", "presence_penalty"):
+            if getattr(c, name) is not None:
+                options[name] = getattr(c, name)
+        return options
+
     def complete(self, messages: Messages) -> str:
+        """The model's whole answer (up to ``max_tokens``), for any prompt."""
+        return self.stream(messages)[0]
+
+    def stream(self, messages: Messages, max_words: int | None = None,
+               stop_repeats: bool = False) -> tuple[str, dict[str, Any]]:
+        """The model's answer, streamed, and notes on how it went: it stops once the sentence being written
+        cannot fit ``max_words`` words, or (``stop_repeats``) when a sentence repeats an earlier one, or at
+        ``max_tokens``, and is then cut after its last whole sentence."""
         llm = self.llm()
 
-        def call(_timeout_s: float) -> str:  # in process: a running completion cannot be abandoned
+        def call(timeout_s: float) -> tuple[str, dict[str, Any]]:
+            start = time.monotonic()
+            deadline = start + timeout_s
+            stopper = Stopper(max_words, stop_repeats)
+            notes: dict[str, Any] = {"stop": "end"}
+            tokens, first = 0, None
             try:
-                out = llm.create_chat_completion(messages=messages, max_tokens=self.config.max_tokens,
-                                                 temperature=self.config.temperature, seed=0)
-                return out["choices"][0]["message"]["content"] or ""
+                chunks = llm.create_chat_completion(messages=messages, stream=True, **self.sampling())
+                try:
+                    for chunk in chunks:
+                        choice = chunk["choices"][0]
+                        piece = choice["delta"].get("content") or ""
+                        if piece:
+                            tokens += 1
+                            first = first if first is not None else time.monotonic() - start
+                        if time.monotonic() > deadline:  # in process: stopping the stream stops the model
+                            raise BackendError(f"no answer within {timeout_s:.3g} s", timeout=True)
+                        if choice.get("finish_reason") == "length":
+                            notes["stop"] = "max_tokens"
+                        if piece and (reason := stopper.feed(piece)):
+                            notes["stop"] = reason
+                            break
+                finally:
+                    chunks.close()
             except (ValueError, RuntimeError, KeyError) as exc:
                 raise BackendError(str(exc)) from None
+            notes.update(completion_tokens=tokens, first_token_ms=round((first or 0.0) * 1000),
+                         generate_ms=round((time.monotonic() - start) * 1000))
+            text = stopper.text if notes["stop"] == "end" else whole_sentences(stopper.text)
+            return text, notes
 
         return self.guard.call(call)
 
     def generate(self, topic: Query, candidates: list[Candidate], template: PromptTemplate) -> RagAnswer:
-        budget = max(256, self.config.context_tokens - self.config.max_tokens - 64)
-        return answer_with_llm(self.complete, topic, candidates, template, budget, self.count_tokens)
+        cap = sized(template, self.config).max_words
+        notes: dict[str, Any] = {}
+
+        def complete(messages: Messages) -> str:
+            text, found = self.stream(messages, cap, stop_repeats=self.config.drop_repeats)
+            notes.update(found)
+            return text
+
+        answer = answer_with_llm(complete, topic, candidates, template, self.config.prompt_budget(),
+                                 self.count_tokens, self.config)
+        if isinstance(answer, GeneratedAnswer) and answer.notes is not None:
+            answer.notes.update(notes)
+        return answer
+
+
+@dataclass
+class Stopper:
+    """Watches a streamed answer: ``feed`` says why to stop (``words``: the sentence being written cannot fit
+    ``max_words``; ``repeat``: the last whole sentence repeats an earlier one), or None to go on."""
+
+    max_words: int | None
+    stop_repeats: bool = True
+    text: str = ""
+
+    def feed(self, piece: str) -> str | None:
+        self.text += piece
+        if not any(ch in piece for ch in ".!?… \n"):  # a word or a sentence can only end at these
+            return None
+        pairs = sentences(self.text)
+        if self.max_words is not None and sum(word_count(s) for s, _ in pairs) > self.max_words and len(pairs) > 1:
+            return "words"
+        done = [s for s, _ in pairs[:-1]]  # the last one may still be growing
+        if self.stop_repeats and done and repeats(done)[-1]:
+            return "repeat"
+        return None

@@ -1,14 +1,50 @@
-"""The path every prompt-based backend shares: topic + candidates -> messages -> LLM text -> cited answer."""
+"""The path every prompt-based backend shares: topic + candidates -> messages -> LLM text -> cited answer.
+
+Per generator (:class:`~ragnarok.generate.base.GeneratorConfig`): the top ``max_contexts`` candidates within the
+prompt budget (``prompt_budget``), the answer capped at ``max_answer_words`` (the prompt asks for it, and the
+answer keeps its leading sentences that fit), repeated sentences dropped (``drop_repeats``) and citations
+attributed after the fact (``attribution``); what was done goes into the answer's notes.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
-from ragnarok.generate.cite import postprocess
+from ragnarok.generate.base import GeneratorConfig
+from ragnarok.generate.cite import sentences, to_references, truncate
+from ragnarok.generate.finish import GeneratedAnswer, attribute, citation_origin, drop_repeats
 from ragnarok.generate.prompts import PromptTemplate, build_messages
 from ragnarok.types import Candidate, Query, RagAnswer
 
 Messages = list[dict[str, str]]
+
+
+def sized(template: PromptTemplate, config: GeneratorConfig | None) -> PromptTemplate:
+    """The template with the generator's answer cap when that is lower than the template's."""
+    if config is None or config.max_answer_words is None or config.max_answer_words >= template.max_words:
+        return template
+    return template.model_copy(update={"max_words": config.max_answer_words})
+
+
+def finish(text: str, topic: Query, candidates: list[Candidate], max_words: int,
+           config: GeneratorConfig | None = None, notes: dict[str, Any] | None = None) -> RagAnswer:
+    """Model output -> a cited answer: sentences, repeats dropped, the word cap, attribution, references."""
+    pairs = sentences(text)
+    notes = dict(notes or {})
+    if config is None or config.drop_repeats:
+        pairs, notes["repeats_dropped"] = drop_repeats(pairs)
+    pairs = truncate(pairs, max_words)
+    mode = config.attribution if config is not None else "off"
+    pairs, counts = attribute(pairs, [c.doc.segment or "" for c in candidates], mode)
+    if mode != "off":
+        notes.update(counts)
+    citing = sum(1 for _, numbers in pairs if numbers)  # sentences that cite, after attribution
+    notes["citations"] = citation_origin(citing - counts["citations_attributed"], counts["citations_attributed"])
+    references, answer = to_references(pairs, [c.docid for c in candidates])
+    built = GeneratedAnswer.build(str(topic.qid), topic.text, references, answer)
+    built.notes = notes
+    return built
 
 
 def answer_with_llm(
@@ -18,8 +54,12 @@ def answer_with_llm(
     template: PromptTemplate,
     max_prompt_tokens: int,
     count_tokens: Callable[[str], int] | None = None,
+    config: GeneratorConfig | None = None,
 ) -> RagAnswer:
+    if config is not None and config.max_contexts is not None:
+        candidates = candidates[: config.max_contexts]
+    template = sized(template, config)
     messages = build_messages(template, topic.text, candidates, max_prompt_tokens, count_tokens)
     text = complete(messages)
-    references, answer = postprocess(text, [c.docid for c in candidates], max_words=template.max_words)
-    return RagAnswer.build(str(topic.qid), topic.text, references, answer)
+    notes = {"contexts": len(candidates)}
+    return finish(text, topic, candidates, template.max_words, config, notes)

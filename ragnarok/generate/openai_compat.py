@@ -14,6 +14,7 @@ import httpx
 from pydantic import BaseModel, ValidationError
 
 from ragnarok.generate.base import ApiGenerator, BackendError
+from ragnarok.generate.finish import whole_sentences
 from ragnarok.generate.http import post_json
 from ragnarok.generate.llm import Messages, answer_with_llm
 from ragnarok.generate.prompts import PromptTemplate
@@ -54,7 +55,8 @@ def completion_text(data: object) -> str:
         raise BackendError(f"the model refused: {quote(choice.message.refusal)}")
     if not (choice.message.content or "").strip():
         raise BackendError(f"the model's answer is empty (finish_reason {choice.finish_reason!r})")
-    return choice.message.content or ""
+    text = choice.message.content or ""
+    return whole_sentences(text) if choice.finish_reason == "length" else text  # cut mid-sentence: cut there
 
 
 class OpenAIChatGenerator(ApiGenerator):
@@ -81,11 +83,14 @@ class OpenAIChatGenerator(ApiGenerator):
     def complete(self, messages: Messages) -> str:
         client = self._http()
         url, headers = self.endpoint()
-        body = {"model": self.config.model, "messages": messages, "max_tokens": self.config.max_tokens,
-                "temperature": self.config.temperature}
+        c = self.config
+        body = {"model": c.model, "messages": messages, "max_tokens": c.max_tokens, "temperature": c.temperature}
+        for name in ("frequency_penalty", "presence_penalty", "repeat_penalty"):  # repeat_penalty: llama.cpp's
+            if getattr(c, name) is not None:
+                body[name] = getattr(c, name)
         return self.guard.call(lambda timeout_s: completion_text(post_json(client, url, body, headers,
                                                                            timeout_s)))
 
     def generate(self, topic: Query, candidates: list[Candidate], template: PromptTemplate) -> RagAnswer:
-        budget = max(512, self.config.context_tokens - self.config.max_tokens - 64)
-        return answer_with_llm(self.complete, topic, candidates, template, budget)
+        return answer_with_llm(self.complete, topic, candidates, template, self.config.prompt_budget(),
+                               config=self.config)

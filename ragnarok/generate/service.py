@@ -12,7 +12,7 @@ import httpx
 from ragnarok.components import GENERATOR_BACKENDS
 from ragnarok.generate.base import GeneratorConfig, Guard
 from ragnarok.generate.cite import NO_ANSWER_TEXT
-from ragnarok.generate.prompts import get_template
+from ragnarok.generate.prompts import PromptTemplate, get_template
 from ragnarok.protocols import Generator
 from ragnarok.redact import register_env
 from ragnarok.registry import Instances, UnknownComponentError
@@ -50,20 +50,26 @@ class GenerationService:
         config = self.configs[name]
         return self._instances.get(name, lambda: GENERATOR_BACKENDS.create(config.backend, config=config))
 
-    def generate(self, topic: Query, request: Request, generator: str, template: str, k: int) -> RagAnswer:
-        chosen, prompt = self.get(generator), get_template(template)
+    def template(self, generator: str, template: str | None) -> PromptTemplate:
+        """The named template; none named: the generator's own (its ``template``), else ``default_template``."""
+        config = self.configs.get(generator)
+        return get_template(template or (config.template if config else None) or self.settings.default_template)
+
+    def generate(self, topic: Query, request: Request, generator: str, template: str | None,
+                 k: int) -> RagAnswer:
+        chosen, prompt = self.get(generator), self.template(generator, template)
         candidates = request.candidates[:k]
         if not candidates:
             return no_context_answer(topic)
         return chosen.generate(topic, candidates, prompt)
 
-    async def agenerate(self, topic: Query, request: Request, generator: str, template: str,
+    async def agenerate(self, topic: Query, request: Request, generator: str, template: str | None,
                         k: int) -> RagAnswer:
         """:meth:`generate` for the event loop: the request's deadline starts, and it waits for a slot of the
         backend, here, without a thread; only a request that holds a slot gets a worker thread. So a backend
         that hangs holds at most its ``max_concurrency`` threads, and the requests queued behind it get a 504
         "busy" after ``slot_wait_s`` while every other backend and route keeps its threads."""
-        chosen, prompt = self.get(generator), get_template(template)
+        chosen, prompt = self.get(generator), self.template(generator, template)
         candidates = request.candidates[:k]
         if not candidates:
             return no_context_answer(topic)

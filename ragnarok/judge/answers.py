@@ -6,9 +6,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from ragnarok.judge.nuggets import json_lines
 from ragnarok.track.formats import record_topic
+
+if TYPE_CHECKING:
+    from ragnarok.retrieve.lucene import LuceneRetriever
 
 
 @dataclass(frozen=True)
@@ -61,9 +65,14 @@ SegmentText = Callable[[str], "str | None"]
 
 def lucene_segments(index_dir: str | Path) -> SegmentText:
     """docid -> the segment's text (title first) from a Lucene index, None when the index lacks it."""
-    from ragnarok.retrieve.lucene import LuceneRetriever, doc_from_raw
+    from ragnarok.retrieve.lucene import LuceneRetriever
 
-    retriever = LuceneRetriever(name="bm25", source=str(index_dir))
+    return retriever_segments(LuceneRetriever(name="bm25", source=str(index_dir)))
+
+
+def retriever_segments(retriever: LuceneRetriever) -> SegmentText:
+    """:func:`lucene_segments` over a retriever already open (the API's)."""
+    from ragnarok.retrieve.lucene import doc_from_raw
 
     def text(docid: str) -> str | None:
         document = retriever._load().doc(docid)

@@ -139,17 +139,33 @@ def relevance(
 @judge_app.command("pairwise")
 @fails_cleanly
 def pairwise(
-    run_a: Annotated[Path, typer.Argument(help="RAG answers (2024/2025 JSONL).")],
-    run_b: Annotated[Path, typer.Argument(help="RAG answers to compare with.")],
+    run_a: Annotated[Path | None, typer.Argument(help="RAG answers (2024/2025 JSONL).")] = None,
+    run_b: Annotated[Path | None, typer.Argument(help="RAG answers to compare with.")] = None,
     judge: JudgeOpt = None,
     output: Annotated[Path | None, typer.Option(help="JSONL of verdicts per topic.")] = None,
+    arena: Annotated[bool, typer.Option("--arena", help="Vote on the arena's battles instead of two runs: "
+                                                      "each battle not yet judged by this judge gets a vote "
+                                                      "'judge:<name>' in the vote log (never counted on the "
+                                                      "human boards).")] = False,
+    database_url: Annotated[str | None, typer.Option(help="With --arena: the vote log (default: the arena's, "
+                                                          "database_url or arena.db in the data dir).")] = None,
+    limit: Annotated[int, typer.Option(min=1, max=10_000, help="With --arena: battles judged in this run "
+                                                              "at most.")] = 1000,
     concurrency: Concurrency = 4,
 ) -> None:
-    """Which run answers each topic better: judged twice with sides swapped; disagreement is a tie."""
+    """Which answer is better, judged twice with sides swapped (disagreement is a tie): per topic of two
+    runs, or (--arena) on the arena's battles, as judge votes in the vote log."""
+    settings = get_settings()
+    if arena:
+        if run_a is not None or run_b is not None or output is not None:
+            raise ValueError("--arena judges the vote log's battles: give no run files and no --output")
+        _pairwise_arena(settings, judge, database_url, limit, concurrency)
+        return
+    if run_a is None or run_b is None:
+        raise ValueError("give two run files (RUN_A RUN_B), or --arena to vote on the arena's battles")
     from ragnarok.judge.answers import read_answers
     from ragnarok.judge.create import pairwise_runs, summarise_pairwise
 
-    settings = get_settings()
     a, b = read_answers(run_a), read_answers(run_b)
     chosen = _judge(settings, judge)
     queries = {q: x.query for q, x in {**b, **a}.items()}
@@ -160,6 +176,30 @@ def pairwise(
                                   for q, v in verdicts.items()), encoding="utf-8")
     _report_stats(chosen)
     typer.echo(summarise_pairwise(verdicts, run_a.name, run_b.name))
+
+
+def _pairwise_arena(settings: Settings, judge: str | None, database_url: str | None, limit: int,
+                    concurrency: int) -> None:
+    from ragnarok.arena.judge_log import judge_votes
+    from ragnarok.arena.store import VoteStore
+    from ragnarok.judge.arena import agreement, judge_arena, vote_log_url
+
+    chosen = _judge(settings, judge)
+    store = VoteStore(database_url or vote_log_url(settings))
+    try:
+        done = judge_arena(chosen, store, limit, concurrency)
+        _report_stats(chosen)
+        for battle in done.failed[:20]:
+            typer.echo(f"  no vote (the judge's verdict could not be read): battle {battle}", err=True)
+        typer.echo(f"{done.voter}: {done.judged} battles judged ({done.counts['a']} A, {done.counts['b']} B, "
+                   f"{done.counts['tie']} ties), {len(done.failed)} failed")
+        agreed = agreement(judge_votes(store, include_unblinded=True)).get(done.voter)
+        if agreed is not None and agreed.both:
+            typer.echo(f"agreement with human votes on {agreed.both} battles both voted: {agreed.rate:.1%}"
+                       + (f"; without ties {agreed.rate_decided:.1%} of {agreed.decided}"
+                          if agreed.decided else ""))
+    finally:
+        store.engine.dispose()
 
 
 @fails_cleanly

@@ -6,7 +6,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
-from typing import Protocol, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from tqdm import tqdm
 
@@ -15,6 +15,9 @@ from ragnarok.judge.llm import JudgeStats, LLMJudge
 from ragnarok.judge.nuggets import Nugget
 from ragnarok.judge.proxy import ProxyJudge
 from ragnarok.settings import Settings
+
+if TYPE_CHECKING:
+    from ragnarok.generate.service import GenerationService
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -43,15 +46,18 @@ def cache_path(settings: Settings):  # type: ignore[no-untyped-def]
     return settings.data_dir / "judgments.db"
 
 
-def make_judge(settings: Settings, name: str | None) -> Judge:
-    """The named generator as judge; no name and no ``judge`` setting (or ``proxy``): the proxy judge."""
+def make_judge(settings: Settings, name: str | None, generation: GenerationService | None = None,
+               cache: JudgeCache | None = None) -> Judge:
+    """The named generator as judge; no name and no ``judge`` setting (or ``proxy``): the proxy judge.
+    ``generation`` and ``cache``: the service's generators and judgment cache, reused (the API's); by
+    default new ones."""
     from ragnarok.generate.base import GeneratorUnavailable
     from ragnarok.generate.service import GenerationService
 
     name = name or settings.judge
     if not name or name == PROXY:
         return ProxyJudge()
-    generator = GenerationService(settings).get(name)  # UnknownComponentError names the configured ones
+    generator = (generation or GenerationService(settings)).get(name)  # UnknownComponentError: the known ones
     complete = getattr(generator, "complete", None)
     if complete is None:
         raise ValueError(f"generator {name!r} is not an LLM and cannot judge (use an LLM generator, or "
@@ -59,7 +65,30 @@ def make_judge(settings: Settings, name: str | None) -> Judge:
     if reason := generator.availability():
         raise GeneratorUnavailable(f"judge {name!r} is unavailable: {reason}")
     config = settings.generator_configs()[name]
-    return LLMJudge(f"{name}:{config.backend}:{config.model}", complete, JudgeCache(cache_path(settings)))
+    return LLMJudge(f"{name}:{config.backend}:{config.model}", complete, cache or JudgeCache(cache_path(settings)))
+
+
+class Watched:
+    """A judge whose every judgment first checks the current cancel token (:func:`ragnarok.cancel.check`),
+    so work under a deadline stops between judgments (each LLM call has its backend's own deadline)."""
+
+    def __init__(self, judge: Judge):
+        self.judge = judge
+        self.proxy, self.name, self.stats = judge.proxy, judge.name, judge.stats
+
+    def describe(self) -> str:
+        return self.judge.describe()
+
+    def __getattr__(self, task: str) -> Callable[..., object]:
+        from ragnarok.cancel import check
+
+        method = getattr(self.judge, task)
+
+        def watched(*args: object, **kwargs: object) -> object:
+            check()
+            return method(*args, **kwargs)
+
+        return watched
 
 
 def run_all(items: Sequence[T], work: Callable[[T], R], concurrency: int, desc: str,

@@ -5,13 +5,12 @@ compressed candidate keeps its id; ``doc.start_char``/``end_char`` still name th
 ``compress:R@k`` is extractive: sentences (blingfire, as the segmenter splits them) scored by the
 query terms they contain, each weighted by its inverse frequency among all the candidates' sentences; a
 segment keeps its sentences with a positive score, at most a fraction R (default 0.5) of them and at least
-its best one. ``llmcompress:GEN@k`` asks a generator which numbered sentences of each segment help answer
-the query (the generator picks; it never rewrites), over the AG service's ``POST /v1/write``.
+its best one. The LLM compressor (``llmcompress:GEN[:MODE]@k``: sentence selection, refine,
+tree-summarize) is in ``llmcompress.py``.
 """
 
 from __future__ import annotations
 
-import asyncio
 import math
 import re
 from collections import Counter
@@ -65,39 +64,3 @@ class Compress:
             out_cands.append(_with_text(c, [sents[i] for i in chosen]))
         out = request.model_copy(update={"candidates": out_cands})
         return out, {**change(request.model_copy(update={"candidates": top}), out), "sentences_dropped": dropped}
-
-
-@dataclass
-class LLMCompress:
-    name: str = "llmcompress"
-    generator: str = ""
-
-    @classmethod
-    def create(cls, arg: str | None = None) -> LLMCompress:
-        from ragnarok.registry import ComponentArgumentError
-
-        if not arg:
-            raise ComponentArgumentError("llmcompress names its generator: llmcompress:GENERATOR@k")
-        return cls(generator=arg)
-
-    async def apply(self, request: Request, k: int, ctx: StageContext) -> tuple[Request, Detail]:
-        top = request.candidates[:k]
-        split = [sentences(c.doc.segment or "") for c in top]
-        answers = await asyncio.gather(*(
-            ctx.write({"task": "select", "generator": self.generator, "query": ctx.topic.text, "sentences": s})
-            for s in split if s))
-        it = iter(answers)
-        out_cands, cached, dropped = [], 0, 0
-        for c, sents in zip(top, split):
-            if not sents:
-                out_cands.append(c)
-                continue
-            answer = next(it)
-            cached += bool(answer.get("cached"))
-            chosen = sorted({int(i) for i in answer.get("items", []) if str(i).isdigit() and 0 <= int(i) < len(sents)})
-            chosen = chosen or list(range(len(sents)))  # nothing usable picked: the segment stays whole
-            dropped += len(sents) - len(chosen)
-            out_cands.append(_with_text(c, [sents[i] for i in chosen]))
-        out = request.model_copy(update={"candidates": out_cands})
-        return out, {**change(request.model_copy(update={"candidates": top}), out),
-                     "sentences_dropped": dropped, "cached": cached}

@@ -21,7 +21,7 @@ import json
 import os
 import shutil
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
@@ -105,15 +105,17 @@ class Encoder:
     """A sentence-transformers model loaded on first use; embeddings are L2-normalised float32 rows.
 
     ``query_prefix`` is prepended to queries only (None: the model's known instruction, if any, such as
-    Arctic-Embed's "Represent this sentence for searching relevant passages: ").
+    Arctic-Embed's "Represent this sentence for searching relevant passages: "). ``backend``: ``torch``,
+    ``onnx`` or ``auto`` (:mod:`ragnarok.retrieve.encoders`; None: the ``encoder_backend`` setting).
     """
 
     model: str = "minilm"
     batch_size: int = 16  # texts per model call: a small request waits for at most one batch of a large one
     query_prefix: str | None = None
     device: str | None = None  # None: sentence-transformers picks (CUDA when there is one)
+    backend: str | None = None  # torch, onnx, auto; None: the encoder_backend setting
     batches: int = field(default=0, init=False)  # batches encoded so far (work done, for tests and stats)
-    _st: Any = field(default=None, init=False, repr=False)
+    _st: Any = field(default=None, init=False, repr=False)  # the loaded EncoderBackend
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     # one batch at a time, granted in arrival order: the tokenizer and torch modules are not safe to call from
     # several threads at once (concurrent requests fail with "Already borrowed" / "unknown parameter type");
@@ -132,21 +134,23 @@ class Encoder:
     def _load(self) -> Any:
         with self._lock:
             if self._st is None:
-                path = self.path
-                local = Path(path).exists()
-                if local:  # never ask a model hub for a model on disk (an explicit HF_HUB_OFFLINE=0 wins)
-                    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-                from sentence_transformers import SentenceTransformer  # noqa: PLC0415 - heavy, on first use
+                from ragnarok.retrieve.encoders import load_backend  # noqa: PLC0415
+                from ragnarok.settings import get_settings  # noqa: PLC0415
 
-                self._st = SentenceTransformer(path, device=self.device, local_files_only=local,
-                                               trust_remote_code=path in TRUST_REMOTE_CODE)
+                settings = get_settings()
+                self._st = load_backend(self.path, self.backend or settings.encoder_backend,
+                                        settings.encoder_cache_dir, device=self.device,
+                                        trust_remote_code=self.path in TRUST_REMOTE_CODE)
         return self._st
 
     @property
+    def backend_name(self) -> str:
+        """The backend in use (``torch`` or ``onnx``), once loaded."""
+        return self._load().name
+
+    @property
     def dim(self) -> int:
-        st = self._load()
-        getter = getattr(st, "get_embedding_dimension", None) or st.get_sentence_embedding_dimension
-        return int(getter())
+        return int(self._load().dim)
 
     def encode(self, texts: list[str], query: bool = False) -> np.ndarray:
         """``(len(texts), dim)`` float32, normalised; queries get the query prefix.
@@ -164,17 +168,16 @@ class Encoder:
             rows = order[start:start + self.batch_size]
             cancel.check()
             with self._encode_lock.hold():
-                vectors[rows] = st.encode([texts[i] for i in rows], batch_size=len(rows),
-                                          normalize_embeddings=True, convert_to_numpy=True,
-                                          show_progress_bar=False)
+                vectors[rows] = st.encode([texts[i] for i in rows])
                 self.batches += 1
         return vectors
 
 
 @lru_cache(maxsize=8)
-def shared_encoder(model: str) -> Encoder:
-    """One encoder per model per process (dense retrievers and rerankers share it); loaded on first use."""
-    return Encoder(model)
+def shared_encoder(model: str, backend: str | None = None) -> Encoder:
+    """One encoder per model (and backend) per process (dense retrievers and rerankers share it); loaded on
+    first use. ``backend`` None: the ``encoder_backend`` setting."""
+    return Encoder(model, backend=backend)
 
 
 def dense_dir(lucene_dir: str | Path, model: str) -> Path:
@@ -212,10 +215,11 @@ def _new_index(dim: int, kind: Kind) -> Any:
 
 def build_dense_index(texts: Iterable[tuple[str, str]], out_dir: Path, model: str = "minilm",
                       kind: Kind = "flat", batch_size: int = 256, total: int | None = None,
-                      lucene_dir: Path | None = None) -> int:
+                      lucene_dir: Path | None = None, progress: Callable[[int], None] | None = None) -> int:
     """Encode ``(docid, text)`` pairs into a FAISS inner-product index at ``out_dir``; returns their number.
     ``lucene_dir``: the Lucene index the texts come from, whose identity the meta records (read before
-    encoding starts, so an index rebuilt meanwhile makes this one stale).
+    encoding starts, so an index rebuilt meanwhile makes this one stale). ``progress(count)`` is called after
+    each batch with the number encoded so far (a background build reports it and may pause or stop there).
 
     Texts are read, encoded and added ``batch_size`` at a time, so memory holds one batch plus the index.
     Everything is written to a temporary sibling directory first and renamed into place at the end, so a
@@ -247,6 +251,8 @@ def build_dense_index(texts: Iterable[tuple[str, str]], out_dir: Path, model: st
                 ids.writelines(docid + "\n" for docid, _ in batch)
                 count += len(batch)
                 bar.update(len(batch))
+                if progress is not None:
+                    progress(count)
         if count == 0:
             raise ValueError("no texts to encode")
         faiss.write_index(index, str(tmp / "index.faiss"))

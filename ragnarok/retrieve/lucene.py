@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic_core import to_json
+
 from ragnarok.collection.lucene_index import is_lucene_index
 from ragnarok.java import import_pyserini_search
 from ragnarok.retrieve.anserini import LuceneSearcher
@@ -21,6 +23,7 @@ from ragnarok.types import Candidate, Doc, Query, Request
 
 Feedback = Literal["none", "rocchio", "rm3"]
 DOC_FIELDS = ("segment", "title", "url", "headings", "start_char", "end_char")
+DOC_CACHE_BYTES = 256 << 20  # serialised ``doc`` fragments kept per retriever (then no more are added)
 
 
 class IndexNotFoundError(FileNotFoundError):
@@ -70,8 +73,13 @@ class LuceneRetriever:
     source: str  # an index directory, or "prebuilt:NAME"
     feedback: Feedback = "none"
     params: BM25Params = field(default_factory=BM25Params)
+    doc_cache_bytes: int = DOC_CACHE_BYTES
     _searcher: Any = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    # docid -> the candidate's ``doc`` as JSON bytes (what ``Doc.model_dump_json(exclude_unset=True)`` writes):
+    # a hit seen before costs no stored-field read, no JSON parse and no pydantic model
+    _docs: dict[str, bytes] = field(default_factory=dict, init=False, repr=False)
+    _docs_bytes: int = field(default=0, init=False, repr=False)
 
     def _load(self) -> Any:
         with self._lock:
@@ -116,6 +124,27 @@ class LuceneRetriever:
             for docid, score, document in self.search(query.text, k)
         ]
         return Request(query=query, candidates=candidates)
+
+    def _doc_json(self, docid: str, document: Any) -> bytes:
+        fragment = self._docs.get(docid)
+        if fragment is None:
+            fragment = doc_from_raw(document.get("raw")).model_dump_json(exclude_unset=True).encode()
+            if self._docs_bytes + len(fragment) <= self.doc_cache_bytes:
+                self._docs[docid] = fragment
+                self._docs_bytes += len(fragment) + len(docid)
+        return fragment
+
+    def retrieve_json(self, query: Query, k: int) -> bytes:
+        """``retrieve(query, k)`` serialised, byte for byte what ``Request.model_dump_json(exclude_unset=True)``
+        writes (tests/test_lucene.py), built from cached ``doc`` fragments."""
+        parts = [b'{"query":', query.model_dump_json(exclude_unset=True).encode(), b',"candidates":[']
+        # every hit's fields are read first, as ``search`` does: reading them interleaved with the stored
+        # documents crashed the JVM (SIGSEGV in Document.get) with 16 threads searching at once
+        for n, (docid, score, document) in enumerate(self.search(query.text, k)):
+            parts += (b',{"docid":' if n else b'{"docid":', to_json(docid), b',"score":', to_json(score),
+                      b',"doc":', self._doc_json(docid, document), b"}")
+        parts.append(b"]}")
+        return b"".join(parts)
 
     def batch_search(self, queries: dict[str, str], k: int, threads: int = 2) -> dict[str, list[tuple[str, float]]]:
         """Many queries at once (for TREC runs), with Anserini's own thread pool."""

@@ -9,6 +9,7 @@ from ragnarok.collection.lucene_index import is_lucene_index
 from ragnarok.components import RERANKERS, RETRIEVERS
 from ragnarok.protocols import Reranker, Retriever
 from ragnarok.registry import Instances, UnknownComponentError
+from ragnarok.retrieve.building import DenseBuild, DenseBuilds, Progress
 from ragnarok.retrieve.dense import dense_dir, stale_reason
 from ragnarok.settings import Settings
 
@@ -21,6 +22,12 @@ class RetrieverInfo:
     kind: str
     available: bool
     reason: str = ""
+    progress: Progress | None = None  # a dense index being built in the background
+
+    @property
+    def status(self) -> str:
+        """``available``, ``building`` (see ``progress``) or ``unavailable`` (see ``reason``)."""
+        return "available" if self.available else "building" if self.progress is not None else "unavailable"
 
 
 def source_kind(source: str) -> str:
@@ -35,6 +42,13 @@ class RetrievalService:
     def __init__(self, settings: Settings):
         self.settings = settings
         self._instances: Instances[Retriever] = Instances()
+        self.builds = DenseBuilds()  # dense indexes built in the background (``ragnarok serve``)
+
+    def build_dense(self, lucene_dir: Path, model: str = "minilm") -> DenseBuild:
+        """Build the dense index of ``model`` beside ``lucene_dir`` in the background once the app starts (its
+        lifespan), unless it is up to date; until then its retriever answers 503 "building, N % done"."""
+        return self.builds.add(DenseBuild(lucene_dir, model, batch_size=self.settings.dense_build_batch_size,
+                                          pause_s=self.settings.dense_build_pause_s))
 
     def sources(self) -> dict[str, str]:
         return self.settings.index_sources()
@@ -47,6 +61,8 @@ class RetrievalService:
         sources = self.sources()
         if index not in sources:
             raise UnknownComponentError("index", index, sorted(sources))
+        if base == "dense" and (build := self.builds.get(sources[index], arg or "minilm")) is not None:
+            build.check()  # 503 while it is being built
         return self._instances.get((retriever, index), lambda: entry.factory(
             name=retriever, source=sources[index], settings=self.settings, arg=arg or None))
 
@@ -61,7 +77,14 @@ class RetrievalService:
                 if kind == "remote" and name != "bm25":
                     continue
                 if name == "dense":
-                    for model in self._dense_models(source):
+                    for model in sorted({*self._dense_models(source), *self.builds.models(source)}):
+                        build = self.builds.get(source, model)
+                        if build is not None and (build.building or not build.built_since()):
+                            progress = build.progress() if build.building else None
+                            infos.append(RetrieverInfo(f"dense:{model}", index, source, kind, False, (
+                                progress.describe() if progress else f"the build {build.status}: {build.error}"),
+                                progress))
+                            continue
                         stale = stale_reason(dense_dir(source, model), source) if available else reason
                         infos.append(RetrieverInfo(f"dense:{model}", index, source, kind, stale is None,
                                                    f"stale: {stale}" if stale else ""))
@@ -73,7 +96,8 @@ class RetrievalService:
     def _dense_models(source: str) -> list[str]:
         """Models with a dense index built beside this Lucene index."""
         root = Path(f"{source}.dense")
-        return sorted(p.name for p in root.glob("*") if (p / "index.faiss").exists()) if root.is_dir() else []
+        return sorted(p.name for p in root.glob("*") if (p / "index.faiss").exists() and not p.name.startswith(".")) \
+            if root.is_dir() else []
 
 
 class RerankService:

@@ -1,0 +1,194 @@
+"""R service throughput and memory against pyserini's own batch search, in one run (issue 18).
+
+    python bench/bench_throughput.py [--index DIR] [--topics demo] [--k 100] [--seconds 10] [--clients 1,8,32]
+                                     [--rag 20]
+
+* ``batch_search``: pyserini's ``LuceneSearcher.batch_search(queries, k, threads=2)`` in this process, over the
+  topics repeated for ``--seconds`` (the server idles meanwhile): queries/s;
+* ``POST /v1/retrieve`` with 1, 8 and 32 keep-alive clients (threads of this process, ``http.client``), each
+  sending the topics in turn for ``--seconds``: queries/s, p50/p99 latency, the server's CPU (cores busy);
+* the server's RSS at idle (after a warm-up) and its peak under the 32-client load (sampled every 50 ms);
+* oversized requests (k = max_k, a body over max_body_bytes, a query over max_query_chars): their statuses
+  and the RSS after them;
+* ``/rag`` p50/p95 over ``--rag`` topics with ``offline`` when the index has its dense MiniLM index, else the
+  fallback the service picks (named in the output).
+
+The server is ``ragnarok serve --no-dense`` (one uvicorn worker) in its own process. Report the load average
+printed with the figures: on a shared machine only the ratios of one run compare.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import httpx
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+
+from servers import free_port  # noqa: E402
+
+from ragnarok.collection.demo_index import ensure_demo_index  # noqa: E402
+from ragnarok.java import import_pyserini_search  # noqa: E402
+from ragnarok.settings import Settings  # noqa: E402
+from ragnarok.topics import load_topics  # noqa: E402
+
+
+def pct(values: list[float], q: int) -> float:
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else values[0]
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def loadavg() -> str:
+    return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+
+
+def load(port: int, queries: list[str], k: int, clients: int, seconds: float) -> list[float]:
+    """Latencies (ms) of ``clients`` keep-alive clients sending queries for ``seconds``."""
+    latencies: list[float] = []
+    stop = time.monotonic() + seconds
+    lock = threading.Lock()
+
+    def client(offset: int) -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        mine, n = [], offset
+        while time.monotonic() < stop:
+            body = json.dumps({"query": queries[n % len(queries)], "k": k})
+            t = time.perf_counter()
+            conn.request("POST", "/v1/retrieve", body, {"content-type": "application/json"})
+            response = conn.getresponse()
+            payload = response.read()
+            mine.append((time.perf_counter() - t) * 1000)
+            assert response.status == 200, payload[:200]
+            n += 1
+        conn.close()
+        with lock:
+            latencies.extend(mine)
+
+    threads = [threading.Thread(target=client, args=(i * 7,)) for i in range(clients)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return latencies
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--index", type=Path, help="Lucene index directory (default: the demo index)")
+    ap.add_argument("--topics", default="demo")
+    ap.add_argument("--k", type=int, default=100)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--clients", default="1,8,32")
+    ap.add_argument("--rag", type=int, default=20, help="topics sent to /rag (0: skip)")
+    args = ap.parse_args()
+
+    data_dir = Path(os.environ.get("RAGNAROK_DATA_DIR") or tempfile.mkdtemp(prefix="bench-tp-"))
+    settings = Settings(data_dir=data_dir)
+    index = args.index or ensure_demo_index(settings)
+    queries = [t.text for t in load_topics(args.topics, ROOT / "topics")]
+    print(f"index={index} queries={len(queries)} k={args.k} cpus={os.cpu_count()} loadavg at start {loadavg()}")
+
+    searcher = import_pyserini_search().LuceneSearcher(str(index))
+    searcher.set_bm25(0.9, 0.4)
+    searcher.batch_search(queries, [str(i) for i in range(len(queries))], args.k, 2)  # warm-up
+    done, t = 0, time.perf_counter()
+    while time.perf_counter() - t < args.seconds:
+        batch = queries * 4
+        searcher.batch_search(batch, [str(i) for i in range(len(batch))], args.k, 2)
+        done += len(batch)
+    batch_qps = done / (time.perf_counter() - t)
+    print(f"pyserini batch_search(threads=2): {batch_qps:.0f} q/s  (loadavg {loadavg()})", flush=True)
+
+    port = free_port()
+    env = {**os.environ, "RAGNAROK_DATA_DIR": str(data_dir),
+           "RAGNAROK_INDEXES": json.dumps({"bench": str(index)}), "RAGNAROK_DEFAULT_INDEX": "bench"}
+    server = subprocess.Popen([sys.executable, "-m", "ragnarok.cli", "serve", "--no-dense", "--port", str(port)],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    rows = []
+    try:
+        base = f"http://127.0.0.1:{port}"
+        for _ in range(1200):
+            try:
+                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        load(port, queries, args.k, 2, 3.0)  # warm-up: JVM compilation, the segment cache
+        idle = rss_mb(server.pid)
+        for clients in (int(c) for c in args.clients.split(",")):
+            peak, stop = [idle], threading.Event()
+
+            def sample(peak: list[float] = peak, stop: threading.Event = stop) -> None:
+                while not stop.wait(0.05):
+                    peak.append(rss_mb(server.pid))
+
+            sampler = threading.Thread(target=sample)
+            sampler.start()
+            c0, t0 = cpu_s(server.pid), time.perf_counter()
+            latencies = load(port, queries, args.k, clients, args.seconds)
+            wall = time.perf_counter() - t0
+            busy = (cpu_s(server.pid) - c0) / wall
+            stop.set()
+            sampler.join()
+            rows.append((clients, len(latencies) / wall, pct(latencies, 50), pct(latencies, 99), busy, max(peak)))
+            print(f"{clients:>3} clients: {rows[-1][1]:.0f} q/s ({rows[-1][1] / batch_qps:.2f}x batch_search), "
+                  f"p50 {rows[-1][2]:.1f} ms, p99 {rows[-1][3]:.1f} ms (p99/p50 {rows[-1][3] / rows[-1][2]:.1f}), "
+                  f"{busy:.2f} cores busy, peak RSS {max(peak):.0f} MB  (loadavg {loadavg()})", flush=True)
+
+        statuses = []
+        with httpx.Client(base_url=base, timeout=120) as client:
+            for _ in range(3):
+                statuses.append(client.post("/v1/retrieve", json={"query": queries[0], "k": settings.max_k})
+                                .status_code)
+            statuses.append(client.post("/v1/retrieve", content=b'{"query": "' + b"a" * settings.max_body_bytes
+                                        + b'"}', headers={"content-type": "application/json"}).status_code)
+            statuses.append(client.post("/v1/retrieve", json={"query": "a " * settings.max_query_chars})
+                            .status_code)
+            after = rss_mb(server.pid)
+            rag = []
+            if args.rag:
+                pipeline = ""
+                for q in queries[:args.rag]:
+                    t = time.perf_counter()
+                    r = client.post("/rag", json={"topic": q, "index": "bench"})
+                    rag.append((time.perf_counter() - t) * 1000)
+                    assert r.status_code == 200, r.text[:300]
+                    pipeline = r.headers.get("ragnarok-pipeline", "?")
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+
+    print(f"\nRSS: idle {idle:.0f} MB; after oversized requests (statuses {statuses}) {after:.0f} MB")
+    if rag:
+        print(f"/rag ({pipeline}): p50 {pct(rag, 50):.0f} ms, p95 {pct(rag, 95):.0f} ms over {len(rag)} topics")
+    print(f"\n| clients | q/s | x batch_search(threads=2) ({batch_qps:.0f} q/s) | p50 ms | p99 ms | cores busy "
+          "| peak RSS MB |\n|---|---|---|---|---|---|---|")
+    for clients, qps, p50, p99, busy, peak in rows:
+        print(f"| {clients} | {qps:.0f} | {qps / batch_qps:.2f} | {p50:.1f} | {p99:.1f} | {busy:.2f} | {peak:.0f} |")
+    print(f"loadavg at end {loadavg()}")
+
+
+if __name__ == "__main__":
+    main()

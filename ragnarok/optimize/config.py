@@ -1,0 +1,194 @@
+"""The ``ragnarok optimize`` config file (YAML or TOML): topics and judgments, the search space as node lines in
+pipeline order, the strategy, the budget, the split, the storage. Every problem is a :class:`ConfigError`
+whose message starts with ``FILE:LINE:`` and names the offending key or value."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from ragnarok.quoting import quote
+
+STRATEGIES = ("greedy", "greedy-m", "greedy-r", "random", "tpe", "grid")
+Strategy = Literal["greedy", "greedy-m", "greedy-r", "random", "tpe", "grid"]
+NUGGET_METRICS = ("all", "vital", "strict_all", "strict_vital")
+
+
+class ConfigError(ValueError):
+    """A config that cannot be used; the message is one line starting with ``FILE:LINE:``."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Budget(_Strict):
+    trials: int | None = Field(None, ge=0, description="Trials in all (over every worker).")
+    seconds: float | None = Field(None, ge=0, description="Wall-clock seconds this process searches.")
+
+
+class Split(_Strict):
+    test: float | None = Field(None, gt=0, lt=1, description="Share of the judged topics held out.")
+    folds: int | None = Field(None, ge=2, le=10, description="k folds: k searches, each held out once.")
+    seed: int = 0
+
+    @model_validator(mode="after")
+    def _one(self) -> Split:
+        if self.test is None and self.folds is None:
+            self.test = 0.5
+        if self.test is not None and self.folds is not None:
+            raise ValueError("give split.test or split.folds, not both")
+        return self
+
+
+class Cache(_Strict):
+    memory_mb: int = Field(1024, ge=0, description="Stage outputs kept in memory (0: no cache).")
+    disk: str | None = Field(None, description="A SQLite file that keeps stage outputs across runs.")
+
+
+class Node(BaseModel):
+    """One node line: its kind, its modules (each a dict: ``module`` plus parameter lists), its metric and
+    speed threshold (seconds per query; slower candidates are dropped)."""
+
+    model_config = ConfigDict(extra="forbid")
+    node: str
+    modules: list[dict[str, Any]] = Field(min_length=1)
+    metric: str | None = None
+    max_seconds: float | None = Field(None, gt=0)
+
+
+class OptimizeConfig(_Strict):
+    study: str | None = Field(None, description="Study name (default: the config file's stem).")
+    storage: str | None = Field(None, description="sqlite:///FILE or postgresql://...; default a SQLite "
+                                                  "file beside the config's reports.")
+    index: str = Field(description="Index name or Lucene index directory.")
+    collection: str | None = Field(None, description="Documents (a directory or .tar.gz) to build `index` from "
+                                                     "on first use, in the data directory.")
+    collection_class: str = Field("JsonCollection", description="The Anserini collection class of `collection`.")
+    topics: str = Field(description="Topic file or topic-set name.")
+    qrels: str | None = None
+    nuggets: str | None = None
+    objective: str = Field("nDCG@10", description="An ir-measures name on qrels, or a nugget score "
+                                                  "(all, vital, strict_all, strict_vital) on nuggets.")
+    strategy: Strategy = "greedy"
+    seed: int = 0
+    budget: Budget = Field(default_factory=Budget)
+    split: Split = Field(default_factory=Split)
+    cache: Cache = Field(default_factory=Cache)
+    concurrency: int = Field(4, ge=1, le=32, description="Topics in flight in one trial.")
+    judge: str = Field("proxy", description="The judge of nugget scores (proxy: offline).")
+    output: str | None = Field(None, description="Report directory (default: optimize-<study>/ beside the config).")
+    preset: str | None = Field(None, description="The preset name the best pipeline is saved as (default: the study).")
+    baselines: list[str] = Field(default_factory=list, description="Hand-made pipelines scored on the same "
+                                                                   "held-out topics, for comparison.")
+    nodes: list[Node] = Field(default_factory=list)
+
+
+def _read(path: Path) -> tuple[dict[str, Any], Any]:
+    """The data and, for YAML, its node tree (for line numbers)."""
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".toml":
+        try:
+            return tomllib.loads(text), None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{path}:{getattr(exc, 'lineno', 1)}: not valid TOML: {exc}") from None
+    if path.suffix not in (".yaml", ".yml"):
+        raise ConfigError(f"{path}:1: a config is a .yaml, .yml or .toml file")
+    import yaml  # noqa: PLC0415
+
+    try:
+        tree = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ConfigError(f"{path}:{mark.line + 1 if mark else 1}: not valid YAML: "
+                          f"{getattr(exc, 'problem', exc)}") from None
+    return data, tree
+
+
+class Located:
+    """A loaded config with a way to say on which line a key path is."""
+
+    def __init__(self, path: Path, data: dict[str, Any], tree: Any):
+        self.path, self.data, self.tree = path, data, tree
+        self.lines = path.read_text(encoding="utf-8").splitlines()
+
+    def line(self, loc: tuple[Any, ...], value: bool = False) -> int:
+        """1-based line of the key (or its value) at ``loc`` (YAML: exact; TOML: the last key named)."""
+        if self.tree is not None:
+            node, line = self.tree, 1
+            for part in loc:
+                if getattr(node, "id", "") == "mapping":
+                    found = next(((k, v) for k, v in node.value if k.value == part), None)
+                    if found is None:
+                        break
+                    node, line = found[1], found[0].start_mark.line + 1
+                elif getattr(node, "id", "") == "sequence" and isinstance(part, int) and part < len(node.value):
+                    node = node.value[part]
+                    line = node.start_mark.line + 1
+                else:
+                    break
+            return node.start_mark.line + 1 if value and hasattr(node, "start_mark") else line
+        keys = [p for p in loc if isinstance(p, str)]
+        for key in reversed(keys):
+            for n, text in enumerate(self.lines, 1):
+                stripped = text.strip()
+                if stripped.startswith((f"{key} ", f"{key}=", f'"{key}"', f"[{key}]", f"[[{key}]]")) or \
+                        f"{key} =" in text or f"{key}=" in text:
+                    return n
+        return 1
+
+    def error(self, loc: tuple[Any, ...], message: str, value: bool = False) -> ConfigError:
+        return ConfigError(f"{self.path}:{self.line(loc, value)}: {message}")
+
+    def resolve(self, value: str | None) -> str | None:
+        """A path relative to the config file, when it names an existing file or directory there."""
+        if value is None or "://" in value:
+            return value
+        candidate = (self.path.parent / value)
+        return str(candidate.resolve()) if candidate.exists() else value
+
+
+def _where(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(p) for p in loc)
+
+
+def load_config(path: Path) -> tuple[OptimizeConfig, Located]:
+    """The config at ``path``, checked; paths in it are taken relative to its directory."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}:1: no such config file")
+    data, tree = _read(path)
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}:1: expected a mapping of settings (index, topics, nodes, ...)")
+    located = Located(path, data, tree)
+    try:
+        config = OptimizeConfig.model_validate(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        loc = tuple(first["loc"])
+        token = loc[-1] if first["type"] == "extra_forbidden" else first.get("input")
+        what = f"unknown key {quote(str(token), 60)}" if first["type"] == "extra_forbidden" else \
+            f"{_where(loc)}: {first['msg']} (got {quote(str(token), 60)})"
+        raise located.error(loc, what) from None
+    for key in ("index", "topics", "qrels", "nuggets", "collection"):
+        setattr(config, key, located.resolve(getattr(config, key)))
+    for key in ("output", "storage"):
+        value = getattr(config, key)
+        if value and key == "output" and not Path(value).is_absolute():
+            setattr(config, key, str((path.parent / value).resolve()))
+    if config.cache.disk and not Path(config.cache.disk).is_absolute():
+        config.cache.disk = str((path.parent / config.cache.disk).resolve())
+    config.study = config.study or path.stem
+    if not config.nodes:
+        raise located.error(("nodes",), "the search space is empty: give at least one node line under `nodes`")
+    if config.budget.trials == 0 or config.budget.seconds == 0:
+        raise located.error(("budget",), "the budget is 0: give budget.trials (and/or budget.seconds) above 0")
+    if config.objective in NUGGET_METRICS and not config.nuggets:
+        raise located.error(("objective",), f"objective {config.objective} is a nugget score: give `nuggets`")
+    if config.objective not in NUGGET_METRICS and not config.qrels:
+        raise located.error(("objective",), f"objective {config.objective} is a retrieval metric: give `qrels`")
+    return config, located

@@ -1,0 +1,159 @@
+"""The arena keeps battles fast and shows progress: latency-aware pairing (pure), panes that fill as each
+pipeline finishes (over the real API, with a scripted slow LLM server), and a pool that follows what the
+services report (a dense index that finishes building joins it, with its fusion)."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections import Counter
+
+import httpx
+import pytest
+from fastapi import FastAPI
+from scripted_llm import scripted_llm_app
+from servers import serve_app
+
+from api.main import create_app
+from ragnarok.arena.pool import LatencyBook, identify, make_pool, pair_key, pick_pair, speed_weights
+from ragnarok.generate.base import GeneratorConfig
+from webui import arena as arena_module
+from webui.arena import Arena
+from webui.client import RagClient
+
+TOPIC = "compress a file with gzip"
+FAST, FAST2, SLOW = "bm25@20 | extractive", "bm25+rocchio@20 | extractive", "bm25@20 | slow-llm"
+
+
+# ---- pure: the latency book and speed weights ----
+
+
+def test_latency_book_keeps_a_recent_window():
+    book = LatencyBook(window=3)
+    for seconds in (100, 1, 2, 3):
+        book.record("p", seconds)
+    assert book.medians() == {"p": 2}  # the 100 s run fell out of the window
+    assert LatencyBook().medians() == {}
+
+
+def test_slow_pipelines_are_drawn_less_or_left_out():
+    pool = make_pool([FAST, FAST2, "bm25+rm3@20 | extractive"])
+    fast, fast2, slow = (p.spec for p in pool)
+    budget = 10.0
+    # unmeasured or within budget: 1; above it: (budget / median)^2
+    assert speed_weights(pool, {fast: 2.0}, budget) == {fast: 1.0, fast2: 1.0, slow: 1.0}
+    assert speed_weights(pool, {slow: 20.0}, budget)[slow] == pytest.approx(0.25)
+    # far above (beyond 4x the budget): left out, since two others remain
+    assert speed_weights(pool, {fast: 2.0, slow: 98.0}, budget)[slow] == 0.0
+    rng = random.Random(3)
+    speed = speed_weights(pool, {fast: 2.0, fast2: 3.0, slow: 98.0}, budget)
+    draws = Counter(pair_key(a.spec, b.spec) for a, b in (pick_pair(pool, {}, rng, speed) for _ in range(500)))
+    assert set(draws) == {pair_key(fast, fast2)}
+    # 20 s (weight 1/4): its pairs come up about a quarter as often as the fast pair
+    speed = speed_weights(pool, {slow: 20.0}, budget)
+    draws = Counter(pair_key(a.spec, b.spec) for a, b in (pick_pair(pool, {}, rng, speed) for _ in range(4000)))
+    assert 0.15 < draws[pair_key(fast, slow)] / draws[pair_key(fast, fast2)] < 0.35
+    # never fewer than two pipelines: a two-pipeline pool keeps its slow one (drawn, just less)
+    two = make_pool([FAST, FAST2])
+    assert speed_weights(two, {two[1].spec: 500.0}, budget)[two[1].spec] > 0
+    assert {p.spec for p in pick_pair(two, {}, rng, {FAST: 0.0, FAST2: 0.0})} == {FAST, FAST2}
+
+
+# ---- over the real API: progress as each pipeline finishes ----
+
+
+@pytest.fixture(scope="module")
+def llm_url():
+    with serve_app(scripted_llm_app()) as base:
+        yield f"{base}/v1"
+
+
+def _settings(demo_settings, tmp_path, llm_url, seconds: float, **update):
+    slow = GeneratorConfig(name="slow-llm", backend="openai", base_url=llm_url, model=f"sleep:{seconds}",
+                           api_key_env=None, max_retries=0, timeout_s=30)
+    return demo_settings.model_copy(update={
+        "generators": [slow], "arena_pool": [FAST, SLOW], "database_url": f"sqlite:///{tmp_path / 'v.db'}",
+        **update})
+
+
+def _arena(settings) -> Arena:
+    client = RagClient("http://ragnarok.test", transport=httpx.ASGITransport(app=create_app(settings, arena=False)),
+                       timeout_s=60)
+    return Arena(settings, client, rng=random.Random(5))
+
+
+async def _views(stream):
+    out = []
+    async for view in stream:
+        out.append(view)
+    return out
+
+
+def test_a_pane_fills_as_soon_as_its_pipeline_is_done(demo_settings, tmp_path, llm_url):
+    arena = _arena(_settings(demo_settings, tmp_path, llm_url, 8))
+    views = asyncio.run(_views(arena.compare_stream(identify(FAST), identify(SLOW), TOPIC, "", "s", tick_s=0.25)))
+    progress, final = views[:-1], views[-1]
+    assert all(not v.done and not v.votable and v.battle_id is None for v in progress)
+    # the fast pane shows its answer while the slow one still waits, counting seconds
+    early = next(i for i, v in enumerate(progress) if v.pane_a and "rg-answer" in v.pane_a)
+    assert "rg-wait" in progress[early].pane_b and "Voting opens when both are in" in progress[early].status
+    later = [v for v in progress[early + 1:]]
+    assert later and all(v.pane_a is None for v in later)  # the answered pane is left alone
+    elapsed = [int(v.pane_b.split('rg-elapsed">')[1].split("<")[0]) for v in later]
+    assert elapsed == sorted(elapsed) and "The other answer took" in later[-1].pane_b
+    assert final.done and final.votable and final.battle_id and "rg-answer" in final.pane_b
+    medians = arena.latency.medians()
+    assert medians[SLOW] >= 8 and medians[SLOW] > medians[FAST]
+    assert elapsed[-1] >= int(medians[SLOW]) - 1  # the wait line counted up to the slow answer
+
+
+def test_blinded_battles_leave_a_measured_slow_pipeline_out(demo_settings, tmp_path, llm_url):
+    settings = _settings(demo_settings, tmp_path, llm_url, 1.5, arena_time_budget_s=0.3,
+                         arena_pool=[FAST, FAST2, SLOW])
+    arena = _arena(settings)
+    for _ in range(5):  # fast ones measured before (their median holds on a busy machine too)
+        arena.latency.record(FAST, 0.1)
+        arena.latency.record(FAST2, 0.1)
+    first = asyncio.run(arena.compare(identify(FAST), identify(SLOW), TOPIC, "", "s"))
+    assert first.votable and arena.latency.medians()[SLOW] > 4 * 0.3
+    pairs = [asyncio.run(arena.pick()) for _ in range(40)]
+    assert all(SLOW not in (a.spec, b.spec) for a, b in pairs)
+
+
+# ---- the default pool follows the services ----
+
+
+def _services(state: dict) -> FastAPI:
+    """GET /v1/retrievers and /v1/generators as the R and AG services answer them, the dense index
+    building (with the status field ragnarok serve reports while it builds) until ``state["dense"]``."""
+    app = FastAPI()
+
+    @app.get("/v1/retrievers")
+    def retrievers() -> list[dict]:
+        dense = {"name": "dense:minilm", "index": "demo", "kind": "dense", "available": state["dense"],
+                 "reason": "" if state["dense"] else "building, 40 % done"}
+        if not state["dense"]:
+            dense["status"] = "building"
+        return [{"name": n, "index": "demo", "kind": "lucene", "available": True, "reason": ""}
+                for n in ("bm25", "bm25+rocchio")] + [dense]
+
+    @app.get("/v1/generators")
+    def generators() -> list[dict]:
+        return [{"name": "extractive", "available": True}, {"name": "gpt-4o", "available": False}]
+
+    return app
+
+
+def test_the_default_pool_gains_dense_and_fused_once_the_index_is_built(tmp_path, monkeypatch):
+    from ragnarok.settings import Settings
+
+    state = {"dense": False}
+    settings = Settings(data_dir=tmp_path, database_url=f"sqlite:///{tmp_path / 'v.db'}")
+    arena = Arena(settings, RagClient("http://svc.test", transport=httpx.ASGITransport(app=_services(state))))
+    before = {p.spec for p in asyncio.run(arena.pool())}
+    assert before == {"bm25@20 | extractive", "bm25+rocchio@20 | extractive"}
+    state["dense"] = True
+    assert {p.spec for p in asyncio.run(arena.pool())} == before  # reused for POOL_TTL_S
+    monkeypatch.setattr(arena_module, "POOL_TTL_S", 0.0)
+    after = {p.spec for p in asyncio.run(arena.pool())}
+    assert after == before | {"dense:minilm@20 | extractive", "rrf(bm25+rocchio, dense:minilm)@20 | extractive"}

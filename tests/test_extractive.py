@@ -1,0 +1,113 @@
+"""The extractive baseline: prose only (no code or doctest lines, no fragments), a word budget, each sentence
+cited to the segment it comes from, redundancy controlled, deterministic; with MiniLM (offline) and BM25."""
+
+import pytest
+
+from ragnarok.generate.extractive import ExtractiveGenerator, is_code, prose_sentences
+from ragnarok.generate.prompts import get_template
+from ragnarok.types import Candidate, Doc, Query, word_count
+
+CSV_DOC = """CSV parsing and writing.
+
+This module provides classes that assist in the reading and writing
+of Comma Separated Value (CSV) files, and implements the interface
+described by PEP 305.  Although many CSV files are simple to parse,
+the format is not formally defined by a stable specification.
+For example:
+
+    >>> import csv
+    >>> with open('eggs.csv', newline='') as f:
+    ...     reader = csv.reader(f)
+    delimiter = ','
+    writer.writerow(row)
+(1)
+| Python | JSON |
+The writer object converts the user's data into delimited strings on the given file-like object."""
+ZIP_DOC = ("The zipfile module can read and write ZIP archive files on disk. It supports files larger than "
+           "four gigabytes with the ZIP64 extensions. Write the archive with the write method.")
+GZIP_DOC = "The gzip module compresses single files. It does not read comma separated values at all today."
+CANDIDATES = [Candidate(docid="zipfile#0", score=3.0, doc=Doc(segment=ZIP_DOC)),
+              Candidate(docid="csv#0", score=2.0, doc=Doc(segment=CSV_DOC)),
+              Candidate(docid="csv#1", score=1.5, doc=Doc(segment=CSV_DOC)),  # an overlapping window: same text
+              Candidate(docid="gzip#0", score=1.0, doc=Doc(segment=GZIP_DOC))]
+TOPIC = Query(text="read and write CSV files", qid="demo-05")
+CODE = (">>>", "...", "csv.reader", "delimiter =", "writerow", "(1)", "| Python", "For example")
+
+
+@pytest.mark.parametrize("line", [">>> import csv", "... reader = csv.reader(f)", "delimiter = ','",
+                                  "writer.writerow(row)", "========= =====", "| Python | JSON |",
+                                  "def reader(f):", "{'a': 1}"])
+def test_code_lines(line):
+    assert is_code(line)
+
+
+@pytest.mark.parametrize("line", ["This module provides classes that assist in the reading and writing",
+                                  "of Comma Separated Value (CSV) files, and implements the interface",
+                                  "If it is a class or instance, the attributes are used."])
+def test_prose_lines(line):
+    assert not is_code(line)
+
+
+def test_prose_sentences_leave_out_code_and_fragments():
+    found = prose_sentences(CSV_DOC)
+    assert found[0].startswith("This module provides classes that assist in the reading and writing of Comma")
+    assert not any(marker in s for s in found for marker in CODE)
+    assert "CSV parsing and writing." not in found  # 4 words: a heading, not a sentence
+
+
+@pytest.fixture(scope="module", params=["minilm", "bm25"])
+def generator(request):
+    return ExtractiveGenerator(similarity=request.param)
+
+
+def test_each_sentence_is_cited_to_its_own_segment_within_the_budget(generator):
+    answer = generator.generate(TOPIC, CANDIDATES, get_template("ragnarok"))
+    assert answer.answer and answer.response_length <= 150
+    segments = {c.docid: c.doc.segment for c in CANDIDATES}
+    for sentence in answer.answer:
+        assert len(sentence.citations) == 1
+        assert sentence.text in " ".join(segments[answer.references[sentence.citations[0]]].split())
+        assert not any(marker in sentence.text for marker in CODE)
+    texts = [s.text for s in answer.answer]
+    assert len(texts) == len(set(texts))  # csv#1 repeats csv#0: each sentence once
+    assert answer.notes["citations"] == "produced" and answer.notes["similarity"] == generator.similarity
+
+
+def test_minilm_puts_the_csv_module_first():
+    answer = ExtractiveGenerator().generate(TOPIC, CANDIDATES, get_template("ragnarok"))
+    assert answer.references[answer.answer[0].citations[0]] == "csv#0"
+    assert "Comma Separated Value" in answer.answer[0].text
+
+
+def test_deterministic(generator):
+    first = generator.generate(TOPIC, CANDIDATES, get_template("ragnarok"))
+    assert first == generator.generate(TOPIC, CANDIDATES, get_template("ragnarok"))
+
+
+def test_a_small_budget_and_the_templates_budget(generator):
+    small = ExtractiveGenerator(similarity=generator.similarity, max_words=30)
+    answer = small.generate(TOPIC, CANDIDATES, get_template("ragnarok"))
+    assert 0 < answer.response_length <= 30
+    assert all(word_count(s.text) <= 30 for s in answer.answer)
+    capped = generator.generate(TOPIC, CANDIDATES, get_template("small"))  # the template's 80 words
+    assert capped.response_length <= 80
+
+
+def test_sentences_of_one_segment_stay_in_its_order():
+    text = ("Csv files hold rows of values. Each csv row is one line of the file. "
+            "The csv writer quotes values that hold commas.")
+    cands = [Candidate(docid="a", score=1.0, doc=Doc(segment=text))]
+    answer = ExtractiveGenerator(similarity="bm25", max_words=100).generate(
+        Query(text="csv rows values", qid="q"), cands, get_template("ragnarok"))
+    order = [text.index(s.text) for s in answer.answer]
+    assert order == sorted(order) and len(order) >= 2
+
+
+def test_near_duplicate_sentences_are_taken_once():
+    cands = [Candidate(docid="os#0", score=2.0, doc=Doc(segment="os.getenv: Get an environment variable, return None "
+                                                       "if it doesn't exist.")),
+             Candidate(docid="os#1", score=1.0, doc=Doc(segment="os.getenvb: Get an environment variable, return "
+                                                        "None if it doesn't exist."))]
+    answer = ExtractiveGenerator(similarity="bm25").generate(
+        Query(text="get the value of an environment variable", qid="q"), cands, get_template("ragnarok"))
+    assert len(answer.answer) == 1

@@ -1,0 +1,49 @@
+"""An ASGI app that builds the Gradio UI on its first request (see :class:`LazyUI`)."""
+
+import asyncio
+import importlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
+
+
+class LazyUI:
+    """An ASGI app that builds the Gradio UI on its first request, then serves it.
+
+    Importing Gradio and building the UI cost seconds; the API (and every batch run or test that creates it)
+    should not pay that unless someone opens the arena. The UI is an inner FastAPI app with the Blocks mounted
+    by ``gr.mount_gradio_app``; its lifespan (Gradio's queue) is entered on that first request and left when
+    the outer app shuts down (:meth:`aclose`).
+    """
+
+    def __init__(self, factory: Callable[[], "FastAPI"]):
+        self._factory = factory
+        self._app: Any = None
+        self._lifespan: Any = None
+        self._lock = asyncio.Lock()
+
+    async def _ready(self) -> "FastAPI":
+        async with self._lock:
+            if self._app is None:
+                await asyncio.to_thread(
+                    importlib.import_module, "gradio"
+                )  # the slow part, off the event loop
+                app = self._factory()
+                lifespan = app.router.lifespan_context(app)
+                await lifespan.__aenter__()
+                self._app, self._lifespan = app, lifespan
+            return self._app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            return
+        app = await self._ready()
+        await app(scope, receive, send)
+
+    async def aclose(self) -> None:
+        async with self._lock:
+            if self._lifespan is not None:
+                lifespan, self._lifespan, self._app = self._lifespan, None, None
+                await lifespan.__aexit__(None, None, None)
