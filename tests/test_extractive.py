@@ -111,3 +111,19 @@ def test_near_duplicate_sentences_are_taken_once():
     answer = ExtractiveGenerator(similarity="bm25").generate(
         Query(text="get the value of an environment variable", qid="q"), cands, get_template("ragnarok"))
     assert len(answer.answer) == 1
+
+
+@pytest.mark.parametrize("similarity", ["minilm", "bm25"])
+def test_segments_without_a_punctuated_sentence_still_give_a_cited_answer(similarity):
+    """Keyword lists and titles hold no sentence that ends as sentences end: rather than an empty answer, runs
+    of words are taken (and said so); code and one-word segments stay out."""
+    texts = ["the gzip module provides a simple interface to compress and decompress files like gnu gzip",
+             "the capital of france is paris a city on the river seine", "compress", ">>> gzip.open(path)"]
+    candidates = [Candidate(docid=f"d{i}", score=1.0, doc=Doc(segment=t)) for i, t in enumerate(texts)]
+    answer = ExtractiveGenerator(similarity=similarity).generate(
+        Query(text="compress a file with gzip", qid="q"), candidates, get_template("ragnarok"))
+    assert answer.answer and all(s.citations for s in answer.answer)
+    assert answer.references[0] == "d0" and "d2" not in answer.references and "d3" not in answer.references
+    assert answer.notes["unpunctuated"] is True
+    strict = ExtractiveGenerator(similarity=similarity).generate(TOPIC, CANDIDATES, get_template("ragnarok"))
+    assert strict.notes["unpunctuated"] is False

@@ -64,9 +64,13 @@ def test_bm25_answers_while_the_dense_index_builds_then_dense_answers(tmp_path):
     lucene = small_demo(tmp_path / "data", n)
     env = env_for(tmp_path / "data", dense_build_batch_size="10", dense_build_pause_s="1")
     with ragnarok_serve(env, output=tmp_path / "serve.log", dense=True) as base:
-        info = dense_info(base)  # the build started with the server: building, with its total
+        info = dense_info(base)  # the build started with the server: building, its total counted or not yet
         assert info["status"] == "building" and not info["available"], info
-        assert BUILDING.match(info["reason"]) and info["progress"]["total"] in (None, n), info
+        assert info["progress"]["total"] in (None, n), info
+        assert (BUILDING.match(info["reason"]) if info["progress"]["total"] else
+                info["reason"].startswith("building, 0 % done (counting segments)")), info
+        info = wait_for(lambda: (i := dense_info(base))["progress"]["total"] and i, 120, "the segments counted")
+        assert BUILDING.match(info["reason"]) and info["progress"]["total"] == n, info
 
         bm25 = retrieve(base, "bm25")  # BM25 answers at once
         assert bm25.status_code == 200 and len(bm25.json()["candidates"]) == 5
@@ -122,6 +126,7 @@ def test_from_an_empty_data_dir_killed_and_stopped_builds_leave_no_index(tmp_pat
     first: list[subprocess.Popen] = []
     with ragnarok_serve(env, output=tmp_path / "first.log", dense=True, started=first, start_timeout_s=300) as base:
         assert retrieve(base, "bm25").status_code == 200
+        wait_for(lambda: dense_info(base)["progress"]["total"], 120, "the segments counted")
         dense = retrieve(base, "dense:minilm")
         assert dense.status_code == 503 and BUILDING.search(dense.json()["detail"]), dense.text
         total = int(BUILDING.search(dense.json()["detail"]).group(3).replace(",", ""))

@@ -4,7 +4,9 @@
    ``class`` lines, table rules, lines mostly of symbols) are left out before the text is split into sentences
    (blingfire); sentences of fewer than 5 or more than 60 words, that do not end as sentences end (fragments
    before code, "(1)", lines that introduce a list with a colon), that hold code (``>>>``, ``<expr>``, tables,
-   lists of ``f() -- …``), or that are mostly not letters are left out too.
+   lists of ``f() -- …``), or that are mostly not letters are left out too. When no candidate holds a single
+   punctuated sentence (keyword lists, titles), runs of 3-60 words are taken instead (``unpunctuated`` in the
+   notes) rather than answering nothing.
 2. Relevance: the IDF-weighted share of the topic's terms a sentence holds (IDF over the candidates'
    sentences), plus, with ``similarity="minilm"``, the MiniLM cosine between topic and sentence (offline, the
    dense retriever's encoder), plus a small bonus for higher-ranked segments.
@@ -57,16 +59,19 @@ _BULLET = re.compile(r"^[-*•]\s+")
 _ENDS = re.compile(r"[.!?][\"')\]]*$")
 
 
-def _is_prose(sentence: str) -> bool:
-    """A whole sentence of prose: 5-60 words, ending as sentences end, mostly letters, no code in it."""
+def _is_prose(sentence: str, strict: bool = True) -> bool:
+    """A whole sentence of prose: 5-60 words, ending as sentences end, mostly letters, no code in it
+    (``strict=False``: 3-60 words and any ending, for segments that hold no punctuated sentence at all)."""
     s = sentence.strip()
-    if not MIN_WORDS <= word_count(s) <= MAX_WORDS or not _ENDS.search(s) or _NOT_PROSE.search(s):
+    least = MIN_WORDS if strict else 3
+    if not least <= word_count(s) <= MAX_WORDS or (strict and not _ENDS.search(s)) or _NOT_PROSE.search(s):
         return False
     return sum(ch.isalpha() for ch in s) >= 0.7 * len(s.replace(" ", ""))
 
 
-def prose_sentences(text: str) -> list[str]:
-    """The segment's prose sentences, in order (code lines and fragments left out, see the module docstring)."""
+def prose_sentences(text: str, strict: bool = True) -> list[str]:
+    """The segment's prose sentences, in order (code lines and fragments left out, see the module docstring;
+    ``strict=False`` keeps unpunctuated runs of words too)."""
     paragraphs, current = [], []
     for line in text.split("\n"):
         if not line.strip() or is_code(line):
@@ -81,7 +86,7 @@ def prose_sentences(text: str) -> list[str]:
     for paragraph in paragraphs:
         for s in blingfire.text_to_sentences(" ".join(paragraph.split())).split("\n"):
             s = s.strip().translate(str.maketrans("[]【】", "()()"))  # only our markers read as citations
-            if _is_prose(s):
+            if _is_prose(s, strict):
                 out.append(s)
     return out
 
@@ -104,14 +109,10 @@ class ExtractiveGenerator:
 
     def generate(self, topic: Query, candidates: list[Candidate], template: PromptTemplate) -> RagAnswer:
         candidates = candidates[: self.max_contexts]
-        pool: list[tuple[str, int, int]] = []  # (sentence, 1-based candidate number, position)
-        seen: set[tuple[str, ...]] = set()
-        for number, cand in enumerate(candidates, start=1):
-            for position, sentence in enumerate(prose_sentences(cand.doc.segment or "")):
-                key = tuple(terms(sentence))
-                if key and key not in seen:  # overlapping windows repeat sentences: each is taken once
-                    seen.add(key)
-                    pool.append((sentence, number, position))
+        pool = self._pool(candidates, strict=True)
+        relaxed = not pool  # no punctuated sentence anywhere (keyword lists, titles): take runs of words
+        if relaxed:
+            pool = self._pool(candidates, strict=False)
         budget = min(self.max_words, template.max_words)
         chosen = self._select(topic.text, pool, budget) if pool else []
         best: dict[int, float] = {}
@@ -122,8 +123,22 @@ class ExtractiveGenerator:
         references, answer = to_references(pairs, [c.docid for c in candidates])
         built = GeneratedAnswer.build(str(topic.qid), topic.text, references, answer)
         built.notes = {"contexts": len(candidates), "sentences_considered": len(pool),
-                       "similarity": self.similarity, "citations": "produced" if pairs else "none"}
+                       "similarity": self.similarity, "citations": "produced" if pairs else "none",
+                       "unpunctuated": relaxed}
         return built
+
+    @staticmethod
+    def _pool(candidates: list[Candidate], strict: bool) -> list[tuple[str, int, int]]:
+        """(sentence, 1-based candidate number, position) of every candidate's prose sentences, each once."""
+        pool: list[tuple[str, int, int]] = []
+        seen: set[tuple[str, ...]] = set()
+        for number, cand in enumerate(candidates, start=1):
+            for position, sentence in enumerate(prose_sentences(cand.doc.segment or "", strict)):
+                key = tuple(terms(sentence))
+                if key and key not in seen:  # overlapping windows repeat sentences: each is taken once
+                    seen.add(key)
+                    pool.append((sentence, number, position))
+        return pool
 
     def _select(self, query: str, pool: list[tuple[str, int, int]], budget: int) -> list[tuple[int, float]]:
         """MMR over the pool: ``(index, relevance)`` of the chosen sentences, in the order chosen."""
