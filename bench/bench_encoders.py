@@ -36,7 +36,7 @@ from ragnarok.retrieve.dense import Encoder, segments_from_lucene  # noqa: E402
 from ragnarok.settings import Settings  # noqa: E402
 from ragnarok.topics import load_topics  # noqa: E402
 
-BACKENDS = ("torch", "onnx")
+BACKENDS = ("torch", "onnx", "onnx-int8")
 
 
 def pct(values: list[float], q: int) -> float:
@@ -71,6 +71,8 @@ def main() -> None:
     ap.add_argument("--qrels", type=Path, help="qrels for nDCG@10 (default: topics/qrels.demo.txt for demo)")
     ap.add_argument("--model", default="minilm")
     ap.add_argument("--limit", type=int, default=0, help="encode only the first N segments (0: all)")
+    ap.add_argument("--passes", type=int, choices=(1, 2), default=2,
+                    help="2: each backend twice, in mirrored order; 1: once each")
     ap.add_argument("--worker", choices=BACKENDS, help=argparse.SUPPRESS)
     ap.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -90,11 +92,12 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-enc-work-"))
     (work / "texts.json").write_text(json.dumps({"texts": texts, "queries": [t.text for t in topics]}))
     vectors, seconds, qvecs, query_ms = {}, dict.fromkeys(BACKENDS, 0.0), {}, {n: [] for n in BACKENDS}
-    for name in [*BACKENDS, *reversed(BACKENDS)]:  # each backend twice, in its own process, order mirrored
+    order = [*BACKENDS, *reversed(BACKENDS)] if args.passes == 2 else list(BACKENDS)
+    for name in order:  # each backend in its own process, twice in mirrored order by default
         out = subprocess.run([sys.executable, __file__, "--worker", name, "--model", args.model, "--work",
                               str(work)], capture_output=True, text=True, check=True).stdout.strip().splitlines()
         result = json.loads(out[-1])
-        seconds[name] += result["seconds"] / 2
+        seconds[name] += result["seconds"] / args.passes
         query_ms[name] += result["query_ms"]
         vectors[name], qvecs[name] = np.load(work / f"{name}.npy"), np.load(work / f"{name}-queries.npy")
         print(f"{name}: {len(texts) / result['seconds']:.1f} segments/s (loadavg {loadavg()})", flush=True)
@@ -111,7 +114,10 @@ def main() -> None:
 
     print(f"\nindex={lucene} segments={len(texts)} model={args.model} topics={args.topics} ({len(topics)}) "
           f"cpus={os.cpu_count()} loadavg={open('/proc/loadavg').read().split()[:3]}")
-    print(f"max |onnx - torch| over all vectors: {np.abs(vectors['onnx'] - vectors['torch']).max():.2e}")
+    for name in BACKENDS[1:]:
+        cosine = (vectors[name] * vectors["torch"]).sum(axis=1)
+        print(f"{name} vs torch over all vectors: max |difference| {np.abs(vectors[name] - vectors['torch']).max():.2e}"
+              f", cosine min {cosine.min():.4f} mean {cosine.mean():.5f}")
     print(f"{'backend':<8} {'seg/s':>8} {'x torch':>8} {'query p50':>10} {'query p95':>10} {'top10 overlap':>14}"
           f" {'nDCG@10':>8}")
     for name in BACKENDS:

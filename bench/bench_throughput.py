@@ -1,17 +1,20 @@
 """R service throughput and memory against pyserini's own batch search, in one run (issue 18).
 
     python bench/bench_throughput.py [--index DIR] [--topics demo] [--k 100] [--seconds 10] [--clients 1,8,32]
-                                     [--rag 20]
+                                     [--rag 20] [--rag-pipeline offline --rag-pipeline 'bm25@20 | smollm2']
 
 * ``batch_search``: pyserini's ``LuceneSearcher.batch_search(queries, k, threads=2)`` in this process, over the
-  topics repeated for ``--seconds`` (the server idles meanwhile): queries/s;
+  topics repeated for ``--seconds`` after a 5 s warm-up, before the server starts and again after it stops
+  (their mean is the reference): queries/s;
 * ``POST /v1/retrieve`` with 1, 8 and 32 keep-alive clients (threads of this process, ``http.client``), each
-  sending the topics in turn for ``--seconds``: queries/s, p50/p99 latency, the server's CPU (cores busy);
+  sending the topics in turn for ``--seconds`` after a 5 s warm-up: queries/s, p50/p99 latency, the server's
+  CPU and this client's (cores busy: the two share the machine's cores);
 * the server's RSS at idle (after a warm-up) and its peak under the 32-client load (sampled every 50 ms);
 * oversized requests (k = max_k, a body over max_body_bytes, a query over max_query_chars): their statuses
   and the RSS after them;
-* ``/rag`` p50/p95 over ``--rag`` topics with ``offline`` when the index has its dense MiniLM index, else the
-  fallback the service picks (named in the output).
+* ``/rag`` p50/p95 and the server's peak RSS over ``--rag`` topics, one topic at a time, for each
+  ``--rag-pipeline`` (default: none given, the pipeline the service picks: ``offline`` when the index has its
+  dense MiniLM index, else its fallback; each is named in the output).
 
 The server is ``ragnarok serve --no-dense`` (one uvicorn worker) in its own process. Report the load average
 printed with the figures: on a shared machine only the ratios of one run compare.
@@ -102,6 +105,8 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--clients", default="1,8,32")
     ap.add_argument("--rag", type=int, default=20, help="topics sent to /rag (0: skip)")
+    ap.add_argument("--rag-pipeline", action="append", default=[],
+                    help="a /rag pipeline to time (repeatable; default: the service's own choice)")
     args = ap.parse_args()
 
     data_dir = Path(os.environ.get("RAGNAROK_DATA_DIR") or tempfile.mkdtemp(prefix="bench-tp-"))
@@ -112,14 +117,19 @@ def main() -> None:
 
     searcher = import_pyserini_search().LuceneSearcher(str(index))
     searcher.set_bm25(0.9, 0.4)
-    searcher.batch_search(queries, [str(i) for i in range(len(queries))], args.k, 2)  # warm-up
-    done, t = 0, time.perf_counter()
-    while time.perf_counter() - t < args.seconds:
-        batch = queries * 4
-        searcher.batch_search(batch, [str(i) for i in range(len(batch))], args.k, 2)
-        done += len(batch)
-    batch_qps = done / (time.perf_counter() - t)
-    print(f"pyserini batch_search(threads=2): {batch_qps:.0f} q/s  (loadavg {loadavg()})", flush=True)
+
+    def batch_search(seconds: float) -> float:
+        """pyserini's batch_search(threads=2) in this process: queries/s over ``seconds``."""
+        done, t = 0, time.perf_counter()
+        while time.perf_counter() - t < seconds:
+            batch = queries * 4
+            searcher.batch_search(batch, [str(i) for i in range(len(batch))], args.k, 2)
+            done += len(batch)
+        return done / (time.perf_counter() - t)
+
+    batch_search(5.0)  # warm-up: the JVM compiles the search path during the first thousand queries
+    before = batch_search(args.seconds)
+    print(f"pyserini batch_search(threads=2): {before:.0f} q/s  (loadavg {loadavg()})", flush=True)
 
     port = free_port()
     env = {**os.environ, "RAGNAROK_DATA_DIR": str(data_dir),
@@ -135,7 +145,7 @@ def main() -> None:
                     break
             except httpx.HTTPError:
                 time.sleep(0.1)
-        load(port, queries, args.k, 2, 3.0)  # warm-up: JVM compilation, the segment cache
+        load(port, queries, args.k, 8, 5.0)  # warm-up: JVM compilation, the segment cache (as batch_search's)
         idle = rss_mb(server.pid)
         for clients in (int(c) for c in args.clients.split(",")):
             peak, stop = [idle], threading.Event()
@@ -146,16 +156,18 @@ def main() -> None:
 
             sampler = threading.Thread(target=sample)
             sampler.start()
-            c0, t0 = cpu_s(server.pid), time.perf_counter()
+            c0, t0, mine = cpu_s(server.pid), time.perf_counter(), time.process_time()
             latencies = load(port, queries, args.k, clients, args.seconds)
             wall = time.perf_counter() - t0
-            busy = (cpu_s(server.pid) - c0) / wall
+            busy, client_busy = (cpu_s(server.pid) - c0) / wall, (time.process_time() - mine) / wall
             stop.set()
             sampler.join()
-            rows.append((clients, len(latencies) / wall, pct(latencies, 50), pct(latencies, 99), busy, max(peak)))
-            print(f"{clients:>3} clients: {rows[-1][1]:.0f} q/s ({rows[-1][1] / batch_qps:.2f}x batch_search), "
+            rows.append((clients, len(latencies) / wall, pct(latencies, 50), pct(latencies, 99), busy, client_busy,
+                          max(peak)))
+            print(f"{clients:>3} clients: {rows[-1][1]:.0f} q/s ({rows[-1][1] / before:.2f}x batch_search), "
                   f"p50 {rows[-1][2]:.1f} ms, p99 {rows[-1][3]:.1f} ms (p99/p50 {rows[-1][3] / rows[-1][2]:.1f}), "
-                  f"{busy:.2f} cores busy, peak RSS {max(peak):.0f} MB  (loadavg {loadavg()})", flush=True)
+                  f"server {busy:.2f} cores busy, client {client_busy:.2f}, peak RSS {max(peak):.0f} MB  "
+                  f"(loadavg {loadavg()})", flush=True)
 
         statuses = []
         with httpx.Client(base_url=base, timeout=120) as client:
@@ -167,26 +179,33 @@ def main() -> None:
             statuses.append(client.post("/v1/retrieve", json={"query": "a " * settings.max_query_chars})
                             .status_code)
             after = rss_mb(server.pid)
-            rag = []
-            if args.rag:
-                pipeline = ""
+            rag = {}
+            for spec in (args.rag_pipeline or [None]) if args.rag else []:
+                times, peak = [], rss_mb(server.pid)
                 for q in queries[:args.rag]:
                     t = time.perf_counter()
-                    r = client.post("/rag", json={"topic": q, "index": "bench"})
-                    rag.append((time.perf_counter() - t) * 1000)
+                    r = client.post("/rag", json={"topic": q, "index": "bench"} | ({"pipeline": spec} if spec else {}))
+                    times.append((time.perf_counter() - t) * 1000)
                     assert r.status_code == 200, r.text[:300]
-                    pipeline = r.headers.get("ragnarok-pipeline", "?")
+                    peak = max(peak, rss_mb(server.pid))
+                rag[spec or r.headers.get("ragnarok-pipeline", "?")] = (times, peak)
+                print(f"/rag {list(rag)[-1]}: p50 {pct(times, 50):.0f} ms (loadavg {loadavg()})", flush=True)
     finally:
         server.terminate()
         server.wait(timeout=60)
 
+    after_qps = batch_search(args.seconds)  # again, with the server stopped: the machine may have changed
+    batch_qps = (before + after_qps) / 2
+    print(f"pyserini batch_search(threads=2) after the server runs: {after_qps:.0f} q/s; mean {batch_qps:.0f} q/s")
     print(f"\nRSS: idle {idle:.0f} MB; after oversized requests (statuses {statuses}) {after:.0f} MB")
-    if rag:
-        print(f"/rag ({pipeline}): p50 {pct(rag, 50):.0f} ms, p95 {pct(rag, 95):.0f} ms over {len(rag)} topics")
-    print(f"\n| clients | q/s | x batch_search(threads=2) ({batch_qps:.0f} q/s) | p50 ms | p99 ms | cores busy "
-          "| peak RSS MB |\n|---|---|---|---|---|---|---|")
-    for clients, qps, p50, p99, busy, peak in rows:
-        print(f"| {clients} | {qps:.0f} | {qps / batch_qps:.2f} | {p50:.1f} | {p99:.1f} | {busy:.2f} | {peak:.0f} |")
+    for spec, (times, peak) in rag.items():
+        print(f"/rag {spec}: p50 {pct(times, 50):.0f} ms, p95 {pct(times, 95):.0f} ms over {len(times)} topics, "
+              f"server RSS after {peak:.0f} MB at the most")
+    print(f"\n| clients | q/s | x batch_search(threads=2) ({batch_qps:.0f} q/s) | p50 ms | p99 ms | p99/p50 "
+          "| server cores busy | client cores busy | peak RSS MB |\n|---|---|---|---|---|---|---|---|---|")
+    for clients, qps, p50, p99, busy, client_busy, peak in rows:
+        print(f"| {clients} | {qps:.0f} | {qps / batch_qps:.2f} | {p50:.1f} | {p99:.1f} | {p99 / p50:.1f} | {busy:.2f} "
+              f"| {client_busy:.2f} | {peak:.0f} |")
     print(f"loadavg at end {loadavg()}")
 
 

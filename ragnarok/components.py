@@ -49,7 +49,8 @@ def _lucene(feedback: str):
                 raise ComponentArgumentError(f"a remote index searches with its own BM25 parameters: drop :{arg}")
             return RemoteRetriever(name, source, settings.remote_timeout_s)
         # bm25:k1_1.2-b_0.75, bm25+rocchio:terms_20-docs_5 (ragnarok/retrieve/bm25_args.py)
-        return LuceneRetriever(name, source, feedback, parse_bm25_args(arg, feedback))  # type: ignore[arg-type]
+        return LuceneRetriever(name, source, feedback, parse_bm25_args(arg, feedback),  # type: ignore[arg-type]
+                               search_threads=settings.search_threads)
 
     return factory
 

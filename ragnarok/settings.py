@@ -7,6 +7,7 @@ import time.
 
 from __future__ import annotations
 
+import os
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
@@ -40,6 +41,11 @@ class Settings(BaseSettings):
         128, ge=16, description="Lucene's indexing RAM buffer in MB (Anserini's -memoryBuffer, whose own default is "
         "4096): what bounds the JVM's memory while indexing a large collection. Keep it below the JVM heap.")
     remote_timeout_s: float = 30.0
+    search_threads: int = Field(
+        default_factory=lambda: max(1, min(8, os.cpu_count() or 1)), ge=1, le=64,
+        description="Lucene retrievers: concurrent `POST /v1/retrieve` (and `GET /v1/{index}/search`) requests "
+        "are searched together by Anserini's batch_search on this many Java threads (default: the cores, at "
+        "most 8).")
     generators: list[GeneratorConfig] = Field(
         default_factory=list,
         description="Generators added to (or replacing, by name) the defaults: extractive, smollm2, gpt-4o, "
@@ -81,7 +87,7 @@ class Settings(BaseSettings):
                                         "time is stopped (within one batch) and answered 504.")
     shutdown_grace_s: float = Field(5.0, ge=0, description="`ragnarok serve`: how long in-flight requests may "
                                     "take to finish after SIGTERM before the process exits anyway.")
-    encoder_backend: Literal["auto", "torch", "onnx"] = Field(
+    encoder_backend: Literal["auto", "torch", "onnx", "onnx-int8"] = Field(
         "torch", description="What runs the dense encoders: `torch` (sentence-transformers), `onnx` "
         "(onnxruntime on CPU, the weights exported locally on first use; same vectors within float32 rounding) "
         "or `auto`: ONNX on CPU for a model it can export, else PyTorch. The default stays `torch` until ONNX "

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Response
 from fastapi import Query as Q
+from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
 
 from api.body import StrictJSONRoute
@@ -22,12 +24,14 @@ def json_response(request: Request) -> Response:
     return Response(request.model_dump_json(exclude_unset=True), media_type="application/json")
 
 
-def retrieved(retriever: object, query: Query, k: int) -> Response:
-    """The retriever's answer; Lucene retrievers write it from cached per-segment JSON (the same bytes)."""
-    retrieve_json = getattr(retriever, "retrieve_json", None)
-    if retrieve_json is not None:
-        return Response(retrieve_json(query, k), media_type="application/json")
-    return json_response(retriever.retrieve(query, k))  # type: ignore[attr-defined]
+async def retrieved(retriever: object, query: Query, k: int) -> Response:
+    """The retriever's answer. Lucene retrievers search in batches on Java's threads and write it from cached
+    per-segment JSON (the same bytes), awaited here without a worker thread of ours; others run in the
+    thread pool."""
+    submit_json = getattr(retriever, "submit_json", None)
+    if submit_json is not None:
+        return Response(await asyncio.wrap_future(submit_json(query, k)), media_type="application/json")
+    return json_response(await run_in_threadpool(retriever.retrieve, query, k))  # type: ignore[attr-defined]
 
 
 class RetrieveBody(BaseModel):
@@ -72,10 +76,10 @@ def _check(settings: Settings, text: str, k: int) -> Query:
 
 @router.post("/retrieve", response_model=Request, response_model_exclude_unset=True,
              responses=errors(400, 404, 413, 422, 502, 503, 504))
-def retrieve(body: RetrieveBody, service: RetrievalDep, settings: SettingsDep) -> Response:
+async def retrieve(body: RetrieveBody, service: RetrievalDep, settings: SettingsDep) -> Response:
     query = _check(settings, body.query, body.k)
     query.qid = body.qid
-    return retrieved(service.get(body.retriever, body.index), query, body.k)
+    return await retrieved(service.get(body.retriever, body.index), query, body.k)
 
 
 @router.get("/retrievers", response_model=list[RetrieverOut])
@@ -90,7 +94,7 @@ def retrievers(service: RetrievalDep) -> list[RetrieverOut]:
 
 @router.get("/{index}/search", response_model=Request, response_model_exclude_unset=True,
             responses=errors(400, 404, 413, 422, 502, 503, 504))
-def search(
+async def search(
     index: str,
     service: RetrievalDep,
     settings: SettingsDep,
@@ -101,4 +105,4 @@ def search(
     """Anserini's REST shape: BM25 over ``index``."""
     checked = _check(settings, query, hits)
     checked.qid = qid
-    return retrieved(service.get("bm25", index), checked, hits)
+    return await retrieved(service.get("bm25", index), checked, hits)

@@ -9,10 +9,16 @@ knows how to download them.
 
 from __future__ import annotations
 
+import json
+import threading
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ragnarok.java import start_jvm
+
+Hit = tuple[int, float, str]  # (Lucene docid, score, docid)
 
 
 class Document:
@@ -65,18 +71,6 @@ class LuceneSearcher:
         """Anserini ``ScoredDoc`` hits: ``.docid``, ``.score``, ``.lucene_document``."""
         return list(self.object.search(q, int(k)))
 
-    def batch_search(self, queries: list[str], qids: list[str], k: int = 10, threads: int = 1) -> dict[str, Any]:
-        from jnius import autoclass  # noqa: PLC0415
-
-        array_list = autoclass("java.util.ArrayList")
-        query_strings, qid_strings = array_list(), array_list()
-        for query in queries:
-            query_strings.add(query)
-        for qid in qids:
-            qid_strings.add(qid)
-        results = self.object.batch_search(query_strings, qid_strings, int(k), int(threads))
-        return {entry.getKey(): entry.getValue() for entry in results.entrySet().toArray()}
-
     def doc(self, docid: str | int) -> Document | None:
         """The stored document of an external docid (``str``) or an internal Lucene id (``int``)."""
         document = self.object.doc(docid)
@@ -84,3 +78,59 @@ class LuceneSearcher:
 
     def close(self) -> None:
         self.object.close()
+
+
+def search_hits(searcher: Any, q: str, k: int) -> list[Hit]:
+    """The top ``k`` of one query on a Java ``SimpleSearcher`` (ours or pyserini's ``.object``)."""
+    return [(hit.lucene_docid, hit.score, hit.docid) for hit in searcher.search(q, int(k))]
+
+
+_mapper: Any = None
+_mapper_lock = threading.Lock()
+
+
+def _json_mapper() -> Any:
+    """Anserini's own Jackson ``ObjectMapper``, told to leave each hit's stored ``Document`` out; ``False``
+    when the jar has no Jackson (then hits are read one JNI call at a time)."""
+    global _mapper  # noqa: PLW0603 - one per JVM, made on first use
+    with _mapper_lock:
+        if _mapper is None:
+            from jnius import JavaException, autoclass  # noqa: PLC0415
+
+            try:
+                mapper = autoclass("com.fasterxml.jackson.databind.ObjectMapper")()
+                # Boolean("true"): a Python True would be passed as an Integer
+                mapper.configOverride(autoclass("org.apache.lucene.document.Document")).setIsIgnoredType(
+                    autoclass("java.lang.Boolean")("true"))
+                _mapper = mapper
+            except JavaException:
+                _mapper = False
+        return _mapper
+
+
+def batch_search_hits(searcher: Any, queries: list[str], k: int, threads: int) -> list[list[Hit]]:
+    """The top ``k`` of each query, searched by Anserini's ``batch_search`` on ``threads`` Java threads.
+
+    pyjnius turns every returned hit into a Python object while holding the GIL (about a millisecond per 100
+    hits: a quarter of a loaded server's GIL time, issue 18); Jackson writes the whole result as one JSON
+    string in Java instead. Its scores are the float32 values' shortest decimals, read back as the same
+    float32 values, so the hits equal :func:`search_hits`' (tests/test_batcher.py)."""
+    from jnius import autoclass  # noqa: PLC0415
+
+    array_list = autoclass("java.util.ArrayList")
+    texts, qids = array_list(), array_list()
+    for n, query in enumerate(queries):
+        texts.add(query)
+        qids.add(str(n))
+    results = searcher.batch_search(texts, qids, int(k), int(threads))
+    mapper = _json_mapper()
+    if not mapper:
+        by_qid = {entry.getKey(): entry.getValue() for entry in results.entrySet().toArray()}
+        return [[(h.lucene_docid, h.score, h.docid) for h in by_qid.get(str(n)) or []] for n in range(len(queries))]
+    by_qid = json.loads(mapper.writeValueAsString(results))
+    out = []
+    for n in range(len(queries)):
+        rows = by_qid.get(str(n)) or []
+        scores = np.array([row["score"] for row in rows], dtype=np.float32).tolist()
+        out.append([(row["lucene_docid"], score, row["docid"]) for row, score in zip(rows, scores)])
+    return out

@@ -10,6 +10,11 @@ within float32 rounding (tests/test_encoders.py; docs/BENCHMARKS.md for the spee
 an index built by one backend is searched with queries encoded by the other: the dense index meta records the
 model, not the backend.
 
+``onnx-int8`` is that export with its weights quantised to int8 (onnxruntime's dynamic quantisation, per
+channel, reduced range for CPUs without VNNI): faster, but its vectors are not PyTorch's (cosine ~0.99 on the
+demo segments), so an index built with it should be searched with it; docs/BENCHMARKS.md has its ranking
+overlap and nDCG@10 against PyTorch's.
+
 ``auto`` is ``onnx`` where a model can be exported and runs on CPU, else ``torch``; the default setting is
 ``torch`` for now (see the ``encoder_backend`` setting). Nothing is loaded at import.
 """
@@ -27,8 +32,8 @@ from typing import Any, Literal, Protocol
 
 import numpy as np
 
-Backend = Literal["auto", "torch", "onnx"]
-BACKENDS: tuple[str, ...] = ("auto", "torch", "onnx")
+Backend = Literal["auto", "torch", "onnx", "onnx-int8"]
+BACKENDS: tuple[str, ...] = ("auto", "torch", "onnx", "onnx-int8")
 ONNX_OPSET = 17
 log = logging.getLogger(__name__)
 
@@ -154,6 +159,19 @@ def export_onnx(path: str | Path, cache_dir: Path) -> Path:
     return out
 
 
+def quantize_int8(model: Path) -> Path:
+    """``model``'s int8 twin beside it (quantised on first use, then reused)."""
+    out = model.with_name("model-int8.onnx")
+    with _export_lock:
+        if not out.is_file():
+            from onnxruntime.quantization import QuantType, quantize_dynamic  # noqa: PLC0415
+
+            tmp = out.with_name(f".model-int8.onnx.partial-{os.getpid()}")
+            quantize_dynamic(str(model), str(tmp), weight_type=QuantType.QInt8, per_channel=True, reduce_range=True)
+            tmp.rename(out)
+    return out
+
+
 @dataclass
 class OnnxBackend:
     """The model's transformer exported to ONNX, run by onnxruntime on CPU; tokenisation, pooling and
@@ -162,6 +180,7 @@ class OnnxBackend:
     path: str
     cache_dir: Path
     threads: int = 0  # onnxruntime's intra-op threads; 0: one per physical core
+    int8: bool = False  # the int8-quantised export (see quantize_int8)
     name: str = "onnx"
     _session: Any = field(default=None, init=False, repr=False)
     _tokenizer: Any = field(default=None, init=False, repr=False)
@@ -172,6 +191,8 @@ class OnnxBackend:
 
         self.layout = _layout(self.path)
         model = export_onnx(self.path, self.cache_dir)
+        if self.int8:
+            model, self.name = quantize_int8(model), "onnx-int8"
         options = ort.SessionOptions()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.intra_op_num_threads = self.threads
@@ -220,14 +241,14 @@ def load_backend(path: str, backend: str, cache_dir: Path, device: str | None = 
     if backend not in BACKENDS:
         raise ValueError(f"encoder backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     on_cpu = device == "cpu" or (device is None and not _cuda())
-    if backend == "onnx" or (backend == "auto" and on_cpu and not trust_remote_code):
+    if backend in ("onnx", "onnx-int8") or (backend == "auto" and on_cpu and not trust_remote_code):
         try:
-            return OnnxBackend(path, cache_dir)
+            return OnnxBackend(path, cache_dir, int8=backend == "onnx-int8")
         except NotExportableError:
-            if backend == "onnx":
+            if backend != "auto":
                 raise
         except Exception as exc:  # noqa: BLE001 - an export or runtime failure: PyTorch still works
-            if backend == "onnx":
+            if backend != "auto":
                 raise
             log.warning("ONNX backend unavailable for %s (%s); using PyTorch", path, str(exc)[:200])
     return TorchBackend(path, device=device, trust_remote_code=trust_remote_code)

@@ -10,6 +10,8 @@ import html
 import json
 import re
 import threading
+from collections.abc import Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -18,12 +20,13 @@ from pydantic_core import to_json
 
 from ragnarok.collection.lucene_index import is_lucene_index
 from ragnarok.java import import_pyserini_search
-from ragnarok.retrieve.anserini import LuceneSearcher
+from ragnarok.retrieve.anserini import Hit, LuceneSearcher, batch_search_hits, search_hits
+from ragnarok.retrieve.batcher import SearchBatcher
 from ragnarok.types import Candidate, Doc, Query, Request
 
 Feedback = Literal["none", "rocchio", "rm3"]
 DOC_FIELDS = ("segment", "title", "url", "headings", "start_char", "end_char")
-DOC_CACHE_BYTES = 256 << 20  # serialised ``doc`` fragments kept per retriever (then no more are added)
+DOC_CACHE_BYTES = 256 << 20  # serialised candidate fragments kept per retriever (then no more are added)
 
 
 class IndexNotFoundError(FileNotFoundError):
@@ -74,14 +77,21 @@ class LuceneRetriever:
     feedback: Feedback = "none"
     params: BM25Params = field(default_factory=BM25Params)
     doc_cache_bytes: int = DOC_CACHE_BYTES
+    search_threads: int = 2  # Java threads of one of the batcher's batch_search calls
+    max_batch: int = 32  # queries the batcher sends to one batch_search at the most
     _searcher: Any = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-    # docid -> the candidate's ``doc`` as JSON bytes (what ``Doc.model_dump_json(exclude_unset=True)`` writes):
-    # a hit seen before costs no stored-field read, no JSON parse and no pydantic model
-    _docs: dict[str, bytes] = field(default_factory=dict, init=False, repr=False)
+    # Lucene docid -> the candidate's JSON around its score (see ``_entries``)
+    _docs: dict[int, tuple[bytes, bytes]] = field(default_factory=dict, init=False, repr=False)
     _docs_bytes: int = field(default=0, init=False, repr=False)
+    _batch: SearchBatcher | None = field(default=None, init=False, repr=False)
+    # not ``_lock``: that one is held while the searcher loads (seconds, starting the JVM), and ``submit_json``
+    # runs on the event loop
+    _batch_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def _load(self) -> Any:
+        if self._searcher is not None:
+            return self._searcher
         with self._lock:
             if self._searcher is None:
                 if self.source.startswith("prebuilt:"):
@@ -125,29 +135,62 @@ class LuceneRetriever:
         ]
         return Request(query=query, candidates=candidates)
 
-    def _doc_json(self, docid: str, document: Any) -> bytes:
-        fragment = self._docs.get(docid)
-        if fragment is None:
-            fragment = doc_from_raw(document.get("raw")).model_dump_json(exclude_unset=True).encode()
-            if self._docs_bytes + len(fragment) <= self.doc_cache_bytes:
-                self._docs[docid] = fragment
-                self._docs_bytes += len(fragment) + len(docid)
-        return fragment
+    def _entries(self, hits: Sequence[Hit]) -> list[tuple[tuple[bytes, bytes], float]]:
+        """Each hit's cached JSON around its score, ``(b'{"docid":...,"score":', b',"doc":{...}}')``, keyed by
+        its Lucene docid: a hit seen before costs no stored-field read, no JSON parse and no pydantic model.
+        Stored documents are read after the search, by Lucene docid (reading each hit's stored document while
+        walking the hits crashed the JVM, SIGSEGV in Document.get, with 16 threads searching at once)."""
+        docs, rows, missing = self._docs, [], []
+        for number, score, docid in hits:
+            entry = docs.get(number)
+            if entry is None:
+                missing.append((len(rows), number, docid))
+            rows.append((entry, score))
+        if missing:
+            java = self._load().object
+            for row, number, docid in missing:
+                doc = doc_from_raw(java.doc_raw(number)).model_dump_json(exclude_unset=True).encode()
+                entry = (b'{"docid":' + to_json(docid) + b',"score":', b',"doc":' + doc + b"}")
+                rows[row] = (entry, rows[row][1])
+                size = len(entry[0]) + len(entry[1]) + 64
+                if self._docs_bytes + size <= self.doc_cache_bytes:
+                    docs[number] = entry
+                    self._docs_bytes += size
+        return rows  # type: ignore[return-value]
+
+    def _json(self, query_json: bytes, hits: Sequence[Hit]) -> bytes:
+        body = b",".join(prefix + to_json(score) + suffix for (prefix, suffix), score in self._entries(hits))
+        return b'{"query":' + query_json + b',"candidates":[' + body + b"]}"
 
     def retrieve_json(self, query: Query, k: int) -> bytes:
         """``retrieve(query, k)`` serialised, byte for byte what ``Request.model_dump_json(exclude_unset=True)``
-        writes (tests/test_lucene.py), built from cached ``doc`` fragments."""
-        parts = [b'{"query":', query.model_dump_json(exclude_unset=True).encode(), b',"candidates":[']
-        # every hit's fields are read first, as ``search`` does: reading them interleaved with the stored
-        # documents crashed the JVM (SIGSEGV in Document.get) with 16 threads searching at once
-        for n, (docid, score, document) in enumerate(self.search(query.text, k)):
-            parts += (b',{"docid":' if n else b'{"docid":', to_json(docid), b',"score":', to_json(score),
-                      b',"doc":', self._doc_json(docid, document), b"}")
-        parts.append(b"]}")
-        return b"".join(parts)
+        writes (tests/test_lucene.py), built from cached per-segment fragments."""
+        return self._json(query.model_dump_json(exclude_unset=True).encode(),
+                          search_hits(self._load().object, query.text, k))
+
+    def submit_json(self, query: Query, k: int) -> Future[bytes]:
+        """``retrieve_json(query, k)`` as a future, searched together with the queries submitted meanwhile
+        (:class:`~ragnarok.retrieve.batcher.SearchBatcher`): what ``POST /v1/retrieve`` awaits."""
+        query_json = query.model_dump_json(exclude_unset=True).encode()
+        return self._batcher().submit(query.text, k, lambda hits: self._json(query_json, hits))
+
+    def _batcher(self) -> SearchBatcher:
+        with self._batch_lock:
+            if self._batch is None:
+                self._batch = SearchBatcher(
+                    lambda text, k: search_hits(self._load().object, text, k),
+                    lambda texts, k: batch_search_hits(self._load().object, texts, k, self.search_threads),
+                    workers=2, max_batch=self.max_batch, name=self.name)
+            return self._batch
+
+    def close(self) -> None:
+        """Stop the batcher's threads (the searcher stays usable in this thread)."""
+        with self._batch_lock:
+            if self._batch is not None:
+                self._batch.close()
 
     def batch_search(self, queries: dict[str, str], k: int, threads: int = 2) -> dict[str, list[tuple[str, float]]]:
         """Many queries at once (for TREC runs), with Anserini's own thread pool."""
         qids = list(queries)
-        results = self._load().batch_search([queries[q] for q in qids], qids, k, threads)
-        return {qid: [(h.docid, h.score) for h in results.get(qid, [])] for qid in qids}
+        hits = batch_search_hits(self._load().object, [queries[q] for q in qids], k, threads)
+        return {qid: [(docid, score) for _, score, docid in rows] for qid, rows in zip(qids, hits, strict=True)}
