@@ -80,9 +80,14 @@ class LuceneSearcher:
         self.object.close()
 
 
+def _rows(hits: Any) -> list[Hit]:
+    """Anserini ``ScoredDoc`` objects (one JNI call per field) as tuples."""
+    return [(hit.lucene_docid, hit.score, hit.docid) for hit in hits or []]
+
+
 def search_hits(searcher: Any, q: str, k: int) -> list[Hit]:
     """The top ``k`` of one query on a Java ``SimpleSearcher`` (ours or pyserini's ``.object``)."""
-    return [(hit.lucene_docid, hit.score, hit.docid) for hit in searcher.search(q, int(k))]
+    return _rows(searcher.search(q, int(k)))
 
 
 _mapper: Any = None
@@ -126,7 +131,7 @@ def batch_search_hits(searcher: Any, queries: list[str], k: int, threads: int) -
     mapper = _json_mapper()
     if not mapper:
         by_qid = {entry.getKey(): entry.getValue() for entry in results.entrySet().toArray()}
-        return [[(h.lucene_docid, h.score, h.docid) for h in by_qid.get(str(n)) or []] for n in range(len(queries))]
+        return [_rows(by_qid.get(str(n))) for n in range(len(queries))]
     by_qid = json.loads(mapper.writeValueAsString(results))
     out = []
     for n in range(len(queries)):

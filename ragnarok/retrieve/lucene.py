@@ -81,7 +81,7 @@ class LuceneRetriever:
     max_batch: int = 32  # queries the batcher sends to one batch_search at the most
     _searcher: Any = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
-    # Lucene docid -> the candidate's JSON around its score (see ``_entries``)
+    # Lucene docid -> the candidate's JSON around its score (see ``_json``)
     _docs: dict[int, tuple[bytes, bytes]] = field(default_factory=dict, init=False, repr=False)
     _docs_bytes: int = field(default=0, init=False, repr=False)
     _batch: SearchBatcher | None = field(default=None, init=False, repr=False)
@@ -135,31 +135,24 @@ class LuceneRetriever:
         ]
         return Request(query=query, candidates=candidates)
 
-    def _entries(self, hits: Sequence[Hit]) -> list[tuple[tuple[bytes, bytes], float]]:
-        """Each hit's cached JSON around its score, ``(b'{"docid":...,"score":', b',"doc":{...}}')``, keyed by
-        its Lucene docid: a hit seen before costs no stored-field read, no JSON parse and no pydantic model.
-        Stored documents are read after the search, by Lucene docid (reading each hit's stored document while
-        walking the hits crashed the JVM, SIGSEGV in Document.get, with 16 threads searching at once)."""
-        docs, rows, missing = self._docs, [], []
-        for number, score, docid in hits:
-            entry = docs.get(number)
+    def _json(self, query_json: bytes, hits: Sequence[Hit]) -> bytes:
+        """The answer's JSON from each hit's cached fragments around its score, ``b'{"docid":...,"score":'`` and
+        ``b',"doc":{...}}'``, keyed by Lucene docid: a hit seen before costs no stored-field read, no JSON parse
+        and no pydantic model. Stored documents are read after the search, by Lucene docid (reading each hit's
+        stored document while walking the hits crashed the JVM, SIGSEGV in Document.get, with 16 threads)."""
+        docs = self._docs
+        entries = [docs.get(number) for number, _, _ in hits]
+        for row, entry in enumerate(entries):
             if entry is None:
-                missing.append((len(rows), number, docid))
-            rows.append((entry, score))
-        if missing:
-            java = self._load().object
-            for row, number, docid in missing:
-                doc = doc_from_raw(java.doc_raw(number)).model_dump_json(exclude_unset=True).encode()
-                entry = (b'{"docid":' + to_json(docid) + b',"score":', b',"doc":' + doc + b"}")
-                rows[row] = (entry, rows[row][1])
+                number, _, docid = hits[row]
+                doc = doc_from_raw(self._load().object.doc_raw(number)).model_dump_json(exclude_unset=True).encode()
+                entries[row] = entry = (b'{"docid":' + to_json(docid) + b',"score":', b',"doc":' + doc + b"}")
                 size = len(entry[0]) + len(entry[1]) + 64
                 if self._docs_bytes + size <= self.doc_cache_bytes:
                     docs[number] = entry
                     self._docs_bytes += size
-        return rows  # type: ignore[return-value]
-
-    def _json(self, query_json: bytes, hits: Sequence[Hit]) -> bytes:
-        body = b",".join(prefix + to_json(score) + suffix for (prefix, suffix), score in self._entries(hits))
+        body = b",".join(entry[0] + to_json(score) + entry[1]  # type: ignore[index]
+                         for entry, (_, score, _) in zip(entries, hits, strict=True))
         return b'{"query":' + query_json + b',"candidates":[' + body + b"]}"
 
     def retrieve_json(self, query: Query, k: int) -> bytes:
