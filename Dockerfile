@@ -1,4 +1,7 @@
-# The R service on the embedded demo collection: docker build -t ragnarok . && docker run -p 8000:8000 ragnarok
+# The R service on the embedded demo collection:
+#   docker build -t ragnarok . && docker run -p 127.0.0.1:8000:8000 ragnarok
+# It listens on 0.0.0.0 inside the container (--insecure-open): publish it on loopback as above, or run it with
+# -e RAGNAROK_AUTH=keys and keys made with `docker exec CONTAINER ragnarok keys create ...` (README: Deploying).
 FROM python:3.11-slim
 
 ENV PYTHONUNBUFFERED=1 \
@@ -23,4 +26,4 @@ RUN ragnarok index --demo
 
 EXPOSE 8000
 HEALTHCHECK CMD python -c "import httpx; httpx.get('http://127.0.0.1:8000/healthz').raise_for_status()"
-CMD ["ragnarok", "serve"]
+CMD ["ragnarok", "serve", "--insecure-open"]

@@ -7,8 +7,13 @@ answer (``responses=errors(...)``). No message quotes more than a few hundred ch
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import os
+import re
+import sys
 from typing import Any
+from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -16,11 +21,13 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from api.body import BodyLimit
+from ragnarok.auth.meter import CallLimitReached
 from ragnarok.cancel import ClientDisconnected, DeadlineExceeded, ShuttingDown
 from ragnarok.generate.base import GenerationError, GeneratorUnavailable
 from ragnarok.gateway import StageError
 from ragnarok.java import JavaNotFoundError
 from ragnarok.quoting import QUOTE_CHARS, quote, shorten
+from ragnarok.redact import redact
 from ragnarok.spec import SpecError
 from ragnarok.registry import ComponentArgumentError, UnknownComponentError
 from ragnarok.rerank.base import RerankError, RerankerUnavailable
@@ -29,6 +36,7 @@ from ragnarok.retrieve.building import IndexBuilding
 from ragnarok.retrieve.dense import DenseIndexNotFoundError
 from ragnarok.retrieve.lucene import IndexNotFoundError
 from ragnarok.retrieve.remote import RemoteRetrievalError
+from ragnarok.settings import Settings, get_settings
 
 log = logging.getLogger(__name__)
 
@@ -92,8 +100,98 @@ def _short(detail: Any) -> Any:
     return detail
 
 
-def _json(status: int, detail: object) -> JSONResponse:
-    return JSONResponse(status_code=status, content={"detail": _short(detail)})
+#: Environment variables whose value, when it is a path or a URL, an error body never shows (besides the
+#: configured paths and URLs, and the keys :func:`ragnarok.redact.redact` masks): the Hugging Face and torch
+#: caches and endpoints, and any the messages of a library might quote.
+_PATH_VALUE = re.compile(r"^(?:[~/]|[A-Za-z]:[\\/]|[A-Za-z][A-Za-z0-9+.-]*://)")
+
+
+def _server_values(settings: Settings) -> list[tuple[str, str]]:
+    """``(value, placeholder)`` for what an error body must not show: the server's paths (data dir, home, index
+    sources, model directories, the encoder cache, the Python environment), its internal URLs (the R and AG
+    services, every generator's endpoint, remote indexes, RankZephyr, the model hub, the database, the rate
+    limit storage) and the values of environment variables that are paths or URLs."""
+    out: list[tuple[str, str]] = []
+
+    def add(value: object, label: str) -> None:
+        text = str(value or "").strip()
+        if len(text) < 4 or text in {"/", "~"}:
+            return
+        if "://" in text:  # a URL: its address, and its host and port alone
+            text = text.rstrip("/")
+            out.append((text, label))
+            parts = urlsplit(text)
+            if parts.scheme and parts.netloc:
+                out.append((f"{parts.scheme}://{parts.netloc}", label))
+                host = parts.netloc.rpartition("@")[2]  # credentials go with the whole address above
+                if len(host) >= 4:
+                    out.append((host, label))
+            return
+        with contextlib.suppress(OSError, ValueError):
+            if _PATH_VALUE.match(text) or text.startswith(".") or os.path.exists(text):  # a path: as written,
+                for form in (text, os.path.expanduser(text), os.path.realpath(os.path.expanduser(text))):
+                    if len(form) >= 4 and (form == text or _PATH_VALUE.match(form)):  # expanded, resolved
+                        out.append((form, label))
+
+    add(settings.data_dir, "<data dir>")
+    for name, source in settings.index_sources().items():
+        add(source, f"<index {name}>")
+    for setting in ("monot5_model", "cross_encoder_model"):
+        add(getattr(settings, setting), f"<{setting.removesuffix('_model').replace('_', '-')} model>")
+    for name, value in settings.rerank_models.items():
+        add(value, f"<model {name}>")
+    add(settings.encoder_cache_dir, "<encoder cache dir>")
+    add(settings.retrieval_url, "<retrieval service>")
+    add(settings.generation_url, "<generation service>")
+    add(settings.rankzephyr_url, "<rankzephyr endpoint>")
+    add(settings.database_url, "<database>")
+    if not settings.rate_limit_storage.startswith("memory://"):
+        add(settings.rate_limit_storage, "<rate limit storage>")
+    for name, config in settings.generator_configs().items():
+        add(config.base_url, f"<generator {name}'s endpoint>")
+        add(config.model_path, f"<generator {name}'s model>")
+    add(os.environ.get("HF_ENDPOINT") or "https://huggingface.co", "<model hub>")
+    add(sys.prefix, "<python env>")
+    add(os.getcwd(), "<working dir>")
+    add(os.path.expanduser("~"), "<home>")
+    for name, value in sorted(os.environ.items()):
+        if _PATH_VALUE.match(value.strip()):
+            add(value, f"<env {name}>")
+    return out
+
+
+def scrub(detail: Any, settings: Settings | None = None) -> Any:
+    """``detail`` (a message, or a list or object of them) with every server path, internal URL and environment
+    value of :func:`_server_values` replaced by its placeholder (``<data dir>``, ``<index demo>``,
+    ``<generator gpt-4o's endpoint>``; longest first, in one pass) and every configured key masked: what error
+    bodies show. Logs keep the full detail."""
+    found: dict[str, str] = {}
+    for value, label in _server_values(settings or get_settings()):
+        found.setdefault(value, label)
+    pattern = re.compile("|".join(re.escape(v) for v in sorted(found, key=len, reverse=True))) if found else None
+
+    def clean(item: Any) -> Any:
+        if isinstance(item, str):
+            item = redact(item)
+            return pattern.sub(lambda m: found[m.group(0)], item) if pattern else item
+        if isinstance(item, dict):
+            return {key: clean(value) for key, value in item.items()}
+        if isinstance(item, list):
+            return [clean(value) for value in item]
+        return item
+
+    return clean(detail)
+
+
+def _json(status: int, detail: object, request: Request | None = None) -> JSONResponse:
+    """The error response: ``detail`` cut short and scrubbed of server paths, URLs and environment values (with
+    the settings of the app that answers ``request``); the full detail goes to the log when that changed it."""
+    settings = getattr(request.app.state, "settings", None) if request is not None else None
+    short = _short(detail)
+    shown = scrub(short, settings)
+    if shown != short:
+        log.info("error %d (its body scrubbed of server paths and URLs): %s", status, redact(str(detail))[:2000])
+    return JSONResponse(status_code=status, content={"detail": shown})
 
 
 def _loc(part: Any) -> str | int:
@@ -115,36 +213,36 @@ def install_error_handlers(app: FastAPI, max_body_bytes: int) -> None:
 
     @app.exception_handler(RequestValidationError)
     async def _validation(_: Request, exc: RequestValidationError) -> JSONResponse:
-        return _json(422, [_validation_item(e) for e in exc.errors()[:50]])
+        return _json(422, [_validation_item(e) for e in exc.errors()[:50]], _)
 
     @app.exception_handler(BadInput)
     async def _bad_input(_: Request, exc: BadInput) -> JSONResponse:
-        return _json(exc.status_code, str(exc))
+        return _json(exc.status_code, str(exc), _)
 
     @app.exception_handler(IndexNotFoundError)
     async def _no_index(_: Request, exc: IndexNotFoundError) -> JSONResponse:
-        return _json(503, f"{exc}; build it with `ragnarok index`")
+        return _json(503, f"{exc}; build it with `ragnarok index`", _)
 
     @app.exception_handler(RerankError)
     async def _rerank(_: Request, exc: RerankError) -> JSONResponse:
         return _json(504 if exc.timeout else 502, {"reranker": exc.reranker, "error": exc.cause,
-                                                    "message": str(exc)})
+                                                    "message": str(exc)}, _)
 
     @app.exception_handler(GenerationError)
     async def _generation(_: Request, exc: GenerationError) -> JSONResponse:
         return _json(504 if exc.timeout else 502, {"generator": exc.generator, "error": exc.cause,
-                                                    "message": str(exc)})
+                                                    "message": str(exc)}, _)
 
     @app.exception_handler(StageError)
     async def _stage(_: Request, exc: StageError) -> JSONResponse:
-        response = _json(exc.status, {"stage": exc.stage, "error": exc.detail})
+        response = _json(exc.status, {"stage": exc.stage, "error": exc.detail}, _)
         if exc.retry_after:
             response.headers["Retry-After"] = exc.retry_after
         return response
 
     @app.exception_handler(IndexBuilding)
     async def _building(_: Request, exc: IndexBuilding) -> JSONResponse:
-        response = _json(503, str(exc))
+        response = _json(503, str(exc), _)
         response.headers["Retry-After"] = str(exc.retry_after_s)
         return response
 
@@ -155,7 +253,7 @@ def install_error_handlers(app: FastAPI, max_body_bytes: int) -> None:
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:
         # a bug: still JSON, never the input or a traceback; the traceback goes to the log
         log.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
-        return _json(500, f"internal error ({type(exc).__name__}); it has been logged")
+        return _json(500, f"internal error ({type(exc).__name__}); it has been logged", request)
 
 
 #: Errors whose message is the whole answer, by status: the request names something that does not exist
@@ -173,11 +271,12 @@ MESSAGE_STATUS: dict[type[Exception], int] = {
     DeadlineExceeded: 504,  # no answer within the request's deadline
     ShuttingDown: 503,
     ClientDisconnected: 499,  # nobody reads it: the client has gone
+    CallLimitReached: 429,  # a backend call past what the request reserved (api/auth.py)
 }
 
 
 def _message_handler(status: int) -> Any:
     async def handler(_: Request, exc: Exception) -> JSONResponse:
-        return _json(status, str(exc))
+        return _json(status, str(exc), _)
 
     return handler

@@ -7,11 +7,15 @@ from contextlib import asynccontextmanager
 
 import anyio.to_thread
 import httpx
-from fastapi import FastAPI
+from fastapi import Depends, FastAPI
+from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
+from api.auth import Auth, AuthMiddleware, needs
 from api.errors import install_error_handlers
 from api.routes import evaluate, generate, health, rag, rerank, retrieve, stages
+from api.shutdown import ShutdownAnswer
 from api.timing import ServerTiming
+from ragnarok.auth.principal import Principal, forwarded_credentials
 from ragnarok.cancel import InFlight
 from ragnarok.gateway import Services
 from ragnarok.judge.cache import JudgeCache
@@ -22,8 +26,9 @@ from ragnarok.retrieve.service import RerankService, RetrievalService
 from ragnarok.settings import Settings, get_settings
 
 
-def create_app(settings: Settings | None = None, arena: bool = True) -> FastAPI:
-    """The API; with ``arena`` (the default) the Gradio arena is mounted at ``/arena``."""
+def create_app(settings: Settings | None = None, arena: bool = True, principal: Principal | None = None) -> FastAPI:
+    """The API; with ``arena`` (the default) the Gradio arena is mounted at ``/arena``. ``principal``: every
+    request runs as it, keys or not (the operator's commands running the app in process pass ``LOCAL``)."""
     settings = settings or get_settings()
     app = FastAPI(
         title="ragnarok",
@@ -42,13 +47,19 @@ def create_app(settings: Settings | None = None, arena: bool = True) -> FastAPI:
     app.state.inflight = InFlight()  # cancel tokens of the CPU work in progress (cancelled on shutdown)
     install_error_handlers(app, settings.max_body_bytes)
     app.add_middleware(ServerTiming)
+    app.add_middleware(ShutdownAnswer)  # requests cut off by shutdown: the JSON 503 (api/shutdown.py)
+    app.state.auth = Auth(settings, default=principal)
+    app.add_middleware(AuthMiddleware, auth=app.state.auth)  # keys, rates and the spend meter (api/auth.py)
+    # the client's address: X-Forwarded-For believed from the trusted proxies only (uvicorn's own is off)
+    app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.trusted_proxy_list())
+    # the scope each router's routes need with keys (api/auth.py); /v1/write and /v1/segments declare their own
     app.include_router(health.router)
-    app.include_router(retrieve.router)
-    app.include_router(rerank.router)
-    app.include_router(generate.router)
-    app.include_router(rag.router)
+    app.include_router(retrieve.router, dependencies=[Depends(needs("retrieve"))])
+    app.include_router(rerank.router, dependencies=[Depends(needs("retrieve"))])
+    app.include_router(generate.router, dependencies=[Depends(needs("generate"))])
+    app.include_router(rag.router, dependencies=[Depends(needs("retrieve", "generate"))])
     app.include_router(stages.router)
-    app.include_router(evaluate.router)
+    app.include_router(evaluate.router, dependencies=[Depends(needs("evaluate"))])
     if arena:
         from webui.app import mount  # noqa: PLC0415 - Gradio loads only when the arena is served
 
@@ -74,7 +85,12 @@ def _services(app: FastAPI, settings: Settings) -> Services:
     local = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://ragnarok.local",
                               timeout=settings.gateway_timeout_s)
 
+    async def forward_key(request: httpx.Request) -> None:  # the caller's key goes on to the remote service
+        if (credentials := forwarded_credentials()) and "authorization" not in request.headers:
+            request.headers["authorization"] = credentials
+
     def client(url: str | None) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=url, timeout=settings.gateway_timeout_s) if url else local
+        return httpx.AsyncClient(base_url=url, timeout=settings.gateway_timeout_s,
+                                 event_hooks={"request": [forward_key]}) if url else local
 
     return Services(retrieval=client(settings.retrieval_url), generation=client(settings.generation_url))

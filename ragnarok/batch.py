@@ -19,7 +19,9 @@ def local_services(settings: Settings) -> tuple[Services, Any]:
     """Clients for R and AG: remote URLs from settings, else an app in this process."""
     from api.main import create_app  # noqa: PLC0415 - the API layer is only needed here
 
-    app = create_app(settings, arena=False)
+    from ragnarok.auth.principal import LOCAL  # noqa: PLC0415
+
+    app = create_app(settings, arena=False, principal=LOCAL)  # the operator's own command: no keys, no bounds
     return app.state.services, app
 
 

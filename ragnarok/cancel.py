@@ -110,14 +110,22 @@ class InFlight:
             token.cancel(kind, message)
         return len(tokens)
 
+    @property
+    def closing(self) -> bool:
+        """Whether :meth:`cancel_all` was called (the server is shutting down)."""
+        return self._closing is not None
+
     def __len__(self) -> int:
         return len(self._tokens)
 
 
 async def run_watched(fn: Callable[[], T], token: CancelToken, *, timeout_s: float | None = None,
-                      disconnected: Callable[[], Awaitable[bool]] | None = None, poll_s: float = 0.1) -> T:
+                      disconnected: Callable[[], Awaitable[bool]] | None = None, poll_s: float = 0.1,
+                      limiter: anyio.CapacityLimiter | None = None) -> T:
     """``fn()`` in a worker thread under ``token``; the token is cancelled when ``timeout_s`` passes
-    (:class:`DeadlineExceeded`: "no answer within N s") or ``disconnected()`` turns true.
+    (:class:`DeadlineExceeded`: "no answer within N s") or ``disconnected()`` turns true. The thread is one of
+    ``limiter``'s (work that calls a backend: that backend's share, :attr:`Guard.callers`), else of anyio's
+    default limiter.
 
     Once the token is cancelled (by this watch or by anyone else, e.g. shutdown) its error is raised at once;
     work that checks the token stops at its next check, other work finishes in its thread unobserved.
@@ -139,7 +147,7 @@ async def run_watched(fn: Callable[[], T], token: CancelToken, *, timeout_s: flo
 
     async def work(scope: anyio.CancelScope) -> None:
         try:
-            outcome.append(await anyio.to_thread.run_sync(token.run, fn, abandon_on_cancel=True))
+            outcome.append(await anyio.to_thread.run_sync(token.run, fn, abandon_on_cancel=True, limiter=limiter))
         except Exception as exc:  # noqa: BLE001 - handed to the caller below, outside the task group
             failure.append(exc)
         scope.cancel()

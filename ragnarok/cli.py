@@ -9,6 +9,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ragnarok.auth.cli import keys_app
 from ragnarok.cli_errors import fails_cleanly
 from ragnarok.collection.cli import collection_app
 from ragnarok.judge import cli as judge_cli
@@ -26,8 +27,13 @@ def serve(
     port: Annotated[Optional[int], typer.Option(help="Port (default from settings).")] = None,
     no_dense: Annotated[bool, typer.Option("--no-dense", help="Skip the demo's dense (MiniLM) index.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", help="Show the JVM's and Anserini's log lines.")] = False,
+    insecure_open: Annotated[bool, typer.Option("--insecure-open", help="Serve on a non-loopback address "
+                                                "without API keys (RAGNAROK_AUTH=off): anyone who can reach "
+                                                "it can spend your backends.")] = False,
 ) -> None:
     """Start the API (R, AG and /rag) on the configured indexes, building the demo index on first use.
+
+    On an address other than loopback it needs RAGNAROK_AUTH=keys (ragnarok keys create), or --insecure-open.
 
     The server answers as soon as the demo's Lucene index exists; its dense (MiniLM) index is built in the
     background meanwhile (GET /v1/retrievers shows the progress; dense pipelines answer 503 until it is done).
@@ -39,14 +45,30 @@ def serve(
 
     set_verbose(verbose)
     settings = get_settings()
-    ensure_demo_index(settings)  # the Lucene index; the dense one is built in the background once serving
     host, port = host or settings.host, port or settings.port
+    if settings.auth != "keys" and not insecure_open and not is_loopback(host):
+        raise ValueError(f"refusing to serve on {host} without API keys: set RAGNAROK_AUTH=keys and make keys "
+                         "with `ragnarok keys create` (README: Deploying), or bind 127.0.0.1, or pass "
+                         "--insecure-open")
+    ensure_demo_index(settings)  # the Lucene index; the dense one is built in the background once serving
     _start_jvm_before_uvicorn()
     app = create_app(settings)
     if not no_dense:
         app.state.retrieval.build_dense(settings.demo_index_dir, "minilm")
     typer.echo(f"ragnarok serving at http://{host}:{port} (OpenAPI at /docs)", err=True)
     _serve(app, host, port, settings.shutdown_grace_s)
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is a loopback address (127.0.0.0/8, ::1) or ``localhost``."""
+    import ipaddress  # noqa: PLC0415
+
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 def _start_jvm_before_uvicorn() -> None:
@@ -70,8 +92,9 @@ def _serve(app: Any, host: str, port: int, grace_s: float) -> None:
             app.state.inflight.cancel_all()  # CPU work stops within one batch and answers 503
             super().handle_exit(sig, frame)
 
+    # proxy_headers off: the app believes X-Forwarded-For from RAGNAROK_TRUSTED_PROXIES only (api/main.py)
     server = Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
-                                   timeout_graceful_shutdown=grace_s))
+                                   timeout_graceful_shutdown=grace_s, proxy_headers=False))
     code = 1
     try:
         server.run()
@@ -309,6 +332,7 @@ def evaluate_run(
 
 
 app.add_typer(collection_app, name="collection")
+app.add_typer(keys_app, name="keys")
 app.add_typer(judge_cli.judge_app, name="judge")
 app.command("eval-rag")(judge_cli.eval_rag)
 app.command("optimize")(optimize_cli.optimize)

@@ -10,6 +10,7 @@ from ragnarok.generate.cohere_chat import CohereGenerator
 from ragnarok.generate.extractive import ExtractiveGenerator
 from ragnarok.generate.llama_cpp import LlamaCppGenerator
 from ragnarok.generate.openai_compat import OpenAIChatGenerator
+from ragnarok.model_paths import A_DIRECTORY, looks_like_path, model_dir
 from ragnarok.passage.base import PassageStage
 from ragnarok.passage.compress import Compress
 from ragnarok.passage.filters import Collapse, Cutoff, Percentile, Reorder, SimilarityCutoff
@@ -30,7 +31,7 @@ from ragnarok.rerank.pointwise import PointwiseReranker, resolve_checkpoint
 from ragnarok.rerank.rank_llm_adapter import MODELS as RANK_LLM_MODELS
 from ragnarok.rerank.rank_llm_adapter import RankLLMReranker
 from ragnarok.retrieve.bm25_args import parse_args as parse_bm25_args
-from ragnarok.retrieve.dense import DenseRetriever, resolve_model
+from ragnarok.retrieve.dense import PACKAGED, REMOTE_MODELS, DenseRetriever, download_refused, resolve_model
 from ragnarok.retrieve.lucene import LuceneRetriever
 from ragnarok.retrieve.remote import RemoteRetriever
 from ragnarok.settings import Settings
@@ -60,11 +61,61 @@ RETRIEVERS.register("bm25+rocchio", _lucene("rocchio"), "BM25 with Rocchio pseud
 RETRIEVERS.register("bm25+rm3", _lucene("rm3"), "BM25 with RM3 pseudo-relevance feedback")
 
 
+# -- what a request may name as a model (issue 24): configured names; paths only with allow_model_paths,
+# resolved by realpath (ragnarok/model_paths.py); a hub name loads from the local cache unless allow_downloads
+
+MODEL_ROLES = {"monot5": f"{MonoT5Reranker.kind} model", "crossencoder": f"{CrossEncoderReranker.kind} model",
+               "embedding": "embedding model", "dense": "embedding model"}
+
+
+def model_choices(base: str, settings: Settings) -> dict[str, str] | None:
+    """The names a request may give ``base`` (a reranker or retriever) as its model argument, name -> what it
+    loads; None for one that takes no model."""
+    if base == "monot5":
+        return {**MONOT5S, **settings.rerank_models}
+    if base == "crossencoder":
+        return {**CROSS_ENCODERS, **settings.rerank_models}
+    if base in ("embedding", "dense"):
+        return {**{name: name for name in PACKAGED}, **REMOTE_MODELS}
+    return None
+
+
+def _configured_default(base: str, settings: Settings) -> str | None:
+    return {"monot5": settings.monot5_model, "crossencoder": settings.cross_encoder_model}.get(base)
+
+
+def request_model_path(base: str, arg: str, settings: Settings) -> str | None:
+    """The realpath of the model directory that ``base:arg`` names when ``arg`` is a path rather than a
+    configured name; None when it is not a path (or is a configured one). A path is the one 404 of
+    :class:`ragnarok.model_paths.UnknownModelPath` unless ``allow_model_paths`` is on and it is a model directory
+    (without it the file system is not looked at)."""
+    choices = model_choices(base, settings)
+    if choices is None or not arg or not looks_like_path(arg) or arg in choices or arg in choices.values() \
+            or arg == _configured_default(base, settings):
+        return None
+    return model_dir(MODEL_ROLES[base], arg, list(choices), settings.allow_model_paths)
+
+
+def _embedding_model(base: str, arg: str, settings: Settings) -> tuple[str, bool]:
+    """``(the model to load, whether it is a request-named directory)`` for ``embedding:arg`` / ``dense:arg``:
+    a configured name or a path (:func:`request_model_path`); anything else is a 404, refused before anything
+    loads."""
+    if (real := request_model_path(base, arg, settings)) is not None:
+        return real, True
+    choices = model_choices(base, settings) or {}
+    if arg not in choices and arg not in choices.values():
+        raise UnknownComponentError(MODEL_ROLES[base], arg,
+                                    [*choices, *([A_DIRECTORY] if settings.allow_model_paths else [])])
+    resolve_model(arg)  # the packaged MiniLM: its package is installed
+    return arg, False
+
+
 def _dense(name: str, source: str, settings: Settings, arg: str | None = None) -> Retriever:
     if source.startswith(("http://", "https://", "prebuilt:")):
         raise UnknownComponentError("retriever", name, ["dense needs a local index (built with --dense)"])
-    resolve_model(arg or "minilm")  # an unknown model is refused here, before anything loads
-    return DenseRetriever(name, source, arg or "minilm")
+    model, _ = _embedding_model("dense", arg or "minilm", settings)
+    # a hub model not in the local cache: 503 once its dense index is found, unless allow_downloads
+    return DenseRetriever(name, source, model, allow_downloads=settings.allow_downloads)
 
 
 RETRIEVERS.register("dense", _dense, "dense retrieval: dense:MODEL (minilm offline; arctic-l, gte-l online)")
@@ -123,16 +174,18 @@ def _rank_llm_only(kind: str):
 
 
 def _pointwise(cls: type[PointwiseReranker], known: dict[str, str], setting: str):
-    """``NAME`` loads ``settings.<setting>``; ``NAME:ARG`` a known or configured checkpoint, or a local
-    directory (never a name a request made up: nothing is downloaded for it). A checkpoint that is missing
-    here is a 422 saying what is missing; one of another architecture a 422 naming it."""
+    """``NAME`` loads ``settings.<setting>``; ``NAME:ARG`` a known or configured checkpoint, or, with
+    ``allow_model_paths``, a local directory (never a name a request made up). Nothing is downloaded unless
+    ``allow_downloads``. A checkpoint that is missing here is a 422 saying what is missing; one of another
+    architecture a 422 naming it."""
 
     def factory(settings: Settings, arg: str | None = None) -> Reranker:
         name = cls.name if arg is None else f"{cls.name}:{arg}"
-        checkpoint = getattr(settings, setting) if arg is None else \
-            resolve_checkpoint(cls.kind, arg, {**known, **settings.rerank_models})
+        default = getattr(settings, setting)
+        checkpoint = default if arg is None or arg == default else \
+            resolve_checkpoint(cls.kind, arg, {**known, **settings.rerank_models}, settings.allow_model_paths)
         reranker = cls(name=name, checkpoint=checkpoint, batch_size=settings.pointwise_batch_size,
-                       device=settings.pointwise_device)
+                       device=settings.pointwise_device, allow_downloads=settings.allow_downloads)
         if reason := reranker.availability():
             where = f" (RAGNAROK_{setting.upper()})" if arg is None else ""
             raise RerankerUnavailable(f"{name} cannot run here: {reason}{where}")
@@ -143,15 +196,19 @@ def _pointwise(cls: type[PointwiseReranker], known: dict[str, str], setting: str
 
 
 def _embedding(settings: Settings, arg: str | None = None) -> Reranker:
-    resolve_model(arg or "minilm")  # an unknown model is refused here, before anything loads
-    return EmbeddingReranker(model=arg or "minilm")
+    model, path = _embedding_model("embedding", arg or "minilm", settings)
+    if not path:  # one spelling per model, so one shared encoder (all-MiniLM-L6-v2 is minilm)
+        model = "minilm" if model in PACKAGED else next((k for k, v in REMOTE_MODELS.items() if v == model), model)
+    if not settings.allow_downloads and (refused := download_refused(model)):
+        raise RerankerUnavailable(refused)  # a hub model not in the local cache: nothing is fetched
+    return EmbeddingReranker(model=model, own_encoder=path)
 
 
 def _mmr(settings: Settings, arg: str | None = None) -> Reranker:
     if arg is None:
         return MMRReranker()
-    try:
-        lambda_ = float(arg)
+    try:  # ASCII only: float() also reads other scripts' digits ("０.５")
+        lambda_ = float(arg) if arg.isascii() else math.nan
     except ValueError:
         lambda_ = math.nan
     if not 0.0 <= lambda_ <= 1.0:  # NaN fails too

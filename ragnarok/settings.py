@@ -58,7 +58,7 @@ class Settings(BaseSettings):
     rankzephyr_url: str | None = Field(None, description="OpenAI-compatible (vLLM) URL serving RankZephyr.")
     monot5_model: str = Field("castorini/monot5-base-msmarco-10k", description="What the `monot5` reranker "
                               "loads: a local model directory or a Hugging Face name (from the local cache; "
-                              "downloaded on first use only when online and HF_HUB_OFFLINE is unset).")
+                              "downloaded on first use only with allow_downloads, online, HF_HUB_OFFLINE unset).")
     cross_encoder_model: str = Field("cross-encoder/ms-marco-MiniLM-L-6-v2", description="What the "
                                      "`crossencoder` reranker loads (a local directory or a Hugging Face name).")
     rerank_models: dict[str, str] = Field(
@@ -109,7 +109,9 @@ class Settings(BaseSettings):
     database_url: str | None = Field(
         default=None, description="The arena's vote log: a SQLite or PostgreSQL URL (postgresql://user@host/db "
         "needs the 'postgres' extra); default SQLite arena.db in data_dir.")
-    arena_pool: list[str] = Field(default_factory=list, description="Arena pipeline specs (default: all).")
+    arena_pool: list[str] = Field(default_factory=list, description="Arena pipeline specs (default: every "
+                                  "available retriever x generator that costs nothing; a paid generator is drawn "
+                                  "only when a spec here uses it).")
     arena_time_budget_s: float = Field(
         30.0, gt=0, description="The arena's target time for a battle: a pool pipeline whose recent median "
         "latency is above it is drawn less often (weight (budget/latency)^2) and left out of blinded "
@@ -118,7 +120,41 @@ class Settings(BaseSettings):
                                  "listed as provisional, without a rank, a rating or an interval.")
     arena_votes_per_minute: int = Field(
         30, ge=1, description="Arena votes recorded per client address in any minute (the TCP peer; behind a "
-        "reverse proxy on another host, list it in uvicorn's FORWARDED_ALLOW_IPS so its X-Forwarded-For counts).")
+        "reverse proxy, list it in trusted_proxies so its X-Forwarded-For counts).")
+    # -- on a network (issue 24): keys, spend bounds, the public arena, what a request may name --
+    auth: Literal["off", "keys"] = Field(
+        "off", description="`keys`: every route but /healthz, /docs and /openapi.json needs `Authorization: "
+        "Bearer KEY` (ragnarok keys create). `ragnarok serve` refuses a non-loopback host while this is `off` "
+        "unless given --insecure-open.")
+    auth_cache_s: float = Field(1.0, ge=0, le=60, description="How long a key's record (scopes, expiry, "
+                                "revocation) is reused in memory before the database is read again: a "
+                                "revocation reaches every worker and instance within this time (0: every "
+                                "request reads the database).")
+    max_calls_per_request: int = Field(64, ge=1, description="The most backend (LLM) calls one request may make "
+                                       "in the worst case, retries included, computed from its body before "
+                                       "anything runs: more is a 413 naming the count.")
+    rate_limit_storage: str = Field("memory://", description="Where per-key requests-per-minute and the arena's "
+                                    "battles-per-minute are counted: a `limits` storage URI (memory:// per "
+                                    "process; redis://HOST:PORT shared by every instance).")
+    trusted_proxies: str = Field("", description="Comma-separated addresses (or CIDR networks) of reverse "
+                                 "proxies whose X-Forwarded-For is believed; from any other peer the header is "
+                                 "ignored (default: none).")
+    allow_model_paths: bool = Field(False, description="Let a request name a local model directory "
+                                    "(crossencoder:/models/x, monot5:/models/y, embedding:DIR); off: only "
+                                    "configured names. Paths are resolved with realpath and the loaded models "
+                                    "kept in a bounded LRU (model_cache_max, model_cache_max_mb).")
+    allow_downloads: bool = Field(False, description="Let a request make the server download a model from a "
+                                  "model hub (off: only models already on disk load; nothing is fetched).")
+    model_cache_max: int = Field(4, ge=1, description="Request-named models (allow_model_paths) kept loaded at "
+                                 "most, least recently used dropped first.")
+    model_cache_max_mb: int = Field(2048, ge=1, description="Their size on disk in all at most (MB).")
+    arena_battles_per_minute: int = Field(6, ge=1, description="Arena battles one client address may start in "
+                                          "any minute.")
+    arena_calls_per_day: int = Field(500, ge=0, description="Backend (LLM) calls the whole arena may make in a "
+                                     "UTC day, reserved from each battle's worst case before it runs; a battle "
+                                     "that would pass it is refused.")
+    arena_api_key_env: str = Field("RAGNAROK_ARENA_KEY", description="`python -m webui --rag-url ...`: the "
+                                   "environment variable holding the key the arena sends to a gateway with keys.")
     openai_api_key_env: str = "OPENAI_API_KEY"
     cohere_api_key_env: str = "COHERE_API_KEY"
 
@@ -143,6 +179,10 @@ class Settings(BaseSettings):
                             description="Cohere Command R+ with document grounding"),
         ]
         return {c.name: c for c in [*defaults, *self.generators]}
+
+    def trusted_proxy_list(self) -> list[str]:
+        """``trusted_proxies`` as a list (empty: X-Forwarded-For is never believed)."""
+        return [p.strip() for p in self.trusted_proxies.split(",") if p.strip()]
 
     @property
     def demo_index_dir(self) -> Path:

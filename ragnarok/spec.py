@@ -19,7 +19,8 @@ Grammar (whitespace is free)::
     generate := NAME (":" TEMPLATE)?                  the last stage, when it names a generator
 
 A reranker always carries its depth (``@20``), so the last stage is the generator when it has none.
-Parse errors name the offending token and point at it with a caret (quoting at most ~200 characters).
+Parse errors name the offending token and point at it with a caret (quoting at most ~200 characters). Names
+and numbers are ASCII: a digit of another script (``bm25@１０``, ``bm25@١٠``) is an unexpected character.
 
 Bounds, so that no spec can cost more than a reasonable pipeline: at most ``MAX_SPEC_CHARS`` characters,
 depths from 1 to ``max_depth`` (the API passes its ``max_k``), fusions nested at most ``MAX_NESTING`` deep,
@@ -49,7 +50,9 @@ MAX_RERANKS = 8
 MAX_QUERY_STAGES = 2
 MAX_GENERATED = 8  # queries one query stage writes (multiquery:GEN:N)
 MAX_QUERIES = 16  # queries retrieved in all, the original included
-_TOKEN = re.compile(r"\s*(?:(?P<num>\d+(?:\.\d+)?)(?![A-Za-z_])|(?P<name>[A-Za-z_][\w.+\-]*|\d[\w.+\-]*)|(?P<sym>[()|,@:~=>]))")
+# names and numbers in ASCII (Python's \d and \w match other scripts' digits, which int() reads)
+_TOKEN = re.compile(r"\s*(?:(?P<num>[0-9]+(?:\.[0-9]+)?)(?![A-Za-z_])"
+                    r"|(?P<name>[A-Za-z_][A-Za-z0-9_.+\-]*|[0-9][A-Za-z0-9_.+\-]*)|(?P<sym>[()|,@:~=>]))")
 
 
 class SpecError(ValueError):
@@ -170,7 +173,9 @@ class _Parser:
             m = _TOKEN.match(spec, pos)
             if not m:
                 bad = len(spec[pos:]) - len(spec[pos:].lstrip())
-                raise SpecError(spec, pos + bad, f"unexpected character {spec[pos + bad]!r}")
+                char = spec[pos + bad]
+                raise SpecError(spec, pos + bad, f"unexpected character {char!r}"
+                                + ("" if char.isascii() else " (names and numbers are ASCII)"))
             kind = m.lastgroup or "sym"
             self.tokens.append((kind, m.group(kind), m.start(kind)))
             pos = m.end()

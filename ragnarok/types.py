@@ -4,14 +4,52 @@
 [{"docid", "score", "doc": {...}}]}``): a file written by rank_llm loads here and dumps back unchanged
 (``Request.model_validate_json(s).to_json() == s`` for compact JSON), and ours load in rank_llm.
 ``RagAnswer`` is the TREC RAG answer format; ``word_count`` is the one definition of ``response_length``.
+
+Input is taken as the JSON type it is: a number is not read from a string (``"5"``) or a boolean (``true``),
+and an id from a boolean or a float; ids (``qid``, ``topic_id``) have at most ``MAX_ID_CHARS`` characters.
 """
 
 from __future__ import annotations
 
 import json
 import unicodedata
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
+
+#: An id (a query's ``qid``, an answer's ``topic_id``) has at most this many characters.
+MAX_ID_CHARS = 256
+
+
+def _refusing(kinds: tuple[type, ...], error: str, message: str) -> BeforeValidator:
+    """Refuse values of ``kinds`` rather than convert them (pydantic's lax mode reads ``true`` as 1 and ``"5"``
+    as 5); everything else is validated as usual."""
+
+    def check(value: Any) -> Any:
+        if isinstance(value, kinds):
+            raise PydanticCustomError(error, message)
+        return value
+
+    return BeforeValidator(check)
+
+
+def _short_id(value: str | int) -> str | int:
+    if isinstance(value, str) and len(value) > MAX_ID_CHARS:
+        raise PydanticCustomError("string_too_long", "String should have at most {max_length} characters",
+                                  {"max_length": MAX_ID_CHARS})
+    return value
+
+
+#: An integer: not a boolean, not a string of digits.
+Integer = Annotated[int, _refusing((bool, str), "int_type", "Input should be a valid integer")]
+#: A number, integer or not: not a boolean, not a string.
+Number = Annotated[float, _refusing((bool, str), "float_type", "Input should be a valid number")]
+#: An id given as a string (at most MAX_ID_CHARS characters) or an integer: not a boolean, not a float.
+Id = Annotated[str | int, _refusing((bool, float), "id_type", "Input should be a string or an integer"),
+               AfterValidator(_short_id)]
+#: A bounded string id.
+ShortStr = Annotated[str, Field(max_length=MAX_ID_CHARS)]
 
 
 def word_count(text: str) -> int:
@@ -44,7 +82,7 @@ class _Model(BaseModel):
 
 class Query(_Model):
     text: str
-    qid: str | int = ""
+    qid: Id = ""
 
 
 class Doc(_Model):
@@ -56,13 +94,13 @@ class Doc(_Model):
     title: str | None = None
     url: str | None = None
     headings: str | None = None
-    start_char: int | None = None
-    end_char: int | None = None
+    start_char: Integer | None = None
+    end_char: Integer | None = None
 
 
 class Candidate(_Model):
     docid: str
-    score: float
+    score: Number
     doc: Doc = Field(default_factory=Doc)
 
 
@@ -75,16 +113,16 @@ class Request(_Model):
 
 class CitedSentence(_Model):
     text: str
-    citations: list[int] = Field(default_factory=list)
+    citations: list[Integer] = Field(default_factory=list)
 
 
 class RagAnswer(_Model):
     """The TREC RAG answer: sentences citing 0-based indices into ``references`` (segment ids)."""
 
-    topic_id: str
+    topic_id: ShortStr
     topic: str
     references: list[str] = Field(default_factory=list)
-    response_length: int = 0
+    response_length: Integer = 0
     answer: list[CitedSentence] = Field(default_factory=list)
 
     @model_validator(mode="after")

@@ -13,7 +13,8 @@ that a test has its own call count): ``retry-after:S`` (the first call: 429 with
 ``hang`` (no answer until the client leaves), ``drip:S`` (status and headers, then one byte of the body every
 S seconds), ``stall`` (half a body, then nothing), ``invalid-json`` and ``html`` (a 200 whose body is not
 JSON), ``wrong-shape`` (JSON, not a chat answer), ``empty`` (an answer with empty text), ``echo-key`` (401
-whose message quotes the key it was sent), ``echo-key-500`` (500, plain text, quoting the key).
+whose message quotes the key it was sent), ``echo-key-500`` (500, plain text, quoting the key), ``echo-key-200``
+(a chat answer quoting the key).
 Each call's time is kept in ``app.state.times[model]``.
 """
 
@@ -174,6 +175,8 @@ def flaky_openai_app() -> FastAPI:
 
         if (found := await fault(app, model, request, error, completion(model, ""))) is not None:
             return found
+        if model.partition(":")[0] == "echo-key-200":  # a 200 whose answer quotes the key it was sent
+            return JSONResponse(completion(model, f"Your key is {_key(request)} and it works [1]."))
         if model == "down-500":
             return JSONResponse({"error": {"message": "backend exploded", "type": "server_error"}}, status_code=500)
         if model == "flaky-429" and app.state.calls[model] <= 2:

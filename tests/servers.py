@@ -23,7 +23,9 @@ def free_port() -> int:
 def serve_app(app, health_path: str = "/healthz") -> Iterator[str]:
     """Serve an ASGI app with uvicorn on 127.0.0.1 in a thread; yields its base URL; stops it on exit."""
     port = free_port()
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+    # as `ragnarok serve`: uvicorn believes no X-Forwarded-For (the app does, from its trusted proxies only)
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
+                                           proxy_headers=False))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     base = f"http://127.0.0.1:{port}"
@@ -133,15 +135,17 @@ from api.main import create_app
 from ragnarok.settings import Settings
 c = TestClient(create_app(Settings(data_dir=sys.argv[1]), arena=False), raise_server_exceptions=False)
 req = {"query": {"text": "gzip"}, "candidates": [{"docid": "a", "score": 1, "doc": {"segment": "gzip"}}]}
-print(json.dumps([c.post("/v1/rerank", json={"request": req, "reranker": r, "k": 1}).status_code
-                  for r in sys.argv[2:]]))
+rs = [c.post("/v1/rerank", json={"request": req, "reranker": r, "k": 1}) for r in sys.argv[2:]]
+print(json.dumps([r.text for r in rs]))
+print(json.dumps([r.status_code for r in rs]))
 """
 
 
-def rerank_behind_a_counting_hub(rerankers: list[str], tmp: Path, timeout_s: float = 300) -> tuple[list[int], list[str]]:
+def rerank_behind_a_counting_hub(rerankers: list[str], tmp: Path, timeout_s: float = 300,
+                                 bodies: list[str] | None = None) -> tuple[list[int], list[str]]:
     """``POST /v1/rerank`` with each of ``rerankers``, in a fresh process that is online as far as it knows but
     whose model hub (``HF_ENDPOINT``, empty ``HF_HOME``) is a local server counting requests: the statuses
-    and the paths the hub was asked for."""
+    and the paths the hub was asked for (``bodies``, when given, gets the response bodies)."""
     import json
     import os
     import subprocess
@@ -174,4 +178,7 @@ def rerank_behind_a_counting_hub(rerankers: list[str], tmp: Path, timeout_s: flo
         hub.shutdown()
         hub.server_close()
     assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1]), hits
+    lines = out.stdout.strip().splitlines()
+    if bodies is not None:
+        bodies.extend(json.loads(lines[-2]))
+    return json.loads(lines[-1]), hits

@@ -139,7 +139,8 @@ def _services(state: dict) -> FastAPI:
 
     @app.get("/v1/generators")
     def generators() -> list[dict]:
-        return [{"name": "extractive", "available": True}, {"name": "gpt-4o", "available": False}]
+        return [{"name": "extractive", "backend": "extractive", "available": True, "paid": False},
+                {"name": "gpt-4o", "backend": "openai", "available": False, "paid": True}]
 
     return app
 

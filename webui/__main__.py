@@ -1,4 +1,5 @@
-"""``python -m webui --rag-url http://host:8000``: the arena alone, talking to a gateway over HTTP."""
+"""``python -m webui --rag-url http://host:8000``: the arena alone, talking to a gateway over HTTP (with the key
+in ``RAGNAROK_ARENA_KEY``, the ``arena_api_key_env`` setting, when the gateway has keys)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def main(argv: list[str] | None = None) -> None:
         default=None,
         metavar="SPEC",
         help="A pipeline of the pool (repeat); default: RAGNAROK_ARENA_POOL, else every available "
-        "retriever x generator the services report.",
+        "retriever x generator that costs nothing the services report (a paid one only when listed).",
     )
     parser.add_argument(
         "--database-url",
@@ -49,6 +50,7 @@ def main(argv: list[str] | None = None) -> None:
         host=args.host,
         port=args.port,
         log_level="warning",
+        proxy_headers=False,  # X-Forwarded-For: the app believes it from RAGNAROK_TRUSTED_PROXIES only
     )
 
 

@@ -36,9 +36,9 @@ def _session(request: Any) -> str:
 
 
 def rate_key(request: Any) -> str:
-    """What the vote rate limit counts: the client's address as the server sees it — the TCP peer, or the
-    address a trusted proxy forwarded (uvicorn's ``--forwarded-allow-ips``) — never the session hash, which a
-    client can rotate at will."""
+    """What the vote and battle rate limits count: the client's address as the server sees it — the TCP peer,
+    or the ``X-Forwarded-For`` address when the peer is one of ``RAGNAROK_TRUSTED_PROXIES`` (rewritten before
+    the arena sees the request) — never the session hash, which a client can rotate at will."""
     client = getattr(request, "client", None)
     return f"client:{getattr(client, 'host', None) or 'unknown'}"
 
@@ -167,7 +167,8 @@ def build(arena: Arena) -> "gr.Blocks":
         ) -> AsyncIterator[list[Any]]:
             """Each pane fills as soon as its pipeline is done; the votes open when both are."""
             topic_id = drawn_topic["qid"] if drawn_topic and drawn_topic.get("text") == text else ""
-            async for view in arena.battle_stream(text or "", topic_id, _session(request)):
+            async for view in arena.battle_stream(text or "", topic_id, _session(request),
+                                                  rate_key=rate_key(request)):
                 yield battle_outputs(view)
 
         def on_vote(winner: str):
@@ -230,7 +231,8 @@ def build(arena: Arena) -> "gr.Blocks":
                     _bad(f"Choose a retriever, a reranker and an LLM for both sides ({exc}).")
                 )
                 return
-            async for view in arena.compare_stream(a, b, text or "", "", _session(request)):
+            async for view in arena.compare_stream(a, b, text or "", "", _session(request),
+                                                   rate_key=rate_key(request)):
                 yield battle_outputs(view)
 
         def on_side_vote(winner: str):
@@ -348,15 +350,26 @@ def mount(
 
 
 def standalone_app(settings: Settings, rag_url: str, topics_path: Path | None = DEFAULT_TOPICS) -> "FastAPI":
-    """The arena alone at ``/``, talking to the gateway at ``rag_url`` over HTTP."""
+    """The arena alone at ``/``, talking to the gateway at ``rag_url`` over HTTP, with the key in the
+    environment variable ``arena_api_key_env`` (``RAGNAROK_ARENA_KEY``) when set. As the API, it believes
+    ``X-Forwarded-For`` only from ``trusted_proxies`` (serve it with uvicorn's own proxy headers off)."""
+    import os  # noqa: PLC0415
+
     from fastapi import FastAPI  # noqa: PLC0415
+    from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware  # noqa: PLC0415
+
+    from ragnarok.redact import register_env  # noqa: PLC0415
 
     app = FastAPI(title=TITLE)
+    app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.trusted_proxy_list() or "")
+    register_env(settings.arena_api_key_env)  # the key is masked in every message and log line
 
     @app.get("/healthz")
     def healthz() -> dict[str, str]:
         return {"status": "ok", "rag_url": rag_url}
 
-    arena = Arena(settings, RagClient(rag_url.rstrip("/"), timeout_s=settings.gateway_timeout_s), topics_path)
+    client = RagClient(rag_url.rstrip("/"), timeout_s=settings.gateway_timeout_s,
+                       api_key=os.environ.get(settings.arena_api_key_env) or None)
+    arena = Arena(settings, client, topics_path)
     app.state.arena = arena
     return _mount(app, arena, "/")

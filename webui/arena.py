@@ -14,20 +14,38 @@ blinded sampler uses to keep battles within ``settings.arena_time_budget_s``.
 Votes are recorded under the browser's session and rate-limited per *rate key*, which the caller derives on
 the server side (the UI passes the client's address: :func:`webui.app.rate_key`), never from the session id a
 browser can change at will. A vote log that cannot be reached is said in one line, as a refusal is.
+
+On a network (issue 24), before a battle (blinded or side-by-side) runs anything:
+
+- the pool is explicit: ``arena_pool``, else the available retrievers × the generators that cost nothing
+  (``GET /v1/generators``' ``paid`` false); a paid generator is drawn, or offered side by side, only when
+  ``arena_pool`` lists it, and a side-by-side pipeline must be made of the pool's rerankers and generators;
+- the battle counts against ``arena_battles_per_minute`` for its rate key (a moving window in the ``limits``
+  storage ``rate_limit_storage``); past it the battle is refused with the seconds to wait;
+- in process (the arena mounted in the API), both sides run as :func:`arena_principal`, whose call budget is
+  ``arena_calls_per_day`` for the whole arena: the battle's worst case
+  (:func:`ragnarok.auth.cost.pipeline_cost` of both sides) must fit in what is left today, else it is refused; the ``/rag`` route then reserves each
+  side's calls, so no backend call is made past the budget even when battles race. Standalone (``python -m
+  webui``) the gateway's own key budget (``RAGNAROK_ARENA_KEY``) bounds it.
+
+A refused battle runs nothing and stores nothing.
 """
 
 from __future__ import annotations
 
 import asyncio
+import math
 import random
 import threading
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from contextlib import nullcontext
+from typing import TYPE_CHECKING, Any
 
 from ragnarok.arena.pool import (
+    NO_RERANKER,
     LatencyBook,
     PipelineId,
     components,
@@ -38,7 +56,10 @@ from ragnarok.arena.pool import (
     speed_weights,
 )
 from ragnarok.arena.store import StoredBattle, StoreError, VoteRefused, VoteStore
+from ragnarok.auth.cost import pipeline_cost
+from ragnarok.auth.principal import Principal, acting_as
 from ragnarok.settings import Settings
+from ragnarok.spec import parse
 from ragnarok.topics import Topic, read_topics
 from webui import boards, render
 from webui.client import PaneResult, RagClient
@@ -47,6 +68,13 @@ DEFAULT_TOPICS = Path(__file__).resolve().parent.parent / "topics" / "demo.tsv"
 WINNERS = ("a", "b", "tie", "bothbad")
 #: How long a pool built from what the services report is reused (a dense index may finish building).
 POOL_TTL_S = 30.0
+#: The arena's budget period: a UTC day (periods are counted from the epoch).
+DAY_S = 86400.0
+#: The ``limits`` namespace of the battles-per-minute counts.
+BATTLES = "arena-battles"
+
+if TYPE_CHECKING:
+    from ragnarok.auth.store import AuthStore
 
 
 @dataclass
@@ -69,6 +97,27 @@ class VoteView:
     status: str
     voted: bool
     raw: dict[str, Any] = field(default_factory=dict)
+
+
+def pool_generators(settings: Settings, pool: list[PipelineId]) -> frozenset[str]:
+    """Every generator a pool pipeline calls: its answer's generator and those of its query stages, listwise
+    rerankers and LLM compressors."""
+    configs = settings.generator_configs()
+    names: set[str] = set()
+    for p in pool:
+        pipeline = parse(p.spec)
+        names |= pipeline_cost(pipeline, configs).generators
+        if pipeline.generate is not None:
+            names.add(pipeline.generate.name)
+    return frozenset(names)
+
+
+def arena_principal(settings: Settings, pool: list[PipelineId]) -> Principal:
+    """Who the arena's battles run as, in process: the pool's generators only, and ``arena_calls_per_day``
+    backend calls per UTC day for the whole arena (every client's battles together)."""
+    return Principal(owner="arena", name="arena", scopes=frozenset({"retrieve", "generate"}),
+                     generators=pool_generators(settings, pool), budget_calls=settings.arena_calls_per_day,
+                     period_s=DAY_S, created_at=0.0)
 
 
 def database_url(settings: Settings) -> str:
@@ -100,6 +149,8 @@ class Arena:
         self._pool_lock = asyncio.Lock()
         self.latency = LatencyBook()
         self._topics: list[Topic] | None = None
+        self._limiter: Any = None  # limits.strategies.MovingWindowRateLimiter, opened on the first battle
+        self._auth_store: AuthStore | None = None
 
     # -- lazily opened resources (nothing at construction: building the UI does no I/O) --
 
@@ -112,10 +163,21 @@ class Arena:
                 )
             return self._store
 
+    @property
+    def auth_store(self) -> AuthStore:
+        """The service database's keys and budgets (the arena's calls per day are spent there)."""
+        from ragnarok.auth.store import AuthStore  # noqa: PLC0415
+
+        with self._store_lock:
+            if self._auth_store is None:
+                self._auth_store = AuthStore.for_settings(self.settings)
+            return self._auth_store
+
     async def pool(self) -> list[PipelineId]:
         """``settings.arena_pool`` when set; else every available retriever (and the fusion of sparse and
-        dense ones) × generator the services list, re-read after ``POOL_TTL_S`` so a dense index that
-        finishes building joins the pool."""
+        dense ones) × available generator that costs nothing (``paid`` false) the services list, re-read
+        after ``POOL_TTL_S`` so a dense index that finishes building joins the pool. A paid generator is in
+        the pool only when ``arena_pool`` lists it."""
         async with self._pool_lock:
             stale = not self.settings.arena_pool and time.monotonic() - self._pool_at > POOL_TTL_S
             if self._pool is None or stale:
@@ -159,11 +221,86 @@ class Arena:
         speed = speed_weights(pool, self.latency.medians(), self.settings.arena_time_budget_s)
         return pick_pair(pool, counts, self.rng, speed)
 
+    def _battle_limiter(self) -> Any:
+        if self._limiter is None:
+            from limits.storage import storage_from_string  # noqa: PLC0415
+            from limits.strategies import MovingWindowRateLimiter  # noqa: PLC0415
+
+            self._limiter = MovingWindowRateLimiter(storage_from_string(self.settings.rate_limit_storage))
+        return self._limiter
+
+    async def _admit(self, rate_key: str | None) -> str | None:
+        """Count a battle against ``arena_battles_per_minute`` for ``rate_key``; the refusal, or None.
+        ``rate_key`` None (a caller in this process, not a browser) is not counted."""
+        if rate_key is None:
+            return None
+        from limits import RateLimitItemPerMinute  # noqa: PLC0415
+
+        per_minute = self.settings.arena_battles_per_minute
+        item = RateLimitItemPerMinute(per_minute)
+
+        def hit() -> float | None:
+            limiter = self._battle_limiter()
+            if limiter.hit(item, BATTLES, rate_key):
+                return None
+            return limiter.get_window_stats(item, BATTLES, rate_key).reset_time - time.time()
+
+        try:
+            wait = await asyncio.to_thread(hit)
+        except Exception as exc:  # noqa: BLE001 - the rate-limit storage is down: refuse, never run unbounded
+            return f"The arena cannot count battles right now ({exc.__class__.__name__}); try again later."
+        if wait is None:
+            return None
+        return (f"Too many battles from your address: at most {per_minute} a minute. "
+                f"Try again in {max(1, math.ceil(wait))} s.")
+
+    async def _budget(self, a: PipelineId, b: PipelineId) -> tuple[Principal | None, str | None]:
+        """The principal both sides run as, or the refusal when the battle's worst case does not fit in the
+        arena's calls left today. Standalone (the gateway over HTTP), the gateway's key budget applies."""
+        if not getattr(self.client, "in_process", False):
+            return None, None
+        try:
+            pool = await self.pool()
+        except Exception as exc:  # noqa: BLE001 - the services are down or the pool is misconfigured: say so
+            return None, f"The arena cannot build its pipeline pool: {exc}"
+        principal = arena_principal(self.settings, pool)
+        configs = self.settings.generator_configs()
+        need = sum(pipeline_cost(parse(p.spec), configs).total for p in (a, b))
+        if need == 0:
+            return principal, None
+        try:
+            left = await asyncio.to_thread(lambda: self.auth_store.left(principal))
+        except Exception as exc:  # noqa: BLE001 - fail closed: no budget check, no paid calls
+            return None, f"The arena cannot check its daily budget right now ({exc.__class__.__name__})."
+        if left is not None and need > left:
+            return None, (f"The arena has spent its backend calls for today: this battle may need {need}, "
+                          f"{left} of {self.settings.arena_calls_per_day} are left. "
+                          "Try again after 00:00 UTC.")
+        return principal, None
+
+    async def _in_pool(self, a: PipelineId, b: PipelineId) -> str | None:
+        """A side-by-side pipeline must be made of the pool's rerankers and generators (any retriever)."""
+        try:
+            pool = await self.pool()
+        except Exception as exc:  # noqa: BLE001
+            return f"The arena cannot build its pipeline pool: {exc}"
+        _, rerankers, generators = components(pool)
+        for side, p in (("A", a), ("B", b)):
+            if p.generator not in generators:
+                return f"Pipeline {side}'s LLM {p.generator!r} is not in the arena's pool."
+            if p.reranker not in (*rerankers, NO_RERANKER):
+                return f"Pipeline {side}'s reranker {p.reranker!r} is not in the arena's pool."
+        return None
+
     async def battle_stream(
-        self, topic: str, topic_id: str, session_id: str, tick_s: float = 1.0
+        self, topic: str, topic_id: str, session_id: str, tick_s: float = 1.0, rate_key: str | None = None
     ) -> AsyncIterator[BattleView]:
-        """A blinded battle as it happens: progress views, then the final view."""
+        """A blinded battle as it happens: progress views, then the final view. ``rate_key`` (the client's
+        address) is what the battles-per-minute cap counts."""
         if problem := self._check_topic(topic):
+            yield _refusal(problem)
+            return
+        if problem := await self._admit(rate_key):
             yield _refusal(problem)
             return
         try:
@@ -175,7 +312,8 @@ class Arena:
             yield view
 
     async def compare_stream(
-        self, a: PipelineId, b: PipelineId, topic: str, topic_id: str, session_id: str, tick_s: float = 1.0
+        self, a: PipelineId, b: PipelineId, topic: str, topic_id: str, session_id: str, tick_s: float = 1.0,
+        rate_key: str | None = None,
     ) -> AsyncIterator[BattleView]:
         """An unblinded battle between two chosen pipelines, as it happens."""
         if problem := self._check_topic(topic):
@@ -184,18 +322,25 @@ class Arena:
         if a.spec == b.spec:
             yield _refusal(f"A and B are the same pipeline ({a.spec}); choose two different ones.")
             return
+        if problem := await self._in_pool(a, b) or await self._admit(rate_key):
+            yield _refusal(problem)
+            return
         async for view in self._run_stream("unblinded", a, b, topic, topic_id, session_id, tick_s):
             yield view
 
-    async def battle(self, topic: str, topic_id: str, session_id: str) -> BattleView:
+    async def battle(
+        self, topic: str, topic_id: str, session_id: str, rate_key: str | None = None
+    ) -> BattleView:
         """A blinded battle's final view."""
-        return await _last(self.battle_stream(topic, topic_id, session_id, tick_s=3600))
+        return await _last(self.battle_stream(topic, topic_id, session_id, tick_s=3600, rate_key=rate_key))
 
     async def compare(
-        self, a: PipelineId, b: PipelineId, topic: str, topic_id: str, session_id: str
+        self, a: PipelineId, b: PipelineId, topic: str, topic_id: str, session_id: str,
+        rate_key: str | None = None,
     ) -> BattleView:
         """An unblinded battle's final view."""
-        return await _last(self.compare_stream(a, b, topic, topic_id, session_id, tick_s=3600))
+        return await _last(self.compare_stream(a, b, topic, topic_id, session_id, tick_s=3600,
+                                               rate_key=rate_key))
 
     async def _timed(self, pipeline: PipelineId, topic: str, topic_id: str) -> tuple[PaneResult, float]:
         """Run one side; its latency is recorded when it answered, or failed no sooner than the budget."""
@@ -210,8 +355,15 @@ class Arena:
         self, mode: str, a: PipelineId, b: PipelineId, topic: str, topic_id: str, session_id: str,
         tick_s: float,
     ) -> AsyncIterator[BattleView]:
+        principal, problem = await self._budget(a, b)
+        if problem:
+            yield _refusal(problem)
+            return
         start = time.monotonic()
-        tasks = {side: asyncio.ensure_future(self._timed(p, topic, topic_id)) for side, p in (("a", a), ("b", b))}
+        # each task copies the context as it is created: both sides run as the arena's principal
+        with acting_as(principal) if principal is not None else nullcontext():
+            tasks = {side: asyncio.ensure_future(self._timed(p, topic, topic_id))
+                     for side, p in (("a", a), ("b", b))}
         done: dict[str, tuple[PaneResult, float]] = {}
         try:
             while len(done) < 2:

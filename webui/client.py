@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from ragnarok.arena.pool import PipelineId
+from ragnarok.arena.pool import PipelineId, free_generators
 
 
 @dataclass
@@ -49,11 +49,21 @@ class RagClient:
         transport: httpx.AsyncBaseTransport | None = None,
         timeout_s: float = 300.0,
         index: str | None = None,
+        api_key: str | None = None,
     ):
         self.base_url, self.transport, self.timeout_s, self.index = base_url, transport, timeout_s, index
+        # a gateway with keys (RAGNAROK_AUTH=keys): the arena's key, sent as a bearer token on every request
+        self.headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+
+    @property
+    def in_process(self) -> bool:
+        """Whether the services are this process's own app (``httpx.ASGITransport``): its requests then run as
+        the principal in the caller's context (:func:`ragnarok.auth.principal.acting_as`)."""
+        return isinstance(self.transport, httpx.ASGITransport)
 
     def _client(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=self.base_url, transport=self.transport, timeout=self.timeout_s)
+        return httpx.AsyncClient(base_url=self.base_url, transport=self.transport, timeout=self.timeout_s,
+                                 headers=self.headers)
 
     async def run(self, pipeline: PipelineId, topic: str, topic_id: str = "") -> PaneResult:
         """Answer ``topic`` with ``pipeline``; a failure becomes ``PaneResult.error`` (never an exception)."""
@@ -85,13 +95,14 @@ class RagClient:
         return response.json()
 
     async def offline_components(self, index: str) -> tuple[list[str], list[str]]:
-        """Available retrievers on ``index`` and available generators, as the services describe them (a
-        retriever whose index is still building — ``status: building`` — is not available yet)."""
+        """Available retrievers on ``index`` and the available generators that cost nothing
+        (:func:`ragnarok.arena.pool.free_generators`), as the services describe them (a retriever whose index
+        is still building — ``status: building`` — is not available yet)."""
         retrievers, generators = await asyncio.gather(self.get("/v1/retrievers"), self.get("/v1/generators"))
         return (
             [r["name"] for r in retrievers
              if r["available"] and r["index"] == index and r.get("status") != "building"],
-            [g["name"] for g in generators if g["available"]],
+            free_generators(generators),
         )
 
 

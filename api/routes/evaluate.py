@@ -15,12 +15,15 @@ from typing import Literal
 
 from fastapi import APIRouter
 from fastapi import Request as HttpRequest
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictBool
 
+from api.auth import reserve
 from api.body import StrictJSONRoute
 from api.deps import GenerationDep, RetrievalDep, SettingsDep
 from api.errors import BadInput, errors
+from ragnarok.auth.cost import evaluate_cost
 from ragnarok.cancel import InFlight, run_watched
+from ragnarok.generate.base import guard_of
 from ragnarok.types import RagAnswer
 
 router = APIRouter(prefix="/v1", tags=["evaluation"], route_class=StrictJSONRoute)
@@ -48,13 +51,13 @@ class EvaluateBody(BaseModel):
                                                               f"{MAX_NUGGETS}: the four AutoNuggetizer scores.")
     segments: dict[str, str] | None = Field(None, description="The cited segments' text by segment id: "
                                                                "citation support precision/recall.")
-    index: str | None = Field(None, description="Instead of `segments`: look the cited segments up in this "
-                                                "local index (GET /v1/indexes).")
+    index: str | None = Field(None, min_length=1, description="Instead of `segments`: look the cited segments "
+                              "up in this local index (GET /v1/indexes).")
     gold_answers: list[str] | None = Field(None, description=f"Reference answers (at most {MAX_GOLD}): ROUGE-L, "
                                                              "BLEU, chrF, METEOR, token F1, SemScore.")
     judge: str | None = Field(None, description="A configured LLM generator as judge (GET /v1/generators), or "
                                                 "`proxy`; default: the `judge` setting, else the proxy judge.")
-    geval: bool = Field(False, description="Also G-Eval-style 1-5 scores (coherence, consistency, fluency, "
+    geval: StrictBool = Field(False, description="Also G-Eval-style 1-5 scores (coherence, consistency, fluency, "
                                            "relevance); needs an LLM judge.")
 
 
@@ -140,6 +143,12 @@ async def evaluate(body: EvaluateBody, http: HttpRequest, settings: SettingsDep,
         raise BadInput(str(exc)) from None
     if body.geval and judge.proxy:
         raise BadInput("geval needs an LLM judge (name one in `judge`); the proxy judge gives no G-Eval scores")
+    if not judge.proxy:  # the judge's worst case: every nugget batch, citation and criterion asked twice
+        citations = sum(len(s.citations) for s in body.answer.answer) \
+            if body.segments is not None or body.index is not None else 0
+        judge_name = body.judge or settings.judge
+        await reserve(http, evaluate_cost(judge_name, len(body.nuggets or []), citations, body.geval,
+                                          generation.configs))
     lookup: SegmentText | None = None
     if body.segments is not None:
         lookup = body.segments.get
@@ -170,9 +179,10 @@ async def evaluate(body: EvaluateBody, http: HttpRequest, settings: SettingsDep,
     def work():  # type: ignore[no-untyped-def]
         return judge_topic(watched, answer, nuggets, gold, cited, body.geval)  # type: ignore[arg-type]
 
+    guard = guard_of(judge)  # an LLM judge: a thread of its backend's share, not of the default pool
     with inflight.token() as token:
         result, _ = await run_watched(work, token, timeout_s=settings.judge_timeout_s,
-                                      disconnected=http.is_disconnected)
+                                      disconnected=http.is_disconnected, limiter=guard.callers if guard else None)
     labels = result.labels or [None] * len(result.nuggets)
     return EvaluateOut(
         judge=judge.describe(), proxy=judge.proxy, scores=result.scores,

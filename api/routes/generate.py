@@ -5,26 +5,30 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter
-from pydantic import BaseModel, Field
+from fastapi import Request as HttpRequest
+from pydantic import BaseModel, Field, StrictBool
 
+from api.auth import reserve
 from api.deps import GenerationDep, SettingsDep
 from api.body import StrictJSONRoute
 from api.errors import BadInput, errors
+from ragnarok.auth.cost import Cost
 from ragnarok.generate.prompts import load_templates
-from ragnarok.types import Query, RagAnswer, Request
+from ragnarok.types import MAX_ID_CHARS, Integer, Query, RagAnswer, Request
 
 router = APIRouter(prefix="/v1", tags=["generation"], route_class=StrictJSONRoute)
 
 
 class GenerateBody(BaseModel):
     topic: str | None = Field(None, description="The topic text; defaults to request.query.text.")
-    topic_id: str | None = Field(None, description="The topic id; defaults to request.query.qid.")
+    topic_id: str | None = Field(None, max_length=MAX_ID_CHARS, description="The topic id; defaults to "
+                                 "request.query.qid.")
     request: Request = Field(description="Candidates as the R service returns them (rank_llm Request JSON).")
     generator: str | None = Field(None, description="A name from GET /v1/generators (default: extractive).")
     template: str | None = Field(None, description="A name from GET /v1/templates (default: the generator's "
                                  "own template, e.g. `small` for smollm2, else the default_template setting).")
-    k: int = Field(20, description="How many of the top candidates the generator sees, 1..100.")
-    notes: bool = Field(False, description="Also return what post-processing did as `notes` (beside the TREC "
+    k: Integer = Field(20, description="How many of the top candidates the generator sees, 1..100.")
+    notes: StrictBool = Field(False, description="Also return what post-processing did as `notes` (beside the TREC "
                         "answer; /rag shows them in the generator's trace).")
 
 
@@ -35,6 +39,8 @@ class GeneratorOut(BaseModel):
     available: bool
     reason: str = ""
     description: str = ""
+    paid: bool = Field(False, description="Whether a call costs money (the `paid` setting; default true for the "
+                       "openai, azure and cohere backends): the arena's default pool leaves it out.")
 
 
 class TemplateOut(BaseModel):
@@ -52,7 +58,8 @@ class GenerateOut(RagAnswer):
 
 @router.post("/generate", response_model=GenerateOut, response_model_exclude_none=True,
              responses=errors(400, 404, 413, 422, 502, 503, 504))
-async def generate(body: GenerateBody, service: GenerationDep, settings: SettingsDep) -> GenerateOut:
+async def generate(body: GenerateBody, http: HttpRequest, service: GenerationDep,
+                   settings: SettingsDep) -> GenerateOut:
     """Answers within the generator's `deadline_s` (504 "no answer within N s"), or 504 "busy" when none of
     its `max_concurrency` slots frees within `slot_wait_s`; a backend failure is a 502 naming it and why."""
     text = body.topic if body.topic is not None else body.request.query.text
@@ -68,8 +75,11 @@ async def generate(body: GenerateBody, service: GenerationDep, settings: Setting
         if len(c.doc.segment or "") > settings.max_segment_chars:
             raise BadInput(f"candidate {c.docid} has over {settings.max_segment_chars:,} characters", 413)
     topic = Query(text=text, qid=body.topic_id if body.topic_id is not None else body.request.query.qid)
-    answer = await service.agenerate(topic, body.request, body.generator or settings.default_generator,
-                                     body.template, body.k)
+    generator = body.generator or settings.default_generator
+    cost = Cost()
+    cost.add(generator, 1, service.configs)
+    await reserve(http, cost)
+    answer = await service.agenerate(topic, body.request, generator, body.template, body.k)
     return GenerateOut(**answer.model_dump(), notes=getattr(answer, "notes", None) if body.notes else None)
 
 

@@ -6,17 +6,19 @@ from typing import Any
 
 import httpx
 from fastapi import APIRouter, Request as HttpRequest, Response
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, StrictBool
 
+from api.auth import reserve
 from api.deps import SettingsDep
 from api.body import StrictJSONRoute
 from api.errors import BadInput, errors
+from ragnarok.auth.cost import pipeline_cost
 from ragnarok.gateway import PipelineRunner, Services
 from ragnarok.presets import DEFAULT_PIPELINES, PRESETS, default_pipeline, resolve, retrievers
 from ragnarok.quoting import shorten
 from ragnarok.spec import parse
 from ragnarok.spec_mapping import PipelineMapping, from_mapping
-from ragnarok.types import CitedSentence, Doc, Query
+from ragnarok.types import MAX_ID_CHARS, CitedSentence, Doc, Query
 
 router = APIRouter(tags=["rag"], route_class=StrictJSONRoute)
 #: The response header that names the pipeline that ran (the default one is chosen per request).
@@ -27,16 +29,16 @@ FALLBACK_HEADER = "Ragnarok-Pipeline-Fallback"
 
 class RagBody(BaseModel):
     topic: str
-    topic_id: str = ""
+    topic_id: str = Field("", max_length=MAX_ID_CHARS)
     pipeline: str | PipelineMapping | None = Field(
         None, description="A spec such as `bm25@100 | extractive`, a preset name (GET /v1/pipelines), or "
         "the structured form {retrieve, depth, rerank: [...], generate: {...}}. Default: `offline` when the "
         "index has its dense MiniLM index, else `bm25+rocchio@100 | extractive` (also while the dense index is "
         "still being built: the `Ragnarok-Pipeline-Fallback` header then says why); the pipeline that ran is "
         "in the `Ragnarok-Pipeline` response header.")
-    index: str | None = None
-    trace: bool = False
-    segments: bool = Field(False, description="Also return the cited segments' stored fields (title, segment, "
+    index: str | None = Field(None, min_length=1)
+    trace: StrictBool = False
+    segments: StrictBool = Field(False, description="Also return the cited segments' stored fields (title, segment, "
                                                "url), by segment id, as `segments`.")
 
 
@@ -80,6 +82,8 @@ async def rag(body: RagBody, http: HttpRequest, settings: SettingsDep) -> Respon
     if pipeline.generate is None:
         raise BadInput(f"pipeline {pipeline} has no generation stage: end it with a generator, e.g. `| extractive`")
     runner = PipelineRunner(http.app.state.services, body.index)
+    runner.check(pipeline)  # unknown stages are a 404/422 before anything is reserved
+    await reserve(http, pipeline_cost(pipeline, http.app.state.generation.configs))
     run = await runner.run(pipeline, Query(text=body.topic, qid=body.topic_id))
     out = RagOut.model_construct(**dict(run.result), trace=[TraceOut(**vars(t)) for t in run.traces] if body.trace else None,
                                  segments=run.cited_docs() if body.segments else None)

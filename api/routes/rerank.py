@@ -6,14 +6,17 @@ import anyio.to_thread
 from fastapi import APIRouter, Request as HttpRequest, Response
 from pydantic import BaseModel, Field
 
+from api.auth import check_scope, reserve
 from api.deps import RerankDep, SettingsDep
 from api.body import StrictJSONRoute
 from api.errors import BadInput, errors
 from api.routes.retrieve import json_response
+from ragnarok.auth.cost import rerank_cost
 from ragnarok.cancel import InFlight, run_watched
+from ragnarok.generate.base import guard_of
 from ragnarok.rerank.embedding import EmbeddingReranker, check_work
 from ragnarok.rerank.pointwise import PointwiseReranker
-from ragnarok.types import Request
+from ragnarok.types import Integer, Request
 
 router = APIRouter(prefix="/v1", tags=["retrieval"], route_class=StrictJSONRoute)
 
@@ -22,7 +25,7 @@ class RerankBody(BaseModel):
     request: Request
     reranker: str = Field(description="embedding, mmr[:λ], listwise:GENERATOR, rankgpt, rankzephyr[:rho], "
                                       "monot5[:MODEL], crossencoder[:MODEL], lit5")
-    k: int = Field(20, description="Candidates to keep, 1..10,000.")
+    k: Integer = Field(20, description="Candidates to keep, 1..10,000.")
 
 
 @router.post("/rerank", response_model=Request, response_model_exclude_unset=True,
@@ -35,12 +38,18 @@ async def rerank(body: RerankBody, http: HttpRequest, service: RerankDep, settin
         raise BadInput(f"k must be between 1 and {settings.max_k:,}, got {body.k}")
     if len(body.request.candidates) > settings.max_k:
         raise BadInput(f"{len(body.request.candidates):,} candidates; the limit is {settings.max_k:,}", 413)
+    cost = rerank_cost(body.reranker, len(body.request.candidates), http.app.state.generation.configs)
+    if cost.total:  # an LLM reranker spends like a generator
+        check_scope("generate")
+        await reserve(http, cost)
     reranker = await anyio.to_thread.run_sync(service.get, body.reranker)  # may import a model library
     timeout_s = None
     if isinstance(reranker, (EmbeddingReranker, PointwiseReranker)):  # before anything is encoded
         check_work(body.request, settings.cpu_rerank_max_candidates, settings.cpu_rerank_max_chars)
         timeout_s = settings.cpu_rerank_timeout_s
     inflight: InFlight = http.app.state.inflight
+    guard = guard_of(reranker)  # a listwise reranker: a thread of its backend's share, not of the default pool
     with inflight.token() as token:
         return await run_watched(lambda: json_response(reranker.rerank(body.request, body.k)), token,
-                                 timeout_s=timeout_s, disconnected=http.is_disconnected)
+                                 timeout_s=timeout_s, disconnected=http.is_disconnected,
+                                 limiter=guard.callers if guard else None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import unicodedata
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Response
@@ -14,7 +15,7 @@ from api.body import StrictJSONRoute
 from api.deps import RetrievalDep, SettingsDep
 from api.errors import BadInput, errors
 from ragnarok.settings import Settings
-from ragnarok.types import Query, Request
+from ragnarok.types import MAX_ID_CHARS, Id, Integer, Query, Request
 
 router = APIRouter(prefix="/v1", tags=["retrieval"], route_class=StrictJSONRoute)
 
@@ -36,10 +37,10 @@ async def retrieved(retriever: object, query: Query, k: int) -> Response:
 
 class RetrieveBody(BaseModel):
     query: str = Field(description="The query text.")
-    qid: str | int = ""
+    qid: Id = ""
     retriever: str = Field("bm25", description="bm25, bm25+rocchio or bm25+rm3 (GET /v1/retrievers).")
-    index: str | None = Field(None, description="Index name; the configured default when omitted.")
-    k: int = Field(100, description="Number of candidates, 1..10,000.")
+    index: str | None = Field(None, min_length=1, description="Index name; the configured default when omitted.")
+    k: Integer = Field(100, description="Number of candidates, 1..10,000.")
 
 
 class BuildProgressOut(BaseModel):
@@ -63,12 +64,19 @@ class RetrieverOut(BaseModel):
 
 
 def _check(settings: Settings, text: str, k: int) -> Query:
+    """The query to search: checked, and NFKC-normalised (``ｃｏｍｐｒｅｓｓ ﬁle`` finds what ``compress file``
+    finds; the answer's ``query.text`` is what was searched)."""
     if not text or not text.strip():
         raise BadInput("query is empty")
     if "\ufffd" in text:
         raise BadInput("query is not valid UTF-8", 400)
     if len(text) > settings.max_query_chars:
         raise BadInput(f"query has {len(text):,} characters; the limit is {settings.max_query_chars:,}", 413)
+    if not text.isascii():
+        text = unicodedata.normalize("NFKC", text)
+        if len(text) > settings.max_query_chars:  # NFKC can lengthen a text (one character to 18)
+            raise BadInput(f"query has {len(text):,} characters once NFKC-normalised; the limit is "
+                           f"{settings.max_query_chars:,}", 413)
     if not 1 <= k <= settings.max_k:
         raise BadInput(f"k must be between 1 and {settings.max_k:,}, got {k}")
     return Query(text=text)
@@ -100,7 +108,7 @@ async def search(
     settings: SettingsDep,
     query: Annotated[str, Q(description="The query text.")],
     hits: Annotated[int, Q(description="Number of hits, 1..10,000.")] = 10,
-    qid: str = "",
+    qid: Annotated[str, Q(max_length=MAX_ID_CHARS)] = "",
 ) -> Response:
     """Anserini's REST shape: BM25 over ``index``."""
     checked = _check(settings, query, hits)

@@ -8,13 +8,15 @@ import time
 from typing import Any
 
 import anyio.to_thread
-from fastapi import APIRouter
+from fastapi import APIRouter, Depends
 from fastapi import Request as HttpRequest
 from pydantic import BaseModel, Field
 
+from api.auth import needs, reserve
 from api.body import StrictJSONRoute
 from api.deps import RetrievalDep, SettingsDep
 from api.errors import BadInput, errors
+from ragnarok.auth.cost import Cost
 from ragnarok.passage.llmcompress import (
     MAX_WRITE_CHARS,
     MAX_WRITE_TEXTS,
@@ -26,13 +28,13 @@ from ragnarok.passage.llmcompress import (
 from ragnarok.passage.lookup import MAX_PREFIX_CHARS, MAX_PREFIXES, SegmentLookup
 from ragnarok.query.stages import MAX_SELECT_SENTENCES, SELECT_MAX_TOKENS, parse_selection, select_messages
 from ragnarok.retrieve.service import source_kind
-from ragnarok.types import Candidate
+from ragnarok.types import Candidate, Integer
 
 router = APIRouter(prefix="/v1", tags=["stages"], route_class=StrictJSONRoute)
 
 
 class SegmentsBody(BaseModel):
-    index: str | None = Field(None, description="Index name; the configured default when omitted.")
+    index: str | None = Field(None, min_length=1, description="Index name; the configured default when omitted.")
     prefixes: list[str] = Field(description=f"Segment id prefixes such as `doc#3_` (at most {MAX_PREFIXES:,}).")
 
 
@@ -41,7 +43,8 @@ class SegmentsOut(BaseModel):
                                                        "prefixes that match none are left out.")
 
 
-@router.post("/segments", response_model=SegmentsOut, responses=errors(400, 404, 413, 422, 503))
+@router.post("/segments", response_model=SegmentsOut, responses=errors(400, 404, 413, 422, 503),
+             dependencies=[Depends(needs("retrieve"))])
 async def segments(body: SegmentsBody, http: HttpRequest, service: RetrievalDep,
                    settings: SettingsDep) -> SegmentsOut:
     if len(body.prefixes) > MAX_PREFIXES:
@@ -66,7 +69,7 @@ class WriteBody(BaseModel):
                                   "with what `texts[0]` adds).")
     generator: str = Field(description="A generator that writes text (GET /v1/generators; not extractive).")
     query: str
-    n: int | None = Field(None, description="Queries to write (multiquery, decompose), 1..8.")
+    n: Integer | None = Field(None, description="Queries to write (multiquery, decompose), 1..8.")
     sentences: list[str] | None = Field(None, description=f"For `select`: at most {MAX_SELECT_SENTENCES}.")
     texts: list[str] | None = Field(None, description=f"For `summarize` (1 to {MAX_WRITE_TEXTS}) and `refine` "
                                                       f"(exactly 1); at most {MAX_WRITE_CHARS:,} characters in all.")
@@ -83,7 +86,8 @@ class WriteOut(BaseModel):
     ms: float
 
 
-@router.post("/write", response_model=WriteOut, responses=errors(400, 404, 413, 422, 502, 503, 504))
+@router.post("/write", response_model=WriteOut, responses=errors(400, 404, 413, 422, 502, 503, 504),
+             dependencies=[Depends(needs("generate"))])
 async def write(body: WriteBody, http: HttpRequest, settings: SettingsDep) -> WriteOut:
     """Within the generator's deadline (504), else 502 naming the generator and what went wrong."""
     from ragnarok.components import QUERY_STAGES
@@ -94,6 +98,9 @@ async def write(body: WriteBody, http: HttpRequest, settings: SettingsDep) -> Wr
     if len(body.query) > settings.max_query_chars:
         raise BadInput(f"query has {len(body.query):,} characters; the limit is {settings.max_query_chars:,}", 413)
     writer: TextWriter = http.app.state.text_writer
+    cost = Cost()
+    cost.add(body.generator, 1, http.app.state.generation.configs)
+    await reserve(http, cost)
     start = time.perf_counter()
     if body.task == "select":
         sents = body.sentences or []

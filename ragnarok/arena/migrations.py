@@ -158,6 +158,17 @@ def _m6_pair_votes(conn: Connection) -> None:
     rebuild_pair_votes(conn)
 
 
+def _append_only_table(conn: Connection, table: str) -> None:
+    """UPDATE and DELETE (and TRUNCATE) on ``table`` raise, as migrations 2 and 3 made them for the votes (the
+    same triggers and statements: ``ragnarok_append_only()`` is migration 3's)."""
+    if conn.dialect.name == "sqlite":
+        for action in ("UPDATE", "DELETE"):
+            conn.execute(text(_sqlite_trigger(table, action)))
+    else:
+        conn.execute(text(f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE OR TRUNCATE "
+                          f"ON {table} FOR EACH STATEMENT EXECUTE FUNCTION ragnarok_append_only()"))
+
+
 def _m7_judge_votes(conn: Connection) -> None:
     """Votes cast by LLM (or proxy) judges (``ragnarok judge pairwise --arena``), their own append-only table:
     ``votes`` stays the human log (one vote a battle, counted in ``pair_votes`` for sampling) and no board
@@ -173,17 +184,71 @@ def _m7_judge_votes(conn: Connection) -> None:
             PRIMARY KEY (battle_id, voter)
         )"""))
     conn.execute(text("CREATE INDEX judge_votes_voter ON judge_votes(voter, voted_at)"))
-    if conn.dialect.name == "sqlite":
-        for action in ("UPDATE", "DELETE"):
-            conn.execute(text(_sqlite_trigger("judge_votes", action)))
-    else:  # ragnarok_append_only() is migration 3's
-        conn.execute(text("CREATE TRIGGER judge_votes_append_only BEFORE UPDATE OR DELETE OR TRUNCATE "
-                          "ON judge_votes FOR EACH STATEMENT EXECUTE FUNCTION ragnarok_append_only()"))
+    _append_only_table(conn, "judge_votes")
+
+
+def _m8_keys(conn: Connection) -> None:
+    """API keys, what they spend and an audit log (issue 24). ``api_keys`` holds a SHA-256 of each secret,
+    never the secret; its one in-place change is ``revoked_at``. ``key_spend`` counts calls and tokens per owner
+    (``key:ID``, ``arena``) and budget period, updated in place like ``pair_votes``; ``key_reservations`` holds
+    the worst case of the requests in flight, deleted when each settles. ``audit_log`` is append-only."""
+    serial = "INTEGER PRIMARY KEY" if conn.dialect.name == "sqlite" else "BIGSERIAL PRIMARY KEY"
+    conn.execute(text(f"""
+        CREATE TABLE api_keys (
+            id {serial},
+            name VARCHAR(200) NOT NULL UNIQUE,
+            prefix VARCHAR(16) NOT NULL,
+            secret_sha256 CHAR(64) NOT NULL UNIQUE,
+            scopes VARCHAR(200) NOT NULL,
+            generators TEXT,
+            rpm INTEGER,
+            parallel INTEGER,
+            budget_calls BIGINT,
+            budget_tokens BIGINT,
+            period_s DOUBLE PRECISION,
+            created_at VARCHAR(32) NOT NULL,
+            created_epoch DOUBLE PRECISION NOT NULL,
+            expires_epoch DOUBLE PRECISION,
+            revoked_at VARCHAR(32)
+        )"""))
+    conn.execute(text("""
+        CREATE TABLE key_spend (
+            owner VARCHAR(200) NOT NULL,
+            period_start DOUBLE PRECISION NOT NULL,
+            calls BIGINT NOT NULL,
+            tokens BIGINT NOT NULL,
+            PRIMARY KEY (owner, period_start)
+        )"""))
+    conn.execute(text("""
+        CREATE TABLE key_reservations (
+            id VARCHAR(32) PRIMARY KEY,
+            owner VARCHAR(200) NOT NULL,
+            period_start DOUBLE PRECISION NOT NULL,
+            calls BIGINT NOT NULL,
+            created_epoch DOUBLE PRECISION NOT NULL
+        )"""))
+    conn.execute(text("CREATE INDEX key_reservations_owner ON key_reservations(owner, period_start)"))
+    conn.execute(text(f"""
+        CREATE TABLE audit_log (
+            id {serial},
+            at VARCHAR(32) NOT NULL,
+            owner VARCHAR(200) NOT NULL,
+            key_name VARCHAR(200) NOT NULL,
+            method VARCHAR(16) NOT NULL,
+            route VARCHAR(300) NOT NULL,
+            status INTEGER NOT NULL,
+            generators TEXT NOT NULL,
+            calls INTEGER NOT NULL,
+            tokens INTEGER NOT NULL,
+            ms DOUBLE PRECISION NOT NULL
+        )"""))
+    conn.execute(text("CREATE INDEX audit_log_owner ON audit_log(owner, at)"))
+    _append_only_table(conn, "audit_log")
 
 
 MIGRATIONS: list[Migration] = [
     (1, _m1_tables), (2, _m2_append_only), (3, _m3_append_only_postgresql), (4, _m4_rate_key),
-    (5, _m5_pair_key), (6, _m6_pair_votes), (7, _m7_judge_votes),
+    (5, _m5_pair_key), (6, _m6_pair_votes), (7, _m7_judge_votes), (8, _m8_keys),
 ]
 
 

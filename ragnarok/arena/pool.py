@@ -23,6 +23,7 @@ import threading
 from collections import deque
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ragnarok.spec import Pipeline, parse
 
@@ -92,6 +93,18 @@ def fused_retrievers(retrievers: Sequence[str]) -> list[str]:
     return [f"rrf({sparse}, {r})" for r in retrievers if r.startswith("dense:")]
 
 
+#: Backends that never call a paid API: a generator list that does not say ``paid`` is judged by these.
+FREE_BACKENDS = ("extractive", "llama-cpp")
+
+
+def free_generators(rows: Iterable[Mapping[str, Any]]) -> list[str]:
+    """The generators the default pool may draw, from ``GET /v1/generators``' rows: available and ``paid``
+    false. A row that does not say ``paid`` (an older service) counts as paid unless its backend is one that
+    calls no paid API, so a paid generator is never drawn unless the pool lists it."""
+    return [row["name"] for row in rows if row.get("available") and not row.get(
+        "paid", row.get("backend") not in FREE_BACKENDS)]
+
+
 def default_specs(
     retrievers: Sequence[str],
     generators: Sequence[str],
@@ -100,7 +113,9 @@ def default_specs(
     fuse: bool = True,
 ) -> list[str]:
     """The product retriever × reranker × generator (retrievers by name, e.g. ``bm25``, ``dense:minilm``),
-    with ``fuse`` the :func:`fused_retrievers` of the available ones too."""
+    with ``fuse`` the :func:`fused_retrievers` of the available ones too. The arena passes only the
+    generators that cost nothing (:func:`free_generators`): a paid one joins only when ``arena_pool`` lists
+    it."""
     specs = []
     every = [*retrievers, *(fused_retrievers(retrievers) if fuse else [])]
     for retriever, reranker, generator in itertools.product(every, rerankers, generators):

@@ -6,6 +6,12 @@ see :mod:`ragnarok.generate.http`); one request takes at most ``deadline_s`` in 
 every attempt and the waits between them); waiting for one of the ``max_concurrency`` slots takes at most
 ``slot_wait_s``. A request's deadline travels with it as a context variable (:class:`Budget`), so the API can
 start it, and take the slot, on the event loop before the work gets a worker thread (:meth:`Guard.reserved`).
+
+Threads, per backend: a call in flight holds a worker thread, one of the backend's own (:attr:`Guard.threads`,
+as many as its slots, at most ``MAX_BACKEND_THREADS``), never one of anyio's default limiter (40 threads shared
+by every route): so a backend that hangs holds only its own threads, and every other backend, route and
+``/healthz`` keeps theirs (:meth:`Guard.run`; work that calls a backend from a thread of its own, a listwise
+rerank or an LLM judge, takes one of :attr:`Guard.callers` instead).
 """
 
 from __future__ import annotations
@@ -21,9 +27,11 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
 import anyio
+import anyio.to_thread
 from pydantic import BaseModel, Field
 from tenacity import RetryCallState, Retrying, retry_if_exception, wait_exponential
 
+from ragnarok.auth.meter import take_call
 from ragnarok.redact import redact, register_env, register_value
 
 T = TypeVar("T")
@@ -32,6 +40,8 @@ log = logging.getLogger(__name__)
 
 #: Less time than this left before the deadline is not worth another attempt.
 MIN_ATTEMPT_S = 0.05
+#: One backend's calls in flight, and the worker threads they hold, at most, whatever its ``max_concurrency``.
+MAX_BACKEND_THREADS = 64
 
 
 class GeneratorConfig(BaseModel):
@@ -48,7 +58,8 @@ class GeneratorConfig(BaseModel):
                              "waiting, reading), however the backend sends its answer.")
     max_retries: int = Field(2, ge=0, description="Attempts after the first, on 429, 5xx, timeouts and "
                              "connection errors, after the backend's Retry-After or an exponential backoff.")
-    max_concurrency: int = Field(4, ge=1, description="Calls in flight to this backend at most.")
+    max_concurrency: int = Field(4, ge=1, description="Calls in flight to this backend at most (at most 64: "
+                                 "each holds a worker thread, one of the backend's own).")
     deadline_s: float | None = Field(None, gt=0, description="The most one request may take in all: waiting "
                                      "for a slot, every attempt and the waits between them (504 after it). "
                                      "Default: timeout_s x (max_retries + 1).")
@@ -58,6 +69,9 @@ class GeneratorConfig(BaseModel):
     temperature: float = 0.0
     context_tokens: int = 8192
     description: str = ""
+    paid: bool | None = Field(None, description="Whether a call costs money. Default: true for the openai, "
+                              "azure and cohere backends, false for the embedded and extractive ones. A paid "
+                              "generator is drawn by the arena only when its pool lists it.")
     # what to send and what to keep: tuned per generator (small local models want fewer, shorter contexts)
     template: str | None = Field(None, description="The prompt template when the request names none "
                                  "(default: the `default_template` setting).")
@@ -81,6 +95,15 @@ class GeneratorConfig(BaseModel):
         "off", description="Citations attached after the fact by matching each answer sentence to the "
         "context that best supports it (the /rag trace says how many were attributed): `missing` for sentences "
         "that cite nothing, `check` also replaces a citation of a context that does not support its sentence.")
+
+    @property
+    def costs_money(self) -> bool:
+        return self.paid if self.paid is not None else self.backend in ("openai", "azure", "cohere")
+
+    @property
+    def attempts(self) -> int:
+        """HTTP calls one logical call may make at most: the first and every retry."""
+        return 1 if self.backend in ("extractive", "llama-cpp") else self.max_retries + 1
 
     def prompt_budget(self) -> int:
         """The prompt's token budget: the context window less the answer, within max_prompt_tokens and what
@@ -148,9 +171,16 @@ class Guard:
     slot_wait_s: float | None = None
     backoff_s: float = 0.5
     _slots: threading.BoundedSemaphore = field(init=False, repr=False)
+    slots: int = field(init=False)
+    threads: anyio.CapacityLimiter = field(init=False, repr=False)
+    callers: anyio.CapacityLimiter = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._slots = threading.BoundedSemaphore(max(1, self.max_concurrency))
+        self.slots = max(1, min(self.max_concurrency, MAX_BACKEND_THREADS))
+        self._slots = threading.BoundedSemaphore(self.slots)
+        # as many threads as slots: a request that holds a slot never waits for its thread (see the docstring)
+        self.threads = anyio.CapacityLimiter(self.slots)
+        self.callers = anyio.CapacityLimiter(self.slots)
         if self.deadline_s is None:
             self.deadline_s = self.timeout_s * (self.max_retries + 1)
         if self.slot_wait_s is None:
@@ -169,7 +199,7 @@ class Guard:
         return _budget.get() or Budget(time.monotonic() + self.deadline_s, self.deadline_s)
 
     def _busy(self, waited: float, start: float) -> GenerationError:
-        cause = f"busy: no slot within {waited:.3g} s ({self.max_concurrency} calls in flight)"
+        cause = f"busy: no slot within {waited:.3g} s ({self.slots} calls in flight)"
         log.warning("generator %r: %s (after %.0f ms)", self.name, cause, (time.monotonic() - start) * 1000)
         return GenerationError(self.name, cause, timeout=True)
 
@@ -197,6 +227,12 @@ class Guard:
         finally:
             _budget.reset(token)
             self._slots.release()
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in a slot taken here without a thread (:meth:`reserved`), then in one of this backend's
+        own worker threads (:attr:`threads`): never one of anyio's default limiter."""
+        async with self.reserved():
+            return await anyio.to_thread.run_sync(fn, *args, limiter=self.threads)
 
     def call(self, attempt: Callable[[float], T]) -> T:
         """``attempt(timeout_s)`` in a slot, retried while it fails with a retryable :class:`BackendError`,
@@ -227,6 +263,7 @@ class Guard:
             left = budget.left()
             if left < MIN_ATTEMPT_S:
                 raise BackendError(f"no answer within {budget.total_s:g} s", timeout=True)
+            take_call(self.name)  # counted in the request's spend; past its reservation: CallLimitReached
             return attempt(min(self.timeout_s, left))
 
         def stop(state: RetryCallState) -> bool:  # no retries left, or no time for one after the wait
@@ -251,6 +288,16 @@ class Guard:
             log.warning("generator %r failed after %.0f ms: %s", self.name, (time.monotonic() - start) * 1000,
                         cause)
             raise GenerationError(self.name, cause, exc.timeout) from None
+
+
+def guard_of(work: Any) -> Guard | None:
+    """The :class:`Guard` of the backend that ``work`` calls: a generator's own, a listwise reranker's model's
+    (``chat``), an LLM judge's (whose ``complete`` is a generator's); None when it calls none."""
+    for holder in (work, getattr(work, "chat", None), getattr(getattr(work, "complete", None), "__self__", None)):
+        guard = getattr(holder, "guard", None)
+        if isinstance(guard, Guard):
+            return guard
+    return None
 
 
 @dataclass

@@ -15,11 +15,12 @@ import blingfire
 import httpx
 from pydantic import BaseModel, ValidationError
 
+from ragnarok.auth.meter import add_usage
 from ragnarok.generate.base import ApiGenerator, BackendError
 from ragnarok.generate.cite import postprocess
 from ragnarok.generate.http import post_json
 from ragnarok.generate.prompts import PromptTemplate
-from ragnarok.redact import quote
+from ragnarok.redact import quote, redact
 from ragnarok.types import Candidate, Query, RagAnswer
 
 COHERE_URL = "https://api.cohere.com"
@@ -53,6 +54,8 @@ class ChatAnswer(BaseModel):
 
 def chat_answer(data: object) -> tuple[str, list[Citation]]:
     """The answer's text and citations; :class:`BackendError` for any other body, or an empty answer."""
+    if isinstance(data, dict):
+        add_usage(data.get("usage"))
     try:
         message = ChatAnswer.model_validate(data).message
     except ValidationError as exc:
@@ -118,6 +121,7 @@ class CohereGenerator(ApiGenerator):
             numbers = [int(s.id) for s in c.sources if s.id and s.id.isdigit()]
             if c.start is not None and numbers:
                 spans.append((c.start, c.end or c.start, numbers))
-        references, answer = postprocess(spans_to_markers(text, spans), [c.docid for c in candidates],
+        # masked after the spans are placed (they count characters): a key the backend echoes never reaches an answer
+        references, answer = postprocess(redact(spans_to_markers(text, spans)), [c.docid for c in candidates],
                                          max_words=template.max_words)
         return RagAnswer.build(str(topic.qid), topic.text, references, answer)

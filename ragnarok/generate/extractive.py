@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from typing import Literal
 
@@ -114,7 +115,8 @@ class ExtractiveGenerator:
         if relaxed:
             pool = self._pool(candidates, strict=False)
         budget = min(self.max_words, template.max_words)
-        chosen = self._select(topic.text, pool, budget) if pool else []
+        query = unicodedata.normalize("NFKC", topic.text)  # matched as the R service searched it
+        chosen = self._select(query, pool, budget) if pool else []
         best: dict[int, float] = {}
         for i, relevance in chosen:
             best[pool[i][1]] = max(best.get(pool[i][1], float("-inf")), relevance)

@@ -7,11 +7,14 @@ checked between them, and a watchdog shuts the socket down at the deadline, so a
 returns at once. (Headers sent a byte at a time are bounded per read only: uvicorn-based servers, vLLM and
 llama.cpp send them at once.) Every failure is a :class:`BackendError` saying what came back: the status with
 the backend's own message, or what the body was instead of JSON (quoted, at most 200 characters, redacted).
+JSON whose strings are not valid Unicode text (a lone surrogate, ``"\\ud800"``) is refused too, naming where:
+such a string cannot be encoded as UTF-8, so no answer could carry it.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import socket
 import threading
 import time
@@ -22,10 +25,15 @@ from typing import Any
 import httpx
 
 from ragnarok.generate.base import BackendError
+from ragnarok.quoting import quote as quote_short
 from ragnarok.redact import quote
 
 #: A larger answer is not an LLM's: refuse it rather than hold it in memory.
 MAX_BODY_BYTES = 16 * 1024 * 1024
+#: Where a body may hold a lone surrogate: a ``\\uD800``-``\\uDFFF`` escape, or one encoded as (invalid) UTF-8,
+#: which ``json.loads`` of bytes lets through. Only a body that matches is searched string by string.
+_MAYBE_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def retry_after_s(headers: httpx.Headers) -> float | None:
@@ -61,6 +69,34 @@ def error_message(body: bytes) -> str:
             if found:
                 return quote(found if isinstance(found, str) else json.dumps(found))
     return quote(text.strip())
+
+
+def lone_surrogate(value: Any, raw: bytes | None = None) -> str | None:
+    """Where a string of ``value`` (parsed JSON) holds a lone surrogate, e.g. ``choices.0.message.content
+    ('\\ud800' at character 12)``; None when none does. Given the UTF-8 ``raw`` it was parsed from, ``value`` is
+    only searched when ``raw`` may hold one."""
+    if raw is not None and not _MAYBE_SURROGATE.search(raw):
+        return None
+    def found(text: str) -> re.Match[str] | None:
+        return None if text.isascii() else _SURROGATE.search(text)
+
+    def where(path: tuple[Any, ...]) -> str:
+        return ".".join(str(p) if not isinstance(p, str) or (len(p) <= 40 and p.isprintable())
+                        else quote_short(p, 40) for p in path) or "the answer"
+
+    stack: list[tuple[Any, tuple[Any, ...]]] = [(value, ())]
+    while stack:
+        item, path = stack.pop()
+        if isinstance(item, dict):
+            for key, child in item.items():
+                if isinstance(key, str) and (m := found(key)):
+                    return f"a key of {where(path)} ({ascii(m.group())} at character {m.start():,})"
+                stack.append((child, (*path, key)))
+        elif isinstance(item, list):
+            stack.extend((child, (*path, i)) for i, child in enumerate(item))
+        elif isinstance(item, str) and (m := found(item)):
+            return f"{where(path)} ({ascii(m.group())} at character {m.start():,})"
+    return None
 
 
 def _shutdown(sock: socket.socket) -> None:
@@ -119,8 +155,11 @@ def post_json(client: httpx.Client, url: str, body: dict[str, Any], headers: dic
         raise BackendError(f"HTTP {status}: {error_message(raw)}", retryable=status == 429 or status >= 500,
                            retry_after=retry_after_s(response.headers))
     try:
-        return json.loads(raw)
-    except ValueError:
+        data = json.loads(raw)
+    except (ValueError, RecursionError):
         kind = response.headers.get("content-type", "no content-type")
         raise BackendError(f"HTTP {status} but the body is not JSON ({kind}): "
                            f"{quote(raw.decode('utf-8', errors='replace'))}") from None
+    if where := lone_surrogate(data, raw):
+        raise BackendError(f"HTTP {status} but the answer is not valid Unicode text: a lone surrogate in {where}")
+    return data

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ragnarok.auth.meter import add_tokens
 from ragnarok.generate.base import BackendError, GeneratorConfig, GeneratorUnavailable, Guard
 from ragnarok.generate.cite import sentences
 from ragnarok.generate.finish import GeneratedAnswer, repeats, whole_sentences
@@ -117,6 +118,7 @@ class LlamaCppGenerator:
                     chunks.close()
             except (ValueError, RuntimeError, KeyError) as exc:
                 raise BackendError(str(exc)) from None
+            add_tokens(self.count_tokens(" ".join(m["content"] for m in messages)), tokens)
             notes.update(completion_tokens=tokens, first_token_ms=round((first or 0.0) * 1000),
                          generate_ms=round((time.monotonic() - start) * 1000))
             text = stopper.text if notes["stop"] == "end" else whole_sentences(stopper.text)

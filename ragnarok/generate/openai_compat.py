@@ -13,12 +13,13 @@ import json
 import httpx
 from pydantic import BaseModel, ValidationError
 
+from ragnarok.auth.meter import add_usage
 from ragnarok.generate.base import ApiGenerator, BackendError
 from ragnarok.generate.finish import whole_sentences
 from ragnarok.generate.http import post_json
 from ragnarok.generate.llm import Messages, answer_with_llm
 from ragnarok.generate.prompts import PromptTemplate
-from ragnarok.redact import quote
+from ragnarok.redact import quote, redact
 from ragnarok.types import Candidate, Query, RagAnswer
 
 OPENAI_URL = "https://api.openai.com/v1"
@@ -41,7 +42,10 @@ class ChatCompletion(BaseModel):
 
 
 def completion_text(data: object) -> str:
-    """The answer's text; :class:`BackendError` for a body that is no chat completion, or an empty answer."""
+    """The answer's text; :class:`BackendError` for a body that is no chat completion, or an empty answer.
+    The tokens its ``usage`` reports are counted in the request's spend."""
+    if isinstance(data, dict):
+        add_usage(data.get("usage"))
     try:
         choices = ChatCompletion.model_validate(data).choices
     except ValidationError as exc:
@@ -55,7 +59,7 @@ def completion_text(data: object) -> str:
         raise BackendError(f"the model refused: {quote(choice.message.refusal)}")
     if not (choice.message.content or "").strip():
         raise BackendError(f"the model's answer is empty (finish_reason {choice.finish_reason!r})")
-    text = choice.message.content or ""
+    text = redact(choice.message.content or "")  # a key the backend echoes never reaches an answer
     return whole_sentences(text) if choice.finish_reason == "length" else text  # cut mid-sentence: cut there
 
 

@@ -28,6 +28,7 @@ class GeneratorInfo:
     available: bool
     reason: str = ""
     description: str = ""
+    paid: bool = False  # whether a call costs money (GeneratorConfig.costs_money): the arena leaves it out
 
 
 def no_context_answer(topic: Query) -> RagAnswer:
@@ -66,9 +67,10 @@ class GenerationService:
     async def agenerate(self, topic: Query, request: Request, generator: str, template: str | None,
                         k: int) -> RagAnswer:
         """:meth:`generate` for the event loop: the request's deadline starts, and it waits for a slot of the
-        backend, here, without a thread; only a request that holds a slot gets a worker thread. So a backend
-        that hangs holds at most its ``max_concurrency`` threads, and the requests queued behind it get a 504
-        "busy" after ``slot_wait_s`` while every other backend and route keeps its threads."""
+        backend, here, without a thread; only a request that holds a slot gets a worker thread, one of the
+        backend's own (:meth:`Guard.run`). So a backend that hangs holds at most its own threads (as many as
+        its slots), never one of anyio's default limiter, and the requests queued behind it get a 504 "busy"
+        after ``slot_wait_s`` while every other backend and route keeps its threads."""
         chosen, prompt = self.get(generator), self.template(generator, template)
         candidates = request.candidates[:k]
         if not candidates:
@@ -76,8 +78,7 @@ class GenerationService:
         guard = getattr(chosen, "guard", None)
         if not isinstance(guard, Guard):
             return await anyio.to_thread.run_sync(chosen.generate, topic, candidates, prompt)
-        async with guard.reserved():
-            return await anyio.to_thread.run_sync(chosen.generate, topic, candidates, prompt)
+        return await guard.run(chosen.generate, topic, candidates, prompt)
 
     async def describe(self) -> list[GeneratorInfo]:
         """Every generator and whether it can run here now. Self-hosted servers are probed all at once, each
@@ -89,7 +90,7 @@ class GenerationService:
                 if reasons[name] is None and config.base_url and config.backend == "openai":
                     group.start_soon(self._probe_into, reasons, client, config)
         return [GeneratorInfo(name, c.backend, c.model, reasons[name] is None, reasons[name] or "",
-                              c.description) for name, c in sorted(self.configs.items())]
+                              c.description, c.costs_money) for name, c in sorted(self.configs.items())]
 
     async def _probe_into(self, reasons: dict[str, str | None], client: httpx.AsyncClient,
                           config: GeneratorConfig) -> None:

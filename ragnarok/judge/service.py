@@ -3,6 +3,7 @@ concurrently with a progress bar; a backend failure stops the work with what was
 
 from __future__ import annotations
 
+import contextvars
 import sys
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
@@ -101,7 +102,8 @@ def run_all(items: Sequence[T], work: Callable[[T], R], concurrency: int, desc: 
                                                                           else sys.stderr.isatty()))
     results: dict[int, R] = {}
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
-        futures = {pool.submit(work, item): i for i, item in enumerate(items)}
+        # each in a copy of this context: a request's spend meter and principal reach every judgment
+        futures = {pool.submit(contextvars.copy_context().run, work, item): i for i, item in enumerate(items)}
         pending = set(futures)
         while pending:
             done, pending = wait(pending, return_when=FIRST_EXCEPTION)

@@ -37,8 +37,8 @@ def number(arg: str | None, what: str, low: float, high: float, default: float, 
     """A stage's numeric argument within ``[low, high]``, or a :class:`ComponentArgumentError` naming it."""
     if arg is None:
         return default
-    try:
-        value = float(arg) if not integer else float(int(arg))
+    try:  # ASCII only: int() and float() also read other scripts' digits ("１０", "١٠")
+        value = float("nan") if not arg.isascii() else float(arg) if not integer else float(int(arg))
     except ValueError:
         value = float("nan")
     if not low <= value <= high:  # NaN fails too

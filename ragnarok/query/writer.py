@@ -79,9 +79,8 @@ class TextWriter:
 
             raise GeneratorUnavailable(f"generator {generator!r} is unavailable: {reason}")
         guard = getattr(writer, "guard", None)
-        if isinstance(guard, Guard):
-            async with guard.reserved():
-                text = await anyio.to_thread.run_sync(writer.complete, messages)
+        if isinstance(guard, Guard):  # a slot, then one of the backend's own threads
+            text = await guard.run(writer.complete, messages)
         else:
             text = await anyio.to_thread.run_sync(writer.complete, messages)
         with self._lock:

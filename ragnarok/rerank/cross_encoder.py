@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ragnarok.rerank.pointwise import PointwiseReranker, device_auto, on_disk
+from ragnarok.rerank.pointwise import PointwiseReranker, device_auto
 
 #: Checkpoints a request may name as ``crossencoder:NAME`` besides the configured ones.
 KNOWN = {"minilm-l6": "cross-encoder/ms-marco-MiniLM-L-6-v2", "bge-base": "BAAI/bge-reranker-base",
@@ -49,7 +49,7 @@ class CrossEncoderReranker(PointwiseReranker):
         import torch  # noqa: PLC0415 - heavy, on first use
         from sentence_transformers import CrossEncoder  # noqa: PLC0415
 
-        local = on_disk(self.checkpoint)
+        local = self.local_only()
         model = CrossEncoder(self.checkpoint, max_length=self.max_length, device=device_auto(self.device),
                              local_files_only=local, activation_fn=torch.nn.Identity())
         return model

@@ -10,12 +10,12 @@ The encoder is shared with dense retrieval (one model per process) and loads on 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ragnarok.rerank.base import reordered
-from ragnarok.retrieve.dense import shared_encoder
+from ragnarok.retrieve.dense import Encoder, shared_encoder
 from ragnarok.types import Request
 
 
@@ -48,6 +48,10 @@ class EmbeddingReranker:
 
     name: str = "embedding"
     model: str = "minilm"
+    # a model directory a request named (allow_model_paths): its own encoder, dropped with this reranker from
+    # the bounded cache of request-named models, rather than the process-wide shared one
+    own_encoder: bool = False
+    _encoder: Encoder | None = field(default=None, init=False, repr=False)
 
     def availability(self) -> str | None:
         from ragnarok.retrieve.dense import DenseIndexNotFoundError, resolve_model  # noqa: PLC0415
@@ -60,7 +64,9 @@ class EmbeddingReranker:
 
     def similarities(self, request: Request) -> tuple[np.ndarray, np.ndarray]:
         """``(sim(q, d) per candidate, the candidates' normalised embeddings)``."""
-        encoder = shared_encoder(self.model)
+        if self.own_encoder:
+            self._encoder = self._encoder or Encoder(self.model)
+        encoder = self._encoder or shared_encoder(self.model)
         q = encoder.encode([request.query.text], query=True)[0]
         docs = encoder.encode(candidate_texts(request))
         return docs @ q, docs

@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from ragnarok.rerank.pointwise import PointwiseReranker, device_auto, on_disk
+from ragnarok.rerank.pointwise import PointwiseReranker, device_auto
 
 #: Checkpoints a request may name as ``monot5:NAME`` besides the configured ones.
 KNOWN = {"base": "castorini/monot5-base-msmarco-10k", "3b": "castorini/monot5-3b-msmarco-10k"}
@@ -60,7 +60,7 @@ class MonoT5Reranker(PointwiseReranker):
         import torch  # noqa: PLC0415 - heavy, on first use
         from transformers import AutoModelForSeq2SeqLM, AutoTokenizer  # noqa: PLC0415
 
-        local = on_disk(self.checkpoint)
+        local = self.local_only()
         device = device_auto(self.device)
         dtype = torch.bfloat16 if device.startswith("cuda") and torch.cuda.is_bf16_supported() else torch.float32
         tokenizer = AutoTokenizer.from_pretrained(self.checkpoint, local_files_only=local)

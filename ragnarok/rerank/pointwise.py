@@ -3,9 +3,10 @@
 * :class:`ragnarok.rerank.monot5.MonoT5Reranker`: monoT5 (transformers).
 * :class:`ragnarok.rerank.cross_encoder.CrossEncoderReranker`: sentence-transformers' CrossEncoder.
 
-What they share lives here: which checkpoint a name means (:func:`resolve_checkpoint`: a configured name or a
-local directory, never a name a request made up, so no request triggers a download), what is missing when one
-cannot run (:func:`missing`: weights neither on disk nor in the Hugging Face cache, downloads off), the check
+What they share lives here: which checkpoint a name means (:func:`resolve_checkpoint`: a configured name, or a
+local directory when the server allows request-named paths (:mod:`ragnarok.model_paths`), never a name a request
+made up), what is missing when one cannot run (:func:`missing`: weights neither on disk nor in the Hugging Face
+cache, downloads off: a server downloads only with ``RAGNAROK_ALLOW_DOWNLOADS=1``), the check
 that a directory holds the right architecture, and the scoring loop: candidates longest first, ``batch_size``
 at a time, the model held for one batch at a time in arrival order (:class:`ragnarok.cancel.FairLock`) and
 the request's cancel token checked before each batch, so a cancelled rerank stops within one batch. The work
@@ -26,6 +27,7 @@ import numpy as np
 
 from ragnarok import cancel
 from ragnarok.cancel import FairLock
+from ragnarok.model_paths import A_DIRECTORY, looks_like_path, model_dir
 from ragnarok.quoting import quote
 from ragnarok.registry import ComponentArgumentError, UnknownComponentError
 from ragnarok.rerank.base import RerankError, RerankerUnavailable, reordered
@@ -44,21 +46,18 @@ def on_disk(name: str) -> bool:
         return False
 
 
-def resolve_checkpoint(kind: str, name: str, known: Mapping[str, str]) -> str:
-    """What ``name`` loads: ``known[name]`` (an alias), a value of ``known`` itself (a Hugging Face name), or a
-    local directory holding ``config.json``. Anything else is an :class:`UnknownComponentError` (404) naming
-    the choices; a directory without ``config.json`` is a :class:`ComponentArgumentError` (422)."""
+def resolve_checkpoint(kind: str, name: str, known: Mapping[str, str], allow_paths: bool = False) -> str:
+    """What ``name`` loads: ``known[name]`` (an alias), a value of ``known`` itself (a configured directory or
+    Hugging Face name), or, with ``allow_paths``, the realpath of a local directory holding ``config.json``.
+    Anything else is an :class:`UnknownComponentError` (404) naming the choices; a path gets the same 404
+    whether or not anything is there (:func:`ragnarok.model_paths.model_dir`)."""
     if name in known:
         return known[name]
     if name in known.values():
         return name
-    path = Path(name).expanduser()
-    if on_disk(name) and path.is_dir():
-        if not (path / "config.json").is_file():
-            raise ComponentArgumentError(f"{quote(name, 120)} holds no config.json: not a Hugging Face model "
-                                         f"directory for {kind}")
-        return str(path)
-    raise UnknownComponentError(f"{kind} model", name, [*known, "a local model directory"])
+    if looks_like_path(name):
+        return model_dir(f"{kind} model", name, list(known), allow_paths)
+    raise UnknownComponentError(f"{kind} model", name, [*known, *([A_DIRECTORY] if allow_paths else [])])
 
 
 def _hub_file(repo: str, filename: str) -> str | None:
@@ -76,8 +75,9 @@ def offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").lower() in {"1", "true", "yes", "on"}
 
 
-def missing(checkpoint: str) -> str | None:
-    """Why ``checkpoint`` (a local directory or a Hugging Face name) cannot be loaded here, or None."""
+def missing(checkpoint: str, allow_downloads: bool = True) -> str | None:
+    """Why ``checkpoint`` (a local directory or a Hugging Face name) cannot be loaded here, or None.
+    ``allow_downloads`` False: a Hugging Face name must already be in the local cache."""
     path = Path(checkpoint).expanduser()
     if path.is_absolute() or on_disk(checkpoint):
         if not on_disk(checkpoint) or not path.is_dir():
@@ -89,6 +89,10 @@ def missing(checkpoint: str) -> str | None:
         return None
     if _hub_file(checkpoint, "config.json") is not None:
         return None
+    if not allow_downloads:
+        return (f"the weights of {checkpoint} are not on this machine (not in the Hugging Face cache) and this "
+                "server downloads no model (RAGNAROK_ALLOW_DOWNLOADS=1 lets it): download them where there is "
+                f"network (`huggingface-cli download {checkpoint}`)")
     if offline():
         return (f"the weights of {checkpoint} are not on this machine (not in the Hugging Face cache) and downloads "
                 "are off (HF_HUB_OFFLINE=1): download them where there is network "
@@ -127,6 +131,7 @@ class PointwiseReranker:
     batch_size: int = 16
     max_length: int = 512
     device: str | None = None  # None: CUDA when there is one
+    allow_downloads: bool = True  # False: a Hugging Face name loads from the local cache only (a server's default)
     batches: int = field(default=0, init=False)  # batches scored so far (work done, for tests and stats)
     _model: Any = field(default=None, init=False, repr=False)
     _load_lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
@@ -137,7 +142,11 @@ class PointwiseReranker:
     kind: ClassVar[str] = "pointwise"
 
     def availability(self) -> str | None:
-        return missing(self.checkpoint)
+        return missing(self.checkpoint, self.allow_downloads)
+
+    def local_only(self) -> bool:
+        """Whether the loaders must not ask a model hub (a directory on disk, or downloads not allowed)."""
+        return on_disk(self.checkpoint) or not self.allow_downloads
 
     def check_architecture(self, config: Mapping[str, Any]) -> str | None:
         """Why ``config`` is not a checkpoint this reranker runs, or None."""
@@ -162,7 +171,7 @@ class PointwiseReranker:
                 if reason := self.availability():
                     raise RerankerUnavailable(f"reranker {self.name!r} is unavailable: {reason}")
                 self.validate()
-                local = on_disk(self.checkpoint)
+                local = self.local_only()
                 if local:  # never ask a model hub about a model on disk (an explicit HF_HUB_OFFLINE=0 wins)
                     os.environ.setdefault("HF_HUB_OFFLINE", "1")
                 try:

@@ -51,8 +51,8 @@ def parse_args(arg: str | None, feedback: str = "none") -> BM25Params:
             raise ComponentArgumentError(f"BM25 parameter {key} is given twice in {quote(arg, 80)}")
         seen.add(key)
         name, kind, low, high, _ = KEYS[key]
-        try:
-            value = kind(raw)
+        try:  # ASCII only: int() and float() also read other scripts' digits ("１０", "١٠")
+            value = kind(raw) if raw.isascii() else math.nan
         except ValueError:
             value = math.nan
         if not (isinstance(value, (int, float)) and low <= value <= high):  # NaN fails too

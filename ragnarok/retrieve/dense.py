@@ -100,6 +100,19 @@ def resolve_model(name: str) -> str:
     raise UnknownComponentError("embedding model", name, [*PACKAGED, *REMOTE_MODELS, "a local model directory"])
 
 
+def download_refused(model: str) -> str | None:
+    """Why ``model`` cannot load where nothing may be downloaded (a server without RAGNAROK_ALLOW_DOWNLOADS=1):
+    a hub model (``arctic-l``, ``gte-l``) that is not in the local Hugging Face cache; None when it can."""
+    from ragnarok.retrieve.encoders import _in_hub_cache  # noqa: PLC0415
+
+    resolved = REMOTE_MODELS.get(model, model)
+    if resolved not in REMOTE_MODELS.values() or _in_hub_cache(resolved):
+        return None
+    return (f"the embedding model {model} is not on this machine (not in the Hugging Face cache) and this server "
+            "downloads no model (RAGNAROK_ALLOW_DOWNLOADS=1 lets it): download it where there is network "
+            f"(`huggingface-cli download {resolved}`)")
+
+
 @dataclass
 class Encoder:
     """A sentence-transformers model loaded on first use; embeddings are L2-normalised float32 rows.
@@ -283,6 +296,7 @@ class DenseRetriever:
     model: str = "minilm"
     index_dir: str | None = None
     ef_search: int = 128  # HNSW search breadth (raised to k when k is larger)
+    allow_downloads: bool = True  # False (a server's default): a hub model that is not cached is refused (503)
     _index: Any = field(default=None, init=False, repr=False)
     _docids: list[str] = field(default_factory=list, init=False, repr=False)
     _meta: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
@@ -315,6 +329,8 @@ class DenseRetriever:
                 raise StaleDenseIndexError(
                     f"the dense index at {path} is stale: {reason}; rebuild it with "
                     f"`{rebuild_command(self.lucene_dir, self.model, meta.get('kind', 'flat'))}`")
+            if not self.allow_downloads and (refused := download_refused(meta.get("model", self.model))):
+                raise DenseIndexNotFoundError(refused)
             docids = (path / "docids.txt").read_text(encoding="utf-8").splitlines()
             index = faiss.read_index(str(path / "index.faiss"))
             if index.ntotal != len(docids):

@@ -58,9 +58,13 @@ class TorchBackend:
     _st: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        # a hub model already in the local cache loads from it alone: no request to a model hub (a server only
+        # reaches one for a model that is not here, and only with RAGNAROK_ALLOW_DOWNLOADS=1)
+        cached = _in_hub_cache(self.path)
         local = Path(self.path).exists()
         if local:  # never ask a model hub for a model on disk (an explicit HF_HUB_OFFLINE=0 wins)
             os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        local = local or cached
         from sentence_transformers import SentenceTransformer  # noqa: PLC0415 - heavy, on first use
 
         self._st = SentenceTransformer(self.path, device=self.device, local_files_only=local,
@@ -71,6 +75,16 @@ class TorchBackend:
     def encode(self, texts: list[str]) -> np.ndarray:
         return self._st.encode(texts, batch_size=len(texts), normalize_embeddings=True, convert_to_numpy=True,
                                show_progress_bar=False).astype(np.float32, copy=False)
+
+
+def _in_hub_cache(name: str) -> bool:
+    """Whether ``name`` (a Hugging Face model name) has its ``config.json`` in the local Hugging Face cache."""
+    try:
+        from huggingface_hub import try_to_load_from_cache  # noqa: PLC0415
+
+        return isinstance(try_to_load_from_cache(name, "config.json"), str)
+    except Exception:  # noqa: BLE001 - a path or a malformed name: not a cached hub model
+        return False
 
 
 class NotExportableError(ValueError):

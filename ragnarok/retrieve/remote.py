@@ -13,6 +13,7 @@ from typing import Any
 
 import httpx
 
+from ragnarok.generate.http import lone_surrogate
 from ragnarok.retrieve.lucene import doc_from_raw
 from ragnarok.types import Candidate, Doc, Query, Request
 
@@ -45,6 +46,9 @@ class RemoteRetriever:
             response = self._http().get(url, params={"query": query.text, "hits": k, "qid": str(query.qid)})
             response.raise_for_status()
             data = response.json()
+            if where := lone_surrogate(data, response.content):  # no answer could carry it as UTF-8
+                raise RemoteRetrievalError(f"remote index {self.base_url} answered text that is not valid "
+                                           f"Unicode: a lone surrogate in {where}")
             candidates = [
                 Candidate(docid=str(c["docid"]), score=float(c["score"]), doc=_doc(c.get("doc")))
                 for c in data["candidates"]

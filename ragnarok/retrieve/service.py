@@ -6,7 +6,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ragnarok.collection.lucene_index import is_lucene_index
-from ragnarok.components import RERANKERS, RETRIEVERS
+from ragnarok.components import RERANKERS, RETRIEVERS, request_model_path
+from ragnarok.model_paths import ModelLRU
 from ragnarok.protocols import Reranker, Retriever
 from ragnarok.registry import Instances, UnknownComponentError
 from ragnarok.retrieve.building import DenseBuild, DenseBuilds, Progress
@@ -61,6 +62,8 @@ class RetrievalService:
         sources = self.sources()
         if index not in sources:
             raise UnknownComponentError("index", index, sorted(sources))
+        if base == "dense" and arg and (real := request_model_path(base, arg, self.settings)) is not None:
+            arg, retriever = real, f"dense:{real}"  # every spelling of a model directory: one retriever
         if base == "dense" and (build := self.builds.get(sources[index], arg or "minilm")) is not None:
             build.check()  # 503 while it is being built
         return self._instances.get((retriever, index), lambda: entry.factory(
@@ -101,13 +104,23 @@ class RetrievalService:
 
 
 class RerankService:
-    """Rerankers by spec name (``mmr:0.5``, ``rankzephyr:rho``), created once and reused."""
+    """Rerankers by spec name (``mmr:0.5``, ``rankzephyr:rho``), created once and reused. A model directory a
+    request names (``crossencoder:/models/x``, only with ``allow_model_paths``) is kept by its realpath, so every
+    spelling of it is one instance, in an LRU bounded by ``model_cache_max`` instances and ``model_cache_max_mb``
+    of model files (:class:`ragnarok.model_paths.ModelLRU`)."""
 
     def __init__(self, settings: Settings):
         self.settings = settings
         self._instances: Instances[Reranker] = Instances()
+        self._paths: ModelLRU[Reranker] = ModelLRU(settings.model_cache_max, settings.model_cache_max_mb * 2**20)
 
     def get(self, spec: str) -> Reranker:
         base, _, arg = spec.partition(":")
         entry = RERANKERS.get(base)
+        if arg and (real := request_model_path(base, arg, self.settings)) is not None:
+            return self._paths.get((base, real), real, lambda: entry.factory(settings=self.settings, arg=real))
         return self._instances.get(spec, lambda: entry.factory(settings=self.settings, arg=arg or None))
+
+    def path_models(self) -> list[tuple[str, str]]:
+        """The request-named models held, ``(reranker, realpath)``, least recently used first."""
+        return self._paths.keys()  # type: ignore[return-value]

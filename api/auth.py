@@ -1,0 +1,256 @@
+"""Keys, scopes, rates and spend for every request: one ASGI middleware and two route helpers.
+
+:class:`AuthMiddleware` runs first for every HTTP request from outside:
+
+1. ``/healthz``, the OpenAPI documents and the arena's own pages are open (the arena runs its pipelines as its
+   own principal, with its own caps: :mod:`webui.arena`).
+2. With ``RAGNAROK_AUTH=keys`` the request must carry ``Authorization: Bearer KEY``: 401 when it is missing,
+   unknown, expired or revoked; 429 with ``Retry-After`` past the key's requests per minute (the ``limits``
+   library, in ``rate_limit_storage``) or its requests in parallel (per process). With ``off`` the caller is
+   :data:`~ragnarok.auth.principal.ANONYMOUS`.
+3. The request runs as that principal with a fresh spend :class:`~ragnarok.auth.meter.Meter` that allows no
+   backend call until the route reserves its worst case (:func:`reserve`); the answer carries the calls and
+   tokens spent (``Ragnarok-Backend-Calls``, ``Ragnarok-Prompt-Tokens``, ``Ragnarok-Completion-Tokens``).
+4. When it is over, the reservation is replaced by what was spent, and a key's request is written to the
+   audit log.
+
+Requests the service makes to itself in process (the gateway's stages) run inside the outer request's
+principal and meter: they are neither authenticated nor reserved again.
+
+Routes declare their scope with ``dependencies=[needs("retrieve")]`` (403 when the key lacks it) and call
+:func:`reserve` with the request's :class:`~ragnarok.auth.cost.Cost` before anything spends: 403 for a
+generator the key may not use, 413 past ``max_calls_per_request``, 429 past the key's budget.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections import defaultdict
+from typing import Any
+
+import anyio.to_thread
+from fastapi import HTTPException, Request
+from fastapi.responses import JSONResponse
+
+from ragnarok.arena.db import StoreError
+from ragnarok.auth import meter as meters
+from ragnarok.auth import principal as principals
+from ragnarok.auth.cost import Cost
+from ragnarok.auth.principal import ANONYMOUS, Principal
+from ragnarok.auth.store import AuthError, AuthStore, BudgetExceeded
+from ragnarok.quoting import quote
+from ragnarok.settings import Settings
+
+log = logging.getLogger(__name__)
+OPEN_PATHS = frozenset({"/healthz", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
+OPEN_PREFIXES = ("/arena/",)
+
+
+def is_open(path: str) -> bool:
+    return path in OPEN_PATHS or path == "/arena" or path.startswith(OPEN_PREFIXES)
+
+
+class Auth:
+    """What the middleware needs, made once per app: the store (opened on first use), the rate limiter and
+    the per-process count of each principal's requests in flight."""
+
+    def __init__(self, settings: Settings, default: Principal | None = None):
+        self.settings = settings
+        self.default = default  # every request runs as this (the operator's CLI in process), keys or not
+        self._store: AuthStore | None = None
+        self._limiter: Any = None
+        self.in_flight: defaultdict[str, int] = defaultdict(int)
+
+    @property
+    def store(self) -> AuthStore:
+        if self._store is None:
+            self._store = AuthStore.for_settings(self.settings)
+        return self._store
+
+    def rate_limited(self, principal: Principal) -> float | None:
+        """None when the principal may make one more request this minute, else the seconds to wait."""
+        if principal.rpm is None:
+            return None
+        from limits import RateLimitItemPerMinute  # noqa: PLC0415
+
+        if self._limiter is None:
+            from limits.storage import storage_from_string  # noqa: PLC0415
+            from limits.strategies import MovingWindowRateLimiter  # noqa: PLC0415
+
+            self._limiter = MovingWindowRateLimiter(storage_from_string(self.settings.rate_limit_storage))
+        item = RateLimitItemPerMinute(principal.rpm)
+        if self._limiter.hit(item, "key", principal.owner):
+            return None
+        reset = self._limiter.get_window_stats(item, "key", principal.owner).reset_time
+        return max(1.0, reset - time.time())
+
+    async def authenticate(self, scope: dict) -> Principal:
+        """The caller's principal, or :class:`AuthError`."""
+        header = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1").strip()
+        kind, _, secret = header.partition(" ")
+        if not header:
+            raise AuthError("this server needs an API key: send `Authorization: Bearer KEY`")
+        if kind.lower() != "bearer" or not secret.strip():
+            raise AuthError("the Authorization header must be `Bearer KEY`")
+        secret = secret.strip()
+        if len(secret) > 200:
+            raise AuthError("unknown API key")
+        store = self.store
+        found = store.cached(secret)  # on the event loop: a dictionary read
+        return found if found is not None else await anyio.to_thread.run_sync(store.lookup, secret)
+
+
+def _error(status: int, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"detail": detail}, status_code=status, headers=headers)
+
+
+class AuthMiddleware:
+    """Pure ASGI middleware (see the module's docstring)."""
+
+    def __init__(self, app: Any, auth: Auth):
+        self.app, self.auth = app, auth
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        outer = principals.current()
+        if outer is not None:  # a request the service makes to itself: inside the caller's principal
+            if meters.current() is not None:
+                await self.app(scope, receive, send)
+                return
+            await self._run(outer, scope, receive, send)  # e.g. the arena's /rag calls: a meter of their own
+            return
+        if is_open(scope["path"]):
+            await self.app(scope, receive, send)
+            return
+        auth = self.auth
+        if auth.default is not None:
+            principal = auth.default
+        elif auth.settings.auth != "keys":
+            principal = ANONYMOUS
+        else:
+            try:
+                principal = await auth.authenticate(scope)
+            except AuthError as exc:
+                await _error(401, str(exc), {"WWW-Authenticate": "Bearer"})(scope, receive, send)
+                return
+            except StoreError as exc:
+                log.error("keys cannot be checked: %s", exc)
+                await _error(503, "API keys cannot be checked now (the service database is unavailable)",
+                             {"Retry-After": "5"})(scope, receive, send)
+                return
+            if (wait := auth.rate_limited(principal)) is not None:
+                await _error(429, f"key {principal.name!r} is limited to {principal.rpm} requests a minute",
+                             {"Retry-After": str(int(wait + 0.999))})(scope, receive, send)
+                return
+            if principal.parallel is not None and auth.in_flight[principal.owner] >= principal.parallel:
+                await _error(429, f"key {principal.name!r} is limited to {principal.parallel} request(s) in "
+                                  "parallel", {"Retry-After": "1"})(scope, receive, send)
+                return
+        credentials = dict(scope["headers"]).get(b"authorization")
+        with principals.forwarding(credentials.decode("latin-1") if credentials else None):
+            await self._run(principal, scope, receive, send)
+
+    async def _run(self, principal: Principal, scope: dict, receive: Any, send: Any) -> None:
+        auth, start = self.auth, time.perf_counter()
+        meter = meters.Meter(limit=0 if principal.limited else None)
+        status, settled = 500, False
+
+        async def metered_send(message: dict) -> None:
+            nonlocal status, settled
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message = {**message, "headers": [*message.get("headers", []), *meter.headers()]}
+                # the answer's work is done: its spend is recorded before the client can see the answer
+                settled = True
+                await self._settle(principal, meter)
+            await send(message)
+
+        auth.in_flight[principal.owner] += 1
+        try:
+            with principals.acting_as(principal), meters.metering(meter):
+                await self.app(scope, receive, metered_send)
+        finally:
+            auth.in_flight[principal.owner] -= 1
+            if auth.in_flight[principal.owner] <= 0:
+                del auth.in_flight[principal.owner]
+            if not settled:
+                await self._settle(principal, meter)
+            self._audit(principal, meter, scope, status, (time.perf_counter() - start) * 1000)
+
+    async def _settle(self, principal: Principal, meter: meters.Meter) -> None:
+        """The request's reservation replaced by what it spent (a key's or a budget's spend only)."""
+        if not (principal.owner.startswith("key:") or principal.has_budget):
+            return
+        if meter.reservation is None and not meter.calls and not meter.tokens:
+            return
+        store = self.auth.store
+        reservation, meter.reservation = meter.reservation or store.unreserved(principal), None
+        try:
+            await anyio.to_thread.run_sync(store.settle, reservation, meter.calls, meter.tokens)
+        except StoreError as exc:
+            log.error("the spend of a request of %s (%d calls, %d tokens) was not recorded: %s", principal.name,
+                      meter.calls, meter.tokens, exc)
+
+    def _audit(self, principal: Principal, meter: meters.Meter, scope: dict, status: int, ms: float) -> None:
+        if not (principal.owner.startswith("key:") or principal.has_budget):
+            return
+        try:
+            self.auth.store.audit({"owner": principal.owner, "key_name": principal.name, "method": scope.get("method", ""),
+                         "route": scope.get("path", "")[:300], "status": status,
+                         "generators": json.dumps(meter.generators, sort_keys=True), "calls": meter.calls,
+                         "tokens": meter.tokens, "ms": round(ms, 3)})
+        except StoreError as exc:
+            log.error("the audit row of a request of %s was not queued: %s", principal.name, exc)
+
+
+def check_scope(scope: str) -> None:
+    """403 naming ``scope`` unless the caller's key carries it."""
+    principal = principals.current() or ANONYMOUS
+    if scope not in principal.scopes:
+        raise HTTPException(403, f"key {principal.name!r} lacks the {scope!r} scope (it has: "
+                                 f"{', '.join(sorted(principal.scopes)) or 'none'})")
+
+
+def needs(*scopes: str) -> Any:
+    """A route (or router) dependency: the caller's key must carry every one of ``scopes`` (403 otherwise)."""
+    async def dependency() -> None:
+        for scope in scopes:
+            check_scope(scope)
+
+    dependency.__name__ = "needs_" + "_".join(scopes)
+    return dependency
+
+
+async def reserve(http: Request, cost: Cost) -> None:
+    """Before a route spends: the generators it would call must be granted (403), its worst case within
+    ``max_calls_per_request`` (413) and the key's budget (429, reserved until the request ends). A request the
+    service makes to itself is covered by its caller's reservation."""
+    settings: Settings = http.app.state.settings
+    principal = principals.current() or ANONYMOUS
+    for generator in sorted(cost.generators):
+        if not principal.allows_generator(generator):
+            granted = ", ".join(sorted(principal.generators or ())) or "none"
+            raise HTTPException(403, f"key {principal.name!r} may not use generator {quote(generator, 80)} "
+                                     f"(it may use: {granted})")
+    meter = meters.current()
+    if meter is None or meter.reserved:
+        return
+    total = cost.total
+    if principal.limited and total > settings.max_calls_per_request:
+        spread = ", ".join(f"{g}: {n}" for g, n in sorted(cost.calls.items()))
+        raise HTTPException(413, f"this request could make {total} backend calls in the worst case ({spread}, "
+                                 f"retries included); the limit is {settings.max_calls_per_request} per request")
+    if principal.has_budget:
+        store = http.app.state.auth.store
+        try:
+            meter.reservation = await anyio.to_thread.run_sync(store.reserve, principal, total)
+        except BudgetExceeded as exc:
+            raise HTTPException(429, str(exc), headers={"Retry-After": str(int(exc.retry_after_s + 0.999))}) \
+                from None
+        meter.token_limit = meter.reservation.token_limit
+    meter.reserved = True
+    meter.limit = total if principal.limited else None

@@ -1,0 +1,117 @@
+"""``ragnarok keys ...``: API keys in the service database (``RAGNAROK_DATABASE_URL``, else ``arena.db`` in the
+data directory). The secret is printed once, as the last line of stdout; only its SHA-256 is stored."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from datetime import datetime, timezone
+from typing import Annotated, Optional
+
+import typer
+
+from ragnarok.cli_errors import fails_cleanly
+
+keys_app = typer.Typer(no_args_is_help=True, add_completion=False,
+                       help="API keys: scopes, generators, rates and budgets (RAGNAROK_AUTH=keys).")
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+
+
+def duration_s(text: str) -> float:
+    """``30d``, ``12h``, ``15m``, ``45s``, ``2w`` or plain seconds, as seconds."""
+    m = re.fullmatch(r"([0-9]+(?:\.[0-9]+)?)([smhdw]?)", text.strip())
+    if not m or float(m.group(1)) <= 0:
+        raise ValueError(f"a duration is a positive number with s, m, h, d or w (e.g. 1d, 12h), got {text!r}")
+    return float(m.group(1)) * _UNITS[m.group(2) or "s"]
+
+
+def _names(text: str | None) -> list[str] | None:
+    return None if text is None else [n.strip() for n in text.split(",") if n.strip()]
+
+
+def _store():  # type: ignore[no-untyped-def]
+    from ragnarok.auth.store import AuthStore  # noqa: PLC0415
+    from ragnarok.settings import get_settings  # noqa: PLC0415
+
+    return AuthStore.for_settings(get_settings())
+
+
+def _when(epoch: float | None) -> str:
+    return "" if epoch is None else datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="seconds")
+
+
+@keys_app.command()
+@fails_cleanly
+def create(
+    name: Annotated[str, typer.Option(help="A unique name for the key (who holds it).")],
+    scopes: Annotated[str, typer.Option(help="Comma-separated: retrieve, generate, evaluate, admin.")],
+    generators: Annotated[Optional[str], typer.Option(help="Comma-separated generators the key may use "
+                                                           "(default: all).")] = None,
+    rpm: Annotated[Optional[int], typer.Option(min=1, help="Requests per minute at most.")] = None,
+    parallel: Annotated[Optional[int], typer.Option(min=1, help="Requests in flight at most (per server "
+                                                                "process).")] = None,
+    budget_calls: Annotated[Optional[int], typer.Option(min=0, help="Backend (LLM) calls per period at most, "
+                                                                    "reserved from each request's worst case.")] = None,
+    budget_tokens: Annotated[Optional[int], typer.Option(min=0, help="Tokens per period at most (as the "
+                                                                     "backends report them).")] = None,
+    period: Annotated[str, typer.Option(help="The budget's period (from the key's creation): 1d, 12h, ...")] = "1d",
+    expires: Annotated[Optional[str], typer.Option(help="Expiry from now: 30d, 12h, ... (default: never).")] = None,
+) -> None:
+    """Make a key; its secret is the last line of stdout (shown once: store it now)."""
+    record, secret = _store().create(
+        name, _names(scopes) or [], _names(generators), rpm, parallel, budget_calls, budget_tokens,
+        duration_s(period), None if expires is None else duration_s(expires))
+    typer.echo(f"key {record.id} {record.name!r}: scopes {','.join(record.scopes)}"
+               + (f"; expires {_when(record.expires_epoch)}" if record.expires_epoch else ""), err=True)
+    typer.echo(secret)
+
+
+@keys_app.command("list")
+@fails_cleanly
+def list_keys(as_json: Annotated[bool, typer.Option("--json", help="One JSON object per key.")] = False) -> None:
+    """Every key: id, name, prefix, scopes, limits, status (never the secret)."""
+    now = time.time()
+    for k in _store().keys():
+        row = {"id": k.id, "name": k.name, "prefix": k.prefix, "scopes": list(k.scopes),
+               "generators": None if k.generators is None else list(k.generators), "rpm": k.rpm,
+               "parallel": k.parallel, "budget_calls": k.budget_calls, "budget_tokens": k.budget_tokens,
+               "period_s": k.period_s, "created_at": k.created_at, "expires_at": _when(k.expires_epoch) or None,
+               "status": k.status(now)}
+        if as_json:
+            typer.echo(json.dumps(row))
+        else:
+            limits = ", ".join(f"{n} {v}" for n, v in (("rpm", k.rpm), ("parallel", k.parallel),
+                                                       ("calls", k.budget_calls), ("tokens", k.budget_tokens))
+                               if v is not None)
+            typer.echo(f"{k.id}\t{k.name}\t{k.prefix}…\t{','.join(k.scopes)}\t"
+                       f"{','.join(k.generators) if k.generators is not None else 'all generators'}\t"
+                       f"{limits or 'no limits'}\t{row['status']}")
+
+
+@keys_app.command()
+@fails_cleanly
+def revoke(key: Annotated[str, typer.Argument(help="The key's id or name.")]) -> None:
+    """Revoke a key: every server refuses it within RAGNAROK_AUTH_CACHE_S (1 s)."""
+    record = _store().revoke(key)
+    typer.echo(f"key {record.id} {record.name!r} revoked at {record.revoked_at}")
+
+
+@keys_app.command()
+@fails_cleanly
+def usage(
+    key: Annotated[Optional[str], typer.Argument(help="A key's id or name (default: every owner).")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per row.")] = False,
+) -> None:
+    """Calls and tokens spent per key (and the arena) per budget period, newest first."""
+    store = _store()
+    owner = None if key is None else f"key:{store.find(key).id}"
+    rows = store.usage(owner)
+    names = {f"key:{k.id}": k.name for k in store.keys()}
+    for row in rows:
+        row = {**row, "name": names.get(row["owner"], row["owner"])}
+        typer.echo(json.dumps(row) if as_json else
+                   f"{row['period_start']}\t{row['owner']}\t{row['name']}\t{row['calls']} calls\t{row['tokens']} tokens")
+    if not rows and not as_json:
+        typer.echo("no spend recorded", err=True)

@@ -1,0 +1,409 @@
+"""Keys, budgets and the audit log in the service database (the vote store's SQLite or PostgreSQL: migration 8
+of :mod:`ragnarok.arena.migrations`).
+
+- A key's secret is shown once when it is made; the database keeps its SHA-256 (a key is 256 random bits, so a
+  plain hash is as strong as the secret). :meth:`AuthStore.lookup` finds a key by that hash and keeps what it
+  found for ``cache_s`` seconds: a revocation reaches every worker and instance within that time.
+- A budget is spent in periods of ``period_s`` counted from the key's creation (the arena's: UTC days). Before a
+  request runs, its worst-case calls are *reserved* (:meth:`reserve`): the spent calls of the period, the
+  reservations of the requests in flight and this one must fit in the budget, checked and inserted in one
+  transaction serialised per owner (across processes and instances). When the request ends, :meth:`settle`
+  replaces its reservation by the calls and tokens it really spent. A reservation left by a killed process
+  stops counting after ``reservation_ttl_s``.
+- The audit log gets one row per request (key, route, generators, calls, tokens, status), written in batches by
+  a background thread so that no request waits for it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import logging
+import math
+import queue
+import secrets
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Any
+
+from sqlalchemy import Engine, text
+
+from ragnarok.arena.db import StoreError, describe, make_engine, safe_url, serialised, utc_now
+from ragnarok.arena.migrations import migrate
+from ragnarok.auth.principal import SCOPES, Principal
+
+log = logging.getLogger(__name__)
+KEY_PREFIX = "rk_"
+DAY_S = 86_400.0
+#: Lookups remembered at most (unknown secrets included, so guessing keys costs no database reads).
+CACHE_ENTRIES = 10_000
+
+
+class AuthError(Exception):
+    """401: no key, or one that is unknown, expired or revoked."""
+
+
+class BudgetExceeded(Exception):
+    """429: the request's worst case does not fit in what is left of the budget."""
+
+    def __init__(self, message: str, retry_after_s: float):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
+
+
+def secret_hash(secret: str) -> str:
+    return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def new_secret() -> str:
+    return KEY_PREFIX + secrets.token_urlsafe(32)
+
+
+def database_url(settings: Any) -> str:
+    """The service database: ``database_url``, else SQLite ``arena.db`` in the data directory."""
+    if settings.database_url:
+        return settings.database_url
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{settings.data_dir / 'arena.db'}"
+
+
+@dataclass(frozen=True)
+class KeyRecord:
+    id: int
+    name: str
+    prefix: str
+    scopes: tuple[str, ...]
+    generators: tuple[str, ...] | None
+    rpm: int | None
+    parallel: int | None
+    budget_calls: int | None
+    budget_tokens: int | None
+    period_s: float | None
+    created_at: str
+    created_epoch: float
+    expires_epoch: float | None
+    revoked_at: str | None
+
+    def principal(self) -> Principal:
+        return Principal(owner=f"key:{self.id}", name=self.name, scopes=frozenset(self.scopes),
+                         generators=None if self.generators is None else frozenset(self.generators),
+                         rpm=self.rpm, parallel=self.parallel, budget_calls=self.budget_calls,
+                         budget_tokens=self.budget_tokens, period_s=self.period_s, created_at=self.created_epoch,
+                         expires_at=self.expires_epoch, key_id=self.id)
+
+    def status(self, now: float | None = None) -> str:
+        if self.revoked_at:
+            return "revoked"
+        if self.expires_epoch is not None and (now or time.time()) >= self.expires_epoch:
+            return "expired"
+        return "active"
+
+
+_KEY_COLUMNS = ("id, name, prefix, scopes, generators, rpm, parallel, budget_calls, budget_tokens, period_s, "
+                "created_at, created_epoch, expires_epoch, revoked_at")
+
+
+def _record(row: Any) -> KeyRecord:
+    return KeyRecord(int(row[0]), row[1], row[2], tuple(s for s in row[3].split(",") if s),
+                     None if row[4] is None else tuple(json.loads(row[4])), row[5], row[6], row[7], row[8],
+                     row[9], row[10], float(row[11]), row[12], row[13])
+
+
+@dataclass(frozen=True)
+class Reservation:
+    id: str | None  # None: nothing reserved (no call budget)
+    owner: str
+    period_start: float
+    calls: int
+    token_limit: int | None  # tokens left in the period when the request started
+
+
+def period_bounds(principal: Principal, now: float) -> tuple[float, float]:
+    """The start and length of the principal's current budget period (no period: the UTC day, for usage)."""
+    length = principal.period_s or DAY_S
+    origin = principal.created_at if principal.period_s else 0.0
+    start = origin + math.floor((now - origin) / length) * length
+    return start, length
+
+
+def _when(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="seconds")
+
+
+class AuthStore:
+    """Keys, spend and audit at a SQLAlchemy URL, migrated when opened (see the module's docstring)."""
+
+    _shared: dict[str, AuthStore] = {}
+    _shared_lock = threading.Lock()
+
+    def __init__(self, url: str, cache_s: float = 1.0, reservation_ttl_s: float = 900.0):
+        self.engine: Engine = make_engine(url)
+        self._where = safe_url(url)
+        self.cache_s, self.reservation_ttl_s = cache_s, reservation_ttl_s
+        self._cache: OrderedDict[str, tuple[float, KeyRecord | None]] = OrderedDict()
+        self._cache_lock = threading.Lock()
+        self._audit: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
+        self._audit_thread: threading.Thread | None = None
+        self._audit_lock = threading.Lock()
+        try:
+            migrate(self.engine)
+        except StoreError:
+            raise
+        except Exception as exc:  # noqa: BLE001
+            raise StoreError(f"the service database at {self._where} cannot be opened: {describe(exc)}") from exc
+
+    @classmethod
+    def for_settings(cls, settings: Any) -> AuthStore:
+        """One store per database URL in this process (keys looked up by one cache)."""
+        url = database_url(settings)
+        with cls._shared_lock:
+            store = cls._shared.get(url)
+            if store is None or store.cache_s != settings.auth_cache_s:
+                store = cls._shared[url] = cls(url, cache_s=settings.auth_cache_s,
+                                               reservation_ttl_s=max(900.0, 2 * settings.gateway_timeout_s))
+            return store
+
+    # -- keys ---------------------------------------------------------------------------------------------
+
+    def create(self, name: str, scopes: list[str], generators: list[str] | None = None, rpm: int | None = None,
+               parallel: int | None = None, budget_calls: int | None = None, budget_tokens: int | None = None,
+               period_s: float | None = None, expires_in_s: float | None = None) -> tuple[KeyRecord, str]:
+        """A new key and its secret (shown once; only its hash is stored)."""
+        name = name.strip()
+        if not name or len(name) > 200 or not name.isprintable():
+            raise ValueError("a key's name has 1 to 200 printable characters")
+        if name.isdigit():
+            raise ValueError(f"a key's name cannot be a number ({name}): numbers name keys by id")
+        unknown = sorted(set(scopes) - set(SCOPES))
+        if unknown or not scopes:
+            raise ValueError(f"scopes are {', '.join(SCOPES)}; got {', '.join(unknown) or 'none'}")
+        for what, value in (("rpm", rpm), ("parallel", parallel), ("budget-calls", budget_calls),
+                            ("budget-tokens", budget_tokens)):
+            if value is not None and value < (0 if what.startswith("budget") else 1):
+                raise ValueError(f"--{what} must be {'>= 0' if what.startswith('budget') else '>= 1'}, got {value}")
+        if period_s is not None and period_s <= 0:
+            raise ValueError("--period must be positive")
+        if (budget_calls is not None or budget_tokens is not None) and period_s is None:
+            period_s = DAY_S
+        secret, now = new_secret(), time.time()
+        values = {"name": name, "prefix": secret[:11], "h": secret_hash(secret),
+                  "scopes": ",".join(s for s in SCOPES if s in scopes),
+                  "gens": None if generators is None else json.dumps(sorted(set(generators))), "rpm": rpm,
+                  "parallel": parallel, "bc": budget_calls, "bt": budget_tokens, "period": period_s,
+                  "at": utc_now(), "epoch": now, "exp": None if expires_in_s is None else now + expires_in_s}
+        with self._errors("create a key"), serialised(self.engine, "ragnarok.auth.keys") as conn:
+            if conn.execute(text("SELECT 1 FROM api_keys WHERE name = :n"), {"n": name}).first():
+                raise ValueError(f"a key named {name!r} exists already (ragnarok keys list)")
+            conn.execute(text(
+                "INSERT INTO api_keys (name, prefix, secret_sha256, scopes, generators, rpm, parallel, budget_calls, "
+                "budget_tokens, period_s, created_at, created_epoch, expires_epoch) VALUES (:name, :prefix, :h, "
+                ":scopes, :gens, :rpm, :parallel, :bc, :bt, :period, :at, :epoch, :exp)"), values)
+            row = conn.execute(text(f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE name = :n"), {"n": name}).one()
+        return _record(row), secret
+
+    def keys(self) -> list[KeyRecord]:
+        with self._errors("list the keys"), self.engine.connect() as conn:
+            return [_record(r) for r in conn.execute(text(f"SELECT {_KEY_COLUMNS} FROM api_keys ORDER BY id"))]
+
+    def find(self, ident: str) -> KeyRecord:
+        """A key by id or name; ``LookupError`` naming it when there is none."""
+        column, value = ("id", int(ident)) if ident.strip().isdigit() else ("name", ident)
+        with self._errors("read a key"), self.engine.connect() as conn:
+            row = conn.execute(text(f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE {column} = :v"), {"v": value}).first()
+        if row is None:
+            raise LookupError(f"no key {ident!r} (ragnarok keys list)")
+        return _record(row)
+
+    def revoke(self, ident: str) -> KeyRecord:
+        key = self.find(ident)
+        with self._errors("revoke a key"), serialised(self.engine, "ragnarok.auth.keys") as conn:
+            conn.execute(text("UPDATE api_keys SET revoked_at = :t WHERE id = :id AND revoked_at IS NULL"),
+                         {"t": utc_now(), "id": key.id})
+        with self._cache_lock:
+            self._cache.clear()
+        return self.find(str(key.id))
+
+    def cached(self, secret: str) -> Principal | None:
+        """:meth:`lookup` from the cache alone (no database read): None when it would have to read."""
+        digest = secret_hash(secret)
+        with self._cache_lock:
+            hit = self._cache.get(digest)
+            if hit is None or time.monotonic() - hit[0] >= self.cache_s:
+                return None
+            self._cache.move_to_end(digest)
+        return self._principal(hit[1])
+
+    def lookup(self, secret: str) -> Principal:
+        """The principal of ``secret``, or :class:`AuthError` saying why not (read through the cache)."""
+        if (found := self.cached(secret)) is not None:
+            return found
+        digest = secret_hash(secret)
+        now = time.monotonic()
+        with self._errors("check a key"), self.engine.connect() as conn:
+            row = conn.execute(text(f"SELECT {_KEY_COLUMNS}, secret_sha256 FROM api_keys "
+                                    "WHERE secret_sha256 = :h"), {"h": digest}).first()
+        record = _record(row) if row is not None and hmac.compare_digest(row[-1], digest) else None
+        with self._cache_lock:
+            self._cache[digest] = (now, record)
+            self._cache.move_to_end(digest)
+            while len(self._cache) > CACHE_ENTRIES:
+                self._cache.popitem(last=False)
+        return self._principal(record)
+
+    @staticmethod
+    def _principal(record: KeyRecord | None) -> Principal:
+        if record is None:
+            raise AuthError("unknown API key")
+        status = record.status()
+        if status == "revoked":
+            raise AuthError(f"API key {record.name!r} was revoked")
+        if status == "expired":
+            raise AuthError(f"API key {record.name!r} expired at {_when(record.expires_epoch or 0)}")
+        return record.principal()
+
+    # -- budgets ------------------------------------------------------------------------------------------
+
+    def _spent(self, conn: Any, owner: str, start: float) -> tuple[int, int]:
+        row = conn.execute(text("SELECT calls, tokens FROM key_spend WHERE owner = :o AND period_start = :p"),
+                           {"o": owner, "p": start}).first()
+        return (int(row[0]), int(row[1])) if row else (0, 0)
+
+    def _reserved(self, conn: Any, owner: str, start: float, now: float) -> int:
+        return int(conn.execute(text(
+            "SELECT COALESCE(SUM(calls), 0) FROM key_reservations WHERE owner = :o AND period_start = :p "
+            "AND created_epoch > :since"), {"o": owner, "p": start, "since": now - self.reservation_ttl_s}).scalar())
+
+    def reserve(self, principal: Principal, calls: int) -> Reservation:
+        """Reserve ``calls`` from the principal's budget (see the module's docstring), or raise
+        :class:`BudgetExceeded` saying what is left and when the period ends."""
+        now = time.time()
+        start, length = period_bounds(principal, now)
+        if not principal.has_budget:
+            return Reservation(None, principal.owner, start, calls, None)
+        retry = max(1.0, start + length - now)
+        with self._errors("reserve a budget"), serialised(self.engine, f"ragnarok.auth.budget:{principal.owner}") \
+                as conn:
+            spent_calls, spent_tokens = self._spent(conn, principal.owner, start)
+            if principal.budget_tokens is not None and spent_tokens >= principal.budget_tokens:
+                raise BudgetExceeded(f"{principal.name}'s token budget ({principal.budget_tokens:,} a period) is "
+                                     f"spent; the period ends at {_when(start + length)}", retry)
+            if principal.budget_calls is not None:
+                left = principal.budget_calls - spent_calls - self._reserved(conn, principal.owner, start, now)
+                if calls > left:
+                    raise BudgetExceeded(
+                        f"this request could make {calls} backend call(s) in the worst case; {principal.name}'s "
+                        f"budget has {max(0, left)} of {principal.budget_calls:,} left until "
+                        f"{_when(start + length)}", retry)
+            reservation_id = uuid.uuid4().hex
+            conn.execute(text("INSERT INTO key_reservations (id, owner, period_start, calls, created_epoch) "
+                              "VALUES (:id, :o, :p, :c, :t)"),
+                         {"id": reservation_id, "o": principal.owner, "p": start, "c": calls, "t": now})
+        token_limit = None if principal.budget_tokens is None else principal.budget_tokens - spent_tokens
+        return Reservation(reservation_id, principal.owner, start, calls, token_limit)
+
+    def unreserved(self, principal: Principal) -> Reservation:
+        """Nothing reserved, in the principal's current period: to record the spend of a key without a budget."""
+        return Reservation(None, principal.owner, period_bounds(principal, time.time())[0], 0, None)
+
+    def settle(self, reservation: Reservation, calls: int, tokens: int) -> None:
+        """The request is over: its reservation goes, what it spent is counted."""
+        if reservation.id is None and not calls and not tokens:
+            return
+        with self._errors("record spend"), serialised(self.engine, f"ragnarok.auth.budget:{reservation.owner}") \
+                as conn:
+            if reservation.id is not None:
+                conn.execute(text("DELETE FROM key_reservations WHERE id = :id"), {"id": reservation.id})
+            if calls or tokens:
+                conn.execute(text(
+                    "INSERT INTO key_spend (owner, period_start, calls, tokens) VALUES (:o, :p, :c, :t) "
+                    "ON CONFLICT (owner, period_start) DO UPDATE SET calls = key_spend.calls + excluded.calls, "
+                    "tokens = key_spend.tokens + excluded.tokens"),
+                    {"o": reservation.owner, "p": reservation.period_start, "c": calls, "t": tokens})
+
+    def left(self, principal: Principal) -> int | None:
+        """Calls left in the principal's current period (None: no call budget)."""
+        if principal.budget_calls is None:
+            return None
+        now = time.time()
+        start, _ = period_bounds(principal, now)
+        with self._errors("read a budget"), self.engine.connect() as conn:
+            spent, _tokens = self._spent(conn, principal.owner, start)
+            return max(0, principal.budget_calls - spent - self._reserved(conn, principal.owner, start, now))
+
+    def usage(self, owner: str | None = None) -> list[dict[str, Any]]:
+        """Spend per owner and period, newest first."""
+        where, args = ("WHERE owner = :o", {"o": owner}) if owner else ("", {})
+        with self._errors("read the usage"), self.engine.connect() as conn:
+            rows = conn.execute(text(f"SELECT owner, period_start, calls, tokens FROM key_spend {where} "
+                                     "ORDER BY period_start DESC, owner"), args).all()
+        return [{"owner": o, "period_start": _when(p), "calls": int(c), "tokens": int(t)} for o, p, c, t in rows]
+
+    # -- audit --------------------------------------------------------------------------------------------
+
+    def audit(self, row: dict[str, Any]) -> None:
+        """Queue one audit row (written by a background thread in batches)."""
+        with self._audit_lock:
+            if self._audit_thread is None or not self._audit_thread.is_alive():
+                self._audit_thread = threading.Thread(target=self._write_audit, name="ragnarok-audit",
+                                                      daemon=True)
+                self._audit_thread.start()
+        self._audit.put({**row, "at": utc_now()})
+
+    def flush(self, timeout_s: float = 5.0) -> None:
+        """Wait until every queued audit row is written (tests, shutdown)."""
+        done = threading.Event()
+        self._audit.put({"_flush": done})
+        if self._audit_thread is not None and self._audit_thread.is_alive():
+            done.wait(timeout_s)
+
+    def _write_audit(self) -> None:
+        while True:
+            rows = [self._audit.get()]
+            while len(rows) < 500:
+                try:
+                    rows.append(self._audit.get(timeout=0.05))
+                except queue.Empty:
+                    break
+            flushes = [r["_flush"] for r in rows if r and "_flush" in r]
+            batch = [r for r in rows if r and "_flush" not in r]
+            if batch:
+                try:
+                    with self.engine.begin() as conn:
+                        conn.execute(text(
+                            "INSERT INTO audit_log (at, owner, key_name, method, route, status, generators, calls, "
+                            "tokens, ms) VALUES (:at, :owner, :key_name, :method, :route, :status, :generators, "
+                            ":calls, :tokens, :ms)"), batch)
+                except Exception as exc:  # noqa: BLE001 - the audit must never take the service down
+                    log.error("could not write %d audit row(s) to %s: %s", len(batch), self._where, describe(exc))
+            for event in flushes:
+                event.set()
+
+    def audit_rows(self, owner: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        where, args = ("WHERE owner = :o", {"o": owner, "n": limit}) if owner else ("", {"n": limit})
+        with self._errors("read the audit log"), self.engine.connect() as conn:
+            rows = conn.execute(text(f"SELECT at, owner, key_name, method, route, status, generators, calls, tokens, "
+                                     f"ms FROM audit_log {where} ORDER BY id DESC LIMIT :n"), args).mappings().all()
+        return [dict(r) for r in rows]
+
+    def _errors(self, what: str) -> Any:
+        return _Errors(self._where, what)
+
+
+class _Errors:
+    """Database failures as one-line :class:`StoreError`; our own errors pass through."""
+
+    def __init__(self, where: str, what: str):
+        self.where, self.what = where, what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> bool:
+        if exc is None or isinstance(exc, (ValueError, LookupError, AuthError, BudgetExceeded, StoreError)):
+            return False
+        raise StoreError(f"the service database at {self.where} could not {self.what}: {describe(exc)}") from exc
