@@ -244,7 +244,7 @@ async def reserve(http: Request, cost: Cost) -> None:
         spread = ", ".join(f"{g}: {n}" for g, n in sorted(cost.calls.items()))
         raise HTTPException(413, f"this request could make {total} backend calls in the worst case ({spread}, "
                                  f"retries included); the limit is {settings.max_calls_per_request} per request")
-    if principal.has_budget:
+    if principal.has_budget and (total or principal.budget_tokens is not None):  # nothing to reserve: no read
         store = http.app.state.auth.store
         try:
             meter.reservation = await anyio.to_thread.run_sync(store.reserve, principal, total)

@@ -1,9 +1,10 @@
 """One hanging LLM backend must not starve the others or liveness: the 44-hanging-clients load.
 
-    python bench/bench_hanging.py [--seconds 10] [--hanging 44] [--clients 4] [--timeout 5]
+    python bench/bench_hanging.py [--seconds 10] [--hanging 44] [--clients 4] [--timeout 5] [--max-concurrency 4]
 
 ``ragnarok serve --no-dense`` runs in its own process with one more generator, ``hung``: an OpenAI-compatible
-backend that never answers (tests/fakes.py, served from this process), max_concurrency 4, timeout ``--timeout``
+backend that never answers (tests/fakes.py, served from this process), ``--max-concurrency`` slots (4; issue 24
+measured 64: more slots than anyio's 40 default worker threads), timeout ``--timeout``
 s, no retries. This process measures extractive ``/rag`` throughput (``bm25@100 | extractive``, ``--clients``
 clients in a loop over the demo topics) for ``--seconds`` with no other load, then again while ``--hanging``
 clients each keep one ``/rag`` to ``hung`` in flight (``bm25@20 | hung``: each answers 504 after the timeout or
@@ -43,10 +44,10 @@ EXTRACTIVE = "bm25@100 | extractive"
 HUNG = "bm25@20 | hung"
 
 
-def server_env(data_dir: Path, backend: str, timeout_s: float) -> dict[str, str]:
+def server_env(data_dir: Path, backend: str, timeout_s: float, max_concurrency: int = 4) -> dict[str, str]:
     """The server's environment: the demo data and one generator, ``hung``, on the hanging fake."""
     generators = [{"name": "hung", "backend": "openai", "base_url": f"{backend}/v1", "model": "hang",
-                   "max_concurrency": 4, "timeout_s": timeout_s, "max_retries": 0}]
+                   "max_concurrency": max_concurrency, "timeout_s": timeout_s, "max_retries": 0}]
     return {**os.environ, "RAGNAROK_DATA_DIR": str(data_dir), "RAGNAROK_GENERATORS": json.dumps(generators)}
 
 
@@ -112,20 +113,21 @@ def main() -> None:
     ap.add_argument("--hanging", type=int, default=44, help="clients calling the hanging generator")
     ap.add_argument("--clients", type=int, default=4, help="extractive clients")
     ap.add_argument("--timeout", type=float, default=5.0, help="the hanging generator's timeout_s")
+    ap.add_argument("--max-concurrency", type=int, default=4, help="the hanging generator's slots")
     args = ap.parse_args()
 
     data_dir = Path(os.environ.get("RAGNAROK_DATA_DIR", tempfile.mkdtemp(prefix="bench-")))
     ensure_demo_index(Settings(data_dir=data_dir))
     topics = [t.text for t in load_topics("demo", ROOT / "topics")]
     with serve_app(flaky_openai_app()) as backend, \
-            ragnarok_serve(server_env(data_dir, backend, args.timeout)) as base:
+            ragnarok_serve(server_env(data_dir, backend, args.timeout, args.max_concurrency)) as base:
         out = asyncio.run(run(base, topics, args))
 
     idle, loaded = out["health"]
     ratio = out["loaded"] / out["unloaded"] if out["unloaded"] else 0.0
     print(f"extractive /rag ({EXTRACTIVE}, {args.clients} clients, {args.seconds:g} s each):")
     print(f"  unloaded {out['unloaded']:.1f} req/s {dict(out['statuses'][0])}; with {args.hanging} clients on a "
-          f"hanging generator (max_concurrency 4, timeout {args.timeout:g} s) {out['loaded']:.1f} req/s "
+          f"hanging generator (max_concurrency {args.max_concurrency}, timeout {args.timeout:g} s) {out['loaded']:.1f} req/s "
           f"{dict(out['statuses'][1])}")
     print(f"  ratio {ratio:.2f}; goal >= 0.5: {'met' if ratio >= 0.5 else 'NOT met'}")
     print(f"/healthz: unloaded p50 {statistics.median(idle) * 1000:.1f} ms, max {max(idle) * 1000:.1f} ms; loaded "
