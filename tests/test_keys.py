@@ -288,3 +288,41 @@ def test_revocation_and_budget_across_two_instances_on_postgresql(postgres_url, 
         for url in (a, b):
             answer = httpx.get(url + "/v1/templates", headers=_bearer(secret), timeout=T)
             assert answer.status_code == 401 and answer.json() == {"detail": "API key 'shared' was revoked"}
+
+
+def test_the_gateway_forwards_the_key_to_remote_services(service, fake, tmp_path):
+    """A gateway whose R and AG services are another keyed server: the caller's key goes with every stage call
+    (the remote service checks and counts it), and an unknown key stops at the gateway."""
+    from api.main import create_app
+    from ragnarok.auth.store import AuthStore
+
+    settings, _, remote = service
+    gateway = create_app(settings.model_copy(update={"retrieval_url": remote, "generation_url": remote}),
+                         arena=False)
+    secret = _key(settings, "through-the-gateway", budget_calls=3)
+    with serve_app(gateway) as url:
+        answer = httpx.post(url + "/rag", json={"topic": "gzip", "pipeline": "bm25@5 | paid"},
+                            headers=_bearer(secret), timeout=T)
+        assert answer.status_code == 200, answer.text
+        assert httpx.post(url + "/rag", json={"topic": "gzip", "pipeline": "bm25@5 | paid"},
+                          headers=_bearer("rk_unknown"), timeout=T).status_code == 401
+    store = AuthStore.for_settings(settings)
+    store.flush()
+    routes = sorted(r["route"] for r in store.audit_rows(f"key:{store.find('through-the-gateway').id}"))
+    assert routes == ["/rag", "/v1/generate", "/v1/retrieve"]  # the gateway's request and its two stage calls
+
+
+def test_the_audit_log_is_append_only(service):
+    from sqlalchemy import text
+    from sqlalchemy.exc import DBAPIError
+
+    from ragnarok.auth.store import AuthStore
+
+    settings, _, url = service
+    assert httpx.get(url + "/v1/templates", headers=_bearer(_key(settings, "audited")), timeout=T).status_code == 200
+    store = AuthStore.for_settings(settings)
+    store.flush()
+    assert store.audit_rows()
+    for statement in ("UPDATE audit_log SET status = 200", "DELETE FROM audit_log"):
+        with pytest.raises(DBAPIError, match="append-only"), store.engine.begin() as conn:
+            conn.execute(text(statement))
