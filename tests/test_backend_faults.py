@@ -234,4 +234,5 @@ def test_generators_are_probed_at_once_and_cached(fake, tmp_path):
         again_s = time.monotonic() - start
     assert first_s < 1.2 and again_s < 0.3, (first_s, again_s)  # one after another: 4 x 0.5 s
     assert listed["up"]["available"] and not listed["hung0"]["available"]
-    assert listed["hung3"]["reason"] == f"server {base}/hang/v1 did not answer GET /models within 0.5 s"
+    # the endpoint is named, never its URL (issue 24: no internal URL in an answer)
+    assert listed["hung3"]["reason"] == "server <generator hung3's endpoint> did not answer GET /models within 0.5 s"

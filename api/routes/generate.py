@@ -11,7 +11,7 @@ from pydantic import BaseModel, Field, StrictBool
 from api.auth import reserve
 from api.deps import GenerationDep, SettingsDep
 from api.body import StrictJSONRoute
-from api.errors import BadInput, errors
+from api.errors import BadInput, errors, scrub
 from ragnarok.auth.cost import Cost
 from ragnarok.generate.prompts import load_templates
 from ragnarok.types import MAX_ID_CHARS, Integer, Query, RagAnswer, Request
@@ -84,9 +84,17 @@ async def generate(body: GenerateBody, http: HttpRequest, service: GenerationDep
 
 
 @router.get("/generators", response_model=list[GeneratorOut])
-async def generators(service: GenerationDep) -> list[GeneratorOut]:
-    """Self-hosted servers are probed at once, each within `generator_probe_timeout_s` (cached a few s)."""
-    return [GeneratorOut(**vars(info)) for info in await service.describe()]
+async def generators(service: GenerationDep, settings: SettingsDep) -> list[GeneratorOut]:
+    """Self-hosted servers are probed at once, each within `generator_probe_timeout_s` (cached a few s). A
+    reason names an endpoint as `<generator NAME's endpoint>`, never its URL (as error bodies do)."""
+    infos = await service.describe()
+
+    def own(info: Any) -> str:  # a generator's own endpoint first (several may share one)
+        base = (service.configs[info.name].base_url or "").rstrip("/")
+        return info.reason.replace(base, f"<generator {info.name}'s endpoint>") if base else info.reason
+
+    reasons = scrub([own(info) for info in infos], settings)
+    return [GeneratorOut(**{**vars(info), "reason": reason}) for info, reason in zip(infos, reasons)]
 
 
 @router.get("/templates", response_model=list[TemplateOut])

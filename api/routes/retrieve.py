@@ -13,7 +13,7 @@ from pydantic import BaseModel, Field
 
 from api.body import StrictJSONRoute
 from api.deps import RetrievalDep, SettingsDep
-from api.errors import BadInput, errors
+from api.errors import BadInput, errors, scrub
 from ragnarok.settings import Settings
 from ragnarok.types import MAX_ID_CHARS, Id, Integer, Query, Request
 
@@ -91,12 +91,16 @@ async def retrieve(body: RetrieveBody, service: RetrievalDep, settings: Settings
 
 
 @router.get("/retrievers", response_model=list[RetrieverOut])
-def retrievers(service: RetrievalDep) -> list[RetrieverOut]:
+def retrievers(service: RetrievalDep, settings: SettingsDep) -> list[RetrieverOut]:
+    """Every index x retriever and whether it can run now; a reason names a path as `<index NAME>` or `<data
+    dir>`, never the server's path (as error bodies do)."""
+    infos = service.describe()
+    reasons = scrub([i.reason for i in infos], settings)
     return [
         RetrieverOut(name=i.name, index=i.index, kind=i.kind, available=i.available, status=i.status,
-                     reason=i.reason, progress=None if i.progress is None else BuildProgressOut(
+                     reason=reason, progress=None if i.progress is None else BuildProgressOut(
                          percent=i.progress.percent, **vars(i.progress)))
-        for i in service.describe()
+        for i, reason in zip(infos, reasons)
     ]
 
 
