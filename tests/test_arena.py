@@ -347,3 +347,12 @@ def test_the_pages_root_requests_are_answered(api_settings):
         assert manifest.status_code == 200 and manifest.json()["start_url"] == "/arena/"
         icon = client.get("/favicon.ico", follow_redirects=False)
         assert icon.status_code == 307 and icon.headers["location"] == "/arena/favicon.ico"
+
+
+def test_the_heatmap_leaves_out_provisional_systems_as_the_table_does():
+    a, b, c = (identify(spec).as_dict() for spec in POOL[:3])
+    rows = [(a, b, "a")] * 6 + [(b, a, "b")] * 4 + [(c, a, "a")] * 3  # c: 3 votes, a perfect record
+    rag = boards.compute(rows, rounds=20)["rag"]
+    assert [r.provisional for r in rag.rows] == [False, False, True]
+    heatmap = boards.heatmap_html(rag)
+    assert heatmap.count("<tr>") == 3 and POOL[2] not in heatmap and "1 provisional system(s)" in heatmap

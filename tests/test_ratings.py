@@ -1,5 +1,7 @@
 """Ratings with known answers: hand-computed Elo updates, BT orders and ties, bootstrap intervals."""
 
+import math
+
 import pytest
 
 from ragnarok.arena.ratings import (
@@ -123,3 +125,49 @@ def test_style_features_of_an_answer():
     # battles without style features are left out of the style-controlled fit
     mixed = [Battle("x", "y", "a")] * 5 + [Battle("x", "y", "b", (10, 1), (20, 1))] * 3
     assert bradley_terry_style(mixed)[0]["y"] > bradley_terry_style(mixed)[0]["x"]
+
+
+def _fastchat_mle(battles, scale=400, base=10, init=1000):
+    """FastChat's compute_mle_elo (serve/monitor/rating_systems.py): each battle twice, a tie as one win for each
+    side, sklearn's LogisticRegression without intercept or penalty; ratings shifted to an ``init`` mean here."""
+    import numpy as np
+    from sklearn.linear_model import LogisticRegression
+
+    names = sorted({b.a for b in battles} | {b.b for b in battles})
+    index = {n: i for i, n in enumerate(names)}
+    rows, ys = [], []
+    for b in battles:
+        x = np.zeros(len(names))
+        x[index[b.a]], x[index[b.b]] = math.log(base), -math.log(base)
+        outcomes = [1.0, 1.0] if b.winner == "a" else [0.0, 0.0] if b.winner == "b" else [1.0, 0.0]
+        for y in outcomes:
+            rows.append(x)
+            ys.append(y)
+    model = LogisticRegression(fit_intercept=False, C=float("inf"), tol=1e-8, max_iter=1000)
+    model.fit(np.array(rows), np.array(ys))
+    ratings = scale * model.coef_[0]
+    return dict(zip(names, (ratings - ratings.mean() + init).tolist()))
+
+
+def test_a_provisional_system_joining_moves_no_ranked_rating():
+    """Issue 27: x and y at 1000 with 20 votes each; z (3 votes, a perfect record) used to pull them to 464.
+    Ranked ratings stay within 5 points, z's own estimate stays moderate, points lie inside their intervals,
+    and the ranked ratings still match FastChat's maximum-likelihood fit of the ranked battles."""
+    even = [Battle("x", "y", "a"), Battle("x", "y", "b")] * 10
+    before = {r.name: r for r in leaderboard(even, rounds=50, min_votes=10)}
+    joined = even + [Battle("z", "x", "a"), Battle("z", "y", "a"), Battle("y", "z", "b")]
+    after = {r.name: r for r in leaderboard(joined, rounds=50, min_votes=10)}
+    for name in ("x", "y"):
+        assert abs(after[name].bt - before[name].bt) <= 5 and abs(after[name].bt - 1000) <= 5
+        assert after[name].lower <= after[name].bt <= after[name].upper
+    assert after["z"].provisional and after["z"].rank is None
+    assert 1000 < after["z"].bt < 1400  # ahead of x and y, but not run off to an extreme
+    skewed = [Battle("a", "b", "a")] * 15 + [Battle("b", "a", "a")] * 5 + [Battle("a", "c", "tie")] * 12 + \
+        [Battle("b", "c", "b")] * 10 + [Battle("d", "a", "a")] * 2
+    rows = {r.name: r for r in leaderboard(skewed, rounds=50, min_votes=10)}
+    ranked = [b for b in skewed if "d" not in (b.a, b.b)]
+    expected = _fastchat_mle(ranked)
+    assert rows["d"].provisional and set(expected) == {n for n, r in rows.items() if not r.provisional}
+    for name, rating in expected.items():
+        assert rows[name].bt == pytest.approx(rating, abs=1.0)
+        assert rows[name].lower <= rows[name].bt <= rows[name].upper

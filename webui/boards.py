@@ -105,10 +105,14 @@ def _colour(rate: float) -> str:
 
 
 def heatmap_html(board: Board) -> str:
-    """Win-rate matrix: row system's share of wins against the column system (ties count half)."""
-    names = [r.name for r in board.rows]
+    """Win-rate matrix: row system's share of wins against the column system (ties count half). Provisional
+    systems are left out, as the table leaves out their ratings (a 1.00 from three votes says nothing)."""
+    names = [r.name for r in board.rows if not r.provisional]
+    hidden = len(board.rows) - len(names)
+    note = (f'<p class="rg-heatmap-note">{hidden} provisional system(s) (fewer than {board.min_votes} votes) not shown.</p>'
+            if hidden else "")
     if len(names) < 2:
-        return ""
+        return note
     head = (
         "<tr><th>row beats column</th>"
         + "".join(f"<th><code>{escape(n)}</code></th>" for n in names)
@@ -124,7 +128,7 @@ def heatmap_html(board: Board) -> str:
             else:
                 cells.append(f'<td class="num" style="background:{_colour(rate)}">{rate:.2f}</td>')
         body.append(f"<tr><th><code>{escape(row)}</code></th>{''.join(cells)}</tr>")
-    return f'<table class="rg-heatmap"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>'
+    return f'<table class="rg-heatmap"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>{note}'
 
 
 def intervals_svg(board: Board, width: int = 640) -> str:

@@ -30,6 +30,8 @@ import numpy as np
 from scipy.optimize import minimize
 
 SCALE, BASE, INIT = 400.0, 10.0, 1000.0
+#: How strongly a provisional system's rating is shrunk towards INIT: as many tied games against an INIT system.
+PRIOR_GAMES = 2.0
 OUTCOMES = ("a", "b", "tie", "bothbad")
 
 
@@ -246,28 +248,59 @@ class Row:
     provisional: bool = False
 
 
+def provisional_rating(battles: Sequence[Battle], name: str, fixed: dict[str, float],
+                       prior_games: float = PRIOR_GAMES) -> float:
+    """A provisional system's rating against the ranked systems' ratings held fixed, shrunk towards the mean
+    (``prior_games`` ties against a system rated :data:`INIT`), so a 3-0 record cannot run off to an extreme;
+    battles against other provisional systems are left out."""
+    opponents, scores = [INIT] * 2, [0.5] * 2
+    weights = [prior_games / 2] * 2
+    for b in battles:
+        if name in (b.a, b.b) and (other := b.b if b.a == name else b.a) in fixed:
+            opponents.append(fixed[other])
+            scores.append(_score(b.winner) if b.a == name else 1 - _score(b.winner))
+            weights.append(1.0)
+    r, s, w = np.array(opponents), np.array(scores), np.array(weights)
+
+    def objective(x: np.ndarray) -> tuple[float, np.ndarray]:
+        p = 1.0 / (1.0 + BASE ** ((r - x[0]) / SCALE))
+        eps = 1e-12
+        loss = -np.sum(w * (s * np.log(p + eps) + (1 - s) * np.log(1 - p + eps)))
+        return float(loss), np.array([float(np.sum(w * (p - s))) * math.log(BASE) / SCALE])
+
+    return float(minimize(objective, np.array([INIT]), jac=True, method="L-BFGS-B").x[0])
+
+
 def leaderboard(battles: Sequence[Battle], k: float = 4.0, rounds: int = 100, seed: int = 0,
                 include_bothbad: bool = True, min_votes: int = 10, style: bool = False) -> list[Row]:
     """Ranked systems, then the provisional ones (fewer than ``min_votes`` votes: no rank, no interval),
     each group best first. ``style=True``: style-controlled BT ratings and intervals (battles with style
-    features only); Elo stays the plain online Elo."""
+    features only); Elo stays the plain online Elo.
+
+    The ranked systems are fitted (ratings, intervals, the mean-1000 centring) on their battles among
+    themselves alone, so a provisional system joining the log moves no ranked rating; each provisional system
+    gets :func:`provisional_rating` against them (for ordering; the boards show no rating for it). A point
+    estimate is kept inside its interval (a percentile interval of a skewed bootstrap can miss it)."""
     kept = _styled(battles, include_bothbad) if style else _kept(battles, include_bothbad)
-    if style:
-        bt = bradley_terry_style(kept)[0]
-        intervals = bootstrap_bt_style(kept, rounds, seed)
-    else:
-        bt = bradley_terry(kept)
-        intervals = bootstrap_bt(kept, rounds, seed)
-    elo = online_elo(kept, k)
     votes = Counter([b.a for b in kept] + [b.b for b in kept])
-    ranked = [name for name in bt if votes[name] >= min_votes]
+    ranked = {name for name in votes if votes[name] >= min_votes}
+    among = [b for b in kept if b.a in ranked and b.b in ranked]
+    if style:
+        bt = bradley_terry_style(among)[0]
+        intervals = bootstrap_bt_style(among, rounds, seed)
+    else:
+        bt = bradley_terry(among)
+        intervals = bootstrap_bt(among, rounds, seed)
+    elo = online_elo(kept, k)
     rows = []
-    for name in bt:
-        if votes[name] < min_votes:
-            rows.append(Row(name, None, bt[name], None, None, elo[name], votes[name], provisional=True))
+    for name in sorted(votes):
+        if name not in bt:  # provisional (or ranked on votes but with no battle among ranked systems)
+            rows.append(Row(name, None, provisional_rating(kept, name, bt), None, None, elo[name], votes[name],
+                            provisional=True))
             continue
         lower, upper = intervals[name]
-        rank = 1 + sum(1 for other in ranked if intervals[other][0] > upper)
+        lower, upper = min(lower, bt[name]), max(upper, bt[name])
+        rank = 1 + sum(1 for other in bt if min(intervals[other][0], bt[other]) > upper)
         rows.append(Row(name, rank, bt[name], lower, upper, elo[name], votes[name]))
     return sorted(rows, key=lambda r: (r.provisional, r.rank or 0, -r.bt, r.name))
 
