@@ -16,6 +16,9 @@
    ``RELATIVE_FLOOR`` of the best sentence's relevance (an answer may be shorter than the budget).
 4. Order: the sentences of one segment stay together and in the segment's order; segments come in the order of
    their best sentence's relevance. Each sentence cites its segment.
+5. Never empty while there are candidates: when no sentence passes step 3 (a topic the collection does not
+   cover), the best-ranked segment's first prose sentences, else its first run of words, else the start of
+   the first text there is, cited; ``notes["fallback"]`` (the /rag trace) says which and why.
 """
 
 from __future__ import annotations
@@ -44,6 +47,9 @@ _CODE = re.compile(
 MIN_WORDS, MAX_WORDS = 5, 60
 #: A sentence must reach this share of the best sentence's relevance to be chosen.
 RELATIVE_FLOOR = 0.6
+#: When no sentence matches the topic: at most this many of the best segment's first sentences, or words of text.
+FALLBACK_SENTENCES, FALLBACK_WORDS = 2, 40
+NO_TEXT_SENTENCE = "The retrieved segments hold no readable text."
 
 
 def is_code(line: str) -> bool:
@@ -117,17 +123,50 @@ class ExtractiveGenerator:
         budget = min(self.max_words, template.max_words)
         query = unicodedata.normalize("NFKC", topic.text)  # matched as the R service searched it
         chosen = self._select(query, pool, budget) if pool else []
+        fallback = None
+        if not chosen and candidates:  # never an empty answer while there are candidates (see _fallback)
+            pool, chosen, fallback = self._fallback(candidates, [] if relaxed else pool, budget)
         best: dict[int, float] = {}
         for i, relevance in chosen:
             best[pool[i][1]] = max(best.get(pool[i][1], float("-inf")), relevance)
         ordered = sorted(chosen, key=lambda item: (-best[pool[item[0]][1]], pool[item[0]][1], pool[item[0]][2]))
-        pairs = [(pool[i][0], [pool[i][1]]) for i, _ in ordered]
+        pairs = [(pool[i][0], [pool[i][1]] if pool[i][1] else []) for i, _ in ordered]  # 0: cites nothing
         references, answer = to_references(pairs, [c.docid for c in candidates])
         built = GeneratedAnswer.build(str(topic.qid), topic.text, references, answer)
         built.notes = {"contexts": len(candidates), "sentences_considered": len(pool),
                        "similarity": self.similarity, "citations": "produced" if pairs else "none",
                        "unpunctuated": relaxed}
+        if fallback:
+            built.notes["fallback"] = fallback
         return built
+
+    def _fallback(self, candidates: list[Candidate], pool: list[tuple[str, int, int]], budget: int
+                  ) -> tuple[list[tuple[str, int, int]], list[tuple[int, float]], str]:
+        """No sentence matched the topic: the best-ranked segment's first prose sentences (up to
+        ``FALLBACK_SENTENCES`` within the budget; ``pool``: the punctuated sentences, empty when there are none),
+        else its first run of words, else the start of the first text there is, else a sentence saying there is
+        none (citing nothing). Returns the pool, the chosen ``(index, relevance)`` and why (the trace shows it)."""
+        for strict, why in ((True, "no sentence matched the topic: the best segment's first sentences"),
+                            (False, "no sentence matched the topic and none is punctuated: the best segment's "
+                                    "first run of words")):
+            options = pool if strict else self._pool(candidates, strict=False)
+            if options:
+                top = min(number for _, number, _ in options)
+                first = [i for i, (_, number, _) in enumerate(options) if number == top]
+                chosen, left = [], budget
+                for i in first[:FALLBACK_SENTENCES]:
+                    if word_count(options[i][0]) <= left:
+                        chosen.append((i, 0.0))
+                        left -= word_count(options[i][0])
+                if chosen:
+                    return options, chosen, why
+        for number, cand in enumerate(candidates, start=1):
+            text = " ".join((cand.doc.segment or cand.doc.title or "").split())
+            if text:
+                words = text.split()[: min(budget, FALLBACK_WORDS)]
+                sentence = " ".join(words).translate(str.maketrans("[]【】", "()()"))
+                return [(sentence, number, 0)], [(0, 0.0)], "no prose in any segment: the start of the first text"
+        return [(NO_TEXT_SENTENCE, 0, 0)], [(0, 0.0)], "no segment holds any text"
 
     @staticmethod
     def _pool(candidates: list[Candidate], strict: bool) -> list[tuple[str, int, int]]:
