@@ -142,3 +142,36 @@ def test_at_most_twenty_references():
 def test_brackets_that_are_not_citations_are_kept():
     assert run("Lists look like [a, b] in Python [1]. In [2020] it changed [2].") == (
         ["d1", "d2"], [("Lists look like [a, b] in Python.", [0]), ("In [2020] it changed.", [1])])
+
+
+SMOLLM2_MARKDOWN = """To parse command-line arguments in Python, use the argparse module [1].
+
+```python [2]
+import argparse
+parser = argparse.ArgumentParser()
+```
+
+1. Create a parser with ArgumentParser [2].
+2.
+- Add arguments with add_argument() [3].
+import argparse [2]
+args = parser.parse_args()
+Then call parse_args() to read them [3].
+class attributes are shared by every instance [1]."""
+
+
+def test_smollm2_markdown_code_and_orphan_markers_leave_no_sentence():
+    """Issue 27: code fences, code-only lines and orphan list markers are not sentences; their citations go to
+    the sentence before, and every citation stays valid."""
+    from ragnarok.generate.cite import postprocess
+
+    references, answer = postprocess(SMOLLM2_MARKDOWN, ["d1", "d2", "d3"])
+    assert [(s.text, s.citations) for s in answer] == [
+        ("To parse command-line arguments in Python, use the argparse module.", [0, 1]),
+        ("Create a parser with ArgumentParser.", [1]),
+        ("Add arguments with add_argument().", [2, 1]),
+        ("Then call parse_args() to read them.", [2]),
+        ("class attributes are shared by every instance.", [0]),  # prose that starts like code: kept
+    ]
+    assert references == ["d1", "d2", "d3"]
+    assert not any("```" in s.text or s.text.strip() in {"2.", "-"} for s in answer)

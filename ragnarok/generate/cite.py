@@ -9,6 +9,9 @@
    made only of ``[n] …`` lines). Markdown that is not content goes, its text stays: ``#`` markers, ``**``,
    ``*`` italics, bullets, ``1.`` prefixes, an ``Answer:`` label. A heading or an all-bold line that is only
    a label (no sentence punctuation, no citation: ``## Background``, ``**Key findings:**``) is dropped whole.
+   Code goes too: a fenced block (```` ``` ```` or ``~~~``, the fences included), a code-only line (``import
+   argparse``, ``x = f(y)``, ``>>> ...``: :data:`ragnarok.generate.code.CODE_LINE`) and a list marker alone on
+   its line; their citation markers stay and go to the sentence before.
 2. Sentences come from blingfire, one line at a time. Markers ``[1]``, ``[1, 2]``, ``[1-3]`` (or en dash),
    ``[1][2]``, ``[Doc 1]``, ``[Document 1]``, ``【1】`` (numbers of 1-3 digits; ``[2020]`` is text) are parsed,
    cut out of the text (``foo [1].`` -> ``foo.``, ``(see [2])`` goes whole). A marker group that follows a
@@ -27,6 +30,7 @@ import re
 
 import blingfire
 
+from ragnarok.generate.code import CODE_LINE
 from ragnarok.types import CitedSentence, cut_words, word_count
 
 NO_ANSWER_TEXT = "The provided context does not contain the information needed to answer this question."
@@ -44,6 +48,8 @@ _LIST_PREFIX = re.compile(r"^\s*(?:[-*•>]\s+|\d{1,2}[.)]\s+(?=\D))")
 _ITALIC = re.compile(r"(?<![\w*])\*(?=\S)([^*\n]+?)(?<=\S)\*(?![\w*])")
 _ANSWER_LABEL = re.compile(r"^\s*(?:final\s+)?(?:answer|response)\s*:\s*", re.I)
 _REF_LINE = re.compile(r"^\s*[\[【]\s*\d{1,3}\s*[\]】]\s*\S")
+_FENCE = re.compile(r"^\s*(?:```|~~~)")
+_ORPHAN_MARKER = re.compile(r"^\s*(?:[-*•>]|\d{1,2}[.)])\s*$")
 
 _NUM = r"(?:(?:doc(?:ument)?|context|passage|source)\s*#?\s*)?\d{1,3}(?:\s*[-–—]\s*\d{1,3})?"
 _SEP = r"\s*(?:,\s*and|[,;&]|and)\s*"
@@ -73,12 +79,29 @@ def _drop_reference_paragraph(text: str) -> str:
     return text
 
 
+def _markers_only(line: str) -> str:
+    """What of a code line is kept: its citation markers (they go to the sentence before), nothing else."""
+    return " ".join(_GROUP.findall(line))
+
+
 def clean(text: str) -> str:
-    """Remove thinking, a self-written references section and markdown that is not content (keeping text)."""
+    """Remove thinking, a self-written references section, code (fenced blocks, code-only lines: their citation
+    markers stay) and markdown that is not content (keeping text)."""
     lines: list[str] = []
+    fenced = False
     for line in _drop_reference_paragraph(_strip_think(text)).split("\n"):
         if _REFS_HEADING.match(line):
             break
+        if _FENCE.match(line) or fenced:
+            fenced = fenced != bool(_FENCE.match(line))  # a fence opens or closes a block
+            lines.append(_markers_only(line))
+            continue
+        if _ORPHAN_MARKER.match(line):
+            continue  # "2." or "-" alone on its line
+        bare = _GROUP.sub("", _LIST_PREFIX.sub("", line)).strip()
+        if CODE_LINE.match(bare) and not _SENTENCE_END.search(bare):  # a sentence ends as prose does
+            lines.append(_markers_only(line))  # "import argparse [2]": the citation stays, the code goes
+            continue
         body = None
         if bold := _ALL_BOLD.match(line):
             body = bold.group(1)

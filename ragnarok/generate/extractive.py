@@ -32,33 +32,19 @@ import blingfire
 import numpy as np
 
 from ragnarok.generate.cite import to_references
+from ragnarok.generate.code import is_code
 from ragnarok.generate.finish import REPEAT_JACCARD, GeneratedAnswer, Lexicon, terms
 from ragnarok.generate.prompts import PromptTemplate
 from ragnarok.types import Candidate, Query, RagAnswer, word_count
 
 __all__ = ["ExtractiveGenerator", "is_code", "prose_sentences", "terms"]
 
-_CODE = re.compile(
-    r"^(?:>>>|\.\.\.(?:\s|$)|\$ |[=\-~^*#+|]{3,}|\||\+-"  # doctest and shell prompts, tables, rules
-    r"|(?:def|class|import|from\s+\S+\s+import|return|raise|yield|elif|else:|try:|except\b|finally:|with\s.*:$)"
-    r"|[\w.\[\]'\"]+\s*(?:[-+*/|&]?=)\s*\S"  # an assignment: x = 1, a.b += c
-    r"|[\w.]+\(.*\)\s*[;:]?$"  # a bare call or signature: foo(a, b)
-    r"|[@{}<]|[\])}]+[,;]?$)")
 MIN_WORDS, MAX_WORDS = 5, 60
 #: A sentence must reach this share of the best sentence's relevance to be chosen.
 RELATIVE_FLOOR = 0.6
 #: When no sentence matches the topic: at most this many of the best segment's first sentences, or words of text.
 FALLBACK_SENTENCES, FALLBACK_WORDS = 2, 40
 NO_TEXT_SENTENCE = "The retrieved segments hold no readable text."
-
-
-def is_code(line: str) -> bool:
-    """Whether a line of a segment is code, a prompt, a table rule or mostly symbols rather than prose."""
-    s = line.strip()
-    if not s:
-        return False
-    letters = sum(ch.isalpha() for ch in s)
-    return bool(_CODE.match(s)) or letters < 0.55 * len(s.replace(" ", ""))
 
 
 _NOT_PROSE = re.compile(r">>>|<\w+>|\s--\s.*\s--\s|\(\).*\(\)|\|")
