@@ -192,6 +192,9 @@ def test_blinded_battle_names_no_pipeline_until_the_vote(api_settings):
     assert _leaks(sent, NAMES) == []
     assert "rg-cite" in view.pane_a and "gzip" in view.pane_a and "gzip" in view.pane_b
     assert view.raw["A"]["references"] and view.raw["B"]["references"]
+    for side in ("A", "B"):  # the JSON tab shows what POST /rag returned: the cited segments too (issue 27)
+        assert set(view.raw[side]["segments"]) == set(view.raw[side]["references"])
+        assert all(s.get("segment") for s in view.raw[side]["segments"].values())
 
     stored = arena.store.get(view.battle_id)  # the identities live server-side
     assert stored.mode == "blinded" and stored.topic_id == "demo-02"
@@ -253,6 +256,7 @@ def test_a_failing_pipeline_shows_its_error_and_the_battle_is_not_votable(api_se
     assert len(failed) == 1 and "This pipeline failed" in failed[0] and "HTTP 5" in failed[0]
     assert any("rg-answer" in p for p in panes)
     assert "cannot be voted" in view.status
+    assert "rg-reveal rg-reveal-failed" in view.status  # the error box's colours, not the success box's
     refused = arena.vote(view.battle_id, "a", "s", "client:127.0.0.1")
     assert not refused.voted and "not votable" in refused.status
     # the arena keeps running: a battle between working pipelines still works

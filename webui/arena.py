@@ -44,6 +44,7 @@ from pathlib import Path
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
+from ragnarok import metrics
 from ragnarok.arena.pool import (
     NO_RERANKER,
     LatencyBook,
@@ -404,6 +405,7 @@ class Arena:
             return _refusal(f"The vote log could not record this battle: {exc}")
         raw = {"battle": battle_id, "A": _raw(result_a), "B": _raw(result_b)}
         votable = result_a.ok and result_b.ok
+        metrics.arena_battle(mode, votable)
         if votable:
             status = (f"Both answers are in (A in {seconds[0]:.0f} s, B in {seconds[1]:.0f} s). Read both "
                       "(hover or focus a citation to see its source), then vote.")
@@ -419,7 +421,8 @@ class Arena:
                 revealed=mode == "unblinded",
             )
         raw["pipelines"] = {"A": a.as_dict(), "B": b.as_dict()}
-        reveal = render.reveal_html(a, b, None, "A pipeline failed, so this battle cannot be voted on.")
+        reveal = render.reveal_html(a, b, None, "A pipeline failed, so this battle cannot be voted on.",
+                                    failed=True)
         return BattleView(battle_id, _pane(result_a), _pane(result_b), raw, False, reveal, revealed=True)
 
     # -- votes --
@@ -437,6 +440,7 @@ class Arena:
             stored = self.store.vote(battle_id, winner, session_id, rate_key)
         except (VoteRefused, StoreError) as exc:
             return VoteView(render.message_html(f"Vote not recorded: {exc}.", "error"), False)
+        metrics.arena_vote(winner)
         return VoteView(
             _reveal(stored, "Thanks! Your vote is recorded; start a new round."),
             True,
@@ -505,7 +509,9 @@ def _progress(done: dict[str, tuple[PaneResult, float]], fresh: set[str], elapse
 
 
 def _raw(result: PaneResult) -> dict[str, Any]:
-    return result.answer if result.ok else {"error": result.error}  # type: ignore[return-value]
+    """A side as ``POST /rag`` answered it: the answer with its cited ``segments`` (the client keeps them
+    apart for the pane), or the error."""
+    return {**(result.answer or {}), "segments": result.segments} if result.ok else {"error": result.error}
 
 
 def _pane(result: PaneResult) -> str:

@@ -37,6 +37,7 @@ CSS = """
   border: 1px solid #fecaca; }
 .rg-empty { color: #6b7280; font-style: italic; }
 .rg-reveal { padding: .6em .8em; border-radius: 6px; background: #f0fdf4; border: 1px solid #bbf7d0; }
+.rg-reveal-failed { background: #fef2f2; border-color: #fecaca; }
 .rg-board table { border-collapse: collapse; font-size: .9em; }
 .rg-board th, .rg-board td { border: 1px solid #d1d5db; padding: .25em .5em; text-align: left; }
 .rg-board td.num { text-align: right; font-variant-numeric: tabular-nums; }
@@ -159,7 +160,9 @@ VERDICTS = {
 }
 
 
-def reveal_html(a: PipelineId, b: PipelineId, winner: str | None, note: str = "") -> str:
+def reveal_html(a: PipelineId, b: PipelineId, winner: str | None, note: str = "", failed: bool = False) -> str:
+    """The pipelines behind A and B after the vote (``failed``: after a battle that failed, in the error box's
+    colours rather than the success box's)."""
     def row(side: str, p: PipelineId) -> str:
         return (
             f"<li><strong>{side}</strong>: <code>{escape(p.spec)}</code> (retriever {escape(p.retriever)}, "
@@ -169,7 +172,8 @@ def reveal_html(a: PipelineId, b: PipelineId, winner: str | None, note: str = ""
     verdict = VERDICTS.get(winner or "", "") if winner else ""
     head = escape(" ".join(x for x in (verdict, note) if x))
     return (
-        f'<div class="rg-reveal"><p>{head}</p><ul class="rg-reveal-list">{row("A", a)}{row("B", b)}</ul>'
+        f'<div class="rg-reveal{" rg-reveal-failed" if failed else ""}"><p>{head}</p>'
+        f'<ul class="rg-reveal-list">{row("A", a)}{row("B", b)}</ul>'
         f"</div>"
     )
 
