@@ -175,3 +175,27 @@ def test_smollm2_markdown_code_and_orphan_markers_leave_no_sentence():
     ]
     assert references == ["d1", "d2", "d3"]
     assert not any("```" in s.text or s.text.strip() in {"2.", "-"} for s in answer)
+
+
+def test_list_numbers_inside_a_line_are_no_sentences():
+    from ragnarok.generate.cite import postprocess
+
+    raw = ("When to use a tuple:\n1. To store values, such as records in Python [1]. 2. When the data is "
+           "immutable (e.g., integers) [2]. 3. When memory matters.")
+    _, answer = postprocess(raw, ["d1", "d2"])
+    assert [s.text for s in answer] == ["When to use a tuple:", "To store values, such as records in Python.",
+                                        "When the data is immutable (e.g., integers).", "When memory matters."]
+    assert [s.citations for s in answer] == [[], [0], [1], []]
+
+
+def test_a_model_answer_of_code_alone_falls_back_to_the_extractive_answer():
+    """Issue 27: never an empty answer while there are candidates; the notes say why."""
+    from ragnarok.generate.llm import finish
+    from ragnarok.types import Candidate, Doc, Query
+
+    candidates = [Candidate(docid="d1", score=1.0, doc=Doc(segment="A tuple is an immutable sequence. Use a "
+                                                                   "tuple for a fixed record of values."))]
+    answer = finish("```python\nrecord = (1, 2)\n```\n2.", Query(text="when to use a tuple", qid="q"), candidates, 80)
+    assert [s.text for s in answer.answer] == ["A tuple is an immutable sequence.",
+                                               "Use a tuple for a fixed record of values."]
+    assert answer.references == ["d1"] and answer.notes["fallback"].startswith("the model wrote no sentence")

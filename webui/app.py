@@ -317,6 +317,7 @@ def mount(
     arena = Arena(settings, client, topics_path)
     ui = LazyUI(lambda: _mount(FastAPI(), arena, "/"))
     app.mount(path, ui)
+    app.state.arena_ui = ui  # `ragnarok serve` sets build_at_start
     # Gradio's page links /manifest.json from the site root, outside this mount, and browsers ask the root for
     # /favicon.ico: answer both here so the page's console stays clean
     manifest = {"name": TITLE, "start_url": f"{path}/", "display": "standalone",
@@ -339,6 +340,8 @@ def mount(
     @contextlib.asynccontextmanager
     async def lifespan(parent: Any) -> AsyncIterator[Any]:
         async with outer(parent) as state:
+            if ui.build_at_start:
+                ui.warm()
             try:
                 yield state
             finally:

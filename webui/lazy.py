@@ -23,6 +23,15 @@ class LazyUI:
         self._app: Any = None
         self._lifespan: Any = None
         self._lock = asyncio.Lock()
+        self.build_at_start = False  # `ragnarok serve`: build in the background once the server has started
+        self._warming: asyncio.Task | None = None
+
+    def warm(self) -> None:
+        """Start building the UI now, in the background (the first visit then finds it built, or waits only
+        for the rest); a failure is left for that visit to meet again."""
+        if self._warming is None:
+            self._warming = asyncio.ensure_future(self._ready())
+            self._warming.add_done_callback(lambda t: t.cancelled() or t.exception())
 
     async def _ready(self) -> "FastAPI":
         async with self._lock:
@@ -43,6 +52,8 @@ class LazyUI:
         await app(scope, receive, send)
 
     async def aclose(self) -> None:
+        if self._warming is not None and not self._warming.done():
+            self._warming.cancel()
         async with self._lock:
             if self._lifespan is not None:
                 lifespan, self._lifespan, self._app = self._lifespan, None, None

@@ -151,7 +151,7 @@ def _split(text: str) -> list[tuple[str, list[int]]]:
                 out[-1][1].extend(_markers(leading.group(0)))
                 raw = raw[leading.end():]
             numbers, sentence = _markers(raw), _tidy(raw)
-            if re.search(r"\w", sentence):
+            if re.search(r"\w", sentence) and not _ORPHAN_MARKER.match(sentence):  # "2." of a list, mid-line
                 out.append((sentence, numbers))
             elif out:
                 out[-1][1].extend(numbers)

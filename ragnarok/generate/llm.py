@@ -41,10 +41,26 @@ def finish(text: str, topic: Query, candidates: list[Candidate], max_words: int,
         notes.update(counts)
     citing = sum(1 for _, numbers in pairs if numbers)  # sentences that cite, after attribution
     notes["citations"] = citation_origin(citing - counts["citations_attributed"], counts["citations_attributed"])
+    if not pairs and candidates:  # only code or markup: never an empty answer while there are candidates
+        return _extractive_instead(topic, candidates, max_words, notes)
     references, answer = to_references(pairs, [c.docid for c in candidates])
     built = GeneratedAnswer.build(str(topic.qid), topic.text, references, answer)
     built.notes = notes
     return built
+
+
+def _extractive_instead(topic: Query, candidates: list[Candidate], max_words: int,
+                        notes: dict[str, Any]) -> RagAnswer:
+    """The extractive baseline's answer (BM25 similarity: no model to load) when the model wrote no sentence;
+    the notes (the /rag trace) say so."""
+    from ragnarok.generate.extractive import ExtractiveGenerator  # noqa: PLC0415
+    from ragnarok.generate.prompts import get_template  # noqa: PLC0415
+
+    template = get_template("ragnarok").model_copy(update={"max_words": max_words})
+    answer = ExtractiveGenerator(similarity="bm25").generate(topic, candidates, template)
+    answer.notes = {**notes, **getattr(answer, "notes", {}),  # type: ignore[attr-defined]
+                    "fallback": "the model wrote no sentence (only code or markup): the extractive answer"}
+    return answer
 
 
 def answer_with_llm(
