@@ -59,6 +59,40 @@ def test_slow_pipelines_are_drawn_less_or_left_out():
     assert {p.spec for p in pick_pair(two, {}, rng, {FAST: 0.0, FAST2: 0.0})} == {FAST, FAST2}
 
 
+def test_two_sides_on_a_one_at_a_time_generator_take_their_sum():
+    """Issue 27: two SmolLM2 pipelines in one battle run one after the other (the embedded model has one
+    slot): a pair whose summed medians pass the budget is drawn less, and beyond 4x not at all."""
+    from ragnarok.arena.pool import serial_factor
+
+    pool = make_pool(["bm25@20 | smollm2", "bm25+rocchio@20 | smollm2", "bm25@20 | extractive"])
+    s1, s2, ext = pool
+    budget = 30.0
+    assert serial_factor(s1, s2, {s1.spec: 12.0, s2.spec: 12.0}, budget, {"smollm2"}) == 1.0
+    assert serial_factor(s1, s2, {s1.spec: 20.0, s2.spec: 20.0}, budget, {"smollm2"}) == pytest.approx(0.5625)
+    assert serial_factor(s1, s2, {s1.spec: 70.0, s2.spec: 70.0}, budget, {"smollm2"}) == 0.0
+    assert serial_factor(s1, ext, {s1.spec: 70.0, ext.spec: 1.0}, budget, {"smollm2"}) == 1.0  # not shared
+    assert serial_factor(s1, s2, {s1.spec: 70.0, s2.spec: 70.0}, budget, set()) == 1.0  # not one-at-a-time
+    medians = {s1.spec: 25.0, s2.spec: 25.0, ext.spec: 1.0}  # each within the budget, the pair's sum not
+    speed = speed_weights(pool, medians, budget)
+    rng = random.Random(5)
+    draws = Counter(pair_key(a.spec, b.spec) for a, b in
+                    (pick_pair(pool, {}, rng, speed, medians, budget, {"smollm2"}) for _ in range(3000)))
+    both = draws[pair_key(s1.spec, s2.spec)]
+    assert 0 < both < 0.5 * draws[pair_key(s1.spec, ext.spec)]  # (30/50)^2 = 0.36 as often
+
+
+def test_the_warm_up_measures_each_generator_before_the_first_draw(demo_settings, tmp_path):
+    """One answer per generator, its time recorded for every pool pipeline that uses it."""
+    settings = demo_settings.model_copy(update={
+        "arena_pool": [FAST, FAST2, "bm25+rm3@20 | extractive"],
+        "database_url": f"sqlite:///{tmp_path / 'votes.db'}"})
+    app = create_app(settings, arena=False)
+    arena = Arena(settings, RagClient("http://ragnarok.local", transport=httpx.ASGITransport(app=app)))
+    seen = asyncio.run(arena.warm_up())
+    assert set(seen) == {"extractive"} and seen["extractive"] > 0
+    assert set(arena.latency.medians()) == {FAST, FAST2, "bm25+rm3@20 | extractive"}
+
+
 # ---- over the real API: progress as each pipeline finishes ----
 
 

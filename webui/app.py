@@ -7,6 +7,7 @@ gateway's base URL (``python -m webui``). Gradio is imported when a UI is built,
 evaluated annotation.)
 """
 
+import asyncio
 import contextlib
 import threading
 from collections.abc import AsyncIterator
@@ -342,6 +343,8 @@ def mount(
         async with outer(parent) as state:
             if ui.build_at_start:
                 ui.warm()
+                warming = asyncio.ensure_future(arena.warm_up())  # measure each generator before drawing it
+                warming.add_done_callback(lambda t: t.cancelled() or t.exception())
             try:
                 yield state
             finally:

@@ -71,6 +71,8 @@ WINNERS = ("a", "b", "tie", "bothbad")
 POOL_TTL_S = 30.0
 #: The arena's budget period: a UTC day (periods are counted from the epoch).
 DAY_S = 86400.0
+#: What the warm-up asks each generator (a topic the demo collection answers).
+WARM_UP_TOPIC = "how do I parse command-line arguments"
 #: The ``limits`` namespace of the battles-per-minute counts.
 BATTLES = "arena-battles"
 
@@ -219,8 +221,36 @@ class Arena:
             counts = await asyncio.to_thread(lambda: self.store.vote_counts())
         except StoreError as exc:
             raise RuntimeError(f"The vote log is unavailable: {exc}") from exc
-        speed = speed_weights(pool, self.latency.medians(), self.settings.arena_time_budget_s)
-        return pick_pair(pool, counts, self.rng, speed)
+        medians, budget = self.latency.medians(), self.settings.arena_time_budget_s
+        return pick_pair(pool, counts, self.rng, speed_weights(pool, medians, budget), medians, budget,
+                         self.serial_generators())
+
+    def serial_generators(self) -> set[str]:
+        """Generators that answer one request at a time (the embedded llama.cpp model: one slot), so that a
+        battle of two of their pipelines runs its sides one after the other."""
+        return {name for name, c in self.settings.generator_configs().items()
+                if c.backend == "llama-cpp" or c.max_concurrency == 1}
+
+    async def warm_up(self, topic: str = WARM_UP_TOPIC) -> dict[str, float]:
+        """Measure before drawing: one answer per generator of the pool (through its first pipeline), its
+        latency recorded for every pool pipeline using that generator until real battles replace it, so a
+        pipeline that cannot finish within the battle budget here is drawn less or not at all from the first
+        battle on. Returns the seconds per generator."""
+        pool = await self.pool()
+        seen: dict[str, float] = {}
+        principal, _ = await self._budget(pool[0], pool[0])
+        for p in pool:
+            if p.generator in seen:
+                continue
+            with acting_as(principal) if principal is not None else nullcontext():
+                result, seconds = await self._timed(p, topic, "warm-up")
+            if result.ok or seconds >= self.settings.arena_time_budget_s:  # as _timed records it
+                seen[p.generator] = seconds
+        measured = self.latency.medians()
+        for p in pool:
+            if p.spec not in measured and p.generator in seen:
+                self.latency.record(p.spec, seen[p.generator])
+        return seen
 
     def _battle_limiter(self) -> Any:
         if self._limiter is None:

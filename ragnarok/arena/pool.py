@@ -21,7 +21,7 @@ import random
 import statistics
 import threading
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -161,14 +161,31 @@ def speed_weights(
     return weights
 
 
+def serial_factor(a: PipelineId, b: PipelineId, medians: Mapping[str, float], budget_s: float,
+                  serial: Collection[str]) -> float:
+    """A pair whose two sides use one generator that answers one request at a time (the embedded model) runs
+    them one after the other: its battle takes the sum of both medians. 1 while that is within ``budget_s``
+    (or a side is unmeasured), ``(budget_s / sum)^2`` above, 0 beyond ``LEAVE_OUT_FACTOR * budget_s``."""
+    if a.generator != b.generator or a.generator.partition(":")[0] not in serial:
+        return 1.0
+    if a.spec not in medians or b.spec not in medians:
+        return 1.0
+    total = medians[a.spec] + medians[b.spec]
+    if total > LEAVE_OUT_FACTOR * budget_s:
+        return 0.0
+    return 1.0 if total <= budget_s else (budget_s / total) ** 2
+
+
 def pair_weights(
-    pool: Sequence[PipelineId], votes: Mapping[tuple[str, str], int], speed: Mapping[str, float] | None = None
+    pool: Sequence[PipelineId], votes: Mapping[tuple[str, str], int], speed: Mapping[str, float] | None = None,
+    medians: Mapping[str, float] | None = None, budget_s: float = 0.0, serial: Collection[str] = (),
 ) -> dict[tuple[str, str], float]:
     """Sampling weight of every unordered pair: ``1 / (1 + votes on that pair)``, times both sides' speed
-    factors when given."""
-    speed = speed or {}
+    factors when given, times :func:`serial_factor` for pairs that share a one-at-a-time generator."""
+    speed, medians = speed or {}, medians or {}
     return {
         pair_key(a.spec, b.spec): speed.get(a.spec, 1.0) * speed.get(b.spec, 1.0)
+        * (serial_factor(a, b, medians, budget_s, serial) if serial else 1.0)
         / (1 + votes.get(pair_key(a.spec, b.spec), 0))
         for a, b in itertools.combinations(pool, 2)
     }
@@ -179,13 +196,17 @@ def pick_pair(
     votes: Mapping[tuple[str, str], int],
     rng: random.Random,
     speed: Mapping[str, float] | None = None,
+    medians: Mapping[str, float] | None = None,
+    budget_s: float = 0.0,
+    serial: Collection[str] = (),
 ) -> tuple[PipelineId, PipelineId]:
     """Two different pipelines, favouring pairs with fewer votes (and fast pipelines, given ``speed``:
-    :func:`speed_weights`), sides in random order."""
+    :func:`speed_weights`; and pairs that finish in time when both sides share a one-at-a-time generator:
+    :func:`serial_factor`), sides in random order."""
     if len({p.spec for p in pool}) < 2:
         raise ValueError("the arena pool needs at least two different pipelines")
     by_spec = {p.spec: p for p in pool}
-    weights = pair_weights(pool, votes, speed)
+    weights = pair_weights(pool, votes, speed, medians, budget_s, serial)
     if not any(weights.values()):
         weights = pair_weights(pool, votes)
     pairs = sorted(weights)
