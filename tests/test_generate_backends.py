@@ -50,11 +50,23 @@ def test_openai_path_against_real_llama_cpp_server(smollm2_server):
 
 def test_embedded_llama_cpp():
     gen = LlamaCppGenerator(GeneratorConfig(name="smollm2", backend="llama-cpp", max_tokens=120,
-                                            context_tokens=2048))
+                                            context_tokens=2048, timeout_s=900))  # a busy machine
     assert gen.availability() is None
     answer = gen.generate(TOPIC, CANDIDATES, get_template("ragnarok"))
     assert_valid(answer)
     assert answer.answer
+
+
+def test_the_embedded_models_deadline_is_a_timeout_as_every_backends():
+    """Issue 27: the same cause, one status: its deadline was re-wrapped as a plain failure (502, not 504)."""
+    from ragnarok.generate.base import GenerationError
+
+    gen = LlamaCppGenerator(GeneratorConfig(name="smollm2-hurried", backend="llama-cpp", max_tokens=400,
+                                            context_tokens=2048, timeout_s=0.2))
+    gen.llm()  # loaded first: the deadline is the answer's
+    with pytest.raises(GenerationError) as info:
+        gen.generate(TOPIC, CANDIDATES, get_template("ragnarok"))
+    assert info.value.timeout and "no answer within" in info.value.cause
 
 
 def assert_short_and_cited(answer: RagAnswer, cap: int) -> None:

@@ -116,6 +116,8 @@ class LlamaCppGenerator:
                             break
                 finally:
                     chunks.close()
+            except BackendError:
+                raise  # the deadline (a 504, as every backend's): not re-wrapped as a failure (a 502)
             except (ValueError, RuntimeError, KeyError) as exc:
                 raise BackendError(str(exc)) from None
             add_tokens(self.count_tokens(" ".join(m["content"] for m in messages)), tokens)
