@@ -166,3 +166,47 @@ def test_blinded_battle_vote_reveal_and_leaderboard(demo_settings, tmp_path, bro
 
     for name in ("leaderboards-before", "battle", "json", "reveal", "leaderboards-after", "side-by-side"):
         assert (shots / f"{name}.png").stat().st_size > 10_000
+
+
+def test_the_json_tab_and_the_boards_at_420_px(demo_settings, tmp_path, browser_context):
+    """Issue 27, as a phone shows them: the JSON tab's long strings wrap instead of being clipped, each board
+    table's Votes column is in view, and the interval plot's labels keep a readable size."""
+    from playwright.sync_api import expect
+
+    expect.set_options(timeout=WAIT_MS)
+    settings = demo_settings.model_copy(update={
+        "arena_pool": POOL, "arena_min_votes": 1, "database_url": f"sqlite:///{tmp_path / 'votes.db'}"})
+    with serve_app(create_app(settings)) as base:
+        page = browser_context.new_page()
+        page.set_viewport_size({"width": 420, "height": 860})
+        page.set_default_timeout(WAIT_MS)
+        page.goto(f"{base}/arena/")
+        page.locator("#rg-topic textarea").fill(TOPIC)
+        page.locator("#rg-go").click()
+        expect(page.locator("#rg-vote-a")).to_be_enabled()
+
+        page.get_by_role("tab", name="JSON").click()
+        raw = page.locator("#rg-json")
+        expect(raw).to_contain_text("segments")  # the cited segments, as POST /rag returned them
+        clipped = page.evaluate("""() => [...document.querySelectorAll('#rg-json *')]
+            .filter(e => e.children.length === 0 && e.textContent.length > 60)
+            .filter(e => e.getBoundingClientRect().right > window.innerWidth + 1
+                         || e.scrollWidth > e.clientWidth + 1).length""")
+        assert clipped == 0
+        page.screenshot(path=tmp_path / "json-420.png", full_page=True)
+
+        page.get_by_role("tab", name="Blinded battle").click()
+        page.locator("#rg-vote-a").click()
+        expect(page.locator("#rg-status .rg-reveal")).to_be_visible()
+        page.get_by_role("tab", name="Leaderboards").click()
+        page.locator("#rg-refresh").click()
+        expect(page.locator("#rg-summary .rg-total")).to_have_text("1")
+        board = page.locator("#rg-board-rag")
+        votes = board.locator(".rg-plain th", has_text="Votes")
+        expect(votes).to_be_visible()
+        box = votes.bounding_box()
+        assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= 420, box
+        label = board.locator(".rg-intervals text").first
+        expect(label).to_be_visible()
+        assert label.bounding_box()["height"] >= 10  # 11 px text, not scaled down to a third
+        page.screenshot(path=tmp_path / "boards-420.png", full_page=True)

@@ -65,13 +65,13 @@ def table_html(board: Board, styled: bool = False) -> str:
         return '<p class="rg-empty">No votes for this leaderboard yet.</p>'
     rating = "Style-controlled BT" if styled else "BT rating"
     elo = "" if styled else "<th>Elo</th>"
-    head = f"<tr><th>Rank</th><th>System</th><th>{rating}</th><th>95% CI</th>{elo}<th>Votes</th></tr>"
+    # votes beside the system: on a narrow screen the columns that scroll out of view are the ratings' details
+    head = f"<tr><th>Rank</th><th>System</th><th>Votes</th><th>{rating}</th><th>95% CI</th>{elo}</tr>"
     body = "".join(
         f'<tr class="{"rg-row-provisional" if r.provisional else "rg-row"}"><td class="num">{_rank(r)}</td>'
-        f'<td><code>{escape(r.name)}</code></td><td class="num">{_rating(r, r.bt)}</td>'
-        f'<td class="num">{_interval(r)}</td>'
-        + ("" if styled else f'<td class="num">{_rating(r, r.elo)}</td>')
-        + f'<td class="num rg-votes">{r.votes}</td></tr>'
+        f'<td><code>{escape(r.name)}</code></td><td class="num rg-votes">{r.votes}</td>'
+        f'<td class="num">{_rating(r, r.bt)}</td><td class="num">{_interval(r)}</td>'
+        + ("" if styled else f'<td class="num">{_rating(r, r.elo)}</td>') + "</tr>"
         for r in rows
     )
     table = f'<table class="rg-table"><thead>{head}</thead><tbody>{body}</tbody></table>'

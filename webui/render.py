@@ -59,6 +59,9 @@ CSS = """
   .rg-panes { flex-direction: column !important; }
   .rg-panes > * { min-width: 0 !important; width: 100% !important; }
   .rg-board table { font-size: .8em; }
+  .rg-board td code { white-space: normal; overflow-wrap: anywhere; }
+  .rg-intervals { width: 640px; max-width: none; }  /* not scaled down: its labels stay readable; it scrolls */
+  #rg-json, #rg-json * { white-space: pre-wrap !important; overflow-wrap: anywhere !important; }
   .tab-container button { padding-left: .3em !important; padding-right: .3em !important; font-size: .85em !important; }
   .rg-tip { position: fixed; left: 4vw; right: 4vw; top: auto; bottom: 4vh; width: auto; max-width: none; }
 }
