@@ -218,6 +218,17 @@ def test_blinded_battle_names_no_pipeline_until_the_vote(api_settings):
     assert ">1<" in summary and panes["rag"].count("rg-votes") == 4
     assert panes["rag"].count('class="rg-provisional"') == 4 and "rg-intervals" not in panes["rag"]
     assert "Style-controlled" in panes["rag"] and "fewer than 10 votes" in panes["rag"]
+    # an unchanged log is not fitted again (issue 27: a refresh took seconds); a new vote is
+    calls = []
+    fit = boards.compute
+    boards.compute = lambda *a, **k: calls.append(1) or fit(*a, **k)
+    try:
+        assert arena.leaderboards() == (summary, panes) and calls == []
+        other = asyncio.run(arena.compare(identify(POOL[0]), identify(POOL[1]), TOPIC, "", "session-1"))
+        assert arena.vote(other.battle_id, "a", "session-1", "client:127.0.0.1").voted
+        assert arena.leaderboards(include_unblinded=True)[0] != summary and calls == [1]
+    finally:
+        boards.compute = fit
 
 
 def test_side_by_side_votes_are_unblinded_and_excluded_by_default(api_settings):

@@ -153,6 +153,7 @@ class Arena:
         self.latency = LatencyBook()
         self._topics: list[Topic] | None = None
         self._limiter: Any = None  # limits.strategies.MovingWindowRateLimiter, opened on the first battle
+        self._boards: dict[tuple[Any, ...], tuple[str, dict[str, str]]] = {}  # the last boards, by log state
         self._auth_store: AuthStore | None = None
 
     # -- lazily opened resources (nothing at construction: building the UI does no I/O) --
@@ -486,21 +487,30 @@ class Arena:
     # -- leaderboards --
 
     def leaderboards(self, include_unblinded: bool = False) -> tuple[str, dict[str, str]]:
-        """The summary line and each board's HTML, recomputed from the log."""
+        """The summary line and each board's HTML, recomputed from the log when it has changed: the log is
+        append-only, so its vote counts name its state, and a refresh of an unchanged log is a lookup."""
+        from ragnarok.arena.judge_log import judge_votes
+
         rows = self.store.battles(include_unblinded=include_unblinded, style=True)
+        votes = judge_votes(self.store, include_unblinded)
+        key = (include_unblinded, len(rows), len(votes), self.settings.arena_min_votes)
+        if (cached := self._boards.get(key)) is not None:
+            return cached
         computed = boards.compute(
             rows, k=self.elo_k, rounds=self.bootstrap_rounds, min_votes=self.settings.arena_min_votes
         )
         panes = {name: boards.board_html(board) for name, board in computed.items()}
-        panes["judges"] = self.judge_board(include_unblinded)
-        return boards.summary_html(len(rows), include_unblinded), panes
+        panes["judges"] = self.judge_board(include_unblinded, votes)
+        self._boards = {key: (boards.summary_html(len(rows), include_unblinded), panes)}
+        return self._boards[key]
 
-    def judge_board(self, include_unblinded: bool = False) -> str:
+    def judge_board(self, include_unblinded: bool = False, votes: Any = None) -> str:
         """The judges' boards and their agreement with human votes (judge votes count on no other board)."""
         from ragnarok.arena.judge_log import judge_votes
         from webui.judge_board import judges_html
 
-        votes = judge_votes(self.store, include_unblinded)
+        if votes is None:
+            votes = judge_votes(self.store, include_unblinded)
         return judges_html(votes, k=self.elo_k, rounds=self.bootstrap_rounds)
 
     async def side_choices(self) -> tuple[list[str], list[str], list[str]]:
