@@ -25,5 +25,6 @@ RUN pip install -e .
 RUN ragnarok index --demo
 
 EXPOSE 8000
-HEALTHCHECK CMD python -c "import httpx; httpx.get('http://127.0.0.1:8000/healthz').raise_for_status()"
+HEALTHCHECK --interval=10s --timeout=5s --start-period=120s --retries=3 \
+    CMD python -c "import httpx; httpx.get('http://127.0.0.1:8000/healthz').raise_for_status()"
 CMD ["ragnarok", "serve", "--insecure-open"]

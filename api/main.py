@@ -10,6 +10,7 @@ import httpx
 from fastapi import Depends, FastAPI
 from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
+from api import observability
 from api.auth import Auth, AuthMiddleware, needs
 from api.errors import install_error_handlers
 from api.routes import evaluate, generate, health, rag, rerank, retrieve, stages
@@ -52,6 +53,7 @@ def create_app(settings: Settings | None = None, arena: bool = True, principal: 
     app.add_middleware(AuthMiddleware, auth=app.state.auth)  # keys, rates and the spend meter (api/auth.py)
     # the client's address: X-Forwarded-For believed from the trusted proxies only (uvicorn's own is off)
     app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.trusted_proxy_list())
+    observability.install(app, settings)  # outermost: request ids, metrics, access lines; GET /metrics
     # the scope each router's routes need with keys (api/auth.py); /v1/write and /v1/segments declare their own
     app.include_router(health.router)
     app.include_router(retrieve.router, dependencies=[Depends(needs("retrieve"))])

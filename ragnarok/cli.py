@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from pathlib import Path
@@ -20,6 +21,39 @@ from ragnarok.track import cli as track_cli
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Retrieval-augmented generation for TREC RAG.")
 
 
+def _version(value: bool) -> None:
+    if value:
+        from importlib.metadata import PackageNotFoundError, version  # noqa: PLC0415
+
+        try:
+            typer.echo(f"ragnarok {version('ragnarok-rag')}")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            typer.echo("ragnarok (not installed: version unknown)")
+        raise typer.Exit()
+
+
+@app.callback()
+def _main(
+    version: Annotated[Optional[bool], typer.Option("--version", callback=_version, is_eager=True,
+                                                    help="Print the version and exit.")] = None,
+) -> None:
+    """Retrieval-augmented generation for TREC RAG."""
+
+
+@app.command()
+@fails_cleanly
+def doctor(
+    json_out: Annotated[bool, typer.Option("--json", help="One JSON object instead of text.")] = False,
+) -> None:
+    """Why something is or is not available here: Java, each index (documents, dense status), each generator
+    (reachable, key present: never its value), the database (reachable, migration version), optional
+    packages, free disk. Exit 0 when the default setup can serve, else 1 naming what is missing and the
+    command that fixes it."""
+    from ragnarok import doctor as checks  # noqa: PLC0415
+
+    raise typer.Exit(checks.main(get_settings(), json_out))
+
+
 @app.command()
 @fails_cleanly
 def serve(
@@ -30,6 +64,9 @@ def serve(
     insecure_open: Annotated[bool, typer.Option("--insecure-open", help="Serve on a non-loopback address "
                                                 "without API keys (RAGNAROK_AUTH=off): anyone who can reach "
                                                 "it can spend your backends.")] = False,
+    workers: Annotated[int, typer.Option(min=1, help="Worker processes (each with its own JVM and caches; "
+                                                     "metrics added up across them; no background dense "
+                                                     "build).")] = 1,
 ) -> None:
     """Start the API (R, AG and /rag) on the configured indexes, building the demo index on first use.
 
@@ -43,19 +80,33 @@ def serve(
     from ragnarok.collection.demo_index import ensure_demo_index  # noqa: PLC0415
     from ragnarok.java import set_verbose  # noqa: PLC0415
 
+    from ragnarok import logs  # noqa: PLC0415
+
     set_verbose(verbose)
     settings = get_settings()
+    logs.configure(settings.log_format, settings.log_level)  # RAGNAROK_LOG_FORMAT, RAGNAROK_LOG_LEVEL
     host, port = host or settings.host, port or settings.port
     if settings.auth != "keys" and not insecure_open and not is_loopback(host):
         raise ValueError(f"refusing to serve on {host} without API keys: set RAGNAROK_AUTH=keys and make keys "
                          "with `ragnarok keys create` (README: Deploying), or bind 127.0.0.1, or pass "
                          "--insecure-open")
     ensure_demo_index(settings)  # the Lucene index; the dense one is built in the background once serving
+    if workers > 1:
+        from ragnarok.serving import serve_workers  # noqa: PLC0415
+
+        typer.echo(f"ragnarok serving at http://{host}:{port} with {workers} workers", err=True)
+        serve_workers(host, port, workers, settings.shutdown_grace_s)
+        return
     _start_jvm_before_uvicorn()
     app = create_app(settings)
+    app.state.arena_ui.build_at_start = True  # the arena's first visit should not wait seconds for Gradio
     if not no_dense:
         app.state.retrieval.build_dense(settings.demo_index_dir, "minilm")
-    typer.echo(f"ragnarok serving at http://{host}:{port} (OpenAPI at /docs)", err=True)
+    serving = f"ragnarok serving at http://{host}:{port} (OpenAPI at /docs)"
+    if settings.log_format == "json":  # every line on stderr one JSON object
+        logging.getLogger("ragnarok.serve").warning(serving)
+    else:
+        typer.echo(serving, err=True)
     _serve(app, host, port, settings.shutdown_grace_s)
 
 
@@ -93,8 +144,10 @@ def _serve(app: Any, host: str, port: int, grace_s: float) -> None:
             super().handle_exit(sig, frame)
 
     # proxy_headers off: the app believes X-Forwarded-For from RAGNAROK_TRUSTED_PROXIES only (api/main.py)
-    server = Server(uvicorn.Config(app, host=host, port=port, log_level="warning",
-                                   timeout_graceful_shutdown=grace_s, proxy_headers=False))
+    # log_config None: uvicorn's own lines go to the root logger's handler, in RAGNAROK_LOG_FORMAT (ragnarok.logs);
+    # its access lines are off (api/observability.py writes one per request, with the request id)
+    server = Server(uvicorn.Config(app, host=host, port=port, log_level="warning", log_config=None,
+                                   access_log=False, timeout_graceful_shutdown=grace_s, proxy_headers=False))
     code = 1
     try:
         server.run()

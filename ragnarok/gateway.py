@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel
 
+from ragnarok import logs, metrics
 from ragnarok.fuse import cc, dbsf, ranked, rrf
 from ragnarok.query.stages import Expansion
 from ragnarok.quoting import shorten
@@ -83,17 +84,23 @@ class Services:
         """The stage's JSON answer (raw) and its own time in ms (None when its service does not say); a stage
         that fails with a 5xx is logged (stage, status, latency, cause)."""
         start = time.perf_counter()
+        token = logs.stage_var.set(stage)  # this call's log lines name the stage (and the request id)
         try:
-            return await self._post(client, stage, path, body)
+            answer = await self._post(client, stage, path, body)
         except StageError as exc:
+            metrics.observe_stage(stage, time.perf_counter() - start, exc.status)
             if exc.status >= 500:
                 log.warning("stage %r failed with HTTP %d after %.0f ms: %s", stage, exc.status,
                             (time.perf_counter() - start) * 1000, shorten(json.dumps(exc.detail, default=str), 600))
             raise
+        finally:
+            logs.stage_var.reset(token)
+        metrics.observe_stage(stage, time.perf_counter() - start)
+        return answer
 
     async def _post(self, client: httpx.AsyncClient, stage: str, path: str, body: bytes) -> tuple[bytes, float | None]:
         try:
-            response = await client.post(path, content=body, headers=_JSON)
+            response = await client.post(path, content=body, headers={**_JSON, **logs.outgoing_headers(stage)})
         except httpx.TimeoutException:
             raise StageError(stage, 504, "timed out") from None
         except httpx.HTTPError as exc:

@@ -155,6 +155,18 @@ class Settings(BaseSettings):
                                      "that would pass it is refused.")
     arena_api_key_env: str = Field("RAGNAROK_ARENA_KEY", description="`python -m webui --rag-url ...`: the "
                                    "environment variable holding the key the arena sends to a gateway with keys.")
+    # -- operations (issue 28): logs, metrics, request ids --
+    log_format: Literal["text", "json"] = Field("text", description="`ragnarok serve`'s log lines: `text` "
+                                                "(TIME LEVEL LOGGER [REQUEST_ID STAGE] MESSAGE) or `json`, one "
+                                                "object per line (time, level, logger, message, request_id, "
+                                                "route, stage, latency_ms, status).")
+    log_level: Literal["debug", "info", "warning", "error"] = Field(
+        "warning", description="`ragnarok serve`'s log level; `info` adds one access line per request (logger "
+        "ragnarok.access: method, path, status, ms; about 1.4 % of /v1/retrieve's CPU, docs/BENCHMARKS.md).")
+    metrics: bool = Field(True, description="GET /metrics (Prometheus; the admin scope with keys), the "
+                          "per-request counters and the access lines; off: none of them.")
+    request_ids: bool = Field(True, description="An X-Request-ID on every answer (the request's own when it "
+                              "carries a valid one), passed on to every stage call and in every log line.")
     openai_api_key_env: str = "OPENAI_API_KEY"
     cohere_api_key_env: str = "COHERE_API_KEY"
 

@@ -88,18 +88,19 @@ def llama_cpp_server(model_path: str, n_ctx: int = 4096) -> Iterator[str]:
 @contextmanager
 def ragnarok_serve(env: dict[str, str], output: Path | None = None, cwd: Path | None = None,
                    start_timeout_s: float = 120, dense: bool = False,
-                   started: list | None = None) -> Iterator[str]:
+                   started: list | None = None, workers: int = 1) -> Iterator[str]:
     """``ragnarok serve --no-dense`` (``dense``: without ``--no-dense``, so the demo's dense index builds in the
     background) in its own process on a free loopback port, with ``env`` as its whole environment; its output
-    goes to ``output`` (default: discarded). Yields the base URL once ``/healthz`` answers (``started`` gets the
-    ``Popen``, for tests that signal it); stops the server on exit."""
+    goes to ``output`` (default: discarded); ``workers`` > 1 passes ``--workers``. Yields the base URL once
+    ``/healthz`` answers (``started`` gets the ``Popen``, for tests that signal it); stops the server on exit."""
     import subprocess
     import sys
 
     port = free_port()
     out = open(output, "wb") if output else subprocess.DEVNULL  # noqa: SIM115 - closed below
     server = subprocess.Popen([sys.executable, "-m", "ragnarok.cli", "serve", *([] if dense else ["--no-dense"]),
-                               "--port", str(port)], env=env, stdout=out, stderr=subprocess.STDOUT, cwd=cwd)
+                               "--port", str(port), *(["--workers", str(workers)] if workers > 1 else [])],
+                              env=env, stdout=out, stderr=subprocess.STDOUT, cwd=cwd)
     if started is not None:
         started.append(server)
     base = f"http://127.0.0.1:{port}"

@@ -14,6 +14,7 @@ from api.body import StrictJSONRoute
 from api.errors import BadInput, errors
 from ragnarok.auth.cost import pipeline_cost
 from ragnarok.gateway import PipelineRunner, Services
+from ragnarok.logs import outgoing_headers, request_id
 from ragnarok.presets import DEFAULT_PIPELINES, PRESETS, default_pipeline, resolve, retrievers
 from ragnarok.quoting import shorten
 from ragnarok.spec import parse
@@ -62,6 +63,8 @@ class RagOut(BaseModel):
     response_length: int
     answer: list[CitedSentence]
     trace: list[TraceOut] | None = None
+    request_id: str | None = Field(None, description="With `trace`: the request's id (its X-Request-ID), "
+                                   "which every stage call carried and every log line of the request names.")
     segments: dict[str, Doc] | None = None
 
 
@@ -86,7 +89,8 @@ async def rag(body: RagBody, http: HttpRequest, settings: SettingsDep) -> Respon
     await reserve(http, pipeline_cost(pipeline, http.app.state.generation.configs))
     run = await runner.run(pipeline, Query(text=body.topic, qid=body.topic_id))
     out = RagOut.model_construct(**dict(run.result), trace=[TraceOut(**vars(t)) for t in run.traces] if body.trace else None,
-                                 segments=run.cited_docs() if body.segments else None)
+                                 segments=run.cited_docs() if body.segments else None,
+                                 request_id=request_id() if body.trace else None)
     # serialised once by pydantic-core (a response_model would validate the answer again)
     headers = {PIPELINE_HEADER: str(pipeline)}
     if fallback:
@@ -100,7 +104,7 @@ async def _default_pipeline(services: Services, index: str) -> tuple[str, str | 
     from the retrievers the R service can run on ``index`` now (GET /v1/retrievers), and, when it is not the
     first default, why (``offline needs dense:minilm: building, 42 % done (...)``; the header's value)."""
     try:
-        response = await services.retrieval.get("/v1/retrievers")
+        response = await services.retrieval.get("/v1/retrievers", headers=outgoing_headers())
         response.raise_for_status()
         listed = {r["name"]: r for r in response.json() if r["index"] == index}
         available = {name for name, r in listed.items() if r["available"]}

@@ -17,6 +17,8 @@ from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
 
+from ragnarok import metrics
+
 
 class CallLimitReached(RuntimeError):
     """A backend call past the calls reserved for the request."""
@@ -61,6 +63,17 @@ class Meter:
 
 
 _current: ContextVar[Meter | None] = ContextVar("ragnarok_meter", default=None)
+#: The generator whose backend call is in progress (set by the Guard): the tokens reported are counted for it.
+_generator: ContextVar[str | None] = ContextVar("ragnarok_calling_generator", default=None)
+
+
+@contextmanager
+def calling(generator: str) -> Iterator[None]:
+    token = _generator.set(generator)
+    try:
+        yield
+    finally:
+        _generator.reset(token)
 
 
 def current() -> Meter | None:
@@ -82,16 +95,17 @@ def take_call(generator: str) -> None:
 
 
 def add_tokens(prompt: int, completion: int) -> None:
+    """Count tokens in the request's meter (if any) and in the metrics, for the generator being called."""
+    metrics.tokens(_generator.get(), max(0, int(prompt)), max(0, int(completion)))
     if (meter := _current.get()) is not None:
         meter.add_tokens(prompt, completion)
 
 
 def add_usage(usage: object) -> None:
     """Record a backend's ``usage`` (OpenAI/llama.cpp ``prompt_tokens``/``completion_tokens``, Cohere v2
-    ``tokens.input_tokens``/``output_tokens`` or ``billed_units``) in the current meter; anything else is
-    ignored."""
-    meter = _current.get()
-    if meter is None or not isinstance(usage, dict):
+    ``tokens.input_tokens``/``output_tokens`` or ``billed_units``) in the current meter and the metrics;
+    anything else is ignored."""
+    if not isinstance(usage, dict):
         return
     for source in (usage, usage.get("tokens"), usage.get("billed_units")):
         if not isinstance(source, dict):
@@ -99,6 +113,6 @@ def add_usage(usage: object) -> None:
         prompt = source.get("prompt_tokens", source.get("input_tokens"))
         completion = source.get("completion_tokens", source.get("output_tokens"))
         if isinstance(prompt, (int, float)) or isinstance(completion, (int, float)):
-            meter.add_tokens(prompt if isinstance(prompt, (int, float)) else 0,
-                             completion if isinstance(completion, (int, float)) else 0)
+            add_tokens(prompt if isinstance(prompt, (int, float)) else 0,
+                       completion if isinstance(completion, (int, float)) else 0)
             return

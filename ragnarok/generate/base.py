@@ -31,7 +31,8 @@ import anyio.to_thread
 from pydantic import BaseModel, Field
 from tenacity import RetryCallState, Retrying, retry_if_exception, wait_exponential
 
-from ragnarok.auth.meter import take_call
+from ragnarok import metrics
+from ragnarok.auth.meter import calling, take_call
 from ragnarok.redact import redact, register_env, register_value
 
 T = TypeVar("T")
@@ -200,6 +201,7 @@ class Guard:
 
     def _busy(self, waited: float, start: float) -> GenerationError:
         cause = f"busy: no slot within {waited:.3g} s ({self.slots} calls in flight)"
+        metrics.backend_failure(self.name, "busy")
         log.warning("generator %r: %s (after %.0f ms)", self.name, cause, (time.monotonic() - start) * 1000)
         return GenerationError(self.name, cause, timeout=True)
 
@@ -221,6 +223,7 @@ class Guard:
                 raise self._busy(wait, start)
             await anyio.sleep(min(delay, max(0.0, start + wait - time.monotonic())))
             delay = min(delay * 2, 0.05)
+        metrics.slot_wait(self.name, time.monotonic() - start)
         token = _budget.set(replace(budget, held=budget.held | {id(self)}))
         try:
             yield budget
@@ -244,6 +247,7 @@ class Guard:
         wait = self._slot_wait(budget)
         if not self._slots.acquire(timeout=wait):
             raise self._busy(wait, start)
+        metrics.slot_wait(self.name, time.monotonic() - start)
         try:
             return self._retrying(attempt, budget, start)
         finally:
@@ -264,7 +268,9 @@ class Guard:
             if left < MIN_ATTEMPT_S:
                 raise BackendError(f"no answer within {budget.total_s:g} s", timeout=True)
             take_call(self.name)  # counted in the request's spend; past its reservation: CallLimitReached
-            return attempt(min(self.timeout_s, left))
+            metrics.backend_call(self.name)
+            with calling(self.name):  # the tokens it reports are counted for this generator
+                return attempt(min(self.timeout_s, left))
 
         def stop(state: RetryCallState) -> bool:  # no retries left, or no time for one after the wait
             return (state.attempt_number > self.max_retries
@@ -276,6 +282,7 @@ class Guard:
             return retrying(once)
         except BackendError as exc:
             cause = exc.cause
+            metrics.backend_failure(self.name, metrics.failure_cause(cause, exc.timeout, exc.retryable))
             if exc.timeout and budget.left() < MIN_ATTEMPT_S:
                 cause = f"no answer within {budget.total_s:g} s"
             elif exc.retryable and attempts <= self.max_retries:  # retries were left: the deadline ended them

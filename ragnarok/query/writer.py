@@ -17,6 +17,7 @@ from typing import Any
 
 import anyio.to_thread
 
+from ragnarok import metrics
 from ragnarok.generate.base import GeneratorConfig, Guard
 from ragnarok.registry import ComponentArgumentError, Instances, UnknownComponentError
 
@@ -73,7 +74,9 @@ class TextWriter:
         with self._lock:
             if key in self._cache:
                 self._cache.move_to_end(key)
+                metrics.cache_lookup("query_stage", True)
                 return Written(self._cache[key], True, (time.perf_counter() - start) * 1000)
+        metrics.cache_lookup("query_stage", False)
         if reason := writer.availability():
             from ragnarok.generate.base import GeneratorUnavailable
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
+from ragnarok import metrics
 from ragnarok.cancel import Cancelled, CancelToken, InFlight
 from ragnarok.quoting import shorten
 from ragnarok.retrieve.dense import DenseIndexNotFoundError, rebuild_command
@@ -131,6 +132,7 @@ class DenseBuild:
             self._done, self._total = done, total
             if done > 0 and self._first is None:
                 self._first = (now, done)
+        metrics.dense_progress(self.lucene_dir.name, self.model, done, total)
         if done > 0 and done < total and self.pause_s > 0:
             until = now + self.pause_s
             while (left := until - time.monotonic()) > 0:

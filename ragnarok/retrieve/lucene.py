@@ -18,6 +18,7 @@ from typing import Any, Literal
 
 from pydantic_core import to_json
 
+from ragnarok import metrics
 from ragnarok.collection.lucene_index import is_lucene_index
 from ragnarok.java import import_pyserini_search
 from ragnarok.retrieve.anserini import Hit, LuceneSearcher, batch_search_hits, search_hits
@@ -142,8 +143,10 @@ class LuceneRetriever:
         stored document while walking the hits crashed the JVM, SIGSEGV in Document.get, with 16 threads)."""
         docs = self._docs
         entries = [docs.get(number) for number, _, _ in hits]
+        misses = 0
         for row, entry in enumerate(entries):
             if entry is None:
+                misses += 1
                 number, _, docid = hits[row]
                 doc = doc_from_raw(self._load().object.doc_raw(number)).model_dump_json(exclude_unset=True).encode()
                 entries[row] = entry = (b'{"docid":' + to_json(docid) + b',"score":', b',"doc":' + doc + b"}")
@@ -151,6 +154,7 @@ class LuceneRetriever:
                 if self._docs_bytes + size <= self.doc_cache_bytes:
                     docs[number] = entry
                     self._docs_bytes += size
+        metrics.cache_lookups("segment_json", len(entries) - misses, misses)
         body = b",".join(entry[0] + to_json(score) + entry[1]  # type: ignore[index]
                          for entry, (_, score, _) in zip(entries, hits, strict=True))
         return b'{"query":' + query_json + b',"candidates":[' + body + b"]}"

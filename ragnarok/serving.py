@@ -1,0 +1,59 @@
+"""``ragnarok serve --workers N``: N uvicorn worker processes on one port (uvicorn's own supervisor).
+
+Each worker is a fresh process (spawned) that builds its own app (:func:`worker_app`, uvicorn's factory): its
+own JVM, searchers, caches and models; N workers hold N copies of them. The metrics are kept in
+prometheus-client's multiprocess mode: the supervisor sets ``PROMETHEUS_MULTIPROC_DIR`` (a fresh temporary
+directory, removed at exit, unless it is set already) before the workers start, and each worker's
+``GET /metrics`` adds up every worker's counts. Workers do not build the demo's dense index in the background
+(N builds would race for the same CPU): build it first (``ragnarok index --dense minilm --from-lucene DIR``),
+meanwhile ``/rag`` falls back to BM25+Rocchio. Shutdown: the supervisor sends each worker SIGTERM; a worker
+finishes its requests within ``RAGNAROK_SHUTDOWN_GRACE_S`` as uvicorn does.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import tempfile
+from typing import Any
+
+
+def worker_app() -> Any:
+    """The app of one worker (uvicorn calls it in the worker, after installing its signal handlers): logging
+    as configured, the JVM started at once with uvicorn's SIGTERM/SIGINT handlers kept (the JVM sets its own
+    when it starts, which would end the worker at once, mid-request)."""
+    from api.main import create_app  # noqa: PLC0415
+    from ragnarok import logs  # noqa: PLC0415
+    from ragnarok.java import JavaNotFoundError, start_jvm  # noqa: PLC0415
+    from ragnarok.settings import get_settings  # noqa: PLC0415
+
+    settings = get_settings()
+    logs.configure(settings.log_format, settings.log_level)
+    kept = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        start_jvm()
+    except JavaNotFoundError:
+        pass  # remote indexes only
+    finally:
+        for sig, handler in kept.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+    return create_app(settings)
+
+
+def serve_workers(host: str, port: int, workers: int, grace_s: float) -> None:
+    """Run ``workers`` processes of :func:`worker_app` on ``host:port`` until a signal."""
+    import uvicorn  # noqa: PLC0415
+
+    own = None
+    if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
+        own = tempfile.mkdtemp(prefix="ragnarok-metrics-")
+        os.environ["PROMETHEUS_MULTIPROC_DIR"] = own  # inherited by the workers, before they import anything
+    try:
+        uvicorn.run("ragnarok.serving:worker_app", factory=True, host=host, port=port, workers=workers,
+                    log_level="warning", log_config=None, access_log=False, proxy_headers=False,
+                    timeout_graceful_shutdown=grace_s, timeout_worker_healthcheck=30)
+    finally:
+        if own is not None:
+            shutil.rmtree(own, ignore_errors=True)
