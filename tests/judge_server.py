@@ -63,7 +63,7 @@ def judge_app() -> FastAPI:
             passage = prompt.split("Passage:", 1)[1]
             text = '["full_support"]' if "GOOD" in passage else '["partial_support"]' if "HALF" in passage \
                 else '["no_support"]'
-        elif "search quality rater" in system:
+        elif "search quality rater" in system or "##final score" in prompt:  # ours or umbrela's (no system)
             text = "##final score: " + ("3" if "GOOD" in prompt.split("Passage:", 1)[1] else "0")
         elif "evaluator of answers" in system:
             text = "score: " + ("5" if "GOOD" in prompt.split("Answer:", 1)[1] else "2")

@@ -158,3 +158,23 @@ def test_a_slow_judge_is_a_504(tmp_path, scripted_base):
         # the evaluation's own deadline, before a patient backend would answer
         r = c.post("/v1/evaluate", json={**slow, "judge": "patient"})
         assert r.status_code == 504 and "no answer within 2 s" in r.text, r.text
+
+
+@pytest.mark.parametrize("change", [
+    {"answer": {**body()["answer"], "answer": [{"text": SENTENCES[0], "citations": ["0"]}]}},
+    {"answer": {**body()["answer"], "answer": [{"text": SENTENCES[0], "citations": [True]}]}},
+    {"geval": "yes"},
+    {"geval": 1},
+])
+def test_types_are_strict(client, change):
+    """Issue 26: no coercion of strings or booleans into citations, nor of "yes" into a flag."""
+    r = client.post("/v1/evaluate", json={**body(nuggets=NUGGETS, segments=SEGMENTS), **change})
+    assert r.status_code == 422, r.text
+
+
+def test_nugget_importance_is_read_in_any_case_as_in_the_cli(client):
+    nuggets = [{"text": NUGGETS[0]["text"], "importance": "Vital"},
+               {"text": NUGGETS[1]["text"], "importance": " OKAY "}]
+    r = client.post("/v1/evaluate", json=body(nuggets=nuggets))
+    assert r.status_code == 200, r.text
+    assert [n["importance"] for n in r.json()["nuggets"]] == ["vital", "okay"]

@@ -15,7 +15,7 @@ from typing import Literal
 
 from fastapi import APIRouter
 from fastapi import Request as HttpRequest
-from pydantic import BaseModel, ConfigDict, Field, StrictBool
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
 
 from api.auth import reserve
 from api.body import StrictJSONRoute
@@ -40,6 +40,11 @@ class NuggetIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     text: str = Field(min_length=1, max_length=2000)
     importance: Literal["vital", "okay"] = "okay"
+
+    @field_validator("importance", mode="before")
+    @classmethod
+    def _any_case(cls, value: object) -> object:  # "Vital", " OKAY " as in the CLI's nugget files
+        return value.strip().lower() if isinstance(value, str) else value
 
 
 class EvaluateBody(BaseModel):

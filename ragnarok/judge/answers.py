@@ -63,22 +63,34 @@ def read_answers(path: str | Path) -> dict[str, Answer]:
 SegmentText = Callable[[str], "str | None"]
 
 
-def lucene_segments(index_dir: str | Path) -> SegmentText:
-    """docid -> the segment's text (title first) from a Lucene index, None when the index lacks it."""
+STYLES = ("title segment", "segment", "title: segment")
+
+
+def lucene_segments(index_dir: str | Path, style: str = "title segment") -> SegmentText:
+    """docid -> the segment's text from a Lucene index, None when the index lacks it. ``style``: ``title
+    segment`` (the title, a space, the segment: ours), ``segment`` (the segment alone: UMBRELA's passages) or
+    ``title: segment`` (TREC 2024's support evaluation)."""
     from ragnarok.retrieve.lucene import LuceneRetriever
 
-    return retriever_segments(LuceneRetriever(name="bm25", source=str(index_dir)))
+    return retriever_segments(LuceneRetriever(name="bm25", source=str(index_dir)), style)
 
 
-def retriever_segments(retriever: LuceneRetriever) -> SegmentText:
+def retriever_segments(retriever: LuceneRetriever, style: str = "title segment") -> SegmentText:
     """:func:`lucene_segments` over a retriever already open (the API's)."""
     from ragnarok.retrieve.lucene import doc_from_raw
+
+    if style not in STYLES:
+        raise ValueError(f"unknown segment style {style!r} ({', '.join(STYLES)})")
 
     def text(docid: str) -> str | None:
         document = retriever._load().doc(docid)
         if document is None:
             return None
         doc = doc_from_raw(document.raw())
+        if style == "segment":
+            return doc.segment or None
+        if style == "title: segment" and doc.title and doc.segment:
+            return f"{doc.title}: {doc.segment}"
         return " ".join(part for part in (doc.title, doc.segment) if part) or None
 
     return text

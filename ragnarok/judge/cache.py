@@ -11,6 +11,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from ragnarok import metrics
+
 SCHEMA = """CREATE TABLE IF NOT EXISTS judgments (
     key TEXT PRIMARY KEY, judge TEXT NOT NULL, prompt TEXT NOT NULL, result TEXT NOT NULL, raw TEXT NOT NULL,
     created_at TEXT NOT NULL DEFAULT (datetime('now')))"""
@@ -41,6 +43,7 @@ class JudgeCache:
         """(result, raw output) of a judgment made before, or None."""
         with self._lock:
             row = self._db().execute("SELECT result, raw FROM judgments WHERE key = ?", (key,)).fetchone()
+        metrics.cache_lookup("judgment", row is not None)
         return None if row is None else (json.loads(row[0]), row[1])
 
     def put(self, key: str, judge: str, prompt: str, result: Any, raw: str) -> None:
@@ -48,6 +51,26 @@ class JudgeCache:
             db = self._db()
             db.execute("INSERT OR REPLACE INTO judgments (key, judge, prompt, result, raw) VALUES (?, ?, ?, ?, ?)",
                        (key, judge, prompt, json.dumps(result), raw))
+            db.commit()
+
+    def get_many(self, keys: list[str]) -> dict[str, Any]:
+        """key -> result of the judgments made before (one query per 500 keys)."""
+        out: dict[str, Any] = {}
+        with self._lock:
+            db = self._db()
+            for start in range(0, len(keys), 500):
+                chunk = keys[start:start + 500]
+                rows = db.execute(f"SELECT key, result FROM judgments WHERE key IN ({','.join('?' * len(chunk))})",
+                                  chunk).fetchall()
+                out.update((k, json.loads(r)) for k, r in rows)
+        return out
+
+    def put_many(self, rows: list[tuple[str, str, str, Any, str]]) -> None:
+        """``(key, judge, prompt, result, raw)`` rows in one transaction."""
+        with self._lock:
+            db = self._db()
+            db.executemany("INSERT OR REPLACE INTO judgments (key, judge, prompt, result, raw) VALUES (?, ?, ?, ?, ?)",
+                           [(k, j, p, json.dumps(r), raw) for k, j, p, r, raw in rows])
             db.commit()
 
     def count(self) -> int:

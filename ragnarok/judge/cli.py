@@ -18,13 +18,16 @@ JudgeOpt = Annotated[str | None, typer.Option("--judge", help="A configured LLM 
                                                  "gpt-4o, a vLLM or llama.cpp server); 'proxy' or unset: the "
                                                  "proxy judge (no LLM).")]
 Concurrency = Annotated[int, typer.Option(min=1, max=64, help="Judgments in flight.")]
+RetryFailed = Annotated[bool, typer.Option("--retry-failed", help="Ask again the judgments cached as failed "
+                                                                 "(the judge's answer was unreadable); by "
+                                                                 "default they are read back as failed.")]
 IndexOpt = Annotated[str | None, typer.Option(help="Index (name or Lucene directory) holding the segments.")]
 
 
-def _judge(settings: Settings, name: str | None):  # type: ignore[no-untyped-def]
+def _judge(settings: Settings, name: str | None, retry_failed: bool = False):  # type: ignore[no-untyped-def]
     from ragnarok.judge.service import make_judge
 
-    judge = make_judge(settings, name)
+    judge = make_judge(settings, name, retry_failed=retry_failed)
     typer.echo(f"judge: {judge.describe()}" + ("  [no --judge and no judge configured: scores are a PROXY]"
                                                if judge.proxy and not (name or settings.judge) else ""), err=True)
     return judge
@@ -70,6 +73,7 @@ def nuggets(
     index: IndexOpt = None,
     judge: JudgeOpt = None,
     concurrency: Concurrency = 4,
+    retry_failed: RetryFailed = False,
 ) -> None:
     """Create nuggets per topic (AutoNuggetizer: iterative over batches of 10 segments, then vital/okay)."""
     from ragnarok.evaluate import read_qrels
@@ -98,7 +102,7 @@ def nuggets(
 
         sources = relevant_segments(read_qrels(qrels), _topics(topics, settings), min_grade,
                                     lucene_segments(directory), search)
-    chosen = _judge(settings, judge)
+    chosen = _judge(settings, judge, retry_failed)
     made = create_nuggets(chosen, sources, max_nuggets, concurrency)
     write_nuggets(output, made)
     _report_stats(chosen)
@@ -116,6 +120,11 @@ def relevance(
     index: IndexOpt = None,
     judge: JudgeOpt = None,
     concurrency: Concurrency = 4,
+    retry_failed: RetryFailed = False,
+    umbrela_mode: Annotated[str, typer.Option(help="umbrela: castorini/umbrela's prompt (empty system prompt), "
+                                                   "the segment alone as passage and its parser (an unreadable "
+                                                   "grade is 0, counted); strict: our prompt, title + segment, "
+                                                   "and an unreadable grade is not labelled.")] = "umbrela",
 ) -> None:
     """UMBRELA-style 0-3 grades for the retrieved segments the qrels do not judge, written as qrels."""
     from ragnarok.evaluate import read_qrels
@@ -124,16 +133,27 @@ def relevance(
     from ragnarok.trec import read_run
 
     settings = get_settings()
+    if umbrela_mode not in ("umbrela", "strict"):
+        raise ValueError(f"--umbrela-mode: umbrela or strict, not {umbrela_mode!r}")
     given = read_qrels(qrels) if qrels else {}
-    chosen = _judge(settings, judge)
+    chosen = _judge(settings, judge, retry_failed)
+    style = "segment" if umbrela_mode == "umbrela" else "title segment"
     labels, problems = relevance_labels(chosen, read_run(run), given, _topics(topics, settings),
-                                        lucene_segments(_index_dir(settings, index)), depth, concurrency)
+                                        lucene_segments(_index_dir(settings, index), style), depth, concurrency,
+                                        mode=umbrela_mode)
     n = write_qrels(output, given, labels)
     _report_stats(chosen)
     for problem in problems[:20]:
         typer.echo(f"  not labelled: {problem}", err=True)
-    typer.echo(f"labelled {sum(map(len, labels.values()))} segments ({len(problems)} not labelled); "
-               f"wrote {n} judgments to {output}")
+    labelled = sum(map(len, labels.values()))
+    typer.echo(f"labelled {labelled} segments ({len(problems)} not labelled); wrote {n} judgments to {output}")
+    if not labelled and problems:
+        typer.echo("error: no segment was labelled", err=True)
+        raise typer.Exit(1)
+    if labelled and chosen.stats.defaulted >= labelled:
+        typer.echo(f"error: none of the judge's {labelled} grades could be read (each set to 0 as umbrela does): "
+                   f"check the judge model, or --umbrela-mode strict", err=True)
+        raise typer.Exit(1)
 
 
 @judge_app.command("pairwise")
@@ -152,6 +172,7 @@ def pairwise(
     limit: Annotated[int, typer.Option(min=1, max=10_000, help="With --arena: battles judged in this run "
                                                               "at most.")] = 1000,
     concurrency: Concurrency = 4,
+    retry_failed: RetryFailed = False,
 ) -> None:
     """Which answer is better, judged twice with sides swapped (disagreement is a tie): per topic of two
     runs, or (--arena) on the arena's battles, as judge votes in the vote log."""
@@ -159,7 +180,7 @@ def pairwise(
     if arena:
         if run_a is not None or run_b is not None or output is not None:
             raise ValueError("--arena judges the vote log's battles: give no run files and no --output")
-        _pairwise_arena(settings, judge, database_url, limit, concurrency)
+        _pairwise_arena(settings, judge, database_url, limit, concurrency, retry_failed)
         return
     if run_a is None or run_b is None:
         raise ValueError("give two run files (RUN_A RUN_B), or --arena to vote on the arena's battles")
@@ -167,7 +188,7 @@ def pairwise(
     from ragnarok.judge.create import pairwise_runs, summarise_pairwise
 
     a, b = read_answers(run_a), read_answers(run_b)
-    chosen = _judge(settings, judge)
+    chosen = _judge(settings, judge, retry_failed)
     queries = {q: x.query for q, x in {**b, **a}.items()}
     verdicts = pairwise_runs(chosen, {q: x.text for q, x in a.items()}, {q: x.text for q, x in b.items()},
                              queries, concurrency)
@@ -176,15 +197,19 @@ def pairwise(
                                   for q, v in verdicts.items()), encoding="utf-8")
     _report_stats(chosen)
     typer.echo(summarise_pairwise(verdicts, run_a.name, run_b.name))
+    if verdicts and chosen.stats.judged and chosen.stats.failed == chosen.stats.judged:
+        typer.echo(f"error: every verdict of the judge was unreadable ({chosen.stats.failed} judgments): the "
+                   f"{len(verdicts)} ties above are failures, not verdicts (--retry-failed asks again)", err=True)
+        raise typer.Exit(1)
 
 
 def _pairwise_arena(settings: Settings, judge: str | None, database_url: str | None, limit: int,
-                    concurrency: int) -> None:
+                    concurrency: int, retry_failed: bool = False) -> None:
     from ragnarok.arena.judge_log import judge_votes
     from ragnarok.arena.store import VoteStore
     from ragnarok.judge.arena import agreement, judge_arena, vote_log_url
 
-    chosen = _judge(settings, judge)
+    chosen = _judge(settings, judge, retry_failed)
     store = VoteStore(database_url or vote_log_url(settings))
     try:
         done = judge_arena(chosen, store, limit, concurrency)
@@ -208,6 +233,9 @@ def eval_rag(
     nuggets: Annotated[Path | None, typer.Option(help="Nugget JSONL (ours or nuggetizer's).")] = None,
     support: Annotated[bool, typer.Option("--support", help="Judge citation support (needs the cited "
                                                           "segments in --index).")] = False,
+    support_mode: Annotated[str, typer.Option(help="all: every citation, title + segment passages; trec24: a "
+                                                   "sentence's first 3 citations with 'title: segment' passages, "
+                                                   "as the TREC 2024 support evaluation.")] = "all",
     references: Annotated[Path | None, typer.Option(help="Gold answers JSONL {qid, answer}: ROUGE-L, BLEU, "
                                                             "chrF, METEOR, token F1, SemScore.")] = None,
     geval: Annotated[bool, typer.Option("--geval", help="G-Eval-style 1-5 scores (coherence, consistency, "
@@ -220,6 +248,7 @@ def eval_rag(
     assignments: Annotated[Path | None, typer.Option(help="Write per-topic assignments and scores (JSONL, "
                                                              "nuggetizer's assign output shape).")] = None,
     concurrency: Concurrency = 4,
+    retry_failed: RetryFailed = False,
 ) -> None:
     """Score RAG runs: the four AutoNuggetizer scores, citation support, reference metrics; means with 95 %
     bootstrap intervals, one row per run, and a paired t-test of the first run against each other."""
@@ -250,14 +279,17 @@ def eval_rag(
             raise ValueError(f"the nuggets are for topics no run answers ({', '.join(unknown[:5])}...): wrong file?")
         if unknown:
             typer.echo(f"note: nuggets for {len(unknown)} topics no run answers: {', '.join(unknown[:10])}", err=True)
-    segments = lucene_segments(_index_dir(settings, index)) if support else None
-    chosen = _judge(settings, judge) if (nugget_sets is not None or support or geval) else None
+    if support_mode not in ("all", "trec24"):
+        raise ValueError(f"--support-mode: all or trec24, not {support_mode!r}")
+    style = "title: segment" if support_mode == "trec24" else "title segment"
+    segments = lucene_segments(_index_dir(settings, index), style) if support else None
+    chosen = _judge(settings, judge, retry_failed) if (nugget_sets is not None or support or geval) else None
     if geval and chosen is not None and chosen.proxy:
         raise ValueError("--geval needs an LLM judge (--judge NAME); the proxy judge gives no G-Eval scores")
     results = []
     for name, answers in loaded.items():
         result = evaluate_run(name, answers, chosen, nuggets=nugget_sets, segments=segments,  # type: ignore[arg-type]
-                              references=refs, geval=geval, concurrency=concurrency)
+                              references=refs, geval=geval, concurrency=concurrency, support_mode=support_mode)
         if result.skipped:
             typer.echo(f"{name}: skipped {len(result.skipped)} topics without nuggets/references: "
                        f"{', '.join(result.skipped[:20])}", err=True)
@@ -272,6 +304,10 @@ def eval_rag(
     if chosen is not None:
         _report_stats(chosen)
     label = " (PROXY judge)" if chosen is not None and chosen.proxy else ""
+    if chosen is not None:
+        from ragnarok.judge.agreement import measured_line
+
+        typer.echo(measured_line(chosen.name))
     typer.echo(f"means with 95% bootstrap intervals{label}:")
     typer.echo(format_report(results, metrics_of(results), resamples))
     if len(results) > 1:

@@ -72,7 +72,8 @@ def create_nuggets(judge: Judge, sources: Mapping[str, tuple[str, list[str]]], m
 
 def relevance_labels(judge: Judge, run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mapping[str, int]],
                      topics: Mapping[str, str], segment_text: Callable[[str], str | None], depth: int,
-                     concurrency: int = 4, progress: bool | None = None) -> tuple[dict[str, dict[str, int]], list[str]]:
+                     concurrency: int = 4, progress: bool | None = None,
+                     mode: str = "umbrela") -> tuple[dict[str, dict[str, int]], list[str]]:
     """0-3 grades for the top-``depth`` segments of ``run`` the qrels do not judge. Returns the new labels and
     what could not be labelled (no topic text, no segment text, or the judge failed)."""
     todo: list[tuple[str, str, str, str]] = []
@@ -88,7 +89,8 @@ def relevance_labels(judge: Judge, run: Mapping[str, Mapping[str, float]], qrels
                 problems.append(f"{qid} {docid}: segment not in the index")
                 continue
             todo.append((qid, docid, topics[qid], text))
-    grades = run_all(todo, lambda t: judge.relevance(t[2], t[3]), concurrency, "labelling", judge, progress)
+    grades = run_all(todo, lambda t: judge.relevance(t[2], t[3], mode=mode), concurrency, "labelling", judge,
+                     progress)
     labels: dict[str, dict[str, int]] = {}
     for (qid, docid, _, _), grade in zip(todo, grades):
         if grade is None:

@@ -39,9 +39,16 @@ class RunResult:
         return {m: bootstrap(list(v.values()), resamples) for m in metrics if (v := self.per_topic(m))}
 
 
+SUPPORT_MODES = ("all", "trec24")
+TREC24_CITATIONS = 3  # the TREC 2024 support evaluation judged a sentence's first three citations
+
+
 def judge_topic(judge: Judge, answer: Answer, nuggets: TopicNuggets | None, references: list[str] | None,
-                segments: SegmentText | None, geval: bool = False) -> tuple[TopicResult, int]:
-    """Every judgment of one answer; the second value counts cited segments whose text was not found."""
+                segments: SegmentText | None, geval: bool = False,
+                support_mode: str = "all") -> tuple[TopicResult, int]:
+    """Every judgment of one answer; the second value counts cited segments whose text was not found.
+    ``support_mode``: ``all`` judges every citation; ``trec24`` a sentence's first three, as TREC 2024 did
+    (give it ``title: segment`` passages, :func:`~ragnarok.judge.answers.lucene_segments`)."""
     scores: dict[str, float] = {}
     assigned: list[Nugget] = []
     failed = missing = 0
@@ -58,7 +65,7 @@ def judge_topic(judge: Judge, answer: Answer, nuggets: TopicNuggets | None, refe
         support = []
         for text, citations in answer.sentences:
             row: list[str | None] = []
-            for c in citations:
+            for c in (citations[:TREC24_CITATIONS] if support_mode == "trec24" else citations):
                 passage = segments(answer.references[c]) if 0 <= c < len(answer.references) else None
                 if passage is None:
                     missing += 1
@@ -79,7 +86,7 @@ def judge_topic(judge: Judge, answer: Answer, nuggets: TopicNuggets | None, refe
 def evaluate_run(name: str, answers: Mapping[str, Answer], judge: Judge, *,
                  nuggets: Mapping[str, TopicNuggets] | None = None, segments: SegmentText | None = None,
                  references: Mapping[str, list[str]] | None = None, geval: bool = False,
-                 concurrency: int = 4, progress: bool | None = None) -> RunResult:
+                 concurrency: int = 4, progress: bool | None = None, support_mode: str = "all") -> RunResult:
     """Judge every answered topic that has nuggets (or references, or, with ``segments``, citations);
     topics with nothing to judge against are skipped and listed."""
     todo, skipped = [], []
@@ -89,7 +96,8 @@ def evaluate_run(name: str, answers: Mapping[str, Answer], judge: Judge, *,
         else:
             todo.append(answer)
     done = run_all(todo, lambda a: judge_topic(judge, a, nuggets.get(a.qid) if nuggets else None,
-                                               references.get(a.qid) if references else None, segments, geval),
+                                               references.get(a.qid) if references else None, segments, geval,
+                                               support_mode),
                    concurrency, f"judging {name}", judge, progress)
     return RunResult(name, {r.qid: r for r, _ in done}, skipped, sum(m for _, m in done))
 

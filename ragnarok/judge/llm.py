@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 from ragnarok.generate.prompts import approx_tokens
 from ragnarok.judge.cache import JudgeCache, judgment_key
 from ragnarok.judge.nuggets import ASSIGNMENTS, MAX_NUGGETS, Nugget
-from ragnarok.judge.parse import parse_choice, parse_grade, parse_labels, parse_list, parse_verdict
+from ragnarok.judge.parse import parse_choice, parse_grade, parse_labels, parse_list, parse_umbrela, parse_verdict
 from ragnarok.judge.prompts import JudgePrompt, Messages, judge_prompt
 
 T = TypeVar("T")
@@ -37,6 +37,7 @@ class JudgeStats:
     failed: int = 0
     calls: int = 0
     tokens: int = 0  # estimated (characters / 4) over prompts and answers
+    defaulted: int = 0  # UMBRELA-parity grades that could not be read and were set to 0, as umbrela does
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     def add(self, **counts: int) -> None:
@@ -45,15 +46,18 @@ class JudgeStats:
                 setattr(self, name, getattr(self, name) + value)
 
     def __str__(self) -> str:
-        return (f"{self.judged} judgments ({self.cached} from the cache, {self.failed} failed), "
-                f"{self.calls} model calls, ~{self.tokens:,} tokens (estimated)")
+        return (f"{self.judged} judgments ({self.cached} from the cache, {self.failed} failed"
+                + (f", {self.defaulted} unreadable grades set to 0 as umbrela does" if self.defaulted else "")
+                + f"), {self.calls} model calls, ~{self.tokens:,} tokens (estimated)")
 
 
 class LLMJudge:
     proxy = False
 
-    def __init__(self, name: str, complete: Callable[[Messages], str], cache: JudgeCache, retries: int = 1):
+    def __init__(self, name: str, complete: Callable[[Messages], str], cache: JudgeCache, retries: int = 1,
+                 retry_failed: bool = False):
         self.name, self.complete, self.cache, self.retries = name, complete, cache, retries
+        self.retry_failed = retry_failed  # judgments cached as failed (unreadable) are asked again
         self.stats = JudgeStats()
 
     def describe(self) -> str:
@@ -61,7 +65,7 @@ class LLMJudge:
 
     def ask(self, prompt: JudgePrompt, inputs: dict[str, Any], parse: Callable[[str], T | None]) -> T | None:
         key = judgment_key(self.name, prompt.key, inputs)
-        if (hit := self.cache.get(key)) is not None:
+        if (hit := self.cache.get(key)) is not None and not (hit[0] is None and self.retry_failed):
             self.stats.add(judged=1, cached=1, failed=hit[0] is None)
             return hit[0]
         messages = prompt.messages(**inputs)
@@ -124,9 +128,24 @@ class LLMJudge:
             return labels[0] if labels else parse_choice(text, SUPPORT_LABELS)
         return self.ask(judge_prompt("citation_support"), {"sentence": sentence, "passage": passage}, parse)
 
-    def relevance(self, query: str, passage: str) -> int | None:
-        return self.ask(judge_prompt("umbrela"), {"query": query, "passage": passage},
-                        lambda text: parse_grade(text, 0, 3))
+    def relevance(self, query: str, passage: str, mode: str = "umbrela") -> int | None:
+        """0-3. ``umbrela`` (default): castorini/umbrela's prompt (empty system prompt) and parser -- an
+        unreadable answer is graded 0, as there (counted in ``stats.defaulted``); ``strict``: our prompt and
+        parser, an unreadable answer is a failure (None). The caller passes the passage the mode wants
+        (umbrela: the segment alone)."""
+        if mode == "strict":
+            return self.ask(judge_prompt("umbrela_strict"), {"query": query, "passage": passage},
+                            lambda text: parse_grade(text, 0, 3))
+        if mode != "umbrela":
+            raise ValueError(f"unknown UMBRELA mode {mode!r} (umbrela or strict)")
+        found = self.ask(judge_prompt("umbrela"), {"query": query, "passage": passage},
+                         lambda text: list(parse_umbrela(text)))
+        if found is None:
+            return None
+        grade, readable = found
+        if not readable:
+            self.stats.add(defaulted=1)
+        return int(grade)
 
     def prefer(self, query: str, answer_a: str, answer_b: str) -> str | None:
         """A, B or tie for one ordering of the two answers."""

@@ -71,3 +71,36 @@ def parse_choice(text: str, choices: Sequence[str]) -> str | None:
     """One of ``choices`` named alone (``[[A]]``, ``A``, ``tie``), or None when none or several appear."""
     found = {c for c in choices if re.search(rf"(?<![A-Za-z]){re.escape(c)}(?![A-Za-z])", text, re.IGNORECASE)}
     return found.pop() if len(found) == 1 else None
+
+
+# castorini/umbrela's reading of a relevance grade (utils/common_utils.py, parse_fewshot_response): the
+# lower-cased answer is tried against these patterns in order; the first pattern that matches anywhere gives
+# the grade of its LAST match; an answer none matches is graded 0 (and counted as invalid). Note the quirks
+# kept for parity: ``[:-=]`` is the character range ':' to '=', and the last pattern takes any digit 0-3.
+_UMBRELA_PATTERNS = [re.compile(p, re.IGNORECASE | re.MULTILINE | re.DOTALL) for p in (
+    r'"o"\s*[:-=]?\s*(0|1|2|3)', r"\'o\'\s*[:-=]?\s*(0|1|2|3)", r"o\s*[:-=]?\s*(0|1|2|3)",
+    r'"overall_score"\s*[:-=]?\s*(0|1|2|3)', r'"overall"\s*[:-=]?\s*(0|1|2|3)',
+    r'"overall score"\s*[:-=]?\s*(0|1|2|3)', r'"final score"\s*[:-=]?\s*(0|1|2|3)',
+    r"final score\s*[:-=]?\s*(0|1|2|3)", r"final score is (0|1|2|3)", r'"final_score"\s*[:-=]?\s*(0|1|2|3)',
+    r'"score"\s*[:-=]?\s*(0|1|2|3)', r'"o_score"\s*[:-=]?\s*(0|1|2|3)', r"output score is (0|1|2|3)",
+    r"score is (0|1|2|3)", r"score of\s+(0|1|2|3)",
+    r"assign(?:ing)?\s+(?:it\s+)?(?:a\s+)?score of\s+(0|1|2|3)",
+    r"conclude(?:s|d)?\s+with\s+(?:a\s+)?score of\s+(0|1|2|3)",
+    r"give(?:n)?\s+(?:it\s+)?(?:a\s+)?score of\s+(0|1|2|3)",
+    r"i (?:would )?(?:give|assign)\s+(?:it\s+)?(?:a\s+)?score of\s+(0|1|2|3)", r"score:\s*(0|1|2|3)",
+    r"[a-zA-Z]+\s+is\s+(0|1|2|3)\s", r"relevance category\s*[:-=]?\s*(0|1|2|3)",
+    r"relevance category is (0|1|2|3)", r"it falls into the category (0|1|2|3)", r"category\s*(0|1|2|3)",
+    r"relevance category (0|1|2|3)", r"relevance category for this passage would be (0|1|2|3)",
+    r"the relevance category would be (0|1|2|3)", r"\n*(0|1|2|3)")]
+
+
+def parse_umbrela(text: str) -> tuple[int, bool]:
+    """``(grade, readable)`` as castorini/umbrela reads a judge's answer: never None, 0 when unreadable."""
+    response = text.strip().lower()
+    for pattern in _UMBRELA_PATTERNS:
+        last = None
+        for last in pattern.finditer(response):
+            pass
+        if last is not None:
+            return int(last.group(1)), True
+    return 0, False

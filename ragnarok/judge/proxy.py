@@ -1,11 +1,14 @@
-"""The proxy judge: no LLM, only token overlap and MiniLM embeddings (offline), with fixed thresholds. It is
+"""The proxy judge: no LLM, only sentence rules and MiniLM embeddings (offline), with fixed thresholds. It is
 for CI, demos and machines without a strong model, and it is named as a proxy wherever its labels appear.
 
-A claim (a nugget, an answer sentence) against a passage: ``recall`` is the share of the claim's content
-words (lower-cased, stop words out, a plural ``s`` cut) found in the passage, ``cos`` the best MiniLM cosine
-between the claim and one sentence of the passage. Full support when recall >= 0.8 or cos >= 0.8; partial
-when recall >= 0.5 or cos >= 0.6; else none. Relevance 0-3 from the query-passage cosine (>= 0.65: 3,
->= 0.5: 2, >= 0.35: 1). Pairwise: the answer closer to the query wins, a tie within 0.02."""
+Nuggets and citation support: :mod:`ragnarok.judge.entail` (each nugget against the answer's sentences, only
+statements count; negation, antonyms and a wrong identifier, number or name veto; paraphrases by MiniLM
+cosine). Its judgments are cached like an LLM judge's (``judgments.db``, under ``proxy`` and the rules'
+version ``PROXY_VERSION``), so a rerun reads them back. Relevance 0-3 from the query-passage cosine (>= 0.65:
+3, >= 0.5: 2, >= 0.35: 1). Pairwise: the answer closer to the query wins, a tie within 0.02.
+
+The helpers here (``content_words``, ``word_recall``, ``sentences``, ``cosines``) are shared with the
+reference metrics and the first proxy judge (:mod:`ragnarok.judge.proxy_v1`)."""
 
 from __future__ import annotations
 
@@ -16,11 +19,13 @@ from functools import lru_cache
 
 import numpy as np
 
+from ragnarok.judge import entail
+from ragnarok.judge.cache import JudgeCache, judgment_key
 from ragnarok.judge.llm import JudgeStats
 from ragnarok.judge.nuggets import MAX_NUGGETS, Nugget
 
-FULL = (0.8, 0.8)  # (recall, cos)
-PARTIAL = (0.5, 0.6)
+PROXY_VERSION = 2  # part of every cached proxy judgment's key: bump when the rules or thresholds change
+
 GRADES = (0.65, 0.5, 0.35)
 TIE = 0.02
 STOP = frozenset(["a", "an", "the", "of", "to", "in", "on", "for", "and", "or", "is", "are", "was", "were", "be", "been", "by", "with", "as", "at", "it", "its", "this", "that", "these", "those", "from", "how", "do", "does", "what", "which", "who", "when", "where", "why", "i", "you", "can", "use", "using", "into", "than", "then", "there", "their", "not", "no", "yes", "so", "if", "about"])
@@ -79,33 +84,46 @@ class ProxyJudge:
     proxy = True
     name = "proxy"
 
-    def __init__(self) -> None:
+    def __init__(self, cache: JudgeCache | None = None) -> None:
         self.stats = JudgeStats()
+        self.cache = cache
 
     def describe(self) -> str:
-        return "PROXY judge (token overlap + MiniLM similarity, no LLM)"
+        return f"PROXY judge v{PROXY_VERSION} (sentence rules + MiniLM similarity, no LLM)"
 
-    def _levels(self, claims: Sequence[str], passage: str) -> list[int]:
-        """2 full, 1 partial, 0 none per claim."""
-        if not claims:
-            return []
-        best = cosines(claims, sentences(passage)).max(axis=1)
-        out = []
-        for claim, cos in zip(claims, best):
-            recall = word_recall(claim, passage)
-            out.append(2 if recall >= FULL[0] or cos >= FULL[1] else
-                       1 if recall >= PARTIAL[0] or cos >= PARTIAL[1] else 0)
-        self.stats.add(judged=len(claims))
-        return out
+    def _cached(self, task: str, inputs: list[dict[str, str]], compute) -> list[str]:  # type: ignore[no-untyped-def]
+        """``compute(missing indices) -> labels`` for what the cache lacks; every judgment cached."""
+        keys = [judgment_key(self.name, f"{task}@proxy-v{PROXY_VERSION}", item) for item in inputs]
+        found = self.cache.get_many(keys) if self.cache is not None else {}
+        todo = [i for i, k in enumerate(keys) if k not in found]
+        fresh = dict(zip(todo, compute(todo))) if todo else {}
+        if self.cache is not None and fresh:
+            self.cache.put_many([(keys[i], self.name, f"{task}@proxy-v{PROXY_VERSION}", label, "")
+                                 for i, label in fresh.items()])
+        self.stats.add(judged=len(keys), cached=len(keys) - len(todo))
+        return [fresh[i] if i in fresh else found[k] for i, k in enumerate(keys)]
 
     def assign(self, query: str, passage: str, nuggets: Sequence[str]) -> list[str | None]:
+        """Each nugget against the answer's (``passage``'s) sentences: support / partial_support /
+        not_support."""
         names = ("not_support", "partial_support", "support")
-        return [names[level] for level in self._levels(nuggets, passage)]
+
+        def compute(todo: list[int]) -> list[str]:
+            levels = entail.nugget_levels(query, passage, [nuggets[i] for i in todo], cosines)
+            return [names[level] for level in levels]
+
+        return self._cached("assign", [{"query": query, "answer": passage, "nugget": n} for n in nuggets],
+                            compute)  # type: ignore[return-value]
 
     def support(self, sentence: str, passage: str) -> str | None:
-        return ("no_support", "partial_support", "full_support")[self._levels([sentence], passage)[0]]
+        """Does the cited ``passage`` state the answer ``sentence``: full / partial / no support."""
+        def compute(todo: list[int]) -> list[str]:
+            return [("no_support", "partial_support", "full_support")[entail.support_level(sentence, passage,
+                                                                                           cosines)]]
 
-    def relevance(self, query: str, passage: str) -> int | None:
+        return self._cached("support", [{"sentence": sentence, "passage": passage}], compute)[0]
+
+    def relevance(self, query: str, passage: str, mode: str = "umbrela") -> int | None:
         cos = float(cosines([query], [passage])[0, 0])
         self.stats.add(judged=1)
         return next((3 - i for i, t in enumerate(GRADES) if cos >= t), 0)

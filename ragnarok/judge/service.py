@@ -4,7 +4,9 @@ concurrently with a progress bar; a backend failure stops the work with what was
 from __future__ import annotations
 
 import contextvars
+import logging
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from typing import TYPE_CHECKING, Protocol, TypeVar
@@ -33,7 +35,7 @@ class Judge(Protocol):
     def describe(self) -> str: ...
     def assign(self, query: str, passage: str, nuggets: Sequence[str]) -> list[str | None]: ...
     def support(self, sentence: str, passage: str) -> str | None: ...
-    def relevance(self, query: str, passage: str) -> int | None: ...
+    def relevance(self, query: str, passage: str, mode: str = ...) -> int | None: ...
     def prefer(self, query: str, answer_a: str, answer_b: str) -> str | None: ...
     def create(self, query: str, segments: Sequence[str], max_nuggets: int = ...) -> list[Nugget]: ...
     def geval(self, query: str, answer: str) -> dict[str, int | None]: ...
@@ -48,16 +50,17 @@ def cache_path(settings: Settings):  # type: ignore[no-untyped-def]
 
 
 def make_judge(settings: Settings, name: str | None, generation: GenerationService | None = None,
-               cache: JudgeCache | None = None) -> Judge:
+               cache: JudgeCache | None = None, retry_failed: bool = False) -> Judge:
     """The named generator as judge; no name and no ``judge`` setting (or ``proxy``): the proxy judge.
     ``generation`` and ``cache``: the service's generators and judgment cache, reused (the API's); by
-    default new ones."""
+    default new ones (both judges cache every judgment). ``retry_failed``: judgments cached as unreadable
+    are asked again."""
     from ragnarok.generate.base import GeneratorUnavailable
     from ragnarok.generate.service import GenerationService
 
     name = name or settings.judge
     if not name or name == PROXY:
-        return ProxyJudge()
+        return ProxyJudge(cache or JudgeCache(cache_path(settings)))
     generator = (generation or GenerationService(settings)).get(name)  # UnknownComponentError: the known ones
     complete = getattr(generator, "complete", None)
     if complete is None:
@@ -66,7 +69,8 @@ def make_judge(settings: Settings, name: str | None, generation: GenerationServi
     if reason := generator.availability():
         raise GeneratorUnavailable(f"judge {name!r} is unavailable: {reason}")
     config = settings.generator_configs()[name]
-    return LLMJudge(f"{name}:{config.backend}:{config.model}", complete, cache or JudgeCache(cache_path(settings)))
+    return LLMJudge(f"{name}:{config.backend}:{config.model}", complete, cache or JudgeCache(cache_path(settings)),
+                    retry_failed=retry_failed)
 
 
 class Watched:
@@ -92,15 +96,47 @@ class Watched:
         return watched
 
 
+class _OneFailureLine(logging.Filter):
+    """Drops the generators' own "failed after" warnings from the threads judging: the first failure is
+    reported once, as :class:`JudgeFailed`, not once per judgment that was in flight (other threads, such as
+    the API's other requests, still log theirs)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.threads: set[int] = set()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.thread in self.threads and str(record.msg).startswith("generator %r failed after"))
+
+
 def run_all(items: Sequence[T], work: Callable[[T], R], concurrency: int, desc: str,
             judge: Judge, progress: bool | None = None) -> list[R]:
     """``work`` over ``items`` in ``concurrency`` threads, results in order. The first backend failure
-    cancels what has not started and is raised as :class:`JudgeFailed`."""
+    cancels what has not started (a judgment that was queued does not start) and is raised as
+    :class:`JudgeFailed` -- one error, not one per judgment in flight."""
     from ragnarok.generate.base import GenerationError, GeneratorUnavailable
 
     bar = tqdm(total=len(items), desc=desc, file=sys.stderr, disable=not (progress if progress is not None
                                                                           else sys.stderr.isatty()))
     results: dict[int, R] = {}
+    stopped = threading.Event()
+
+    quiet = _OneFailureLine()
+
+    def guarded(item: T) -> R | None:
+        quiet.threads.add(threading.get_ident())
+        return None if stopped.is_set() else work(item)
+
+    logger = logging.getLogger("ragnarok.generate.base")
+    logger.addFilter(quiet)
+    try:
+        return _run(items, guarded, concurrency, judge, bar, results, stopped,  # type: ignore[arg-type]
+                    (GenerationError, GeneratorUnavailable))
+    finally:
+        logger.removeFilter(quiet)
+
+
+def _run(items, work, concurrency, judge, bar, results, stopped, backend_errors):  # type: ignore[no-untyped-def]
     with ThreadPoolExecutor(max_workers=max(1, concurrency)) as pool:
         # each in a copy of this context: a request's spend meter and principal reach every judgment
         futures = {pool.submit(contextvars.copy_context().run, work, item): i for i, item in enumerate(items)}
@@ -110,10 +146,11 @@ def run_all(items: Sequence[T], work: Callable[[T], R], concurrency: int, desc: 
             for future in done:
                 bar.update(1)
                 if (exc := future.exception()) is not None:
+                    stopped.set()
                     for other in pending:
                         other.cancel()
                     bar.close()
-                    if isinstance(exc, (GenerationError, GeneratorUnavailable)):
+                    if isinstance(exc, backend_errors):
                         raise JudgeFailed(f"{judge.describe()} failed: {exc}; the {judge.stats.judged} "
                                           f"judgments made so far are cached: run again to resume") from None
                     raise exc

@@ -1,0 +1,263 @@
+"""Score a judge against labelled answers: ``judge-dev`` (../shared/data/judge-dev, 16 demo topics x 8
+answer variants, gold nugget and citation-support labels).
+
+    python bench/bench_judge_dev.py --judge proxy --judge proxy-v1 --judge fake-llm [--record]
+
+Per judge: nugget labels (3-class accuracy, Cohen's kappa, confusion matrix), citation-support labels (the
+same), per-variant mean ``all`` beside the gold-derived one, whether the variants come out in the gold
+order, the goals of issue 26, and nugget judgments per second (a fresh judge, no judgment cache; MiniLM
+loaded before the clock starts). ``--judge`` names: ``proxy`` (today's), ``proxy-v1`` (the first one),
+``fake-llm`` (the LLM judge's whole path -- prompts, an OpenAI-compatible HTTP server behind the
+generator, parsing, retry, cache -- with a scripted server that answers the gold labels, one reply in seven
+malformed first: it checks that the path loses nothing, not a model), or any configured LLM generator. ``--record`` writes the kappas to
+ragnarok/judge/measured.yaml, which ``eval-rag`` prints next to its scores."""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import contextlib
+import datetime as dt
+import json
+import re
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+
+from fastapi import FastAPI, Request
+
+from ragnarok.judge.agreement import accuracy, cohen_kappa, confusion, record
+from ragnarok.judge.answers import read_answers
+from ragnarok.judge.nuggets import Nugget, nugget_scores
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT.parent / "shared" / "data" / "judge-dev"
+NUGGET_CLASSES = ("support", "partial_support", "not_support")
+SUPPORT_CLASSES = ("full", "partial", "none")
+SUPPORT_NAMES = {"full_support": "full", "partial_support": "partial", "no_support": "none"}
+VARIANTS = ("gold", "paraphrase", "partial", "negated", "word_list", "off_topic", "question_echo", "wrong_facts")
+ADVERSARIAL = ("word_list", "negated", "off_topic", "question_echo", "wrong_facts")
+
+
+def load(data: Path):  # type: ignore[no-untyped-def]
+    answers = {variant: read_answers(data / "runs" / f"{variant}.jsonl") for variant in VARIANTS}
+    nuggets = [json.loads(line) for line in (data / "nugget_labels.jsonl").read_text().splitlines() if line.strip()]
+    support = [json.loads(line) for line in (data / "support_labels.jsonl").read_text().splitlines() if line.strip()]
+    return answers, nuggets, support
+
+
+def fake_llm(nugget_rows, support_rows, answers, segments):  # type: ignore[no-untyped-def]
+    """An OpenAI-style ``complete(messages)`` that answers judge-dev's gold labels from the prompt's text."""
+    by_nuggets = {}
+    for row in nugget_rows:
+        text = answers[row["variant"]][row["qid"]].text
+        by_nuggets[(row["query"], text)] = {n["text"]: n["assignment"] for n in row["nuggets"]}
+    by_support = {}
+    for row in support_rows:
+        answer = answers[row["variant"]][row["qid"]]
+        for item in row["support"]:
+            passage = segments(item["docid"])
+            by_support[(answer.sentences[item["sentence"]][0], passage)] = item["label"] + (
+                "_support" if item["label"] != "none" else "")
+    calls = {"n": 0}
+
+    def complete(messages):  # type: ignore[no-untyped-def]
+        calls["n"] += 1
+        prompt = messages[1]["content"]
+        if calls["n"] % 7 == 0 and len(messages) == 2:
+            return "I think it mostly holds."  # malformed: the judge asks again
+        if "Nugget List:" in prompt:
+            query = re.search(r"Search Query: (.*)\n", prompt).group(1)
+            passage = prompt.split("Passage: ", 1)[1].split("\nNugget List: ", 1)[0]
+            listed = ast.literal_eval(re.search(r"Nugget List: (\[.*\])\n", prompt).group(1))
+            gold = by_nuggets.get((query, passage), {})
+            return str([gold.get(n, "not_support") for n in listed])
+        sentence = prompt.split("Statement: ", 1)[1].split("\nPassage: ", 1)[0]
+        passage = prompt.split("\nPassage: ", 1)[1].rsplit("\nLabel:", 1)[0]
+        label = by_support.get((sentence, passage), "none")
+        return str(["no_support" if label == "none" else label])
+
+    return complete
+
+
+@contextlib.contextmanager
+def fake_server(complete):  # type: ignore[no-untyped-def]
+    """``complete(messages) -> text`` served as ``POST /v1/chat/completions`` (tests/servers.py's uvicorn)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from servers import serve_app
+
+    app = FastAPI()
+
+    @app.get("/healthz")
+    def healthz() -> dict:
+        return {}
+
+    @app.post("/v1/chat/completions")
+    async def chat(request: Request) -> dict:
+        text = complete((await request.json())["messages"])
+        return {"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
+
+    with serve_app(app) as base:
+        yield base
+
+
+def make(name: str, nugget_rows, support_rows, answers, segments, cache_dir: Path,  # type: ignore[no-untyped-def]
+         stack: contextlib.ExitStack):
+    from ragnarok.judge.cache import JudgeCache
+
+    if name == "proxy":
+        from ragnarok.judge.proxy import ProxyJudge
+
+        return ProxyJudge()
+    if name == "proxy-v1":
+        from ragnarok.judge.proxy_v1 import ProxyJudgeV1
+
+        return ProxyJudgeV1()
+    from ragnarok.judge.service import make_judge
+
+    if name == "fake-llm":  # served over HTTP as an OpenAI-compatible server, judged through the generator
+        from ragnarok.generate.base import GeneratorConfig
+        from ragnarok.settings import Settings
+
+        base = stack.enter_context(fake_server(fake_llm(nugget_rows, support_rows, answers, segments)))
+        settings = Settings(data_dir=cache_dir, generators=[GeneratorConfig(
+            name="fake-llm", backend="openai", base_url=base + "/v1", model="gold-labels", timeout_s=30,
+            max_retries=0)])
+        return make_judge(settings, "fake-llm", cache=JudgeCache(cache_dir / "judgments.db"))
+    from ragnarok.settings import Settings
+
+    return make_judge(Settings(), name)
+
+
+def evaluate(judge, answers, nugget_rows, support_rows, segments) -> dict:  # type: ignore[no-untyped-def]
+    from ragnarok.judge import entail, proxy, textrules
+    from ragnarok.judge.proxy import cosines
+
+    cosines(["warm"], ["up"])  # MiniLM loaded before the clock
+    proxy._MEMO.clear()  # fresh: no sentence encoded, no rule worked out by an earlier judge in this process
+    for module in (entail, textrules):
+        for value in vars(module).values():
+            if hasattr(value, "cache_clear") and value is not textrules.vocabulary:
+                value.cache_clear()
+    gold, predicted = [], []
+    per_variant: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    start = time.perf_counter()
+    for row in nugget_rows:
+        answer = answers[row["variant"]][row["qid"]]
+        labels = judge.assign(row["query"], answer.text, [n["text"] for n in row["nuggets"]])
+        labels = [label or "not_support" for label in labels]
+        gold += [n["assignment"] for n in row["nuggets"]]
+        predicted += labels
+        ours = nugget_scores([Nugget(text=n["text"], importance=n["importance"], assignment=label)
+                              for n, label in zip(row["nuggets"], labels)])["all"]
+        theirs = nugget_scores([Nugget(**{k: n[k] for k in ("text", "importance", "assignment")})
+                                for n in row["nuggets"]])["all"]
+        per_variant[row["variant"]].append((ours, theirs))
+    nugget_seconds = time.perf_counter() - start
+    s_gold, s_pred = [], []
+    start = time.perf_counter()
+    for row in support_rows:
+        answer = answers[row["variant"]][row["qid"]]
+        for item in row["support"]:
+            label = judge.support(answer.sentences[item["sentence"]][0], segments(item["docid"]))
+            s_gold.append(item["label"])
+            s_pred.append(SUPPORT_NAMES.get(label or "", "none"))
+    support_seconds = time.perf_counter() - start
+    means = {v: (sum(o for o, _ in xs) / len(xs), sum(t for _, t in xs) / len(xs)) for v, xs in per_variant.items()}
+    return {"judge": judge.describe(), "name": judge.name, "n": len(gold),
+            "accuracy": accuracy(gold, predicted), "kappa": cohen_kappa(gold, predicted, NUGGET_CLASSES),
+            "confusion": confusion(gold, predicted, NUGGET_CLASSES),
+            "s_n": len(s_gold), "s_accuracy": accuracy(s_gold, s_pred),
+            "s_kappa": cohen_kappa(s_gold, s_pred, SUPPORT_CLASSES),
+            "s_confusion": confusion(s_gold, s_pred, SUPPORT_CLASSES), "means": means,
+            "nuggets_per_s": len(gold) / nugget_seconds, "support_per_s": len(s_gold) / max(support_seconds, 1e-9),
+            "stats": str(judge.stats)}
+
+
+def order_violations(means: dict[str, tuple[float, float]]) -> list[str]:
+    """Pairs the gold scores order (by more than 0.05) that the judge's means do not order the same way."""
+    out = []
+    for a in VARIANTS:
+        for b in VARIANTS:
+            if means[a][1] > means[b][1] + 0.05 and not means[a][0] > means[b][0]:
+                out.append(f"{a} !> {b}")
+    return out
+
+
+def goals(r: dict) -> list[tuple[str, bool]]:
+    m = r["means"]
+    return [("kappa >= 0.6 (nugget labels)", r["kappa"] >= 0.6),
+            *((f"{v} <= 0.15", m[v][0] <= 0.15) for v in ADVERSARIAL),
+            ("gold >= 0.85", m["gold"][0] >= 0.85), ("paraphrase >= 0.7", m["paraphrase"][0] >= 0.7),
+            ("gold variant order", not order_violations(m)), (">= 500 nugget judgments/s", r["nuggets_per_s"] >= 500)]
+
+
+def report(results: list[dict]) -> str:
+    lines = ["| | " + " | ".join(r["name"] for r in results) + " |", "|---|" + "---|" * len(results)]
+
+    def row(label: str, cells: list[str]) -> None:
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+
+    row("nugget labels: accuracy", [f"{r['accuracy']:.3f}" for r in results])
+    row("nugget labels: Cohen's κ", [f"**{r['kappa']:.3f}**" for r in results])
+    row("support labels: accuracy", [f"{r['s_accuracy']:.3f}" for r in results])
+    row("support labels: Cohen's κ", [f"{r['s_kappa']:.3f}" for r in results])
+    for v in VARIANTS:
+        row(f"mean `all`: {v} (gold {results[0]['means'][v][1]:.3f})", [f"{r['means'][v][0]:.3f}" for r in results])
+    row("variant order violations", [", ".join(order_violations(r["means"])) or "none" for r in results])
+    row("nugget judgments/s (fresh)", [f"{r['nuggets_per_s']:.0f}" for r in results])
+    row("support judgments/s (fresh)", [f"{r['support_per_s']:.0f}" for r in results])
+    out = "\n".join(lines)
+    for r in results:
+        met = goals(r)
+        out += (f"\n\n{r['judge']}: goals met {sum(ok for _, ok in met)}/{len(met)}; not met: "
+                + (", ".join(g for g, ok in met if not ok) or "none"))
+        out += f"\n  nugget confusion (rows gold {'/'.join(NUGGET_CLASSES)}, columns judged): {r['confusion']}"
+        out += f"\n  support confusion (rows gold {'/'.join(SUPPORT_CLASSES)}): {r['s_confusion']}"
+        out += f"\n  {r['stats']}"
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--judge", action="append", help="proxy, proxy-v1, fake-llm or a configured LLM")
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--index", default=None, help="Lucene index with the cited segments (default: demo)")
+    parser.add_argument("--segments-json", type=Path, default=None, help="docid -> text JSON instead of --index")
+    parser.add_argument("--record", action="store_true", help="write the kappas to ragnarok/judge/measured.yaml")
+    args = parser.parse_args()
+    answers, nugget_rows, support_rows = load(args.data)
+    if args.segments_json:
+        table = json.loads(args.segments_json.read_text())
+        segments = table.get
+    else:
+        from ragnarok.judge.answers import lucene_segments
+        from ragnarok.settings import Settings
+
+        if args.index:
+            segments = lucene_segments(args.index)
+        else:
+            from ragnarok.collection.demo_index import ensure_demo_index
+
+            segments = lucene_segments(ensure_demo_index(Settings()))
+        ids = {d for a in answers.values() for x in a.values() for d in x.references}
+        table = {d: segments(d) for d in ids}
+        segments = table.get
+    results = []
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+        for name in args.judge or ["proxy"]:
+            judge = make(name, nugget_rows, support_rows, answers, segments, Path(tmp), stack)
+            result = evaluate(judge, answers, nugget_rows, support_rows, segments)
+            results.append(result)
+            print(f"{name}: kappa {result['kappa']:.3f}", file=sys.stderr, flush=True)
+            if args.record:
+                record(judge.name if name != "proxy" else "proxy", {
+                    "kappa_nuggets": round(result["kappa"], 3), "kappa_support": round(result["s_kappa"], 3),
+                    "judge": result["judge"], "when": dt.date.today().isoformat(), "set": "judge-dev"})
+    print(report(results))
+
+
+if __name__ == "__main__":
+    main()

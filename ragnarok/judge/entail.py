@@ -1,0 +1,202 @@
+"""Does a text state a claim? The proxy judge's core (:mod:`ragnarok.judge.proxy`), for nuggets against an
+answer and for an answer sentence against the segment it cites. Deterministic: word rules
+(:mod:`ragnarok.judge.textrules`) plus MiniLM cosines, with fixed thresholds.
+
+A nugget against an answer, sentence by sentence (never the bag of the whole answer):
+
+1. the answer's sentences, each once (repetition earns nothing twice); only **statements** count (a word
+   list or fragment states nothing), and a sentence that adds no content word to the question is skipped;
+2. a nugget naming a specific (identifier, number, name) that the answer never writes gets nothing; one
+   naming several of which some are missing gets at most partial;
+3. per sentence, first the vetoes (:func:`contradicts`): a **negation** the nugget does not have (or the
+   reverse) in a clause holding its words, an **antonym** of a nugget word, another **name** for the same kind
+   of thing (``the syslog module`` / ``the logging module``, ``bz2.open`` / ``gzip.open``), another **value**
+   or type (``newline='\\r\\n'`` / ``newline=''``; a string / a list), or a missing nugget specific while the
+   sentence names another one -> the sentence supports nothing;
+4. then ``recall``, the share of the nugget's content words that are not already in the question found in
+   the sentence (identifiers and names weigh double), and ``cos``, the MiniLM cosine of nugget and sentence:
+   ``support`` when recall >= 0.8 (no cosine needed), or recall >= 0.5 and cos >= 0.5, or cos >= 0.6;
+   ``partial_support`` when recall >= 0.35 and cos >= 0.4, or cos >= 0.5. The cosine-alone rules count only
+   where the sentence is closer to the nugget than the question is by ``ECHO_MARGIN`` (0.1): an echo of the
+   question says nothing new. MiniLM encodes only sentences that share a word with some nugget still open.
+
+The best sentence's label is the nugget's. Citation support runs the same per clause of the answer sentence
+against the cited segment (its words as a bag, its sentences for cosines and vetoes): every clause supported
+-> full, some -> partial, none -> none (a statement copied from the segment word for word: full); a sentence
+that is no statement is supported by nothing, and one
+naming specifics the segment does not is at most partial (none when it names none of them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from ragnarok.judge import textrules as tr
+
+FULL = (0.5, 0.5, 0.6)  # (recall with cos >=, that cos, cos alone)
+PARTIAL = (0.35, 0.4, 0.5)
+ECHO_MARGIN = 0.1
+RECALL_ALONE = 0.8  # this share of a nugget's own words in a clean statement is support without a cosine
+CLAUSE_COSINES = False  # also compare a nugget with each clause of a sentence (more encodings, better paraphrases)
+SUPPORT_FULL = (0.7, 0.45, 0.75)  # citation support, clause against segment
+SUPPORT_PARTIAL = (0.45, 0.35, 0.62)
+Cosines = Callable[[Sequence[str], Sequence[str]], np.ndarray]
+
+
+@dataclass(frozen=True)
+class Text:
+    """One sentence (or claim) analysed once."""
+
+    text: str
+    stems: frozenset[str]
+    parts: frozenset[str]
+    raw: frozenset[str]
+    specifics: frozenset[str]
+    clauses: tuple[str, ...]
+    statement: bool
+
+
+@lru_cache(maxsize=100_000)
+def analyse(text: str) -> Text:
+    return Text(text, frozenset(tr.content_stems(text)), frozenset(tr.all_parts(text)),
+                frozenset(tr.raw_parts(text)), frozenset(tr.specifics(text)), tuple(tr.clauses(text)), tr.is_statement(text))
+
+
+def _weight(words: frozenset[str] | set[str], specific: frozenset[str]) -> float:
+    return float(sum(2 if w in specific or "~" + tr.stem(w) in specific else 1 for w in words))
+
+
+def recall(claim: Text, words: frozenset[str], given: frozenset[str] = frozenset()) -> float:
+    """Weighted share of the claim's content words (minus ``given`` ones, unless nothing is left) in
+    ``words``."""
+    want = claim.stems - given or claim.stems
+    total = _weight(want, claim.specifics)
+    return _weight(want & words, claim.specifics) / total if total else 0.0
+
+
+def _anchor(claim: Text, unit: Text) -> str:
+    """The unit's clause holding most of the claim's words (specifics double)."""
+    if len(unit.clauses) == 1:
+        return unit.clauses[0]
+    return max(unit.clauses, key=lambda c: _weight(claim.stems & analyse(c).parts, claim.specifics))
+
+
+def contradicts(claim: Text, unit: Text, given: frozenset[str] = frozenset(),
+                context: frozenset[str] = frozenset()) -> str | None:
+    """Why ``unit`` cannot support ``claim`` though it may share its words: ``negation``, ``antonym``,
+    ``name``, ``value`` or ``specific`` (a claim specific missing from the unit and from ``context`` -- the rest
+    of the answer, which may name it in an earlier sentence -- while the unit names another one, not in
+    ``given``); None."""
+    anchor = _anchor(claim, unit)
+    negated = tr.negations(claim.text) > 0
+    # polarity: every clause holding two or more of the claim's words (or the anchor) must agree with it
+    if any((tr.negations(c) > 0) != negated for c in unit.clauses
+           if c == anchor or len(claim.stems & analyse(c).parts) >= 2):
+        return "negation"
+    if tr.antonym_clash(claim.text, anchor):
+        return "antonym"
+    if tr.wrong_name(claim.text, unit.text):
+        return "name"
+    if tr.wrong_value(claim.text, anchor):
+        return "value"
+    missing = claim.specifics - unit.raw - context
+    extra = unit.specifics - claim.specifics - given
+    if missing and extra:
+        return "specific"
+    return None
+
+
+def _level(r: float, cos: float, full: tuple[float, float, float], partial: tuple[float, float, float],
+           meaning: float | None = None) -> int:
+    """``meaning``: the cosine for the cosine-alone rule (default ``cos``)."""
+    meaning = cos if meaning is None else meaning
+    if (r >= full[0] and cos >= full[1]) or meaning >= full[2]:
+        return 2
+    if (r >= partial[0] and cos >= partial[1]) or meaning >= partial[2]:
+        return 1
+    return 0
+
+
+def _units(text: str) -> list[Text]:
+    seen: dict[str, Text] = {}
+    for sentence in tr.split_sentences(text) or [text]:
+        key = " ".join(sentence.lower().split())
+        if key not in seen:
+            seen[key] = analyse(sentence)
+    return list(seen.values())
+
+
+def nugget_levels(query: str, answer: str, nuggets: Sequence[str], cosines: Cosines) -> list[int]:
+    """2 support / 1 partial / 0 none per nugget, judged against the answer's sentences. The rules run
+    first; MiniLM encodes only the sentences some nugget can still get support from."""
+    if not nuggets:
+        return []
+    q = analyse(query)
+    given = q.stems | q.parts | q.raw
+    every = _units(answer)
+    units = [u for u in every if u.statement and (u.stems - given)]
+    claims = [analyse(n) for n in nuggets]
+    everything = frozenset().union(*(u.raw for u in every)) if every else frozenset()
+    cap = [0 if c.specifics and not (c.specifics & everything) else
+           1 if c.specifics - everything else 2 for c in claims]
+    pairs = {(k, i): recall(claim, unit.parts, given) for k, claim in enumerate(claims) if cap[k]
+             for i, unit in enumerate(units)
+             if claim.stems & unit.parts and contradicts(claim, unit, given, everything) is None}
+    out = [0] * len(claims)
+    for (k, i), r in list(pairs.items()):  # most of a nugget's own words in one clean statement: no cosine needed
+        if r >= RECALL_ALONE:
+            out[k] = cap[k]
+    pairs = {(k, i): r for (k, i), r in pairs.items() if out[k] < cap[k]}
+    if not pairs:
+        return out
+    rows = sorted({k for k, _ in pairs})
+    cols = sorted({i for _, i in pairs})
+    pieces = [(i, c) for i in cols
+              for c in ((units[i].text,) + (units[i].clauses if CLAUSE_COSINES and len(units[i].clauses) > 1 else ()))]
+    sims = cosines([nuggets[k] for k in rows], [p for _, p in pieces] + [query or "?"])
+    row_of, col_of = {k: n for n, k in enumerate(rows)}, {i: n for n, i in enumerate(cols)}
+    best = np.full((len(rows), len(cols)), -1.0)
+    for j, (i, _) in enumerate(pieces):
+        best[:, col_of[i]] = np.maximum(best[:, col_of[i]], sims[:, j])
+    echo = sims[:, -1] + ECHO_MARGIN if query else np.full(len(rows), -1.0)
+    for (k, i), r in pairs.items():
+        # the cosine alone counts only where the sentence says more about the nugget than the question does
+        cos = float(best[row_of[k], col_of[i]])
+        got = _level(r, cos, FULL, PARTIAL, cos if cos >= echo[row_of[k]] else 0.0)
+        out[k] = max(out[k], min(got, cap[k]))
+    return out
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.lower().split()).strip(" .")
+
+
+def support_level(sentence: str, passage: str, cosines: Cosines) -> int:
+    """2 full / 1 partial / 0 none: does ``passage`` state every clause of ``sentence``?"""
+    claim = analyse(sentence)
+    if not claim.statement:
+        return 0
+    if _flat(sentence) in _flat(passage):  # the segment's own words, copied: it states exactly that
+        return 2
+    units = _units(passage)
+    bag = frozenset().union(*(u.parts for u in units)) if units else frozenset()
+    raw = frozenset().union(*(u.raw for u in units)) if units else frozenset()
+    parts = [analyse(c) for c in claim.clauses] if len(claim.clauses) > 1 else [claim]
+    sims = cosines([claim.text, *(p.text for p in parts)], [u.text for u in units])
+    levels = []
+    for k, part in enumerate(parts):
+        cos = float(max(sims[0].max(), sims[k + 1].max())) if len(parts) > 1 else float(sims[0].max())
+        level = _level(recall(part, bag), cos, SUPPORT_FULL, SUPPORT_PARTIAL)
+        if level:
+            anchor = max(units, key=lambda u: _weight(part.stems & u.parts, part.specifics))
+            if contradicts(part, anchor, bag) in ("negation", "antonym", "name", "value"):
+                level = 0
+        missing = part.specifics - raw
+        if missing:
+            level = 0 if missing == part.specifics else min(level, 1)
+        levels.append(level)
+    return 2 if all(lv == 2 for lv in levels) else 0 if not any(levels) else 1
