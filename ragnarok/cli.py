@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib
 import logging
 import os
 import sys
+import threading
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -90,6 +92,8 @@ def serve(
         raise ValueError(f"refusing to serve on {host} without API keys: set RAGNAROK_AUTH=keys and make keys "
                          "with `ragnarok keys create` (README: Deploying), or bind 127.0.0.1, or pass "
                          "--insecure-open")
+    if workers == 1:  # the arena's UI is built at start-up: Gradio's import (seconds) overlaps the JVM's start
+        threading.Thread(target=importlib.import_module, args=("gradio",), daemon=True).start()
     ensure_demo_index(settings)  # the Lucene index; the dense one is built in the background once serving
     if workers > 1:
         from ragnarok.serving import serve_workers  # noqa: PLC0415

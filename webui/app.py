@@ -342,8 +342,11 @@ def mount(
     async def lifespan(parent: Any) -> AsyncIterator[Any]:
         async with outer(parent) as state:
             if ui.build_at_start:
-                ui.warm()
-                warming = asyncio.ensure_future(arena.warm_up())  # measure each generator before drawing it
+                async def build_then_measure() -> None:  # one after the other: neither slows the other down
+                    await asyncio.wait([ui.warm()])
+                    await arena.warm_up()  # measure each generator before the first draw
+
+                warming = asyncio.ensure_future(build_then_measure())
                 warming.add_done_callback(lambda t: t.cancelled() or t.exception())
             try:
                 yield state

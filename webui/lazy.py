@@ -26,12 +26,13 @@ class LazyUI:
         self.build_at_start = False  # `ragnarok serve`: build in the background once the server has started
         self._warming: asyncio.Task | None = None
 
-    def warm(self) -> None:
+    def warm(self) -> asyncio.Task:
         """Start building the UI now, in the background (the first visit then finds it built, or waits only
         for the rest); a failure is left for that visit to meet again."""
         if self._warming is None:
             self._warming = asyncio.ensure_future(self._ready())
             self._warming.add_done_callback(lambda t: t.cancelled() or t.exception())
+        return self._warming
 
     async def _ready(self) -> "FastAPI":
         async with self._lock:
