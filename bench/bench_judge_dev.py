@@ -5,11 +5,13 @@ answer variants, gold nugget and citation-support labels).
 
 Per judge: nugget labels (3-class accuracy, Cohen's kappa, confusion matrix), citation-support labels (the
 same), per-variant mean ``all`` beside the gold-derived one, whether the variants come out in the gold
-order, the goals of issue 26, and nugget judgments per second (a fresh judge, no judgment cache; MiniLM
-loaded before the clock starts). ``--judge`` names: ``proxy`` (today's), ``proxy-v1`` (the first one),
-``fake-llm`` (the LLM judge's whole path -- prompts, an OpenAI-compatible HTTP server behind the
-generator, parsing, retry, cache -- with a scripted server that answers the gold labels, one reply in seven
-malformed first: it checks that the path loses nothing, not a model), or any configured LLM generator. ``--record`` writes the kappas to
+order, the goals of issue 26, and nugget judgments per second (a fresh judge, no judgment cache, no sentence
+encoded yet, no rule memoised; MiniLM and nltk loaded before the clock starts). A judge with ``prefetch`` (the
+proxy) is given each section's items once, inside the clock, as ``eval-rag`` prefetches once per run: its
+time counts. ``--judge`` names: ``proxy`` (today's), ``proxy-v1`` (the first one), ``fake-llm`` (the LLM
+judge's whole path -- prompts, an OpenAI-compatible HTTP server behind the generator, parsing, retry, cache --
+with a scripted server that answers the gold labels, one reply in seven malformed first: it checks that the
+path loses nothing, not a model), or any configured LLM generator. ``--record`` writes the kappas to
 ragnarok/judge/measured.yaml, which ``eval-rag`` prints next to its scores."""
 
 from __future__ import annotations
@@ -136,6 +138,7 @@ def evaluate(judge, answers, nugget_rows, support_rows, segments) -> dict:  # ty
     from ragnarok.judge.proxy import cosines
 
     cosines(["warm"], ["up"])  # MiniLM loaded before the clock
+    textrules.stem("warm")  # and nltk (its import, ~0.6 s, is a process's start-up, like MiniLM's load)
     proxy._MEMO.clear()  # fresh: no sentence encoded, no rule worked out by an earlier judge in this process
     for module in (entail, textrules):
         for value in vars(module).values():
@@ -143,7 +146,11 @@ def evaluate(judge, answers, nugget_rows, support_rows, segments) -> dict:  # ty
                 value.cache_clear()
     gold, predicted = [], []
     per_variant: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    prefetch = getattr(judge, "prefetch", None)  # as eval-rag does: once, before judging, inside the clock
     start = time.perf_counter()
+    if prefetch is not None:
+        prefetch(assign=[(row["query"], answers[row["variant"]][row["qid"]].text,
+                          [n["text"] for n in row["nuggets"]]) for row in nugget_rows])
     for row in nugget_rows:
         answer = answers[row["variant"]][row["qid"]]
         labels = judge.assign(row["query"], answer.text, [n["text"] for n in row["nuggets"]])
@@ -158,6 +165,9 @@ def evaluate(judge, answers, nugget_rows, support_rows, segments) -> dict:  # ty
     nugget_seconds = time.perf_counter() - start
     s_gold, s_pred = [], []
     start = time.perf_counter()
+    if prefetch is not None:
+        prefetch(support=[(answers[row["variant"]][row["qid"]].sentences[item["sentence"]][0],
+                           segments(item["docid"])) for row in support_rows for item in row["support"]])
     for row in support_rows:
         answer = answers[row["variant"]][row["qid"]]
         for item in row["support"]:

@@ -43,6 +43,8 @@ def _short_id(value: str | int) -> str | int:
 
 #: An integer: not a boolean, not a string of digits.
 Integer = Annotated[int, _refusing((bool, str), "int_type", "Input should be a valid integer")]
+#: An index (a citation): an integer, not a boolean, a string of digits nor a float such as 0.0.
+Index = Annotated[int, _refusing((bool, str, float), "int_type", "Input should be a valid integer")]
 #: A number, integer or not: not a boolean, not a string.
 Number = Annotated[float, _refusing((bool, str), "float_type", "Input should be a valid number")]
 #: An id given as a string (at most MAX_ID_CHARS characters) or an integer: not a boolean, not a float.
@@ -113,7 +115,7 @@ class Request(_Model):
 
 class CitedSentence(_Model):
     text: str
-    citations: list[Integer] = Field(default_factory=list)
+    citations: list[Index] = Field(default_factory=list)
 
 
 class RagAnswer(_Model):

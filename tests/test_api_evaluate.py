@@ -163,11 +163,12 @@ def test_a_slow_judge_is_a_504(tmp_path, scripted_base):
 @pytest.mark.parametrize("change", [
     {"answer": {**body()["answer"], "answer": [{"text": SENTENCES[0], "citations": ["0"]}]}},
     {"answer": {**body()["answer"], "answer": [{"text": SENTENCES[0], "citations": [True]}]}},
+    {"answer": {**body()["answer"], "answer": [{"text": SENTENCES[0], "citations": [0.0]}]}},
     {"geval": "yes"},
     {"geval": 1},
 ])
 def test_types_are_strict(client, change):
-    """Issue 26: no coercion of strings or booleans into citations, nor of "yes" into a flag."""
+    """Issue 26: no coercion of strings, booleans or floats into citations, nor of "yes" into a flag."""
     r = client.post("/v1/evaluate", json={**body(nuggets=NUGGETS, segments=SEGMENTS), **change})
     assert r.status_code == 422, r.text
 

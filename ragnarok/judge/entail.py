@@ -130,11 +130,31 @@ def _units(text: str) -> list[Text]:
     return list(seen.values())
 
 
-def nugget_levels(query: str, answer: str, nuggets: Sequence[str], cosines: Cosines) -> list[int]:
-    """2 support / 1 partial / 0 none per nugget, judged against the answer's sentences. The rules run
-    first; MiniLM encodes only the sentences some nugget can still get support from."""
-    if not nuggets:
-        return []
+@dataclass(frozen=True)
+class NuggetPlan:
+    """What the rules decide about nuggets against an answer before any cosine: ``levels`` (what the
+    rules alone give), ``cap`` (the most each nugget may get), ``pairs`` ((nugget, sentence, recall), the
+    pairs still open), and the texts to compare (``claims`` against ``pieces``' texts and the query, last)."""
+
+    levels: tuple[int, ...]
+    cap: tuple[int, ...]
+    pairs: tuple[tuple[int, int, float], ...]
+    rows: tuple[int, ...]
+    cols: tuple[int, ...]
+    pieces: tuple[tuple[int, str], ...]
+    claims: tuple[str, ...]
+    passages: tuple[str, ...]
+    query: str
+
+    @property
+    def texts(self) -> tuple[str, ...]:
+        """Every text the cosines need a vector for."""
+        return (*self.claims, *self.passages)
+
+
+@lru_cache(maxsize=16_384)
+def plan_nuggets(query: str, answer: str, nuggets: tuple[str, ...]) -> NuggetPlan:
+    """The rules' part of :func:`nugget_levels` (memoised: planning again costs nothing)."""
     q = analyse(query)
     given = q.stems | q.parts | q.raw
     every = _units(answer)
@@ -151,42 +171,87 @@ def nugget_levels(query: str, answer: str, nuggets: Sequence[str], cosines: Cosi
         if r >= RECALL_ALONE:
             out[k] = cap[k]
     pairs = {(k, i): r for (k, i), r in pairs.items() if out[k] < cap[k]}
-    if not pairs:
-        return out
     rows = sorted({k for k, _ in pairs})
     cols = sorted({i for _, i in pairs})
     pieces = [(i, c) for i in cols
               for c in ((units[i].text,) + (units[i].clauses if CLAUSE_COSINES and len(units[i].clauses) > 1 else ()))]
-    sims = cosines([nuggets[k] for k in rows], [p for _, p in pieces] + [query or "?"])
+    return NuggetPlan(tuple(out), tuple(cap), tuple((k, i, r) for (k, i), r in pairs.items()), tuple(rows),
+                      tuple(cols), tuple(pieces), tuple(nuggets[k] for k in rows),
+                      tuple(p for _, p in pieces) + ((query or "?",) if pairs else ()), query)
+
+
+def finish_nuggets(plan: NuggetPlan, cosines: Cosines) -> list[int]:
+    """:func:`nugget_levels` from its plan: the cosines of the pairs still open."""
+    out = list(plan.levels)
+    if not plan.pairs:
+        return out
+    sims = cosines(plan.claims, plan.passages)
+    rows, cols = plan.rows, plan.cols
     row_of, col_of = {k: n for n, k in enumerate(rows)}, {i: n for n, i in enumerate(cols)}
     best = np.full((len(rows), len(cols)), -1.0)
-    for j, (i, _) in enumerate(pieces):
+    for j, (i, _) in enumerate(plan.pieces):
         best[:, col_of[i]] = np.maximum(best[:, col_of[i]], sims[:, j])
-    echo = sims[:, -1] + ECHO_MARGIN if query else np.full(len(rows), -1.0)
-    for (k, i), r in pairs.items():
+    echo = sims[:, -1] + ECHO_MARGIN if plan.query else np.full(len(rows), -1.0)
+    for k, i, r in plan.pairs:
         # the cosine alone counts only where the sentence says more about the nugget than the question does
         cos = float(best[row_of[k], col_of[i]])
         got = _level(r, cos, FULL, PARTIAL, cos if cos >= echo[row_of[k]] else 0.0)
-        out[k] = max(out[k], min(got, cap[k]))
+        out[k] = max(out[k], min(got, plan.cap[k]))
     return out
+
+
+def nugget_levels(query: str, answer: str, nuggets: Sequence[str], cosines: Cosines) -> list[int]:
+    """2 support / 1 partial / 0 none per nugget, judged against the answer's sentences. The rules run
+    first (:func:`plan_nuggets`); MiniLM encodes only the sentences some nugget can still get support from
+    (:func:`finish_nuggets`)."""
+    if not nuggets:
+        return []
+    return finish_nuggets(plan_nuggets(query, answer, tuple(nuggets)), cosines)
 
 
 def _flat(text: str) -> str:
     return " ".join(text.lower().split()).strip(" .")
 
 
-def support_level(sentence: str, passage: str, cosines: Cosines) -> int:
-    """2 full / 1 partial / 0 none: does ``passage`` state every clause of ``sentence``?"""
+@dataclass(frozen=True)
+class SupportPlan:
+    """The rules' part of :func:`support_level`: ``level`` when they decide alone (no statement: 0; copied
+    word for word: 2), else None and the texts to compare (``claims``: the sentence then its clauses, against
+    the passage's sentence ``units``)."""
+
+    level: int | None
+    claims: tuple[str, ...] = ()
+    units: tuple[str, ...] = ()
+
+    @property
+    def texts(self) -> tuple[str, ...]:
+        """Every text the cosines need a vector for."""
+        return (*self.claims, *self.units)
+
+
+@lru_cache(maxsize=16_384)
+def plan_support(sentence: str, passage: str) -> SupportPlan:
+    """What :func:`support_level` needs cosines of (memoised: planning again costs nothing)."""
     claim = analyse(sentence)
     if not claim.statement:
-        return 0
+        return SupportPlan(0)
     if _flat(sentence) in _flat(passage):  # the segment's own words, copied: it states exactly that
-        return 2
+        return SupportPlan(2)
+    parts = [analyse(c) for c in claim.clauses] if len(claim.clauses) > 1 else [claim]
+    return SupportPlan(None, (claim.text, *(p.text for p in parts)), tuple(u.text for u in _units(passage)))
+
+
+def support_level(sentence: str, passage: str, cosines: Cosines) -> int:
+    """2 full / 1 partial / 0 none: does ``passage`` state every clause of ``sentence``?"""
+    plan = plan_support(sentence, passage)
+    if plan.level is not None:
+        return plan.level
+    claim = analyse(sentence)
     units = _units(passage)
     bag = frozenset().union(*(u.parts for u in units)) if units else frozenset()
     raw = frozenset().union(*(u.raw for u in units)) if units else frozenset()
     parts = [analyse(c) for c in claim.clauses] if len(claim.clauses) > 1 else [claim]
-    sims = cosines([claim.text, *(p.text for p in parts)], [u.text for u in units])
+    sims = cosines(plan.claims, plan.units)
     levels = []
     for k, part in enumerate(parts):
         cos = float(max(sims[0].max(), sims[k + 1].max())) if len(parts) > 1 else float(sims[0].max())

@@ -95,11 +95,44 @@ def evaluate_run(name: str, answers: Mapping[str, Answer], judge: Judge, *,
             skipped.append(qid)
         else:
             todo.append(answer)
+    if (prefetch := getattr(judge, "prefetch", None)) is not None:  # the proxy: every text encoded at once
+        segments = _remembered(segments) if segments is not None else None
+        prefetch(**_prefetch_items(todo, nuggets=nuggets, segments=segments, support_mode=support_mode))
     done = run_all(todo, lambda a: judge_topic(judge, a, nuggets.get(a.qid) if nuggets else None,
                                                references.get(a.qid) if references else None, segments, geval,
                                                support_mode),
                    concurrency, f"judging {name}", judge, progress)
     return RunResult(name, {r.qid: r for r, _ in done}, skipped, sum(m for _, m in done))
+
+
+def _remembered(segments: SegmentText) -> SegmentText:
+    """``segments`` looked up once per docid (the prefetch and the judging ask for the same ones)."""
+    seen: dict[str, str | None] = {}
+
+    def text(docid: str) -> str | None:
+        if docid not in seen:
+            seen[docid] = segments(docid)
+        return seen[docid]
+
+    return text
+
+
+def _prefetch_items(answers: Sequence[Answer], nuggets: Mapping[str, TopicNuggets] | None,
+                    segments: SegmentText | None, support_mode: str) -> dict[str, list]:
+    """What :func:`judge_topic` will ask of the judge for each answer: ``assign`` and ``support`` items for
+    the judge's ``prefetch``."""
+    assign, support = [], []
+    for answer in answers:
+        topic = nuggets.get(answer.qid) if nuggets is not None else None
+        if topic is not None and topic.nuggets:
+            assign.append((answer.query or topic.query, answer.text, [n.text for n in topic.nuggets]))
+        if segments is not None:
+            for text, citations in answer.sentences:
+                for c in (citations[:TREC24_CITATIONS] if support_mode == "trec24" else citations):
+                    passage = segments(answer.references[c]) if 0 <= c < len(answer.references) else None
+                    if passage is not None:
+                        support.append((text, passage))
+    return {"assign": assign, "support": support}
 
 
 def metrics_of(runs: Sequence[RunResult]) -> list[str]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from functools import lru_cache
 
 import numpy as np
@@ -102,6 +102,38 @@ class ProxyJudge:
                                  for i, label in fresh.items()])
         self.stats.add(judged=len(keys), cached=len(keys) - len(todo))
         return [fresh[i] if i in fresh else found[k] for i, k in enumerate(keys)]
+
+    def _missing(self, task: str, inputs: list[dict[str, str]]) -> list[int]:
+        """Indices of ``inputs`` whose judgments the cache lacks."""
+        if self.cache is None:
+            return list(range(len(inputs)))
+        keys = [judgment_key(self.name, f"{task}@proxy-v{PROXY_VERSION}", item) for item in inputs]
+        found = self.cache.get_many(keys)
+        return [i for i, k in enumerate(keys) if k not in found]
+
+    def prefetch(self, assign: Iterable[tuple[str, str, Sequence[str]]] = (),
+                 support: Iterable[tuple[str, str]] = ()) -> int:
+        """Get ready for the ``assign(query, answer, nuggets)`` and ``support(sentence, passage)`` calls to
+        come: their rules are worked out (and memoised) and every text they will need a MiniLM vector for is
+        encoded in one call (the encoder's batches, longest first: larger batches measured no faster on CPU),
+        so the calls themselves only read the memo. Judgments already cached are
+        skipped; at most ``MEMO_SIZE // 2`` texts are encoded (the rest when their calls come). Labels are
+        the same with or without it. Returns the number of texts encoded."""
+        texts: dict[str, None] = {}
+        for query, answer, nuggets in assign:
+            nuggets = list(nuggets)
+            todo = self._missing("assign", [{"query": query, "answer": answer, "nugget": n} for n in nuggets])
+            if todo:
+                plan = entail.plan_nuggets(query, answer, tuple(nuggets[i] for i in todo))
+                texts.update(dict.fromkeys(plan.texts))
+        for sentence, passage in support:
+            if self._missing("support", [{"sentence": sentence, "passage": passage}]):
+                texts.update(dict.fromkeys(entail.plan_support(sentence, passage).texts))
+        with _MEMO_LOCK:
+            todo = [t for t in texts if t not in _MEMO][: MEMO_SIZE // 2]
+        if todo:
+            _vectors(todo)
+        return len(todo)
 
     def assign(self, query: str, passage: str, nuggets: Sequence[str]) -> list[str | None]:
         """Each nugget against the answer's (``passage``'s) sentences: support / partial_support /
