@@ -163,6 +163,11 @@ class AuthMiddleware:
             nonlocal status, settled
             if message["type"] == "http.response.start":
                 status = message["status"]
+                if any(k.lower() == b"content-type" and v.startswith(b"text/event-stream")
+                       for k, v in message.get("headers", [])):
+                    # a streamed answer: its work goes on after the start; settled when the stream ends
+                    await send(message)
+                    return
                 message = {**message, "headers": [*message.get("headers", []), *meter.headers()]}
                 # the answer's work is done: its spend is recorded before the client can see the answer
                 settled = True

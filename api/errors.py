@@ -230,8 +230,7 @@ def install_error_handlers(app: FastAPI, max_body_bytes: int) -> None:
 
     @app.exception_handler(GenerationError)
     async def _generation(_: Request, exc: GenerationError) -> JSONResponse:
-        return _json(504 if exc.timeout else 502, {"generator": exc.generator, "error": exc.cause,
-                                                    "message": str(exc)}, _)
+        return _json(504 if exc.timeout else 502, _generation_detail(exc), _)
 
     @app.exception_handler(StageError)
     async def _stage(_: Request, exc: StageError) -> JSONResponse:
@@ -273,6 +272,27 @@ MESSAGE_STATUS: dict[type[Exception], int] = {
     ClientDisconnected: 499,  # nobody reads it: the client has gone
     CallLimitReached: 429,  # a backend call past what the request reserved (api/auth.py)
 }
+
+
+def _generation_detail(exc: GenerationError) -> dict[str, Any]:
+    detail = {"generator": exc.generator, "error": exc.cause, "message": str(exc)}
+    if deadline := getattr(exc, "deadline", None):  # a stream's (ragnarok.generate.streaming)
+        detail["deadline"] = deadline
+    return detail
+
+
+def error_detail(exc: BaseException, settings: Settings | None = None) -> tuple[int, Any]:
+    """The status and scrubbed detail the API answers ``exc`` with (a streamed answer's ``error`` event says
+    the same as the JSON error would have)."""
+    if isinstance(exc, GenerationError):
+        status, detail = (504 if exc.timeout else 502), _generation_detail(exc)
+    elif isinstance(exc, StageError):
+        status, detail = exc.status, {"stage": exc.stage, "error": exc.detail}
+    elif status := next((s for kind, s in MESSAGE_STATUS.items() if isinstance(exc, kind)), 0):
+        detail = str(exc)
+    else:
+        status, detail = 500, f"internal error ({type(exc).__name__}); it has been logged"
+    return status, scrub(_short(detail), settings)
 
 
 def _message_handler(status: int) -> Any:

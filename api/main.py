@@ -95,4 +95,5 @@ def _services(app: FastAPI, settings: Settings) -> Services:
         return httpx.AsyncClient(base_url=url, timeout=settings.gateway_timeout_s,
                                  event_hooks={"request": [forward_key]}) if url else local
 
-    return Services(retrieval=client(settings.retrieval_url), generation=client(settings.generation_url))
+    return Services(retrieval=client(settings.retrieval_url), generation=client(settings.generation_url),
+                    local_generation=None if settings.generation_url else app.state.generation)

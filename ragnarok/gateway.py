@@ -10,14 +10,17 @@ import asyncio
 import json
 import logging
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from httpx_sse import SSEError, aconnect_sse
 from pydantic import BaseModel
 
 from ragnarok import logs, metrics
 from ragnarok.fuse import cc, dbsf, ranked, rrf
+from ragnarok.generate.streaming import StreamEvent
 from ragnarok.query.stages import Expansion
 from ragnarok.quoting import shorten
 from ragnarok.spec import Fusion, Node, Pipeline, QueryStage, Rerank, Source
@@ -79,6 +82,9 @@ class Services:
 
     retrieval: httpx.AsyncClient
     generation: httpx.AsyncClient
+    #: The AG service when it runs in this process (streams are read from it directly: httpx's in-process
+    #: transport would hand over a streamed body only once it is complete)
+    local_generation: Any = None
 
     async def post(self, client: httpx.AsyncClient, stage: str, path: str, body: bytes) -> tuple[bytes, float | None]:
         """The stage's JSON answer (raw) and its own time in ms (None when its service does not say); a stage
@@ -106,23 +112,27 @@ class Services:
         except httpx.HTTPError as exc:
             raise StageError(stage, 502, f"cannot reach {client.base_url}: {exc}") from None
         if response.status_code >= 400:
-            try:
-                payload = response.json()
-                detail = payload.get("detail", response.text) if isinstance(payload, dict) else response.text[:500]
-            except ValueError:
-                detail = response.text[:500]
-            if response.status_code == 422 and isinstance(detail, list):
-                # a validation error of a body the gateway built itself: our fault, not the client's
-                raise StageError(stage, 502, "internal error: the stage refused the request the gateway built: "
-                                             + shorten(json.dumps(detail), 300))
-            # a stage's 4xx, its 503 (a missing index: the detail says how to build it) and 504 pass through
-            status = response.status_code if response.status_code < 500 or response.status_code in (503, 504) \
-                else 502
-            raise StageError(stage, status, detail, response.headers.get("retry-after"))
+            raise stage_error(stage, response)
         return response.content, server_time_ms(response.headers)
 
 
 _JSON = {"content-type": "application/json"}
+
+
+def stage_error(stage: str, response: httpx.Response) -> StageError:
+    """A stage's error answer (its body read) as the :class:`StageError` the gateway answers with."""
+    try:
+        payload = response.json()
+        detail = payload.get("detail", response.text) if isinstance(payload, dict) else response.text[:500]
+    except ValueError:
+        detail = response.text[:500]
+    if response.status_code == 422 and isinstance(detail, list):
+        # a validation error of a body the gateway built itself: our fault, not the client's
+        return StageError(stage, 502, "internal error: the stage refused the request the gateway built: "
+                                      + shorten(json.dumps(detail), 300))
+    # a stage's 4xx, its 503 (a missing index: the detail says how to build it) and 504 pass through
+    status = response.status_code if response.status_code < 500 or response.status_code in (503, 504) else 502
+    return StageError(stage, status, detail, response.headers.get("retry-after"))
 
 
 def _fuse(method: str, requests: list[Request], weights: list[float | None], depth: int, query: Query) -> Request:
@@ -156,6 +166,7 @@ class PipelineRun:
 class PipelineRunner:
     def __init__(self, services: Services, index: str | None = None):
         self.services, self.index = services, index
+        self.stage = ""  # the stage running now (a streamed answer's error event names it)
 
     async def _source(self, node: Node, query: Query, depth: int,
                       expansion: Expansion | None = None) -> tuple[Request, float | None]:
@@ -260,13 +271,9 @@ class PipelineRunner:
                                                  f"from {stage}")
                 PASSAGE_STAGES.create(stage.name, arg=stage.arg)
 
-    async def run(self, pipeline: Pipeline, topic: Query,
-                  given: Request | None = None) -> PipelineRun:
-        """Run every stage (see :class:`PipelineRun` for what comes back).
-
-        ``given``: candidates handed over instead of retrieved (the track's AG task), for a pipeline whose
-        first stage is ``given``; its top ``depth`` go on to the rerankers and the generator."""
-        traces: list[StageTrace] = []
+    async def ranking(self, pipeline: Pipeline, topic: Query,
+                      given: Request | None = None) -> AsyncIterator[StageTrace | Request]:
+        """Every stage before the generator: each stage's trace as it finishes, then the ranking handed on."""
         self.check(pipeline)
         start = time.perf_counter()
         if given is not None:
@@ -276,19 +283,28 @@ class PipelineRunner:
                 raise ValueError(f"candidates were given: query stages cannot run ({pipeline.query[0]})")
             request, ms = given.model_copy(update={"candidates": given.candidates[:pipeline.depth]}), 0.0
         else:
-            expansions = await self._expand(pipeline.query, topic, traces) if pipeline.query else None
+            if pipeline.query:
+                self.stage = str(pipeline.query[0])
+                traces: list[StageTrace] = []
+                expansions = await self._expand(pipeline.query, topic, traces)
+                for trace in traces:
+                    yield trace
+            else:
+                expansions = None
             start = time.perf_counter()
+            self.stage = str(pipeline.retrieve)
             request, ms = await self._retrieve(pipeline, topic, expansions)
-        traces.append(_trace(f"{pipeline.retrieve}", pipeline.depth, start, request, ms))
+        yield _trace(f"{pipeline.retrieve}", pipeline.depth, start, request, ms)
         from ragnarok.components import PASSAGE_STAGES  # noqa: PLC0415 - the registry
 
         for stage in pipeline.rerank:
             start = time.perf_counter()
+            self.stage = str(stage)
             if stage.name in PASSAGE_STAGES.entries:
                 request, detail = await self._passage(stage, request, topic)
                 trace = _trace(str(stage), stage.depth, start, request, None)
                 trace.detail = detail
-                traces.append(trace)
+                yield trace
                 continue
             name = stage.name + (f":{stage.arg}" if stage.arg else "")
             body = json_body({"reranker": name, "k": stage.depth}, request=request)
@@ -297,20 +313,117 @@ class PipelineRunner:
             if stage.fuse:
                 reranked = _fuse(stage.fuse, [reranked, request], [None, None], stage.depth, topic)
             request = reranked
-            traces.append(_trace(str(stage), stage.depth, start, request, ms))
+            yield _trace(str(stage), stage.depth, start, request, ms)
+        yield request
+
+    async def run(self, pipeline: Pipeline, topic: Query,
+                  given: Request | None = None) -> PipelineRun:
+        """Run every stage (see :class:`PipelineRun` for what comes back).
+
+        ``given``: candidates handed over instead of retrieved (the track's AG task), for a pipeline whose
+        first stage is ``given``; its top ``depth`` go on to the rerankers and the generator."""
+        traces: list[StageTrace] = []
+        request = None
+        async for item in self.ranking(pipeline, topic, given):
+            if isinstance(item, StageTrace):
+                traces.append(item)
+            else:
+                request = item
+        assert request is not None
         if pipeline.generate is None:
             return PipelineRun(request, request, traces)
         start = time.perf_counter()
         gen = pipeline.generate
+        self.stage = str(gen)
         top = request.model_copy(update={"candidates": request.candidates[:GENERATION_K]})  # all AG reads
-        body = json_body({"topic": topic.text, "topic_id": str(topic.qid), "generator": gen.name,
-                          "template": gen.template, "k": GENERATION_K, "notes": True}, request=top)
-        data, ms = await self.services.post(self.services.generation, f"generate {gen}", "/v1/generate", body)
+        data, ms = await self.services.post(self.services.generation, f"generate {gen}", "/v1/generate",
+                                            self._generate_body(topic, top, gen))
         answer = RagAnswer.model_validate_json(data)
         trace = StageTrace(str(gen), GENERATION_K, (time.perf_counter() - start) * 1000, answer.references, ms)
         trace.detail = json.loads(data).get("notes")  # what post-processing did (repeats dropped, attribution)
         traces.append(trace)
         return PipelineRun(answer, top, traces)
+
+    @staticmethod
+    def _generate_body(topic: Query, top: Request, gen: Any, stream: bool = False) -> bytes:
+        fields = {"topic": topic.text, "topic_id": str(topic.qid), "generator": gen.name, "template": gen.template,
+                  "k": GENERATION_K, "notes": True}
+        return json_body({**fields, "stream": True} if stream else fields, request=top)
+
+    async def stream(self, pipeline: Pipeline, topic: Query) -> AsyncIterator[StreamEvent]:
+        """:meth:`run`, streamed (:mod:`ragnarok.generate.streaming`): a ``stage`` event as each stage
+        finishes (``stage``, ``latency_ms``, ``k_in``, ``k_out``), the generator's events as it writes, and
+        ``done`` with the :class:`PipelineRun`. ``self.stage`` names the stage running (for an error event)."""
+        traces: list[StageTrace] = []
+        request, k_in = None, 0
+        async for item in self.ranking(pipeline, topic):
+            if isinstance(item, StageTrace):
+                traces.append(item)
+                yield StreamEvent("stage", stage_event(item, k_in))
+                k_in = len(item.ranking)
+            else:
+                request = item
+        assert request is not None and pipeline.generate is not None
+        gen = pipeline.generate
+        self.stage = str(gen)
+        start = time.perf_counter()
+        top = request.model_copy(update={"candidates": request.candidates[:GENERATION_K]})
+        source = self._stream_local(topic, top, gen) if self.services.local_generation is not None \
+            else self._stream_remote(topic, top, gen)
+        try:
+            async for event in source:
+                if event.event != "done":
+                    yield event
+                    continue
+                answer, notes = event.data
+                trace = StageTrace(str(gen), GENERATION_K, (time.perf_counter() - start) * 1000,
+                                   answer.references, None, notes)
+                traces.append(trace)
+                metrics.observe_stage(f"generate {gen}", time.perf_counter() - start)
+                yield StreamEvent("stage", stage_event(trace, len(top.candidates)))
+                yield StreamEvent("done", PipelineRun(answer, top, traces))
+        finally:
+            await source.aclose()
+
+    async def _stream_local(self, topic: Query, top: Request, gen: Any) -> AsyncIterator[StreamEvent]:
+        events = self.services.local_generation.astream(topic, top, gen.name, gen.template, GENERATION_K)
+        try:
+            async for event in events:
+                if event.event == "done":
+                    answer = RagAnswer(**event.data.model_dump())
+                    event = StreamEvent("done", (answer, getattr(event.data, "notes", None)))
+                yield event
+        finally:
+            await events.aclose()
+
+    async def _stream_remote(self, topic: Query, top: Request, gen: Any) -> AsyncIterator[StreamEvent]:
+        """The AG service's stream over HTTP (``RAGNAROK_GENERATION_URL``), its events passed on."""
+        stage = f"generate {gen}"
+        client = self.services.generation
+        headers = {**_JSON, **logs.outgoing_headers(stage)}
+        try:
+            async with aconnect_sse(client, "POST", "/v1/generate", content=self._generate_body(topic, top, gen, True),
+                                    headers=headers, timeout=httpx.Timeout(client.timeout.connect, read=None)) as source:
+                if source.response.status_code >= 400:
+                    await source.response.aread()
+                    raise stage_error(stage, source.response)
+                async for sse in source.aiter_sse():
+                    data = json.loads(sse.data)
+                    if sse.event == "done":
+                        yield StreamEvent("done", (RagAnswer.model_validate(data), data.get("notes")))
+                    elif sse.event == "error":
+                        raise StageError(stage, int(data.get("status", 502)), data.get("detail"))
+                    else:
+                        yield StreamEvent(sse.event, data)
+        except httpx.TimeoutException:
+            raise StageError(stage, 504, "timed out") from None
+        except (httpx.HTTPError, SSEError) as exc:
+            raise StageError(stage, 502, f"cannot reach {client.base_url}: {exc}") from None
+
+
+def stage_event(trace: StageTrace, k_in: int) -> dict[str, Any]:
+    return {"stage": trace.stage, "latency_ms": round(trace.latency_ms, 3), "k_in": k_in,
+            "k_out": len(trace.ranking)}
 
 
 def _trace(stage: str, k: int, start: float, request: Request, service_ms: float | None) -> StageTrace:

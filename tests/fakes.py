@@ -5,7 +5,8 @@
   The faults below (by model name) are answered too, in Cohere's error shape ``{"message": ...}``.
 * ``flaky_openai_app``: an OpenAI-compatible ``/v1/chat/completions`` whose behaviour the model name picks:
   ``ok``, ``flaky-429`` (429 twice, then an answer), ``down-500`` (always 500), ``slow`` (sleeps 3 s),
-  ``fixed-200ms`` (answers after 200 ms), and the faults below. ``GET /hang/v1/models`` never answers.
+  ``fixed-200ms`` (answers after 200 ms), and the faults below. ``GET /hang/v1/models`` never answers. A request
+with ``stream: true`` gets the same answer as chat completion chunks (Server-Sent Events: :func:`streamed`).
 
 Faults, by model name (``NAME`` or ``NAME:ARG``; anything after a second ``:`` only makes the name unique, so
 that a test has its own call count): ``retry-after:S`` (the first call: 429 with ``Retry-After: S``),
@@ -91,6 +92,31 @@ async def fault(app: FastAPI, model: str, request: Request, error: Callable[[str
     return None
 
 
+def streamed(model: str, text: str, usage: dict | None = None) -> StreamingResponse:
+    """``text`` as an OpenAI-compatible streamed chat completion: a chunk per sentence, the finish reason, the
+    usage, ``[DONE]``."""
+    import json
+    import re
+
+    def chunk(delta: dict, finish: str | None = None, **extra: object) -> str:
+        return "data: " + json.dumps({"id": "chatcmpl-s", "object": "chat.completion.chunk", "created": 0,
+                                      "model": model, "choices": [{"index": 0, "delta": delta,
+                                                                   "finish_reason": finish}], **extra}) + "\n\n"
+
+    async def events() -> AsyncIterator[str]:
+        yield chunk({"role": "assistant", "content": ""})
+        for piece in re.findall(r"[^.!?]*[.!?]?\s*", text):
+            if piece:
+                yield chunk({"content": piece})
+        yield chunk({}, "stop")
+        if usage is not None:
+            yield "data: " + json.dumps({"id": "chatcmpl-s", "object": "chat.completion.chunk", "model": model,
+                                         "choices": [], "usage": usage}) + "\n\n"
+        yield "data: [DONE]\n\n"
+
+    return StreamingResponse(events(), media_type="text/event-stream")
+
+
 def cohere_app(api_key: str = "test-key") -> FastAPI:
     app = FastAPI()
     app.state.calls = Counter()
@@ -152,13 +178,24 @@ def flaky_openai_app() -> FastAPI:
     def health() -> dict:
         return {"ok": True}
 
+    app.state.probes = Counter()  # GET /v1/models and /hang/v1/models (apart from the chat calls)
+    app.state.probes_in_flight = 0  # GET /hang/v1/models waiting now, and the most at once
+    app.state.max_probes_in_flight = 0
+
     @app.get("/v1/models")
     def models() -> dict:
+        app.state.probes["GET /v1/models"] += 1
         return {"object": "list", "data": [{"id": "ok", "object": "model", "owned_by": "test"}]}
 
     @app.get("/hang/v1/models")
     async def hanging_models(request: Request) -> dict:
-        await until_disconnected(request)
+        app.state.probes["GET /hang/v1/models"] += 1
+        app.state.probes_in_flight += 1
+        app.state.max_probes_in_flight = max(app.state.max_probes_in_flight, app.state.probes_in_flight)
+        try:
+            await until_disconnected(request)
+        finally:
+            app.state.probes_in_flight -= 1
         return {"object": "list", "data": []}
 
     @app.get("/stats")
@@ -175,8 +212,13 @@ def flaky_openai_app() -> FastAPI:
 
         if (found := await fault(app, model, request, error, completion(model, ""))) is not None:
             return found
+
+        def answer(text: str) -> Response:
+            reply = completion(model, text)
+            return streamed(model, text, reply["usage"]) if body.get("stream") else JSONResponse(reply)
+
         if model.partition(":")[0] == "echo-key-200":  # a 200 whose answer quotes the key it was sent
-            return JSONResponse(completion(model, f"Your key is {_key(request)} and it works [1]."))
+            return answer(f"Your key is {_key(request)} and it works [1].")
         if model == "down-500":
             return JSONResponse({"error": {"message": "backend exploded", "type": "server_error"}}, status_code=500)
         if model == "flaky-429" and app.state.calls[model] <= 2:
@@ -188,7 +230,6 @@ def flaky_openai_app() -> FastAPI:
             app.state.max_in_flight = max(app.state.max_in_flight, app.state.in_flight)
             await asyncio.sleep(0.2)
             app.state.in_flight -= 1
-        text = "Python parses arguments with argparse [1]. It can also compress files [2][1]."
-        return JSONResponse(completion(model, text))
+        return answer("Python parses arguments with argparse [1]. It can also compress files [2][1].")
 
     return app

@@ -78,7 +78,8 @@ def build(arena: Arena) -> "gr.Blocks":
             ]
 
     def battle_outputs(view: BattleView, votes: int = 4) -> list[Any]:
-        """A view's outputs; a progress view leaves an unchanged pane and the JSON as they are."""
+        """A view's outputs; a progress view leaves an unchanged pane and the JSON as they are, and keeps the
+        votes closed (a pane being written shows its text so far, never a pipeline's name)."""
         return [
             view.battle_id,
             gr.skip() if view.pane_a is None else view.pane_a,
@@ -166,7 +167,8 @@ def build(arena: Arena) -> "gr.Blocks":
         async def on_battle(
             text: str, drawn_topic: dict | None, request: gr.Request
         ) -> AsyncIterator[list[Any]]:
-            """Each pane fills as soon as its pipeline is done; the votes open when both are."""
+            """Each pane shows its answer as it is written (webui.streaming); the votes open when both are
+            done."""
             topic_id = drawn_topic["qid"] if drawn_topic and drawn_topic.get("text") == text else ""
             async for view in arena.battle_stream(text or "", topic_id, _session(request),
                                                   rate_key=rate_key(request)):

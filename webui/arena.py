@@ -5,11 +5,12 @@ browser only ever gets the battle id. What a battle returns before the vote (bot
 the status line) names no pipeline; :meth:`Arena.vote` reveals them. A battle where a pipeline failed cannot
 be voted on, so it is over at once and its pipelines are shown with the error.
 
-Progress: :meth:`Arena.battle_stream` and :meth:`Arena.compare_stream` yield a view every ``tick_s`` while the
-pipelines run — each pane shows its answer as soon as its pipeline is done, the other an elapsed-seconds wait
-line — and the final, votable view once both are in (``/rag`` answers in one piece: a pane fills when its
-pipeline finishes, it does not stream tokens). Each pipeline's latency goes into a :class:`LatencyBook` that the
-blinded sampler uses to keep battles within ``settings.arena_time_budget_s``.
+Progress: :meth:`Arena.battle_stream` and :meth:`Arena.compare_stream` yield views while the pipelines run —
+both answers stream into their panes as they are written (``POST /rag`` with ``"stream": true``; a pane waits
+with an elapsed-seconds line until its first text, shows the text so far with its time to first token, then
+its answer with citations once done: :mod:`webui.streaming`) — and the final, votable view once both are in.
+Each pipeline's latency (to its whole answer) goes into a :class:`LatencyBook` that the blinded sampler uses to
+keep battles within ``settings.arena_time_budget_s``.
 
 Votes are recorded under the browser's session and rate-limited per *rate key*, which the caller derives on
 the server side (the UI passes the client's address: :func:`webui.app.rate_key`), never from the session id a
@@ -64,6 +65,8 @@ from ragnarok.spec import parse
 from ragnarok.topics import Topic, read_topics
 from webui import boards, render
 from webui.client import PaneResult, RagClient
+from webui.streaming import Race
+from webui.streaming import result_html as _pane
 
 DEFAULT_TOPICS = Path(__file__).resolve().parent.parent / "topics" / "demo.tsv"
 WINNERS = ("a", "b", "tie", "bothbad")
@@ -375,13 +378,17 @@ class Arena:
                                                rate_key=rate_key))
 
     async def _timed(self, pipeline: PipelineId, topic: str, topic_id: str) -> tuple[PaneResult, float]:
-        """Run one side; its latency is recorded when it answered, or failed no sooner than the budget."""
+        """Run one side (not streamed); its latency is recorded as :meth:`_record` says."""
         start = time.monotonic()
         result = await self.client.run(pipeline, topic, topic_id)
         elapsed = time.monotonic() - start
+        self._record(pipeline, result, elapsed)
+        return result, elapsed
+
+    def _record(self, pipeline: PipelineId, result: PaneResult, elapsed: float) -> None:
+        """A side's latency is recorded when it answered, or failed no sooner than the budget."""
         if result.ok or elapsed >= self.settings.arena_time_budget_s:
             self.latency.record(pipeline.spec, elapsed)
-        return result, elapsed
 
     async def _run_stream(
         self, mode: str, a: PipelineId, b: PipelineId, topic: str, topic_id: str, session_id: str,
@@ -391,31 +398,20 @@ class Arena:
         if problem:
             yield _refusal(problem)
             return
-        start = time.monotonic()
-        # each task copies the context as it is created: both sides run as the arena's principal
+        # each side's task copies the context as it is created: both sides run as the arena's principal (the
+        # in-process /rag requests are metered, reserved and settled as that principal's, stream or not)
         with acting_as(principal) if principal is not None else nullcontext():
-            tasks = {side: asyncio.ensure_future(self._timed(p, topic, topic_id))
-                     for side, p in (("a", a), ("b", b))}
-        done: dict[str, tuple[PaneResult, float]] = {}
-        try:
-            while len(done) < 2:
-                finished, _ = await asyncio.wait(
-                    [t for side, t in tasks.items() if side not in done], timeout=tick_s
-                )
-                fresh = {side for side, t in tasks.items() if t in finished}
-                done.update({side: tasks[side].result() for side in fresh})
-                if len(done) < 2:
-                    yield _progress(done, fresh, time.monotonic() - start)
-        finally:
-            for task in tasks.values():
-                task.cancel()
-        (result_a, seconds_a), (result_b, seconds_b) = done["a"], done["b"]
+            race = Race(self.client, {"a": a, "b": b}, topic, topic_id, on_done=self._record)
+        async for pane_a, pane_b, status in race.views(tick_s):
+            yield BattleView(None, pane_a, pane_b, {}, False, status, done=False)
+        (result_a, seconds_a), (result_b, seconds_b) = race.outcome("a"), race.outcome("b")
         yield await self._finish(mode, a, b, topic, topic_id, session_id, result_a, result_b,
-                                 (seconds_a, seconds_b))
+                                 (seconds_a, seconds_b), (race.sides["a"].timing(), race.sides["b"].timing()))
 
     async def _finish(
         self, mode: str, a: PipelineId, b: PipelineId, topic: str, topic_id: str, session_id: str,
         result_a: PaneResult, result_b: PaneResult, seconds: tuple[float, float],
+        timings: tuple[str, str] = ("", ""),
     ) -> BattleView:
         try:
             battle_id = await asyncio.to_thread(
@@ -444,8 +440,8 @@ class Arena:
                 raw["pipelines"] = {"A": a.as_dict(), "B": b.as_dict()}
             return BattleView(
                 battle_id,
-                _pane(result_a),
-                _pane(result_b),
+                _pane(result_a) + timings[0],
+                _pane(result_b) + timings[1],
                 raw,
                 True,
                 render.message_html(status),
@@ -454,7 +450,8 @@ class Arena:
         raw["pipelines"] = {"A": a.as_dict(), "B": b.as_dict()}
         reveal = render.reveal_html(a, b, None, "A pipeline failed, so this battle cannot be voted on.",
                                     failed=True)
-        return BattleView(battle_id, _pane(result_a), _pane(result_b), raw, False, reveal, revealed=True)
+        return BattleView(battle_id, _pane(result_a) + timings[0], _pane(result_b) + timings[1], raw, False,
+                          reveal, revealed=True)
 
     # -- votes --
 
@@ -529,35 +526,10 @@ async def _last(views: AsyncIterator[BattleView]) -> BattleView:
     return last
 
 
-def _progress(done: dict[str, tuple[PaneResult, float]], fresh: set[str], elapsed: float) -> BattleView:
-    """A view while at least one pipeline runs: a pane that just finished shows its answer, a finished one
-    stays as it is (None), a running one shows how long it has been waiting."""
-    panes = {}
-    for side in ("a", "b"):
-        if side in fresh:
-            panes[side] = _pane(done[side][0])
-        elif side in done:
-            panes[side] = None
-        else:
-            other = done.get("b" if side == "a" else "a")
-            panes[side] = render.waiting_html(elapsed, other[1] if other else None)
-    status = render.message_html(
-        f"Waiting for {'one answer' if done else 'both answers'}: {elapsed:.0f} s so far. "
-        "Voting opens when both are in."
-    )
-    return BattleView(None, panes["a"], panes["b"], {}, False, status, done=False)
-
-
 def _raw(result: PaneResult) -> dict[str, Any]:
     """A side as ``POST /rag`` answered it: the answer with its cited ``segments`` (the client keeps them
     apart for the pane), or the error."""
     return {**(result.answer or {}), "segments": result.segments} if result.ok else {"error": result.error}
-
-
-def _pane(result: PaneResult) -> str:
-    if result.ok:
-        return render.answer_html(result.answer or {}, result.segments)
-    return render.error_html(result.error or "unknown error")
 
 
 def _refusal(message: str) -> BattleView:

@@ -3,17 +3,27 @@
 ``POST {base}/rag`` with ``segments: true`` answers a topic with a pipeline and returns the cited segments'
 title, text and URL beside the answer. The base URL is a setting; inside the API the same code
 runs over ``httpx.ASGITransport`` into the app itself (one code path, two transports).
+
+:meth:`RagClient.stream` asks for the answer as it is written (``"stream": true``: Server-Sent Events, read
+with httpx-sse); in process it goes through :class:`webui.asgi_stream.StreamingASGITransport`, which hands each
+event over as the app sends it (``httpx.ASGITransport`` would hand the whole stream over at its end).
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from httpx_sse import SSEError, aconnect_sse
 
 from ragnarok.arena.pool import PipelineId, free_generators
+from ragnarok.generate.streaming import StreamEvent
+from webui.asgi_stream import StreamingASGITransport
 
 
 @dataclass
@@ -75,10 +85,77 @@ class RagClient:
         except httpx.TimeoutException:
             return PaneResult(error=f"timed out after {self.timeout_s:g} s")
         except httpx.HTTPError as exc:
-            return PaneResult(error=f"cannot reach {self.base_url}: {exc.__class__.__name__}: {exc}")
-        segments = answer.pop("segments", None) or {}
-        cited = {ref: segments.get(ref, {}) for ref in answer.get("references", [])}
-        return PaneResult(answer=answer, segments=cited)
+            return PaneResult(error=self._unreachable(exc))
+        return _result(answer)
+
+    def _unreachable(self, exc: Exception) -> str:
+        return f"cannot reach {self.base_url}: {exc.__class__.__name__}: {exc}"
+
+    def _stream_client(self) -> httpx.AsyncClient:
+        transport = self.transport
+        if isinstance(transport, httpx.ASGITransport) and not isinstance(transport, StreamingASGITransport):
+            transport = StreamingASGITransport(transport.app, transport.raise_app_exceptions,
+                                               transport.root_path, transport.client)
+        return httpx.AsyncClient(base_url=self.base_url, transport=transport, timeout=self.timeout_s,
+                                 headers=self.headers)
+
+    async def stream(self, pipeline: PipelineId, topic: str,
+                     topic_id: str = "") -> AsyncIterator[StreamEvent]:
+        """Answer ``topic`` with ``pipeline`` as it is written: ``POST /rag`` with ``"stream": true``'s events
+        (``stage``, ``references``, ``delta``, ``sentence``) as they come, then one last event: ``done`` whose
+        data is the :class:`PaneResult` :meth:`run` returns, or ``error`` whose data is why it failed (the
+        message :meth:`run` would give). It never raises (but for cancellation). Over the network the whole
+        stream takes at most ``timeout_s``. A gateway that does not stream is still answered: one that refuses
+        the field (422 naming ``stream``) is asked again without it, one that ignores it gives its answer
+        whole (``done`` alone)."""
+        body = {"topic": topic, "topic_id": topic_id, "pipeline": pipeline.spec, "index": self.index,
+                "segments": True, "stream": True}
+        deadline = None if self.in_process else time.monotonic() + self.timeout_s
+        try:
+            async with self._stream_client() as client, \
+                    aconnect_sse(client, "POST", "/rag", json=body) as source:
+                response = source.response
+                if response.status_code >= 400:
+                    await response.aread()
+                    if response.status_code == 422 and '"stream"' in response.text:  # an older gateway
+                        result = await self.run(pipeline, topic, topic_id)
+                        yield StreamEvent("done", result) if result.ok else StreamEvent("error", result.error)
+                    else:
+                        yield StreamEvent("error", _detail(response))
+                    return
+                if response.headers.get("content-type", "").startswith("application/json"):
+                    await response.aread()  # a gateway that ignored `stream`: the whole answer at once
+                    yield StreamEvent("done", _result(response.json()))
+                    return
+                events = source.aiter_sse()
+                try:
+                    while True:
+                        left = None if deadline is None else deadline - time.monotonic()
+                        if left is not None and left <= 0:
+                            raise httpx.ReadTimeout("the stream's deadline passed")
+                        try:
+                            sse = await asyncio.wait_for(anext(events), left)
+                        except StopAsyncIteration:
+                            break
+                        except asyncio.TimeoutError:
+                            raise httpx.ReadTimeout("the stream's deadline passed") from None
+                        data = json.loads(sse.data)
+                        if sse.event == "done":
+                            yield StreamEvent("done", _result(data))
+                            return
+                        if sse.event == "error":
+                            yield StreamEvent("error", _event_error(data))
+                            return
+                        yield StreamEvent(sse.event, data)
+                finally:
+                    await events.aclose()
+            yield StreamEvent("error", "the answer's stream ended before the answer")
+        except httpx.TimeoutException:
+            yield StreamEvent("error", f"timed out after {self.timeout_s:g} s")
+        except (httpx.HTTPError, SSEError) as exc:
+            yield StreamEvent("error", self._unreachable(exc))
+        except (ValueError, TypeError, AttributeError) as exc:  # an event that is not what /rag sends
+            yield StreamEvent("error", f"the answer's stream is malformed: {exc.__class__.__name__}: {exc}")
 
     async def _rag(self, client: httpx.AsyncClient, spec: str, topic: str, topic_id: str) -> dict[str, Any]:
         body = {"topic": topic, "topic_id": topic_id, "pipeline": spec, "index": self.index, "segments": True}
@@ -108,3 +185,23 @@ class RagClient:
 
 class _Failed(RuntimeError):
     pass
+
+
+def _result(answer: dict[str, Any]) -> PaneResult:
+    """A ``/rag`` body (with ``segments``) as a pane: the answer, and the segments it cites apart."""
+    segments = answer.pop("segments", None) or {}
+    cited = {ref: segments.get(ref, {}) for ref in answer.get("references", [])}
+    return PaneResult(answer=answer, segments=cited)
+
+
+def _event_error(data: Any) -> str:
+    """A streamed ``error`` event (``stage``, ``status``, ``detail``) as :func:`_detail` words an error
+    answer."""
+    if not isinstance(data, dict):
+        return f"the answer failed: {data}"
+    detail = data.get("detail")
+    if isinstance(detail, dict):
+        detail = detail.get("error") or detail.get("cause") or detail.get("message") or detail
+        if isinstance(detail, dict):
+            detail = detail.get("message") or detail.get("error") or detail
+    return f"HTTP {data.get('status', 502)}: {data.get('stage', 'pipeline')}: {detail}"

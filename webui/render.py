@@ -45,6 +45,11 @@ CSS = """
 .rg-spinner { display: inline-block; width: .8em; height: .8em; margin-right: .4em; border-radius: 50%;
   border: 2px solid #c7d2fe; border-top-color: #1d4ed8; animation: rg-spin 1s linear infinite; }
 @keyframes rg-spin { to { transform: rotate(360deg); } }
+.rg-streaming .rg-stream-text { margin: 0 0 .6em 0; line-height: 1.5; white-space: pre-wrap; }
+.rg-caret { display: inline-block; width: .5em; height: 1em; margin-left: .1em; vertical-align: text-bottom;
+  background: #1d4ed8; animation: rg-blink 1s steps(2, start) infinite; }
+@keyframes rg-blink { to { visibility: hidden; } }
+.rg-timing { margin: .3em 0 0 0; color: #6b7280; font-size: .85em; font-variant-numeric: tabular-nums; }
 .rg-scroll { max-width: 100%; overflow-x: auto; }
 .rg-sides { display: flex; flex-wrap: wrap; gap: 1em; }
 .rg-side { flex: 1 1 22em; min-width: 0; }
@@ -148,6 +153,21 @@ def waiting_html(elapsed_s: float, other_s: float | None = None) -> str:
     return (
         f'<div class="rg-pane rg-wait" role="status"><span class="rg-spinner" aria-hidden="true"></span>'
         f'Waiting for this answer: <span class="rg-elapsed">{elapsed_s:.0f}</span> s.{other}</div>'
+    )
+
+
+def timing_html(first_token_s: float | None, elapsed_s: float, writing: bool = False) -> str:
+    """``first token 0.4 s · 2.1 s``: the seconds to the answer's first text and to its end (or so far)."""
+    first = f"first token {first_token_s:.1f} s · " if first_token_s is not None else ""
+    return f'<p class="rg-timing">{first}{elapsed_s:.1f} s{" so far" if writing else ""}</p>'
+
+
+def streaming_html(text: str, first_token_s: float | None, elapsed_s: float) -> str:
+    """A pane while its answer is being written: the text so far (as the model writes it, citations still
+    raw), a caret, and the timing line."""
+    return (
+        f'<div class="rg-pane rg-streaming" aria-busy="true"><p class="rg-stream-text">{escape(text)}'
+        f'<span class="rg-caret" aria-hidden="true"></span></p>{timing_html(first_token_s, elapsed_s, True)}</div>'
     )
 
 

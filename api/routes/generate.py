@@ -12,8 +12,12 @@ from api.auth import reserve
 from api.deps import GenerationDep, SettingsDep
 from api.body import StrictJSONRoute
 from api.errors import BadInput, errors, scrub
+from api.sse import EventStream, encode, primed
+from api.sse import body as sse_body
 from ragnarok.auth.cost import Cost
 from ragnarok.generate.prompts import load_templates
+from ragnarok.generate.service import GenerationService
+from ragnarok.generate.streaming import StreamEvent
 from ragnarok.types import MAX_ID_CHARS, Integer, Query, RagAnswer, Request
 
 router = APIRouter(prefix="/v1", tags=["generation"], route_class=StrictJSONRoute)
@@ -30,6 +34,10 @@ class GenerateBody(BaseModel):
     k: Integer = Field(20, description="How many of the top candidates the generator sees, 1..100.")
     notes: StrictBool = Field(False, description="Also return what post-processing did as `notes` (beside the TREC "
                         "answer; /rag shows them in the generator's trace).")
+    stream: StrictBool = Field(False, description="Answer as Server-Sent Events (`text/event-stream`): "
+                               "`references`, `delta` (text as it is written), `sentence` (each one complete, with "
+                               "its citations), `done` (the body this request answers without `stream`), or "
+                               "`error` after the stream started.")
 
 
 class GeneratorOut(BaseModel):
@@ -57,9 +65,10 @@ class GenerateOut(RagAnswer):
 
 
 @router.post("/generate", response_model=GenerateOut, response_model_exclude_none=True,
-             responses=errors(400, 404, 413, 422, 502, 503, 504))
+             responses={**errors(400, 404, 413, 422, 502, 503, 504), 200: {
+                 "content": {"text/event-stream": {"description": "with `stream: true`"}}}})
 async def generate(body: GenerateBody, http: HttpRequest, service: GenerationDep,
-                   settings: SettingsDep) -> GenerateOut:
+                   settings: SettingsDep) -> Any:
     """Answers within the generator's `deadline_s` (504 "no answer within N s"), or 504 "busy" when none of
     its `max_concurrency` slots frees within `slot_wait_s`; a backend failure is a 502 naming it and why."""
     text = body.topic if body.topic is not None else body.request.query.text
@@ -79,8 +88,26 @@ async def generate(body: GenerateBody, http: HttpRequest, service: GenerationDep
     cost = Cost()
     cost.add(generator, 1, service.configs)
     await reserve(http, cost)
+    if body.stream:
+        return await _streamed(service, topic, body, generator)
     answer = await service.agenerate(topic, body.request, generator, body.template, body.k)
-    return GenerateOut(**answer.model_dump(), notes=getattr(answer, "notes", None) if body.notes else None)
+    return answer_out(answer, body.notes)
+
+
+def answer_out(answer: RagAnswer, notes: bool) -> GenerateOut:
+    return GenerateOut(**answer.model_dump(), notes=getattr(answer, "notes", None) if notes else None)
+
+
+async def _streamed(service: GenerationService, topic: Query, body: GenerateBody, generator: str) -> EventStream:
+    events = service.astream(topic, body.request, generator, body.template, body.k)
+    head = await primed(events)
+
+    def render(event: StreamEvent) -> bytes:
+        if event.event == "done":  # the very body of the request without `stream`
+            return encode("done", answer_out(event.data, body.notes).model_dump_json(exclude_none=True))
+        return encode(event.event, event.data)
+
+    return EventStream(sse_body(head, events, render, lambda: f"generate {generator}"))
 
 
 @router.get("/generators", response_model=list[GeneratorOut])

@@ -13,7 +13,10 @@ from api.deps import SettingsDep
 from api.body import StrictJSONRoute
 from api.errors import BadInput, errors
 from ragnarok.auth.cost import pipeline_cost
-from ragnarok.gateway import PipelineRunner, Services
+from api.sse import EventStream, encode, primed
+from api.sse import body as sse_body
+from ragnarok.gateway import PipelineRun, PipelineRunner, Services
+from ragnarok.generate.streaming import StreamEvent
 from ragnarok.logs import outgoing_headers, request_id
 from ragnarok.presets import DEFAULT_PIPELINES, PRESETS, default_pipeline, resolve, retrievers
 from ragnarok.quoting import shorten
@@ -41,6 +44,12 @@ class RagBody(BaseModel):
     trace: StrictBool = False
     segments: StrictBool = Field(False, description="Also return the cited segments' stored fields (title, segment, "
                                                "url), by segment id, as `segments`.")
+    stream: StrictBool = Field(False, description="Answer as Server-Sent Events (`text/event-stream`): `stage` "
+                               "(each stage as it finishes: stage, latency_ms, k_in, k_out), `references` (the "
+                               "segment ids the generator reads), `delta` (text as it is written), `sentence` "
+                               "(each one complete, with its citations), `done` (the body this request answers "
+                               "without `stream`), or `error` (stage, status, detail) after the stream started. "
+                               "A failure before the first piece of answer is the usual JSON error.")
 
 
 class TraceOut(BaseModel):
@@ -69,7 +78,8 @@ class RagOut(BaseModel):
 
 
 @router.post("/rag", response_model=RagOut, response_model_exclude_none=True,
-             responses=errors(400, 404, 413, 422, 502, 503, 504))
+             responses={**errors(400, 404, 413, 422, 502, 503, 504), 200: {
+                 "content": {"text/event-stream": {"description": "with `stream: true`"}}}})
 async def rag(body: RagBody, http: HttpRequest, settings: SettingsDep) -> Response:
     if not body.topic.strip():
         raise BadInput("topic is empty")
@@ -87,16 +97,31 @@ async def rag(body: RagBody, http: HttpRequest, settings: SettingsDep) -> Respon
     runner = PipelineRunner(http.app.state.services, body.index)
     runner.check(pipeline)  # unknown stages are a 404/422 before anything is reserved
     await reserve(http, pipeline_cost(pipeline, http.app.state.generation.configs))
-    run = await runner.run(pipeline, Query(text=body.topic, qid=body.topic_id))
-    out = RagOut.model_construct(**dict(run.result), trace=[TraceOut(**vars(t)) for t in run.traces] if body.trace else None,
-                                 segments=run.cited_docs() if body.segments else None,
-                                 request_id=request_id() if body.trace else None)
-    # serialised once by pydantic-core (a response_model would validate the answer again)
     headers = {PIPELINE_HEADER: str(pipeline)}
     if fallback:
         headers[FALLBACK_HEADER] = fallback
-    return Response(out.model_dump_json(exclude_none=True), media_type="application/json",
-                    headers={k: v.encode("ascii", "backslashreplace").decode() for k, v in headers.items()})
+    headers = {k: v.encode("ascii", "backslashreplace").decode() for k, v in headers.items()}
+    topic = Query(text=body.topic, qid=body.topic_id)
+    if body.stream:
+        events = runner.stream(pipeline, topic)
+        head = await primed(events)
+
+        def render(event: StreamEvent) -> bytes:
+            if event.event == "done":  # the very body of the request without `stream`
+                return encode("done", _out(event.data, body))
+            return encode(event.event, event.data)
+
+        return EventStream(sse_body(head, events, render, lambda: runner.stage), headers=headers)
+    run = await runner.run(pipeline, topic)
+    return Response(_out(run, body), media_type="application/json", headers=headers)
+
+
+def _out(run: PipelineRun, body: RagBody) -> str:
+    """The answer's JSON, serialised once by pydantic-core (a response_model would validate it again)."""
+    out = RagOut.model_construct(**dict(run.result), trace=[TraceOut(**vars(t)) for t in run.traces] if body.trace else None,
+                                 segments=run.cited_docs() if body.segments else None,
+                                 request_id=request_id() if body.trace else None)
+    return out.model_dump_json(exclude_none=True)
 
 
 async def _default_pipeline(services: Services, index: str) -> tuple[str, str | None]:

@@ -57,6 +57,10 @@ class GeneratorConfig(BaseModel):
     model_path: str | None = Field(None, description="GGUF file for the embedded llama.cpp backend.")
     timeout_s: float = Field(60.0, gt=0, description="The most one attempt may take, all of it (connecting, "
                              "waiting, reading), however the backend sends its answer.")
+    first_token_s: float | None = Field(None, gt=0, description="A streamed answer's first token within this "
+                                        "(default: timeout_s); then an `error` event names the deadline.")
+    stall_s: float | None = Field(None, gt=0, description="A streamed answer's next token within this of the "
+                                  "last (default: timeout_s). A whole stream takes at most timeout_s.")
     max_retries: int = Field(2, ge=0, description="Attempts after the first, on 429, 5xx, timeouts and "
                              "connection errors, after the backend's Retry-After or an exponential backoff.")
     max_concurrency: int = Field(4, ge=1, description="Calls in flight to this backend at most (at most 64: "
@@ -209,21 +213,40 @@ class Guard:
         assert self.slot_wait_s is not None
         return max(0.0, min(self.slot_wait_s, budget.left()))
 
-    @asynccontextmanager
-    async def reserved(self) -> AsyncIterator[Budget]:
-        """Start the request's budget and take a slot without holding a thread; inside, the calls this request
-        makes through the guard (in worker threads too: they copy the context) use both. Raises the "busy"
-        :class:`GenerationError` when no slot frees in time."""
-        start, budget = time.monotonic(), self.budget()
-        wait = self._slot_wait(budget)
+    async def _take_slot(self, budget: Budget) -> None:
+        """One of the slots, polled on the event loop (no thread waits on the threading semaphore shared with
+        the synchronous callers); the "busy" :class:`GenerationError` when none frees in time."""
+        start, wait = time.monotonic(), self._slot_wait(budget)
         delay = 0.005
-        # a threading semaphore, shared with the synchronous callers; polled so that no thread waits on it
         while not self._slots.acquire(blocking=False):
             if time.monotonic() - start >= wait:
                 raise self._busy(wait, start)
             await anyio.sleep(min(delay, max(0.0, start + wait - time.monotonic())))
             delay = min(delay * 2, 0.05)
         metrics.slot_wait(self.name, time.monotonic() - start)
+
+    @asynccontextmanager
+    async def slot(self) -> AsyncIterator[None]:
+        """One of the backend's slots for a stream, taken without a thread (as :meth:`reserved` takes it)
+        and held until the stream is closed; no budget context (a stream has its own deadlines)."""
+        await self._take_slot(self.budget())
+        try:
+            yield
+        finally:
+            self._slots.release()
+
+    def count_attempt(self) -> None:
+        """One backend call of a stream, counted as :meth:`call` counts each attempt (the request's spend)."""
+        take_call(self.name)
+        metrics.backend_call(self.name)
+
+    @asynccontextmanager
+    async def reserved(self) -> AsyncIterator[Budget]:
+        """Start the request's budget and take a slot without holding a thread; inside, the calls this request
+        makes through the guard (in worker threads too: they copy the context) use both. Raises the "busy"
+        :class:`GenerationError` when no slot frees in time."""
+        budget = self.budget()
+        await self._take_slot(budget)
         token = _budget.set(replace(budget, held=budget.held | {id(self)}))
         try:
             yield budget
@@ -267,8 +290,7 @@ class Guard:
             left = budget.left()
             if left < MIN_ATTEMPT_S:
                 raise BackendError(f"no answer within {budget.total_s:g} s", timeout=True)
-            take_call(self.name)  # counted in the request's spend; past its reservation: CallLimitReached
-            metrics.backend_call(self.name)
+            self.count_attempt()  # counted in the request's spend; past its reservation: CallLimitReached
             with calling(self.name):  # the tokens it reports are counted for this generator
                 return attempt(min(self.timeout_s, left))
 

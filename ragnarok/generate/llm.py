@@ -15,7 +15,7 @@ from ragnarok.generate.base import GeneratorConfig
 from ragnarok.generate.cite import sentences, to_references, truncate
 from ragnarok.generate.finish import GeneratedAnswer, attribute, citation_origin, drop_repeats
 from ragnarok.generate.prompts import PromptTemplate, build_messages
-from ragnarok.types import Candidate, Query, RagAnswer
+from ragnarok.types import Candidate, CitedSentence, Query, RagAnswer
 
 Messages = list[dict[str, str]]
 
@@ -27,11 +27,10 @@ def sized(template: PromptTemplate, config: GeneratorConfig | None) -> PromptTem
     return template.model_copy(update={"max_words": config.max_answer_words})
 
 
-def finish(text: str, topic: Query, candidates: list[Candidate], max_words: int,
-           config: GeneratorConfig | None = None, notes: dict[str, Any] | None = None) -> RagAnswer:
-    """Model output -> a cited answer: sentences, repeats dropped, the word cap, attribution, references."""
+def _pairs(text: str, candidates: list[Candidate], max_words: int, config: GeneratorConfig | None,
+           notes: dict[str, Any]) -> list[tuple[str, list[int]]]:
+    """Sentences with 1-based citations: repeats dropped, the word cap, attribution (``notes`` say what)."""
     pairs = sentences(text)
-    notes = dict(notes or {})
     if config is None or config.drop_repeats:
         pairs, notes["repeats_dropped"] = drop_repeats(pairs)
     pairs = truncate(pairs, max_words)
@@ -41,6 +40,21 @@ def finish(text: str, topic: Query, candidates: list[Candidate], max_words: int,
         notes.update(counts)
     citing = sum(1 for _, numbers in pairs if numbers)  # sentences that cite, after attribution
     notes["citations"] = citation_origin(citing - counts["citations_attributed"], counts["citations_attributed"])
+    return pairs
+
+
+def postprocessed(text: str, candidates: list[Candidate], max_words: int,
+                  config: GeneratorConfig | None = None) -> tuple[list[str], list[CitedSentence]]:
+    """``(references, sentences)`` of model output as :func:`finish` makes them (a streamed answer's text so
+    far: :mod:`ragnarok.generate.streaming`)."""
+    return to_references(_pairs(text, candidates, max_words, config, {}), [c.docid for c in candidates])
+
+
+def finish(text: str, topic: Query, candidates: list[Candidate], max_words: int,
+           config: GeneratorConfig | None = None, notes: dict[str, Any] | None = None) -> RagAnswer:
+    """Model output -> a cited answer: sentences, repeats dropped, the word cap, attribution, references."""
+    notes = dict(notes or {})
+    pairs = _pairs(text, candidates, max_words, config, notes)
     if not pairs and candidates:  # only code or markup: never an empty answer while there are candidates
         return _extractive_instead(topic, candidates, max_words, notes)
     references, answer = to_references(pairs, [c.docid for c in candidates])

@@ -9,16 +9,21 @@ checked against that shape before it is used.
 from __future__ import annotations
 
 import json
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import Any
 
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from ragnarok.auth.meter import add_usage
-from ragnarok.generate.base import ApiGenerator, BackendError
+from ragnarok.auth.meter import add_usage, calling
+from ragnarok.generate.base import ApiGenerator, BackendError, GenerationError
 from ragnarok.generate.finish import whole_sentences
 from ragnarok.generate.http import post_json
 from ragnarok.generate.llm import Messages, answer_with_llm
 from ragnarok.generate.prompts import PromptTemplate
+from ragnarok.generate.sse import stream_events
+from ragnarok.generate.streaming import Finish, deadlines, stream_llm
 from ragnarok.redact import quote, redact
 from ragnarok.types import Candidate, Query, RagAnswer
 
@@ -33,6 +38,17 @@ class _Message(BaseModel):
 class _Choice(BaseModel):
     message: _Message
     finish_reason: str | None = None
+
+
+class _DeltaChoice(BaseModel):
+    delta: _Message = _Message()
+    finish_reason: str | None = None
+
+
+class ChatChunk(BaseModel):
+    """The part of a streamed chat completion chunk we read."""
+
+    choices: list[_DeltaChoice] = []
 
 
 class ChatCompletion(BaseModel):
@@ -61,6 +77,25 @@ def completion_text(data: object) -> str:
         raise BackendError(f"the model's answer is empty (finish_reason {choice.finish_reason!r})")
     text = redact(choice.message.content or "")  # a key the backend echoes never reaches an answer
     return whole_sentences(text) if choice.finish_reason == "length" else text  # cut mid-sentence: cut there
+
+
+def chunk_text(data: object, generator: str) -> tuple[str, str | None]:
+    """A chat completion chunk's text and finish reason; :class:`GenerationError` for any other shape."""
+    with calling(generator):
+        if isinstance(data, dict):
+            add_usage(data.get("usage"))
+    try:
+        choices = ChatChunk.model_validate(data).choices
+    except ValidationError as exc:
+        where = ".".join(map(str, exc.errors()[0]["loc"])) or "the event"
+        raise GenerationError(generator, f"a streamed event is not a chat completion chunk ({where}: "
+                              f"{exc.errors()[0]['msg']}): {quote(json.dumps(data))}") from None
+    if not choices:  # the usage-only last chunk
+        return "", None
+    delta = choices[0].delta
+    if delta.refusal:
+        raise GenerationError(generator, f"the model refused: {quote(delta.refusal)}")
+    return delta.content or "", choices[0].finish_reason
 
 
 class OpenAIChatGenerator(ApiGenerator):
@@ -94,6 +129,44 @@ class OpenAIChatGenerator(ApiGenerator):
                 body[name] = getattr(c, name)
         return self.guard.call(lambda timeout_s: completion_text(post_json(client, url, body, headers,
                                                                            timeout_s)))
+
+    async def stream_text(self, messages: Messages) -> AsyncIterator[str | Finish]:
+        """The answer's text as the server writes it (``stream: true``; OpenAI's chat completion chunks), then
+        a :class:`Finish` with its finish reason; the usage of the last chunk (``stream_options``) is counted."""
+        self._http()  # unavailable (no key): GeneratorUnavailable before anything is sent
+        url, headers = self.endpoint()
+        c = self.config
+        body: dict[str, Any] = {"model": c.model, "messages": messages, "max_tokens": c.max_tokens,
+                                "temperature": c.temperature, "stream": True,
+                                "stream_options": {"include_usage": True}}
+        for name in ("frequency_penalty", "presence_penalty", "repeat_penalty"):
+            if getattr(c, name) is not None:
+                body[name] = getattr(c, name)
+        reason, ended = None, False
+        async with aclosing(stream_events(self.guard, url, body, headers, deadlines(c)[0])) as events:
+            async for event, data in events:
+                if event == "whole":  # a server that does not stream: its whole answer at once
+                    try:
+                        with calling(self.name):
+                            text = completion_text(data)
+                    except BackendError as exc:
+                        raise GenerationError(self.name, exc.cause) from None
+                    yield text
+                    ended = True
+                    break
+                if data == "[DONE]":
+                    ended = True
+                    break
+                piece, finish_reason = chunk_text(data, self.name)
+                reason = finish_reason or reason
+                if piece:
+                    yield piece
+        if not ended and reason is None:  # the connection closed mid-answer: no partial text as the answer
+            raise GenerationError(self.name, "the stream ended before the answer did (no finish_reason, no [DONE])")
+        yield Finish(reason)
+
+    def astream(self, topic: Query, candidates: list[Candidate], template: PromptTemplate) -> AsyncIterator[Any]:
+        return stream_llm(self.stream_text, topic, candidates, template, self.config.prompt_budget(), self.config)
 
     def generate(self, topic: Query, candidates: list[Candidate], template: PromptTemplate) -> RagAnswer:
         return answer_with_llm(self.complete, topic, candidates, template, self.config.prompt_budget(),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import anyio
@@ -13,6 +14,7 @@ from ragnarok.components import GENERATOR_BACKENDS
 from ragnarok.generate.base import GeneratorConfig, Guard
 from ragnarok.generate.cite import NO_ANSWER_TEXT
 from ragnarok.generate.prompts import PromptTemplate, get_template
+from ragnarok.generate.streaming import StreamEvent, answer_events
 from ragnarok.protocols import Generator
 from ragnarok.redact import register_env
 from ragnarok.registry import Instances, UnknownComponentError
@@ -79,6 +81,26 @@ class GenerationService:
         if not isinstance(guard, Guard):
             return await anyio.to_thread.run_sync(chosen.generate, topic, candidates, prompt)
         return await guard.run(chosen.generate, topic, candidates, prompt)
+
+    async def astream(self, topic: Query, request: Request, generator: str, template: str | None,
+                      k: int) -> AsyncIterator[StreamEvent]:
+        """:meth:`agenerate`, streamed (:mod:`ragnarok.generate.streaming`): a backend that streams gives its
+        text as it is written, any other (extractive) its answer's sentences at once; ``done`` carries the
+        answer :meth:`agenerate` returns."""
+        chosen, prompt = self.get(generator), self.template(generator, template)
+        candidates = request.candidates[:k]
+        stream = getattr(chosen, "astream", None)  # its events as it writes (ragnarok.generate.streaming)
+        if not candidates or stream is None:
+            answer = await self.agenerate(topic, request, generator, template, k)
+            async for event in answer_events(answer, candidates):
+                yield event
+            return
+        events = stream(topic, candidates, prompt)
+        try:
+            async for event in events:
+                yield event
+        finally:
+            await events.aclose()
 
     async def describe(self) -> list[GeneratorInfo]:
         """Every generator and whether it can run here now. Self-hosted servers are probed all at once, each

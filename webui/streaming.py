@@ -1,0 +1,162 @@
+"""A battle as its answers are written (issue 25): both sides streamed into their panes at once.
+
+:class:`Race` runs both sides of a battle, each through :meth:`webui.client.RagClient.stream`, and
+:meth:`Race.views` yields what the two panes and the status line show while they run:
+
+- a side with no text yet: the elapsed-seconds wait line (:func:`webui.render.waiting_html`);
+- a side being written: its text so far with the time to its first token and the seconds so far
+  (``first token 0.4 s · 2.1 s so far``);
+- a side that is done: its answer with citations (or its error) once, then ``None`` (left as it is), with its
+  time to first token and to the answer.
+
+A view comes whenever something changed (at most one per ``MIN_GAP_S``: text that arrives meanwhile is
+gathered into the next) and at least every ``tick_s`` (the wait lines count). Blinding: a view holds the
+answers' text and timings only; the ``stage`` events (they name the pipeline's stages) are never shown. The
+votes open with the final view, which :class:`webui.arena.Arena` makes once both sides are done.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+
+from ragnarok.arena.pool import PipelineId
+from webui import render
+from webui.client import PaneResult, RagClient
+
+log = logging.getLogger(__name__)
+#: The least time between two views (text that arrives meanwhile is shown together).
+MIN_GAP_S = 0.2
+SIDES = ("a", "b")
+
+
+def result_html(result: PaneResult) -> str:
+    """A finished side's pane: its answer with citations, or its error."""
+    if result.ok:
+        return render.answer_html(result.answer or {}, result.segments)
+    return render.error_html(result.error or "unknown error")
+
+
+@dataclass
+class Side:
+    """One side of a race as it goes: the text written so far, when its first token came, and its result and
+    seconds once done."""
+
+    pipeline: PipelineId
+    start: float
+    text: str = ""
+    first_token_s: float | None = None
+    result: PaneResult | None = None
+    seconds: float | None = None
+    shown: bool = False  # its final pane went out in a view
+
+    def timing(self) -> str:
+        """The timing line under a finished answer (none under an error)."""
+        if self.result is None or not self.result.ok or self.seconds is None:
+            return ""
+        return render.timing_html(self.first_token_s, self.seconds)
+
+    def pane(self) -> str:
+        assert self.result is not None
+        return result_html(self.result) + self.timing()
+
+
+class Race:
+    """Both sides of a battle, streamed at once. Construct it in the context the sides must run in (the
+    arena's principal): each side's task copies the context as it is created. ``on_done(pipeline, result,
+    seconds)`` is called as each side finishes (not when the race is abandoned)."""
+
+    def __init__(self, client: RagClient, pipelines: dict[str, PipelineId], topic: str, topic_id: str,
+                 on_done: Callable[[PipelineId, PaneResult, float], None] | None = None):
+        self.on_done = on_done
+        self.start = time.monotonic()
+        self.sides = {key: Side(p, self.start) for key, p in pipelines.items()}
+        self._changed = asyncio.Event()
+        self.tasks = {key: asyncio.ensure_future(self._run(side, client, topic, topic_id))
+                      for key, side in self.sides.items()}
+
+    @property
+    def finished(self) -> bool:
+        return all(task.done() for task in self.tasks.values())
+
+    def outcome(self, key: str) -> tuple[PaneResult, float]:
+        side = self.sides[key]
+        assert side.result is not None and side.seconds is not None
+        return side.result, side.seconds
+
+    async def _run(self, side: Side, client: RagClient, topic: str, topic_id: str) -> None:
+        try:
+            async with contextlib.aclosing(client.stream(side.pipeline, topic, topic_id)) as events:
+                async for event in events:
+                    now = time.monotonic() - side.start
+                    if event.event == "delta":
+                        text = str((event.data or {}).get("text", ""))
+                        if text and side.first_token_s is None:
+                            side.first_token_s = now
+                        side.text += text
+                    elif event.event in ("done", "error"):
+                        done = event.event == "done"
+                        side.result = event.data if done else PaneResult(error=str(event.data))
+                        side.seconds = now
+                        self._changed.set()
+                        break  # the stream is closed here (its spend settled) before the side counts as done
+                    else:
+                        continue  # stage (it names the pipeline), references, sentence: nothing shown
+                    self._changed.set()
+        except asyncio.CancelledError:
+            raise  # the race was abandoned (the page went away): nothing to record
+        except Exception as exc:  # noqa: BLE001 - a bug here must still end as a pane, never crash the battle
+            log.exception("a streamed side of a battle failed")
+            side.result = PaneResult(error=f"{exc.__class__.__name__}: {exc}")
+        if side.result is None:
+            side.result = PaneResult(error="the answer's stream ended before the answer")
+        if side.seconds is None:
+            side.seconds = time.monotonic() - side.start
+        if self.on_done is not None:
+            self.on_done(side.pipeline, side.result, side.seconds)
+        self._changed.set()
+
+    async def views(self, tick_s: float, min_gap_s: float = MIN_GAP_S) -> AsyncIterator[tuple[
+            str | None, str | None, str]]:
+        """``(pane_a, pane_b, status)`` while a side runs (see the module docstring); it ends when both sides
+        are done. Leaving it early cancels both sides."""
+        last = time.monotonic()
+        try:
+            while not self.finished:
+                if not self._changed.is_set():
+                    with contextlib.suppress(asyncio.TimeoutError):
+                        wait = max(0.0, last + tick_s - time.monotonic())
+                        await asyncio.wait_for(self._changed.wait(), wait)
+                gap = last + min_gap_s - time.monotonic()
+                if gap > 0 and not self.finished:
+                    await asyncio.sleep(gap)  # text arriving meanwhile goes out with this view
+                if self.finished:
+                    break
+                self._changed.clear()
+                last = time.monotonic()
+                yield self._view(last - self.start)
+        finally:
+            for task in self.tasks.values():
+                task.cancel()
+
+    def _view(self, elapsed: float) -> tuple[str | None, str | None, str]:
+        panes: list[str | None] = []
+        for key in SIDES:
+            side, other = self.sides[key], self.sides["b" if key == "a" else "a"]
+            if side.result is not None:
+                panes.append(None if side.shown else side.pane())
+                side.shown = True
+            elif side.first_token_s is not None:
+                panes.append(render.streaming_html(side.text, side.first_token_s, elapsed))
+            else:
+                panes.append(render.waiting_html(elapsed, other.seconds if other.result else None))
+        done = sum(side.result is not None for side in self.sides.values())
+        status = render.message_html(
+            f"Waiting for {'one answer' if done else 'both answers'}: {elapsed:.0f} s so far. "
+            "Voting opens when both are in."
+        )
+        return panes[0], panes[1], status
