@@ -14,6 +14,7 @@ import typer
 
 from ragnarok.auth.cli import keys_app
 from ragnarok.cli_errors import fails_cleanly
+from ragnarok.interrupt import resume_with, stops_on_signals, writing
 from ragnarok.collection.cli import collection_app
 from ragnarok.judge import cli as judge_cli
 from ragnarok.optimize import cli as optimize_cli
@@ -168,6 +169,8 @@ def _serve(app: Any, host: str, port: int, grace_s: float) -> None:
 
 @app.command()
 @fails_cleanly
+@stops_on_signals("the index was not changed (a new one is put in place only when complete); run the same "
+                  "command again to build it")
 def index(
     input: Annotated[Optional[Path], typer.Argument(help="JSONL documents (file or directory, .gz ok).")] = None,
     output: Annotated[Optional[Path], typer.Argument(help="Index directory to create.")] = None,
@@ -239,6 +242,8 @@ def _warn_stale_dense(lucene_dir: Path, built: str | None) -> None:
 
 @app.command()
 @fails_cleanly
+@stops_on_signals("nothing written yet (the run file is written once every topic is searched); run the same "
+                  "command again")
 def search(
     topics: Annotated[str, typer.Option(help="Topic file or topic-set name (see topics/).")],
     output: Annotated[Path, typer.Option(help="TREC run file to write.")],
@@ -250,8 +255,10 @@ def search(
              "is left out), and its stages set the depths.")] = None,
     k: Annotated[Optional[int], typer.Option(min=1, max=10_000, help="Hits per topic (one retriever; "
                                                                      "default 1000).")] = None,
-    run_id: Annotated[Optional[str], typer.Option(help="Run tag (default: the retriever name).")] = None,
-    threads: Annotated[int, typer.Option(min=1)] = 2,
+    run_id: Annotated[Optional[str], typer.Option(help="Run tag (default: the retriever name, or the pipeline's "
+                                                       "spec made one word, e.g. bm25-100-mmr-0.5-10).")] = None,
+    threads: Annotated[int, typer.Option(min=1, help="Java search threads (one retriever), or topics in flight "
+                                                     "at once (a --pipeline).")] = 2,
     verbose: Annotated[bool, typer.Option("--verbose", help="Show the JVM's and Lucene's log lines.")] = False,
 ) -> None:
     """Run every topic through a retriever (or a retrieval pipeline) and write a TREC run file."""
@@ -268,7 +275,7 @@ def search(
         if k is not None:
             raise ValueError("--k sets the hits of one --retriever; a --pipeline sets its own depths "
                              "(e.g. 'bm25@1000 | mmr@100')")
-        parsed = _retrieval_part(pipeline)
+        parsed = _retrieval_part(pipeline, settings, _index_name(index))
         sources = [s.name + (f":{s.arg}" if s.arg else "") for s in parsed.sources()]
     else:
         sources = [retriever]
@@ -285,8 +292,24 @@ def search(
     from ragnarok.trec import write_run  # noqa: PLC0415
 
     output.parent.mkdir(parents=True, exist_ok=True)
-    write_run(output, ranking, run_id or (retriever if not pipeline else "pipeline").replace(" ", ""))
+    resume_with(f"{output} was written whole; nothing left to do")
+    with writing():  # an interrupt waits for the whole file
+        write_run(output, ranking, run_id or (retriever.replace(" ", "") if parsed is None else run_tag(parsed)))
     typer.echo(f"wrote {sum(map(len, ranking.values())):,} lines for {len(ranking)} topics to {output}")
+
+
+def run_tag(pipeline: Any, limit: int = 48) -> str:
+    """A TREC run tag (one word) that says which pipeline wrote a run: its spec made a word
+    (``rrf(bm25, dense:minilm)@100 | mmr:0.5@10`` -> ``rrf-bm25-dense-minilm-100-mmr-0.5-10``); a longer one is
+    cut and ends with a digest of the whole spec, so two pipelines never share a tag."""
+    import hashlib  # noqa: PLC0415
+    import re  # noqa: PLC0415
+
+    spec = str(pipeline)
+    tag = re.sub(r"[^A-Za-z0-9+._]+", "-", spec).strip("-") or "pipeline"
+    if len(tag) <= limit:
+        return tag
+    return tag[:limit - 7].rstrip("-") + "-" + hashlib.sha256(spec.encode()).hexdigest()[:6]
 
 
 def dense_models(retrievers: list[str]) -> list[str]:
@@ -294,8 +317,10 @@ def dense_models(retrievers: list[str]) -> list[str]:
     return sorted({r.partition(":")[2] or "minilm" for r in retrievers if r.partition(":")[0] == "dense"})
 
 
-def _retrieval_part(spec: str) -> Any:
-    """The pipeline named by ``spec`` (a preset, a spec or a TOML/YAML file) without its generation stage."""
+def _retrieval_part(spec: str, settings: Settings | None = None, index: str | None = None) -> Any:
+    """The pipeline named by ``spec`` (a preset, a spec or a TOML/YAML file) without its generation stage.
+    With ``settings``, every component the whole pipeline names (its generator too) is checked first, as
+    ``/rag`` and ``ragnarok run`` check it: an unknown name fails with "did you mean ...?"."""
     import dataclasses  # noqa: PLC0415
 
     from ragnarok.presets import resolve  # noqa: PLC0415
@@ -304,6 +329,10 @@ def _retrieval_part(spec: str) -> Any:
 
     parsed = load(Path(spec)) if Path(spec).suffix in {".toml", ".yaml", ".yml"} and Path(spec).is_file() \
         else parse(resolve(spec))
+    if settings is not None:
+        from ragnarok.track.run import check_names  # noqa: PLC0415
+
+        check_names(parsed, settings, index)
     if parsed.generate is not None:
         parsed = dataclasses.replace(parsed, generate=None)
         typer.echo(f"search writes rankings: using the retrieval part of the pipeline, {parsed}", err=True)
@@ -326,26 +355,27 @@ def _retriever_ranking(retriever: str, topics: list, settings: Settings, index: 
     queries = {t.qid: t.text for t in topics}
     if hasattr(chosen, "batch_search"):
         return chosen.batch_search(queries, k, threads)
-    from tqdm import tqdm  # noqa: PLC0415
+    from ragnarok.progress import progress_iter  # noqa: PLC0415
 
     if hasattr(chosen, "warm_up"):
         chosen.warm_up()  # a missing or stale index fails here, before the bar starts
     return {qid: [(c.docid, c.score) for c in chosen.retrieve(Query(text=text, qid=qid), k).candidates]
-            for qid, text in tqdm(queries.items(), desc=f"searching ({retriever})", unit="topic")}
+            for qid, text in progress_iter(queries.items(), len(queries), f"searching ({retriever})")}
 
 
 def _pipeline_ranking(parsed: Any, topics: list, settings: Settings, index: str | None,
                       concurrency: int) -> dict[str, list[tuple[str, float]]]:
     import asyncio  # noqa: PLC0415
 
-    from tqdm import tqdm  # noqa: PLC0415
-
     from ragnarok.batch import run_topics  # noqa: PLC0415
+    from ragnarok.progress import progress  # noqa: PLC0415
 
-    with tqdm(total=len(topics), desc="running the pipeline", unit="topic") as bar:
+    with progress(len(topics), "running the pipeline") as bar:  # a bar on a terminal, else lines
         results = asyncio.run(run_topics(parsed, topics, settings, index, concurrency,
                                          on_result=lambda _topic, _result: bar.update(1)))
-    return {qid: [(c.docid, c.score) for c in r.candidates] for qid, r in results.items()}  # type: ignore[union-attr]
+    # in the topics' order, not the order they finished in: the same search writes the same bytes
+    return {t.qid: [(c.docid, c.score) for c in results[t.qid].candidates]  # type: ignore[union-attr]
+            for t in topics if t.qid in results}
 
 
 def _index_name(index: str | None) -> str | None:

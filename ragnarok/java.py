@@ -126,11 +126,17 @@ def start_jvm(heap: str | None = None) -> JavaRuntime:
                 jnius_config.add_options("--add-modules=jdk.incubator.vector")
             if heap:
                 jnius_config.add_options(f"-Xmx{heap}")
+            # SIGINT and SIGTERM stay ours (ragnarok.interrupt, uvicorn): the JVM's own handlers exit at once,
+            # tearing the process down under running threads (a SIGSEGV in libtorch, an hs_err_pid*.log)
+            jnius_config.add_options("-Xrs")
             if not _verbose:
                 jnius_config.add_options(*_quiet_options(runtime))
             from jnius import autoclass  # noqa: PLC0415 - starts the JVM
 
             autoclass("java.lang.String")
+            from ragnarok.interrupt import reassert  # noqa: PLC0415
+
+            reassert()  # in case the JVM took the signals all the same
             if not _verbose:  # Lucene's "MMapDirectory: please update Apache Lucene" goes to java.util.logging
                 root = autoclass("java.util.logging.LogManager").getLogManager().getLogger("")
                 root.setLevel(autoclass("java.util.logging.Level").SEVERE)

@@ -13,10 +13,30 @@ from ragnarok.quoting import quote
 T = TypeVar("T")
 
 
+def suggest(name: str, available: list[str]) -> str | None:
+    """The available name closest to a mistyped ``name`` (``extractiv`` -> ``extractive``), if one is close;
+    ``dense:MODEL``-style entries are compared by their name before the colon."""
+    import difflib  # noqa: PLC0415
+
+    if not isinstance(name, str) or not name or len(name) > 100:
+        return None
+    bases = {entry.partition(":")[0] if entry.endswith(":MODEL") else entry: entry for entry in available}
+    for candidate in (name, name.partition(":")[0]):
+        close = difflib.get_close_matches(candidate.lower(), list(bases), n=1, cutoff=0.75)
+        if close:
+            return bases[close[0]]
+    return None
+
+
 class UnknownComponentError(LookupError):
+    """A name that no component of ``role`` has: the message lists what is available and, when one of those is
+    close to it, asks "did you mean ...?"."""
+
     def __init__(self, role: str, name: str, available: list[str]):
         self.role, self.name, self.available = role, name, available
-        super().__init__(f"unknown {role} {quote(name)}; available: {', '.join(available) or 'none'}")
+        self.suggestion = suggest(name, available)
+        hint = f"; did you mean {quote(self.suggestion)}?" if self.suggestion else ""
+        super().__init__(f"unknown {role} {quote(name)}; available: {', '.join(available) or 'none'}{hint}")
 
 
 class ComponentArgumentError(ValueError):
@@ -65,3 +85,9 @@ class Instances(Generic[T]):
             if key not in self._items:
                 self._items[key] = create()
             return self._items[key]
+
+    def drop(self, which: Callable[[Hashable], bool]) -> list[T]:
+        """Forget the instances whose key ``which`` accepts (created anew on their next ``get``); returns them."""
+        with self._lock:
+            keys = [key for key in self._items if which(key)]
+            return [self._items.pop(key) for key in keys]

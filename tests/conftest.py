@@ -38,6 +38,15 @@ def _isolated_env(tmp_path, monkeypatch):
         monkeypatch.delenv(key, raising=False)
 
 
+@pytest.fixture
+def slowdown() -> float:
+    """How many times slower than an idle reference machine this one runs now (tests/speed.py), measured as
+    the test starts: tests that wait for real work scale their deadlines by it instead of fixing them."""
+    from speed import slowdown as measure
+
+    return measure()
+
+
 @pytest.fixture(scope="session")
 def demo_settings(tmp_path_factory):
     """Settings whose data dir holds the demo index, built once for the whole session (real Lucene)."""

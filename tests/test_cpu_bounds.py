@@ -110,32 +110,41 @@ def test_over_the_limits_is_a_413_before_any_encoding(tmp_path, encoder):
         assert encoder.batches == before and time.monotonic() - start < 10
 
 
-def test_a_small_rerank_is_not_stuck_behind_a_large_one(tmp_path, encoder):
+def test_a_small_rerank_is_not_stuck_behind_a_large_one(tmp_path, encoder, slowdown):
+    """Measured against the large rerank in the same run, not the clock (a busy machine is slow either way): while
+    the small one waited, the large one encoded a batch or two, not the rest of its 38."""
     with api(tmp_path) as (base, app):
         start = encoder.batches
-        large, got = in_background(base, rerank_body(600))  # ~40 batches: half a minute or more
-        wait_for(lambda: encoder.batches >= start + 2)
-        t = time.monotonic()
-        r = httpx.post(f"{base}/v1/rerank", json=rerank_body(1), timeout=60)
-        small_s = time.monotonic() - t
+        large, got = in_background(base, rerank_body(600), timeout_s=120 * slowdown)  # 38 batches
+        wait_for(lambda: encoder.batches >= start + 2, 30 * slowdown)
+        t, before = time.monotonic(), encoder.batches
+        r = httpx.post(f"{base}/v1/rerank", json=rerank_body(1), timeout=60 * slowdown)
+        small_s, during = time.monotonic() - t, encoder.batches - before - 1  # the large one's, not its own
         assert r.status_code == 200 and [c["docid"] for c in r.json()["candidates"]] == ["d0"]
         assert "response" not in got and encoder.batches < start + 30, "the large rerank is still running"
-        assert small_s < 8, f"the small rerank took {small_s:.1f} s"
-        print(f"\nsmall rerank: {small_s:.2f} s while a 600-candidate rerank ran "
-              f"({encoder.batches - start} of its 38 batches done)")
+        assert during <= 6, f"the small rerank waited for {during} batches of the large one"
+        print(f"\nsmall rerank: {small_s:.2f} s while a 600-candidate rerank ran ({during} of its batches meanwhile, "
+              f"{encoder.batches - start} of 38 done; slowdown {slowdown:.1f})")
         assert app.state.inflight.cancel_all() == 1  # what SIGTERM does: the large one stops within a batch
         large.join(timeout=15)
         assert got["response"].status_code == 503 and "shutting down" in got["response"].json()["detail"]
 
 
-def test_client_disconnect_stops_the_work(tmp_path, encoder):
+def test_client_disconnect_stops_the_work(tmp_path, encoder, slowdown):
+    """The client leaves once the work has begun (not after a fixed time, which a busy machine may spend before
+    the first batch): the encoder stops within a batch or two of it, not after the rest of the 38."""
     with api(tmp_path) as (base, app):
         start = encoder.batches
-        client, got = in_background(base, rerank_body(600), timeout_s=3)  # the client gives up after 3 s
-        client.join(timeout=30)
-        assert isinstance(got.get("error"), httpx.TimeoutException) and encoder.batches > start
-        wait_for(lambda: len(app.state.inflight) == 0, timeout_s=10)
-        assert settled(encoder) - start < 30, "the encoder kept working for a client that left"  # of 38
+        body = json.dumps(rerank_body(600)).encode()
+        host, port = base.removeprefix("http://").split(":")
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            sock.sendall(b"POST /v1/rerank HTTP/1.1\r\nHost: " + host.encode() + b"\r\nContent-Type: "
+                         b"application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            wait_for(lambda: encoder.batches >= start + 2, 60 * slowdown)
+            left = encoder.batches
+        wait_for(lambda: len(app.state.inflight) == 0, timeout_s=10 * slowdown)
+        after = settled(encoder, 1.5 * slowdown) - left
+        assert after <= 3, f"the encoder kept working for a client that left ({after} batches after it left)"
 
 
 def test_the_deadline_answers_504(tmp_path, encoder):

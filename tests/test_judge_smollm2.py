@@ -17,10 +17,11 @@ pytestmark = pytest.mark.slow
 
 
 @pytest.fixture
-def smol_env(smollm2_server, monkeypatch):
-    # short answers keep it quick: a label list fits in 48 tokens, and a cut answer is only a malformed one
+def smol_env(smollm2_server, monkeypatch, slowdown):
+    # short answers keep it quick: a label list fits in 48 tokens, and a cut answer is only a malformed one;
+    # the deadline scales with this machine's speed now (tests/speed.py): 180 s on an idle one
     config = {"name": "smol", "backend": "openai", "base_url": smollm2_server, "model": "smollm2",
-              "timeout_s": 180, "max_retries": 0, "max_tokens": 48, "max_concurrency": 1}
+              "timeout_s": 180 * slowdown, "max_retries": 0, "max_tokens": 48, "max_concurrency": 1}
     monkeypatch.setenv("RAGNAROK_GENERATORS", json.dumps([config]))
     clear = getattr(get_settings, "cache_clear", lambda: None)
     clear()

@@ -140,9 +140,9 @@ def test_search_scores_held_out_topics_and_saves_a_preset(tmp_path, demo_index):
     from ragnarok.presets import saved_presets
 
     assert saved_presets(Path(os.environ["RAGNAROK_DATA_DIR"])) == {"tuned-demo": best}
-    report = (tmp_path / "out" / "report.md").read_text()
+    report = (tmp_path / "out" / "report.greedy.md").read_text()  # one report per strategy
     assert "## Held-out scores" in report and best in report
-    assert (tmp_path / "out" / "report.html").exists()
+    assert (tmp_path / "out" / "report.greedy.html").exists()
     trials = _study(f"sqlite:///{tmp_path / 'out' / 'study.db'}", "search.greedy.seed0").get_trials()
     assert len(trials) == 3 and all(t.state.name == "COMPLETE" for t in trials)
     # the preset runs where a spec does: `ragnarok search --pipeline NAME`

@@ -58,7 +58,11 @@ async def segments(body: SegmentsBody, http: HttpRequest, service: RetrievalDep,
     if source_kind(source) != "local":
         raise BadInput(f"index {index!r} is {source_kind(source)}: segments can only be looked up in a local "
                        "Lucene index (neighbours and automerge need one)")
-    lookup = http.app.state.segment_lookups.get(source, lambda: SegmentLookup(source))
+    # keyed by the rebuilds of the index noticed so far: a rebuilt index is looked up in its new commit
+    key = (source, service.generation(index))
+    lookups = http.app.state.segment_lookups
+    lookups.drop(lambda held: held[0] == source and held != key)
+    lookup = lookups.get(key, lambda: SegmentLookup(source))
     return SegmentsOut(segments=await anyio.to_thread.run_sync(lookup.lookup, body.prefixes))
 
 

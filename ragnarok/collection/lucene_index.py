@@ -138,13 +138,16 @@ def index_jsonl(input_path: Path, index_dir: Path, threads: int = 2, workers: in
 
     index_dir = Path(index_dir)
     index_dir.parent.mkdir(parents=True, exist_ok=True)
+    from ragnarok.interrupt import on_stop  # noqa: PLC0415
+
     work = Path(tempfile.mkdtemp(prefix="segments-", dir=index_dir.parent))
     try:
-        report = segment_collection(Path(input_path), work / "segments.jsonl", workers=workers, skip_bad=skip_bad,
-                                    anserini=True)
-        if report.segments == 0:
-            raise ValueError(NO_SEGMENTS)
-        _index_replacing(work, index_dir, threads, report.segments)
+        with on_stop(lambda: shutil.rmtree(work, ignore_errors=True)):  # interrupted: the segments go too
+            report = segment_collection(Path(input_path), work / "segments.jsonl", workers=workers,
+                                        skip_bad=skip_bad, anserini=True)
+            if report.segments == 0:
+                raise ValueError(NO_SEGMENTS)
+            _index_replacing(work, index_dir, threads, report.segments)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return report.segments
@@ -157,8 +160,16 @@ def _index_replacing(segments_dir: Path, index_dir: Path, threads: int, count: i
     if not is_verbose():  # Anserini's own progress lines are hidden: say what is running
         print(f"indexing {count:,} segments with Anserini ({threads} threads; --verbose shows its log)",
               file=sys.stderr, flush=True)
+    from ragnarok.interrupt import on_stop, writing  # noqa: PLC0415
+
     tmp_index = index_dir.with_name(index_dir.name + ".partial")
     shutil.rmtree(tmp_index, ignore_errors=True)
-    index_collection(segments_dir, tmp_index, "JsonCollection", threads)
-    shutil.rmtree(index_dir, ignore_errors=True)
-    tmp_index.rename(index_dir)
+    with on_stop(lambda: shutil.rmtree(tmp_index, ignore_errors=True)):  # interrupted: no half index left
+        index_collection(segments_dir, tmp_index, "JsonCollection", threads)
+    old = index_dir.with_name(index_dir.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    with writing():  # two renames: an interrupt leaves the old index or the new one in place, never neither
+        if index_dir.exists():
+            index_dir.rename(old)
+        tmp_index.rename(index_dir)
+    shutil.rmtree(old, ignore_errors=True)

@@ -47,7 +47,7 @@ def map_batches(func: Callable, batches: Iterable, workers: int, initializer: Ca
     if ctx.get_start_method() == "forkserver":  # the fork server imports func's module once, not each worker
         ctx.set_forkserver_preload(["__main__", func.__module__])
     limit = max(1, in_flight if in_flight is not None else 2 * workers + 2)
-    with ctx.Pool(workers, initializer=initializer, initargs=initargs) as pool:
+    with ctx.Pool(workers, initializer=_worker_init, initargs=(initializer, initargs)) as pool:
         pending: deque[Any] = deque()
         for batch in batches:
             pending.append(pool.apply_async(func, (batch,)))
@@ -55,6 +55,14 @@ def map_batches(func: Callable, batches: Iterable, workers: int, initializer: Ca
                 yield pending.popleft().get()
         while pending:
             yield pending.popleft().get()
+
+
+def _worker_init(initializer: Callable, initargs: tuple) -> None:
+    """A pool worker leaves Ctrl-C to its parent (which stops it): no KeyboardInterrupt traceback per worker."""
+    import signal  # noqa: PLC0415
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    initializer(*initargs)
 
 
 def _atomic_writer(out: Path) -> tuple[Path, Any]:

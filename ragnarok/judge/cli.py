@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from ragnarok.cli_errors import fails_cleanly
+from ragnarok.interrupt import stops_on_signals, writing
 from ragnarok.settings import Settings, get_settings
 
 judge_app = typer.Typer(no_args_is_help=True, help="LLM (or proxy) judges: nuggets, relevance labels, "
@@ -28,9 +29,25 @@ def _judge(settings: Settings, name: str | None, retry_failed: bool = False):  #
     from ragnarok.judge.service import make_judge
 
     judge = make_judge(settings, name, retry_failed=retry_failed)
+    _judging[:] = [(judge, settings)]
     typer.echo(f"judge: {judge.describe()}" + ("  [no --judge and no judge configured: scores are a PROXY]"
                                                if judge.proxy and not (name or settings.judge) else ""), err=True)
     return judge
+
+
+_judging: list = []  # (judge, settings) of the command running: what an interrupt says was kept
+
+
+def _interrupted() -> str:
+    """What an interrupted judging command kept (every judgment is committed as it is made) and how to resume."""
+    if not _judging:
+        return "no judgment was made yet; run the same command again"
+    from ragnarok.judge.service import cache_path
+
+    judge, settings = _judging[0]
+    made = judge.stats.judged - judge.stats.cached
+    return (f"{made} new judgments cached in {cache_path(settings)}; run the same command again to resume "
+            "(cached judgments are not asked again)")
 
 
 def _index_dir(settings: Settings, index: str | None) -> str:
@@ -61,6 +78,7 @@ def _report_stats(judge) -> None:  # type: ignore[no-untyped-def]
 
 @judge_app.command("nuggets")
 @fails_cleanly
+@stops_on_signals(_interrupted)
 def nuggets(
     output: Annotated[Path, typer.Option(help="Nugget JSONL to write ({qid, query, nuggets: [{text, importance}]}, "
                                               "nuggetizer's shape).")],
@@ -68,8 +86,9 @@ def nuggets(
     qrels: Annotated[Path | None, typer.Option(help="Nuggets from the segments judged >= --min-grade.")] = None,
     candidates: Annotated[Path | None, typer.Option(help="Nuggets from given candidates (nuggetizer's create "
                                                            "input / rank_llm Request JSONL).")] = None,
-    min_grade: Annotated[int, typer.Option(min=0)] = 1,
-    max_nuggets: Annotated[int, typer.Option(min=1, max=100)] = 30,
+    min_grade: Annotated[int, typer.Option(min=0, help="With --qrels: the lowest relevance grade whose segments "
+                                                       "the nuggets are written from.")] = 1,
+    max_nuggets: Annotated[int, typer.Option(min=1, max=100, help="The most nuggets kept per topic.")] = 30,
     index: IndexOpt = None,
     judge: JudgeOpt = None,
     concurrency: Concurrency = 4,
@@ -111,6 +130,7 @@ def nuggets(
 
 @judge_app.command("relevance")
 @fails_cleanly
+@stops_on_signals(_interrupted)
 def relevance(
     run: Annotated[Path, typer.Argument(help="TREC run file (segment ids).")],
     topics: Annotated[str, typer.Option(help="Topic file or set.")],
@@ -158,6 +178,7 @@ def relevance(
 
 @judge_app.command("pairwise")
 @fails_cleanly
+@stops_on_signals(_interrupted)
 def pairwise(
     run_a: Annotated[Path | None, typer.Argument(help="RAG answers (2024/2025 JSONL).")] = None,
     run_b: Annotated[Path | None, typer.Argument(help="RAG answers to compare with.")] = None,
@@ -228,6 +249,7 @@ def _pairwise_arena(settings: Settings, judge: str | None, database_url: str | N
 
 
 @fails_cleanly
+@stops_on_signals(_interrupted)
 def eval_rag(
     runs: Annotated[list[Path], typer.Argument(help="RAG answer files (our/the track's 2024 or 2025 JSONL).")],
     nuggets: Annotated[Path | None, typer.Option(help="Nugget JSONL (ours or nuggetizer's).")] = None,
@@ -240,7 +262,8 @@ def eval_rag(
                                                             "chrF, METEOR, token F1, SemScore.")] = None,
     geval: Annotated[bool, typer.Option("--geval", help="G-Eval-style 1-5 scores (coherence, consistency, "
                                                       "fluency, relevance); needs an LLM --judge.")] = False,
-    run_name: Annotated[list[str] | None, typer.Option(help="Row names, one per run.")] = None,
+    run_name: Annotated[list[str] | None, typer.Option(
+        help="A row name; repeat it, one per run, in the runs' order: --run-name a --run-name b.")] = None,
     judge: JudgeOpt = None,
     index: IndexOpt = None,
     test_metric: Annotated[str, typer.Option(help="Score of the paired test between runs.")] = "all",
@@ -266,8 +289,13 @@ def eval_rag(
     if nuggets is None and not support and references is None and not geval:
         raise ValueError("nothing to score: give --nuggets FILE, --support, --references FILE and/or --geval")
     names = run_name or [r.name for r in runs]
-    if len(names) != len(runs) or len(set(names)) != len(names):
-        raise ValueError("give one distinct --run-name per run")
+    if run_name and len(names) != len(runs):
+        absent = [str(r) for r in runs if not r.exists()]
+        hint = f" ({', '.join(absent[:3])}: no such run file; a name after the first?)" if absent else ""
+        raise ValueError(f"{len(names)} --run-name for {len(runs)} runs{hint}: --run-name takes one name; repeat "
+                         "it, one per run in order: --run-name a --run-name b")
+    if len(set(names)) != len(names):
+        raise ValueError(f"the rows need distinct names: give one distinct --run-name per run, not {names}")
     settings = get_settings()
     loaded = {name: read_answers(path) for name, path in zip(names, runs)}
     nugget_sets = read_nuggets(nuggets) if nuggets else None
@@ -297,10 +325,21 @@ def eval_rag(
             typer.echo(f"{name}: {result.missing_segments} cited segments not in the index (no support)", err=True)
         results.append(result)
         if assignments is not None:
-            with open(assignments, "a" if len(results) > 1 else "w", encoding="utf-8") as f:
+            with writing(), open(assignments, "a" if len(results) > 1 else "w", encoding="utf-8") as f:
                 f.writelines(json.dumps(record, ensure_ascii=False) + "\n" for record in assignment_records(result, answers, nugget_sets or {}))
     if not any(r.topics for r in results):
         raise ValueError("no topic could be scored")
+    from ragnarok.judge.evalrag import on_shared_topics
+
+    results, left_out = on_shared_topics(results)
+    if left_out:
+        if not results[0].topics:
+            raise ValueError("the runs share no scored topic: nothing to compare ("
+                             + "; ".join(f"{name}: {len(qids)} topics" for name, qids in left_out.items()) + ")")
+        typer.echo(f"note: the runs are compared on the {len(results[0].topics)} topics all of them scored; left "
+                   "out: " + "; ".join(f"{name}: {len(qids)} ({', '.join(qids[:10])}"
+                                       f"{', ...' if len(qids) > 10 else ''})" for name, qids in left_out.items()),
+                   err=True)
     if chosen is not None:
         _report_stats(chosen)
     label = " (PROXY judge)" if chosen is not None and chosen.proxy else ""

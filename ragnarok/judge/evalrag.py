@@ -158,6 +158,20 @@ def format_report(runs: Sequence[RunResult], metrics: Sequence[str], resamples: 
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in [head, *rows])
 
 
+def on_shared_topics(runs: Sequence[RunResult]) -> tuple[list[RunResult], dict[str, list[str]]]:
+    """The runs restricted to the topics every one of them scored (means of 32 topics beside means of 10 compare
+    nothing), and per run the topics left out; the runs unchanged when they scored the same topics."""
+    if len(runs) < 2:
+        return list(runs), {}
+    shared = set.intersection(*(set(run.topics) for run in runs))
+    left_out = {run.name: sorted(set(run.topics) - shared) for run in runs}
+    if not any(left_out.values()):
+        return list(runs), {}
+    restricted = [RunResult(run.name, {q: t for q, t in run.topics.items() if q in shared}, run.skipped,
+                            run.missing_segments) for run in runs]
+    return restricted, {name: qids for name, qids in left_out.items() if qids}
+
+
 def paired_tests(runs: Sequence[RunResult], metric: str) -> list[PairedTest]:
     """The first run against each other run on ``metric``."""
     base = runs[0]

@@ -13,9 +13,11 @@ from typing import Annotated, Optional
 import typer
 
 from ragnarok.cli_errors import fails_cleanly
+from ragnarok.interrupt import on_stop, resume_with, stops_on_signals
 
 
 @fails_cleanly
+@stops_on_signals("no trial was run yet; run the same command again")
 def optimize(
     config_file: Annotated[Path, typer.Argument(metavar="CONFIG", help="The search's config (YAML or TOML).")],
     strategy: Annotated[Optional[str], typer.Option(help="greedy, greedy-m, greedy-r, random, tpe or grid "
@@ -60,22 +62,75 @@ def optimize(
         config.cache.memory_mb, config.cache.disk = 0, None
     settings = get_settings()
     space = build_space(config, located, settings)
-    out = output or Path(config.output or config_file.parent / f"optimize-{config.study}")
+    _check_judge(config, located, space, settings)
+    # the report directory: --output, the config's `output`, else the data directory (never beside the
+    # config: a config in a source tree would get its reports and study.db written into it)
+    out = output or Path(config.output or settings.data_dir / "optimize" / config.study)
+    names = _study_names(config, space, out, fold, "study" in located.data, located)  # before any work
     from ragnarok.optimize.prepare import prepare_index  # noqa: PLC0415
 
     config.index = prepare_index(config, space, settings)
     evaluator = Evaluator(config, space, settings)
     try:
-        _search(config, space, evaluator, out, worker, fold, bool(output))
+        from ragnarok.optimize.study import give_back_in_flight  # noqa: PLC0415
+
+        with on_stop(give_back_in_flight):  # interrupted: the trial in flight is run first on resume
+            _search(config, space, evaluator, out, worker, fold, names)
     finally:
         evaluator.close()
 
 
-def _search(config, space, evaluator, out: Path, worker: bool, only: int | None, _given: bool) -> None:  # type: ignore[no-untyped-def]
+def _check_judge(config, located, space, settings) -> None:  # type: ignore[no-untyped-def]
+    """The judge names a configured LLM generator (or the proxy judge), when a nugget score is asked for."""
+    from ragnarok.optimize.config import NUGGET_METRICS, suggest  # noqa: PLC0415
+
+    nuggets = config.objective in NUGGET_METRICS or any(n.metric in NUGGET_METRICS for n in space.nodes)
+    if not nuggets or config.judge == "proxy":
+        return
+    known = list(settings.generator_configs())
+    if config.judge not in known:
+        close = suggest(config.judge, ["proxy", *known])
+        raise located.error(("judge",), f"judge: unknown judge {config.judge!r}" + (
+            f"; did you mean {close!r}?" if close else f" (proxy, or a generator: {', '.join(known)})"), True)
+
+
+def _study_names(config, space, out: Path, only: int | None, explicit: bool, located):  # type: ignore[no-untyped-def]
+    """Per fold, the study for this config (keyed by what changes results) and its fingerprint; a one-line note
+    when the config changed since the study of its default name was made. The same explicit name with
+    another config is refused (exit 2), the difference shown."""
+    from ragnarok.optimize.study import StudyConflict, fingerprint, storage_url, study_name  # noqa: PLC0415
+
+    url = storage_url(config, out)
+    print_ = fingerprint(config, space)
+    count = config.split.folds or 1
+    names = {}
+    for i in range(count):
+        if only is not None and i != only:
+            continue
+        base = f"{config.study}.{config.strategy}.seed{config.seed}" + (f".fold{i}" if count > 1 else "")
+        try:
+            name, note = study_name(url, base, print_, explicit)
+        except StudyConflict as exc:
+            raise located.error(("study",), str(exc), True) from None
+        if note:
+            typer.echo(note, err=True)
+        names[i] = (name, print_)
+    return names
+
+
+def _search(config, space, evaluator, out: Path, worker: bool, only: int | None, names) -> None:  # type: ignore[no-untyped-def]
     from tqdm import tqdm  # noqa: PLC0415
 
-    from ragnarok.optimize.report import FoldResult, write_report  # noqa: PLC0415
-    from ragnarok.optimize.study import best_trial, open_study, search, storage_url, used  # noqa: PLC0415
+    from ragnarok.optimize.report import FoldResult, finished, write_report  # noqa: PLC0415
+    from ragnarok.optimize.study import (  # noqa: PLC0415
+        best_trial,
+        mark,
+        open_study,
+        search,
+        storage_url,
+        used,
+        used_now,
+    )
 
     splits = evaluator.splits()
     if only is not None and not 0 <= only < len(splits):
@@ -88,16 +143,24 @@ def _search(config, space, evaluator, out: Path, worker: bool, only: int | None,
     for i, (train, test) in enumerate(splits):
         if only is not None and i != only:
             continue
-        name = f"{config.study}.{config.strategy}.seed{config.seed}" + (f".fold{i}" if len(splits) > 1 else "")
+        name, print_ = names[i]
         study = open_study(config, space, url, name, config.strategy)
+        mark(study, print_)
         total = config.budget.trials
+        tty = sys.stderr.isatty()
         bar = tqdm(total=total, desc=f"{name}", unit="trial", file=sys.stderr, initial=min(total or 0, used(study.get_trials())),
-                   disable=not sys.stderr.isatty())
+                   disable=not tty)
+        clock = _Clock(total, config.budget.seconds, used(study.get_trials()))
+        resume_with(lambda study=study, name=name, total=total: (
+            f"{used_now(study)}{f' of {total}' if total else ''} trials of study {name!r} "
+            f"kept in {_redacted(url)}; run the same command again to resume"))
 
-        def progress(_trial, bar=bar, study=study):  # type: ignore[no-untyped-def]
+        def progress(trial, bar=bar, study=study, name=name, clock=clock, tty=tty):  # type: ignore[no-untyped-def]
             best = best_trial(study)
             bar.update(1)
             bar.set_postfix_str(f"best {best.value:.4f}" if best else "best -")
+            if not tty:  # a log or a pipe: one line per trial
+                typer.echo(clock.line(name, trial, best), err=True)
 
         search(study, evaluator, space, config.strategy, train, total, config.budget.seconds, progress)
         bar.close()
@@ -108,6 +171,10 @@ def _search(config, space, evaluator, out: Path, worker: bool, only: int | None,
         studies.append((name, study, trials_))
         result = FoldResult(name, train, test, best.user_attrs["spec"] if best else None,
                             best.value if best else None, {})
+        if best is not None or config.baselines:
+            typer.echo(f"{name}: scoring the best pipeline" + (f" and {len(config.baselines)} baseline(s)"
+                                                               if config.baselines else "")
+                       + f" on {len(test)} held-out topics", err=True)
         if best is not None:
             held = evaluator.score(best.user_attrs["spec"], test, check_speed=False)
             result.held_out = {config.objective: held.value, **_extra(evaluator, held, test)}
@@ -117,7 +184,7 @@ def _search(config, space, evaluator, out: Path, worker: bool, only: int | None,
             result.baselines[spec] = {config.objective: base.value, **_extra(evaluator, base, test)}
             result.baseline_topics[spec] = base.per_topic
         folds.append(result)
-        typer.echo(f"{name}: {len(trials_)} trials; best on train {config.objective} "
+        typer.echo(f"{name}: {len(finished(trials_))} trials; best on train {config.objective} "
                    f"{result.train_value if result.train_value is not None else float('nan'):.4f}; held-out "
                    + ", ".join(f"{k} {v:.4f}" for k, v in result.held_out.items()) + f" ({len(test)} topics)")
     if worker:
@@ -134,12 +201,14 @@ def _search(config, space, evaluator, out: Path, worker: bool, only: int | None,
             base = {q: v for f in folds for q, v in f.baseline_topics.get(spec, {}).items()}
             if base:
                 pooled[f"baseline {spec}"] = statistics.fmean(base.values())
-    md, html_path = write_report(out, config.study, config.objective, folds, studies, space, pooled)
+    # one report and one preset per strategy: a search with another strategy keeps this one's
+    md, html_path = write_report(out, f"{config.study} ({config.strategy})", config.objective, folds, studies, space,
+                                 pooled, stem=f"report.{config.strategy}")
     best_spec = max(set(chosen), key=lambda s: (chosen.count(s), -chosen.index(s)))
-    from ragnarok.presets import save_preset  # noqa: PLC0415
-
-    preset = config.preset or config.study
-    saved = save_preset(preset, best_spec, evaluator.settings.data_dir)
+    preset = config.preset or f"{config.study}-{config.strategy}"
+    saved, note = save_preset_noting(preset, best_spec, evaluator.settings.data_dir)
+    if note:
+        typer.echo(note, err=True)
     typer.echo(f"report: {md} and {html_path}; preset {preset!r} saved in {saved}", err=True)
     if pooled:
         typer.echo("pooled held-out " + ", ".join(f"{k} {v:.4f}" for k, v in pooled.items()))
@@ -164,3 +233,47 @@ def _redacted(url: str) -> str:
     from sqlalchemy.engine import make_url  # noqa: PLC0415
 
     return make_url(url).render_as_string(hide_password=True)
+
+
+def save_preset_noting(name: str, spec: str, data_dir: Path) -> tuple[Path, str | None]:
+    """Save the preset; a line saying so when it replaces one of the same name."""
+    from ragnarok.presets import save_preset, saved_presets  # noqa: PLC0415
+
+    before = saved_presets(data_dir).get(name)
+    saved = save_preset(name, spec, data_dir)
+    if before is None:
+        return saved, None
+    if before == spec:
+        return saved, f"preset {name!r} was already saved with this spec"
+    return saved, f"preset {name!r} replaced: it was {before!r}"
+
+
+class _Clock:
+    """One progress line per trial (when stderr is no terminal): its number, value, elapsed time and ETA."""
+
+    def __init__(self, trials: int | None, seconds: float | None, already: int):
+        import time  # noqa: PLC0415
+
+        self.start, self.trials, self.seconds, self.done = time.monotonic(), trials, seconds, 0
+        self.left = None if trials is None else max(0, trials - already)
+
+    def line(self, name: str, trial, best) -> str:  # type: ignore[no-untyped-def]
+        import time  # noqa: PLC0415
+
+        self.done += 1
+        elapsed = time.monotonic() - self.start
+        value = f"{trial.value:.4f}" if trial.value is not None else trial.state.name.lower()
+        why = trial.user_attrs.get("verdict")
+        if why and trial.value is None:
+            value += f" ({why})"
+        if "retry_of" in trial.user_attrs:
+            value += f" (retry of #{trial.user_attrs['retry_of']})"
+        etas = []
+        if self.left:
+            etas.append(elapsed / self.done * max(0, self.left - self.done))
+        if self.seconds:
+            etas.append(max(0.0, self.seconds - elapsed))
+        eta = f"{min(etas):.0f}s" if etas else "?"
+        of = f"/{self.trials}" if self.trials else ""
+        top = f"{best.value:.4f}" if best else "-"
+        return f"{name}: trial {trial.number} [{self.done}{of}] {value}; best {top}; elapsed {elapsed:.0f}s; eta {eta}"

@@ -57,7 +57,8 @@ class Node(BaseModel):
     node: str
     modules: list[dict[str, Any]] = Field(min_length=1)
     metric: str | None = None
-    max_seconds: float | None = Field(None, gt=0)
+    max_seconds: float | None = Field(None, gt=0, description="Seconds per query on an idle machine (scaled by "
+                                                                 "the load measured beside each trial).")
 
 
 class OptimizeConfig(_Strict):
@@ -80,8 +81,9 @@ class OptimizeConfig(_Strict):
     cache: Cache = Field(default_factory=Cache)
     concurrency: int = Field(4, ge=1, le=32, description="Topics in flight in one trial.")
     judge: str = Field("proxy", description="The judge of nugget scores (proxy: offline).")
-    output: str | None = Field(None, description="Report directory (default: optimize-<study>/ beside the config).")
-    preset: str | None = Field(None, description="The preset name the best pipeline is saved as (default: the study).")
+    output: str | None = Field(None, description="Report directory (default: DATA_DIR/optimize/<study>/).")
+    preset: str | None = Field(None, description="The preset name the best pipeline is saved as (default: "
+                                                 "<study>-<strategy>).")
     baselines: list[str] = Field(default_factory=list, description="Hand-made pipelines scored on the same "
                                                                    "held-out topics, for comparison.")
     nodes: list[Node] = Field(default_factory=list)
@@ -187,8 +189,63 @@ def load_config(path: Path) -> tuple[OptimizeConfig, Located]:
         raise located.error(("nodes",), "the search space is empty: give at least one node line under `nodes`")
     if config.budget.trials == 0 or config.budget.seconds == 0:
         raise located.error(("budget",), "the budget is 0: give budget.trials (and/or budget.seconds) above 0")
+    check_metric(located, ("objective",), config.objective)
+    for i, node in enumerate(config.nodes):
+        if node.metric is not None:
+            check_metric(located, ("nodes", i, "metric"), node.metric)
+    for i, spec in enumerate(config.baselines):
+        _check_baseline(located, ("baselines", i), spec)
     if config.objective in NUGGET_METRICS and not config.nuggets:
         raise located.error(("objective",), f"objective {config.objective} is a nugget score: give `nuggets`")
     if config.objective not in NUGGET_METRICS and not config.qrels:
         raise located.error(("objective",), f"objective {config.objective} is a retrieval metric: give `qrels`")
     return config, located
+
+
+#: What a mistyped metric is compared with (besides every ir-measures name with the same ``@cutoff``).
+COMMON_METRICS = ("nDCG@10", "nDCG@20", "nDCG@100", "nDCG", "AP", "MAP", "P@5", "P@10", "P@20", "R@100",
+                  "R@1000", "Recall@100", "RR", "RR@10", "MRR", "Judged@10", *NUGGET_METRICS)
+
+
+def suggest(word: str, choices: list[str] | tuple[str, ...]) -> str | None:
+    """The closest of ``choices`` to ``word`` (case-insensitive), or None."""
+    import difflib  # noqa: PLC0415
+
+    by_lower = {c.lower(): c for c in reversed(choices)}
+    found = difflib.get_close_matches(word.lower(), list(by_lower), n=1, cutoff=0.6)
+    return by_lower[found[0]] if found else None
+
+
+def metric_error(name: str) -> str | None:
+    """Why ``name`` is neither a nugget score nor an ir-measures measure (with a suggestion), or None."""
+    if name in NUGGET_METRICS:
+        return None
+    import ir_measures  # noqa: PLC0415
+
+    try:
+        ir_measures.parse_measure(name)
+        return None
+    except Exception:  # noqa: BLE001 - ir-measures raises NameError, ValueError, SyntaxError, ...
+        pass
+    cutoff = name[name.index("@"):] if "@" in name else ""
+    cutoff = cutoff if cutoff[1:].isdigit() else ""
+    choices = list(COMMON_METRICS) + [m + cutoff for m in sorted(ir_measures.measures.registry)]
+    close = suggest(name, [c for c in choices if c != name])
+    hint = f"; did you mean {quote(close, 40)}?" if close else " (an ir-measures name such as nDCG@10, or " \
+        f"a nugget score: {', '.join(NUGGET_METRICS)})"
+    return f"unknown metric {quote(name, 60)}{hint}"
+
+
+def check_metric(located: Located, loc: tuple[Any, ...], name: str) -> None:
+    if (why := metric_error(name)) is not None:
+        raise located.error(loc, f"{_where(loc)}: {why}", True)
+
+
+def _check_baseline(located: Located, loc: tuple[Any, ...], spec: str) -> None:
+    from ragnarok.presets import resolve  # noqa: PLC0415
+    from ragnarok.spec import SpecError, parse  # noqa: PLC0415
+
+    try:
+        parse(resolve(spec))
+    except (SpecError, ValueError, LookupError) as exc:
+        raise located.error(loc, f"{_where(loc)}: {str(exc).splitlines()[0]}", True) from None

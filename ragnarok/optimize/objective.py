@@ -40,6 +40,7 @@ class TrialResult:
     node_seconds: dict[str, float] = field(default_factory=dict)  # seconds per query (median), per node
     too_slow: list[str] = field(default_factory=list)  # nodes over their speed threshold
     wall_s: float = 0.0
+    load: float = 1.0  # how much slower the reference workload ran in this trial than its fastest (>= 1)
     run: dict[str, dict[str, float]] = field(default_factory=dict, repr=False)  # the final ranking per topic
 
 
@@ -52,6 +53,18 @@ def split_topics(qids: Sequence[str], test: float | None, folds: int | None, see
         return [([q for j, p in enumerate(parts) if j != i for q in p], parts[i]) for i in range(folds)]
     cut = max(1, min(len(order) - 1, round(len(order) * (1 - (test or 0.5)))))
     return [(order[:cut], order[cut:])]
+
+
+def probe() -> float:
+    """Seconds a fixed CPU workload takes now (a few ms): timed beside each batch of a trial's topics, its
+    ratio to the fastest time seen says how loaded the machine is."""
+    import time  # noqa: PLC0415
+
+    start = time.perf_counter()
+    total = 0
+    for i in range(60_000):
+        total += i * i % 7
+    return time.perf_counter() - start
 
 
 def _run(ranking: Sequence[str]) -> dict[str, float]:
@@ -92,6 +105,7 @@ class Evaluator:
         self._judged: dict[tuple[str, str], dict[str, float]] = {}
         self.last_run: dict[str, dict[str, float]] = {}
         self._scores: dict[tuple[str, tuple[str, ...], bool], TrialResult] = {}
+        self.probe_min = min(probe() for _ in range(3))  # the reference workload's fastest time
 
     def splits(self) -> list[tuple[list[str], list[str]]]:
         s = self.config.split
@@ -154,14 +168,18 @@ class Evaluator:
         done = 0
         chunk = max(self.config.concurrency, 2)
         too_slow: list[str] = []
+        probes = [probe()]
         while done < len(qids):
             await asyncio.gather(*(one(q) for q in qids[done:done + chunk]))
             done += chunk
-            if check_speed and (too_slow := self._over(seconds)):
+            probes.append(probe())  # the reference workload, timed in the same batch as the topics
+            self.probe_min = min(self.probe_min, *probes)
+            if check_speed and (too_slow := self._over(seconds, self.load(probes))):
                 break  # AutoRAG's speed threshold: a candidate too slow on the first topics is dropped
         node_seconds = {n: statistics.median(v) for n, v in seconds.items()}
+        load = self.load(probes)
         if too_slow:
-            return TrialResult(str(pipeline), float("nan"), {}, {}, node_seconds, too_slow)
+            return TrialResult(str(pipeline), float("nan"), {}, {}, node_seconds, too_slow, load=load)
         self.last_run = {q: _run(r) for q, r in rankings.get("final", {}).items()}
         per_topic = self._objective(qids, rankings.get("final", {}), answers)
         metrics = {}
@@ -173,7 +191,8 @@ class Evaluator:
                 source = {"query": "retrieval"}.get(node.name, node.name)
                 ranked = rankings.get(source) or rankings.get("retrieval", {})
                 metrics[node.name] = self._retrieval(ranked, metric)
-        return TrialResult(str(pipeline), _mean(per_topic), per_topic, metrics, node_seconds, run=self.last_run)
+        return TrialResult(str(pipeline), _mean(per_topic), per_topic, metrics, node_seconds, load=load,
+                           run=self.last_run)
 
     async def _alone(self, pipeline: Pipeline, topic: Topic) -> list[tuple[str, list[str] | None, float]]:
         """The lexical and the semantic node's own rankings (AutoRAG scores each node's modules alone)."""
@@ -216,9 +235,16 @@ class Evaluator:
             out.append(("final", last, 0.0))
         return out
 
-    def _over(self, seconds: Mapping[str, list[float]]) -> list[str]:
+    def load(self, probes: Sequence[float]) -> float:
+        """How loaded the machine was during a trial: the median time of the reference workload timed beside
+        its batches over the fastest time seen (1: as fast as ever)."""
+        return max(1.0, statistics.median(probes) / self.probe_min) if self.probe_min > 0 else 1.0
+
+    def _over(self, seconds: Mapping[str, list[float]], load: float = 1.0) -> list[str]:
+        """Nodes over their speed threshold, scaled by the load measured in the same batch (a busy machine makes
+        every candidate slow, and a threshold of the idle machine would drop them all)."""
         return [n.name for n in self.space.nodes if n.max_seconds is not None and seconds.get(n.name)
-                and statistics.median(seconds[n.name]) > n.max_seconds]
+                and statistics.median(seconds[n.name]) > n.max_seconds * load]
 
     def _retrieval(self, rankings: Mapping[str, list[str]], metric: str) -> float:
         if not rankings or self.qrels is None:

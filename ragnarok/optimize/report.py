@@ -1,6 +1,8 @@
-"""The search's report: the trials table (spec, parameters, metric per node, seconds per query), the held-out
-scores, and plots (best-so-far vs trials; per node, each module's best metric as AutoRAG's bar plots;
-parameter importance), as Markdown and HTML beside PNG files."""
+"""The search's report: the held-out scores, plots (best-so-far vs trials with each trial's value; per node,
+each candidate's best metric as AutoRAG's bar plots, failed and too-slow candidates marked; parameter
+importance) and the trials table (spec, metric per node, seconds per query, state with the whole error), as
+Markdown and as an HTML page built as HTML (tables are ``<table>``, never Markdown run through a converter:
+a ``|`` inside a spec stays in its cell), beside PNG files."""
 
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ from pathlib import Path
 from optuna.trial import FrozenTrial, TrialState
 
 from ragnarok.optimize.space import Space
+
+STAGES = ("query", "retrieval", "rerank", "passage", "generator")
 
 
 @dataclass
@@ -43,83 +47,203 @@ def finished(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
             or (t.state == TrialState.FAIL and "error" in t.user_attrs)]
 
 
+def state_of(trial: FrozenTrial, all_trials: Sequence[FrozenTrial] = ()) -> str:
+    """``complete``, ``too slow (NODES)`` or ``failed: ERROR`` (whole), with its retry, when there was one."""
+    if trial.state == TrialState.PRUNED:
+        text = "too slow (" + ", ".join(trial.user_attrs.get("too_slow", [])) + ")"
+        load = trial.user_attrs.get("load")
+        if isinstance(load, (int, float)) and load > 1.05:
+            text += f" at load x{load:.1f}"
+    elif trial.state == TrialState.FAIL:
+        text = "failed: " + str(trial.user_attrs.get("error", "?"))
+    else:
+        text = trial.state.name.lower()
+    if "retry_of" in trial.user_attrs:
+        text += f"; retry of #{trial.user_attrs['retry_of']}"
+    retries = [t for t in all_trials if t.user_attrs.get("retry_of") == trial.number
+               and "duplicate_of" not in t.user_attrs]
+    if retries:
+        again = retries[0]
+        text += f"; retried as #{again.number}: " + (_num(again.value) if again.state == TrialState.COMPLETE
+                                                     else again.state.name.lower())
+    return text
+
+
+def shorten(text: str, width: int) -> str:
+    """``text`` cut at a word before ``width`` with an ellipsis, its open parentheses and brackets closed."""
+    if len(text) <= width:
+        return text
+    cut = text[:width].rsplit(" ", 1)[0].rstrip(" ,;:") + " …"
+    closing = ""
+    for opened, closed in (("(", ")"), ("[", "]")):
+        closing += closed * max(0, cut.count(opened) - cut.count(closed))
+    return cut + closing
+
+
+def _rows(trials: Sequence[FrozenTrial], limit: int | None) -> list[FrozenTrial]:
+    return sorted(finished(trials), key=lambda t: (-(t.value if t.value is not None else -math.inf), t.number))[:limit]
+
+
+def _seconds(t: FrozenTrial) -> float:
+    return sum((t.user_attrs.get("seconds") or {}).get(n, 0.0) for n in STAGES)
+
+
 def table(trials: Sequence[FrozenTrial], space: Space, limit: int | None = None) -> str:
-    """The trials as a Markdown table, best first."""
+    """The trials as a Markdown table, best first (a spec's ``|`` escaped; errors shortened whole words)."""
     nodes = [n.name for n in space.nodes]
-    rows = sorted(finished(trials), key=lambda t: (-(t.value if t.value is not None else -math.inf), t.number))
     head = ["#", "objective", "spec", *(f"{n} metric" for n in nodes), "s/query", "state"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for t in rows[:limit]:
-        seconds = sum((t.user_attrs.get("seconds") or {}).get(n, 0.0) for n in ("query", "retrieval", "rerank",
-                                                                                 "passage", "generator"))
+    for t in _rows(trials, limit):
         metrics = [_num(t.user_attrs.get(f"metric.{n}")) for n in nodes]
-        state = t.state.name.lower() + (f" (too slow: {', '.join(t.user_attrs['too_slow'])})"
-                                        if "too_slow" in t.user_attrs else "") + \
-            (f" ({t.user_attrs['error'][:80]})" if "error" in t.user_attrs else "")
         spec = _cell(str(t.user_attrs.get("spec", "")))
-        lines.append("| " + " | ".join([str(t.number), _num(t.value), f"`{spec}`", *metrics, f"{seconds:.3f}",
-                                        state]) + " |")
+        lines.append("| " + " | ".join([str(t.number), _num(t.value), f"`{spec}`", *metrics, f"{_seconds(t):.3f}",
+                                        _cell(shorten(state_of(t, trials), 200))]) + " |")
     return "\n".join(lines)
 
 
+def html_table(trials: Sequence[FrozenTrial], space: Space, limit: int | None = None) -> str:
+    """The trials as an HTML table, best first; failed and too-slow rows marked by class."""
+    nodes = [n.name for n in space.nodes]
+    head = ["#", "objective", "spec", *(f"{n} metric" for n in nodes), "s/query", "state"]
+    out = ['<table class="trials"><thead><tr>' + "".join(f"<th>{_e(h)}</th>" for h in head) + "</tr></thead><tbody>"]
+    for t in _rows(trials, limit):
+        kind = {TrialState.PRUNED: "pruned", TrialState.FAIL: "failed"}.get(t.state, "complete")
+        cells = [str(t.number), _num(t.value)]
+        row = "".join(f'<td class="num">{_e(c)}</td>' for c in cells)
+        row += f'<td class="spec"><code>{_e(str(t.user_attrs.get("spec", "")))}</code></td>'
+        row += "".join(f'<td class="num">{_e(_num(t.user_attrs.get(f"metric.{n}")))}</td>' for n in nodes)
+        row += f'<td class="num">{_seconds(t):.3f}</td><td class="state">{_e(state_of(t, trials))}</td>'
+        out.append(f'<tr class="{kind}">{row}</tr>')
+    out.append("</tbody></table>")
+    return "".join(out)
+
+
 def _cell(text: str | None) -> str:
-    """A spec inside a Markdown table cell (its ``|`` escaped)."""
+    """Text inside a Markdown table cell (its ``|`` escaped)."""
     return str(text).replace("|", "\\|")
+
+
+def _e(text: object) -> str:
+    return html.escape(str(text))
 
 
 def _num(value: object) -> str:
     return f"{value:.4f}" if isinstance(value, (int, float)) and not math.isnan(value) else "-"
 
 
-def plot_best_so_far(curves: Mapping[str, Sequence[Sequence[float]]], path: Path, ylabel: str) -> Path:
-    """Mean (line) and min-max band (shaded) of each strategy's best-so-far curves."""
+def _pyplot():  # type: ignore[no-untyped-def]
     import matplotlib  # noqa: PLC0415
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt  # noqa: PLC0415
+
+    return plt
+
+
+def plot_best_so_far(curves: Mapping[str, Sequence[Sequence[float]]], path: Path, ylabel: str,
+                     trials: Sequence[FrozenTrial] | None = None) -> Path:
+    """Mean (line) and min-max band (shaded) of each strategy's best-so-far curves; with ``trials`` (one
+    study), each complete trial's value as a dot and each failed / too-slow trial as a mark at the bottom."""
     import numpy as np  # noqa: PLC0415
 
+    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
     for name, runs in curves.items():
         length = max(len(r) for r in runs)
         data = np.array([list(r) + [r[-1]] * (length - len(r)) for r in runs], dtype=float)
         x = np.arange(1, length + 1)
-        mean = np.nanmean(data, axis=0)
-        ax.plot(x, mean, label=f"{name} (n={len(runs)})")
+        mean = np.nanmean(data, axis=0) if np.isfinite(data).any() else data[0]
+        ax.plot(x, mean, label=f"{name} best so far" + (f" (n={len(runs)})" if len(runs) > 1 else ""),
+                drawstyle="steps-post", linewidth=2)
         if len(runs) > 1:
-            ax.fill_between(x, np.nanmin(data, axis=0), np.nanmax(data, axis=0), alpha=0.2)
+            ax.fill_between(x, np.nanmin(data, axis=0), np.nanmax(data, axis=0), alpha=0.2, step="post")
+    if trials:
+        ordered = sorted(trials, key=lambda t: t.number)
+        position = {t.number: i + 1 for i, t in enumerate(ordered)}
+        done = [(position[t.number], t.value) for t in ordered if t.state == TrialState.COMPLETE and t.value is not None]
+        if done:
+            ax.scatter(*zip(*done), s=18, color="#555", zorder=3, label="trial")
+        bottom, top = ax.get_ylim()
+        low = bottom - (top - bottom) * 0.04
+        ax.set_ylim(low - (top - bottom) * 0.04, top)
+        for state, marker, color, label in ((TrialState.PRUNED, "v", "#e08a00", "too slow"),
+                                            (TrialState.FAIL, "x", "#c0392b", "failed")):
+            xs = [position[t.number] for t in ordered if t.state == state and (
+                state == TrialState.PRUNED or "error" in t.user_attrs)]
+            if xs:
+                ax.scatter(xs, [low] * len(xs), marker=marker, color=color, s=40, zorder=4, label=label, clip_on=False)
+    from matplotlib.ticker import MaxNLocator  # noqa: PLC0415
+
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("trials")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
-    ax.legend()
+    ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
 
 
+def module_scores(trials: Sequence[FrozenTrial], space: Space) -> dict[str, dict[str, float | str]]:
+    """Per node (with more than one candidate), each candidate's best node metric, or ``failed`` /
+    ``too slow`` when none of its trials completed."""
+    out: dict[str, dict[str, float | str]] = {}
+    for node in space.nodes:
+        if len(node.candidates) < 2:
+            continue
+        scores: dict[str, float | str] = {}
+        for t in sorted(trials, key=lambda t: t.number):
+            label = t.params.get(node.name)
+            if label is None:
+                continue
+            label = str(label)
+            value = t.user_attrs.get(f"metric.{node.name}")
+            if t.state == TrialState.COMPLETE and isinstance(value, (int, float)) and not math.isnan(value):
+                old = scores.get(label)
+                scores[label] = max(old, value) if isinstance(old, float) else float(value)
+            elif label not in scores and t.state == TrialState.PRUNED:
+                scores[label] = "too slow"
+            elif label not in scores and t.state == TrialState.FAIL and "error" in t.user_attrs:
+                scores[label] = "failed"
+        out[node.name] = scores
+    return out
+
+
 def plot_modules(trials: Sequence[FrozenTrial], space: Space, path: Path) -> Path | None:
-    """Per node, the best node metric each module reached (AutoRAG's per-node bar plots)."""
-    import matplotlib  # noqa: PLC0415
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
-    nodes = [n for n in space.nodes if len(n.candidates) > 1]
+    """Per node, the best node metric each candidate reached (AutoRAG's per-node bar plots): the axis spans
+    the values (not from 0: near-equal bars stay apart), each bar labelled with its value, failed and
+    too-slow candidates drawn hatched and named."""
+    scores = module_scores(trials, space)
+    nodes = [n for n in space.nodes if scores.get(n.name)]
     if not nodes:
         return None
-    fig, axes = plt.subplots(len(nodes), 1, figsize=(7, 2.2 * len(nodes)), squeeze=False)
+    plt = _pyplot()
+    heights = [max(1.4, 0.35 * len(scores[n.name]) + 0.9) for n in nodes]
+    fig, axes = plt.subplots(len(nodes), 1, figsize=(8, sum(heights)), squeeze=False,
+                             gridspec_kw={"height_ratios": heights})
     for ax, node in zip(axes[:, 0], nodes):
-        modules = {c.label: c.module for c in node.candidates}
-        best: dict[str, float] = {}
-        for t in trials:
-            value = t.user_attrs.get(f"metric.{node.name}")
-            module = modules.get(str(t.params.get(node.name)))
-            if t.state == TrialState.COMPLETE and module and isinstance(value, (int, float)):
-                best[module] = max(best.get(module, -math.inf), value)
-        ax.barh(list(best), list(best.values()))
+        items = scores[node.name]
+        values = [v for v in items.values() if isinstance(v, float)]
+        lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
+        pad = (hi - lo) * 0.25 or max(abs(hi) * 0.05, 0.01)
+        left, right = lo - pad, hi + pad
+        ordered = sorted(items.items(), key=lambda kv: (not isinstance(kv[1], float),
+                                                        -(kv[1] if isinstance(kv[1], float) else 0)))
+        for y, (label, value) in enumerate(reversed(ordered)):
+            if isinstance(value, float):
+                ax.barh(y, value - left, left=left, color="#3b76af")
+                ax.text(value, y, f" {value:.4f}", va="center", fontsize=8)
+            else:
+                ax.barh(y, (right - left) * 0.3, left=left, color="#eee", edgecolor="#c0392b" if value == "failed"
+                        else "#e08a00", hatch="//")
+                ax.text(left + (right - left) * 0.31, y, f" {value}", va="center", fontsize=8,
+                        color="#c0392b" if value == "failed" else "#b36b00")
+        ax.set_yticks(range(len(ordered)), [label for label, _ in reversed(ordered)])
+        ax.set_xlim(left, right + (right - left) * 0.15)  # room for the value labels
         ax.set_title(f"{node.name} ({node.metric})", fontsize=9)
         ax.tick_params(labelsize=8)
+        ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -129,19 +253,21 @@ def plot_modules(trials: Sequence[FrozenTrial], space: Space, path: Path) -> Pat
 def plot_importance(study: object, path: Path) -> Path | None:
     import optuna  # noqa: PLC0415
 
+    if len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))) < 5:  # type: ignore[attr-defined]
+        return None  # too few to say (Optuna would call every parameter equally important)
     try:
         importances = optuna.importance.get_param_importances(study)  # type: ignore[arg-type]
     except (RuntimeError, ValueError, ZeroDivisionError):
         return None  # too few complete trials, or one value per parameter
     if not importances:
         return None
-    import matplotlib  # noqa: PLC0415
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
-    fig, ax = plt.subplots(figsize=(6, 0.5 + 0.4 * len(importances)))
-    ax.barh(list(importances)[::-1], list(importances.values())[::-1])
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 0.8 + 0.4 * len(importances)))
+    names, values = list(importances)[::-1], list(importances.values())[::-1]
+    ax.barh(names, values)
+    for y, v in enumerate(values):
+        ax.text(v, y, f" {v:.2f}", va="center", fontsize=8)
+    ax.set_xlim(0, max(values) * 1.2 or 1)
     ax.set_xlabel("importance (fANOVA)")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
@@ -149,69 +275,81 @@ def plot_importance(study: object, path: Path) -> Path | None:
     return path
 
 
+def _counts(trials: Sequence[FrozenTrial]) -> str:
+    done = finished(trials)
+    parts = [f"{sum(t.state == s for t in done)} {w}" for s, w in ((TrialState.COMPLETE, "complete"),
+                                                                   (TrialState.PRUNED, "too slow"),
+                                                                   (TrialState.FAIL, "failed"))]
+    retries = sum("retry_of" in t.user_attrs for t in done)
+    return f"{len(done)} trials: " + ", ".join(parts) + (f", including {retries} retried at the end" if retries else "")
+
+
 def write_report(out: Path, title: str, objective: str, folds: Sequence[FoldResult],
                  studies: Sequence[tuple[str, object, list[FrozenTrial]]], space: Space,
-                 pooled: Mapping[str, float]) -> tuple[Path, Path]:
-    """``report.md`` and ``report.html`` in ``out`` (with the plots)."""
+                 pooled: Mapping[str, float], stem: str = "report") -> tuple[Path, Path]:
+    """``STEM.md`` and ``STEM.html`` in ``out`` (with the plots)."""
     out.mkdir(parents=True, exist_ok=True)
     md = [f"# Pipeline search: {title}", "", f"Objective: **{objective}** (training topics); final scores on "
           "held-out topics only.", ""]
-    md += ["## Held-out scores", "", "| fold | train | test | best pipeline | train " + objective + " | held-out |",
+    page = [f"<h1>Pipeline search: {_e(title)}</h1>",
+            f"<p>Objective: <strong>{_e(objective)}</strong> (training topics); final scores on held-out topics "
+            "only.</p>"]
+    md += ["## Held-out scores", "", "| fold | train | test | pipeline | train " + objective + " | held-out |",
            "|---|---|---|---|---|---|"]
+    rows = []
     for i, f in enumerate(folds):
         held = ", ".join(f"{k} {v:.4f}" for k, v in f.held_out.items())
-        md.append(f"| {i} | {len(f.train)} | {len(f.test)} | `{_cell(f.best_spec)}` | {_num(f.train_value)} | {held} |")
+        md.append(f"| {i} | {len(f.train)} | {len(f.test)} | best: `{_cell(f.best_spec)}` | {_num(f.train_value)} "
+                  f"| {held} |")
+        rows.append(f'<tr class="best"><td class="num">{i}</td><td class="num">{len(f.train)}</td>'
+                    f'<td class="num">{len(f.test)}</td><td class="spec">best: <code>{_e(f.best_spec or "-")}</code>'
+                    f'</td><td class="num">{_num(f.train_value)}</td><td>{_e(held or "-")}</td></tr>')
         for spec, values in f.baselines.items():
-            md.append(f"| {i} | | | baseline `{_cell(spec)}` | | {', '.join(f'{k} {v:.4f}' for k, v in values.items())} |")
+            scores = ", ".join(f"{k} {v:.4f}" for k, v in values.items())
+            md.append(f"| {i} | | | baseline `{_cell(spec)}` | | {scores} |")
+            rows.append(f'<tr class="baseline"><td class="num">{i}</td><td></td><td></td><td class="spec">baseline: '
+                        f'<code>{_e(spec)}</code></td><td></td><td>{_e(scores)}</td></tr>')
+    page += ["<h2>Held-out scores</h2>", '<table class="held"><thead><tr><th>fold</th><th>train topics</th>'
+             f"<th>test topics</th><th>pipeline</th><th>train {_e(objective)}</th><th>held-out</th></tr></thead>"
+             "<tbody>" + "".join(rows) + "</tbody></table>"]
     if pooled:
-        md += ["", "Pooled over folds (each topic scored by the pipeline searched without it): " +
-               ", ".join(f"{k} {v:.4f}" for k, v in pooled.items())]
-    images: list[str] = []
+        text = ", ".join(f"{k} {v:.4f}" for k, v in pooled.items())
+        md += ["", f"Pooled over folds (each topic scored by the pipeline searched without it): {text}"]
+        page.append(f"<p>Pooled over folds (each topic scored by the pipeline searched without it): {_e(text)}</p>")
     for name, study, trials in studies:
-        curve = plot_best_so_far({name: [best_so_far(trials)]}, out / f"{name}.best.png", f"best {objective} (train)")
-        images.append(curve.name)
-        md += ["", f"## Study `{name}`", "", f"![best so far]({curve.name})", ""]
+        curve = plot_best_so_far({name: [best_so_far(trials)]}, out / f"{name}.best.png", f"{objective} (train)",
+                                 trials)
+        md += ["", f"## Study `{name}`", "", _counts(trials), "", f"![best so far]({curve.name})", ""]
+        page += [f"<h2>Study <code>{_e(name)}</code></h2>", f"<p>{_e(_counts(trials))}</p>",
+                 f'<figure><img src="{_e(curve.name)}" alt="best {_e(objective)} so far vs trials">'
+                 "<figcaption>Best so far (line), each trial (dots), failed and too-slow trials (marks at the "
+                 "bottom)</figcaption></figure>"]
         if (bars := plot_modules(trials, space, out / f"{name}.modules.png")) is not None:
-            md += [f"![modules per node]({bars.name})", ""]
-            images.append(bars.name)
+            md += [f"![candidates per node]({bars.name})", ""]
+            page.append(f'<figure><img src="{_e(bars.name)}" alt="best metric per candidate and node">'
+                        "<figcaption>Per node, each candidate's best metric (hatched: failed or too slow)"
+                        "</figcaption></figure>")
         if (imp := plot_importance(study, out / f"{name}.importance.png")) is not None:
             md += [f"![parameter importance]({imp.name})", ""]
-            images.append(imp.name)
+            page.append(f'<figure><img src="{_e(imp.name)}" alt="parameter importance"></figure>')
         md += [table(trials, space, limit=50), ""]
-    text = "\n".join(md) + "\n"
-    md_path = out / "report.md"
-    md_path.write_text(text, encoding="utf-8")
-    html_path = out / "report.html"
-    html_path.write_text(_html(title, text), encoding="utf-8")
+        page += ["<h3>Trials (best first)</h3>", html_table(trials, space, limit=200)]
+    md_path = out / f"{stem}.md"
+    md_path.write_text("\n".join(md) + "\n", encoding="utf-8")
+    html_path = out / f"{stem}.html"
+    html_path.write_text(_page(title, "\n".join(page)), encoding="utf-8")
     return md_path, html_path
 
 
-def _html(title: str, markdown: str) -> str:
-    """A plain HTML page of the Markdown (headings, tables, images, paragraphs), every text escaped."""
-    body = []
-    in_table = False
-    for line in markdown.splitlines():
-        if line.startswith("|"):
-            cells = [c.strip() for c in line.strip("|").split(" | ")]
-            if set(line) <= set("|-"):
-                continue
-            body.append(("<table>" if not in_table else "") + "<tr>" +
-                        "".join(f"<td>{html.escape(c.strip('`').replace(chr(92) + '|', '|'))}</td>" for c in cells) + "</tr>")
-            in_table = True
-            continue
-        if in_table:
-            body.append("</table>")
-            in_table = False
-        if line.startswith("#"):
-            level = len(line) - len(line.lstrip("#"))
-            body.append(f"<h{level}>{html.escape(line.lstrip('#').strip())}</h{level}>")
-        elif line.startswith("!["):
-            src = line[line.index("(") + 1:-1]
-            body.append(f'<img src="{html.escape(src)}" alt="">')
-        elif line.strip():
-            body.append(f"<p>{html.escape(line)}</p>")
-    if in_table:
-        body.append("</table>")
-    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
-            "<style>td{border:1px solid #ccc;padding:2px 6px;font-size:12px}table{border-collapse:collapse}"
-            "</style></head><body>" + "\n".join(body) + "</body></html>\n")
+CSS = """body{font-family:system-ui,sans-serif;margin:2em auto;max-width:1200px;padding:0 1em;color:#222}
+table{border-collapse:collapse;margin:0.5em 0 1.5em;font-size:13px;width:100%}
+th,td{border:1px solid #ccc;padding:3px 6px;text-align:left;vertical-align:top}
+th{background:#f2f2f2}td.num{text-align:right;white-space:nowrap;font-variant-numeric:tabular-nums}
+td.spec code{white-space:pre-wrap;word-break:break-word}td.state{max-width:28em;overflow-wrap:anywhere}
+tr.pruned td{background:#fff6e5}tr.failed td{background:#fdecea}tr.best td{font-weight:600}
+figure{margin:1em 0}figure img{max-width:100%}figcaption{font-size:12px;color:#555}"""
+
+
+def _page(title: str, body: str) -> str:
+    return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>"
+            f"<style>{CSS}</style></head><body>\n{body}\n</body></html>\n")

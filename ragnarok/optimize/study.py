@@ -19,7 +19,7 @@ import optuna
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback, fail_stale_trials
 from optuna.trial import FrozenTrial, TrialState
 
-from ragnarok.optimize.config import OptimizeConfig
+from ragnarok.optimize.config import NUGGET_METRICS, OptimizeConfig
 from ragnarok.optimize.objective import Evaluator, TrialError
 from ragnarok.optimize.space import Space
 from ragnarok.optimize.strategies import GREEDY, greedy_step, make_sampler, params_key, suggest
@@ -72,7 +72,8 @@ def _counts(trial: FrozenTrial) -> bool:
 
 
 def used(trials: Sequence[FrozenTrial]) -> int:
-    return sum(_counts(t) for t in trials)
+    """Trials that use the budget (a retry at the end, of a candidate failed or too slow under load, does not)."""
+    return sum(_counts(t) and "retry_of" not in t.user_attrs for t in trials)
 
 
 def worker_id() -> str:
@@ -83,9 +84,52 @@ def search(study: optuna.Study, evaluator: Evaluator, space: Space, strategy: st
            trials: int | None, seconds: float | None,
            on_trial: Callable[[FrozenTrial], None] | None = None) -> int:
     """Run trials until the study has ``trials`` (over every worker), ``seconds`` pass, or the strategy has
-    nothing left; returns how many this worker ran."""
-    from optuna.storages._heartbeat import get_heartbeat_thread  # noqa: PLC0415
+    nothing left, then once more each candidate that failed or was too slow (load is not a verdict: a 504 or
+    a slow minute of a busy machine); a greedy walk that a retry changes walks on. Returns how many trials
+    this worker ran."""
+    ran = _search(study, evaluator, space, strategy, train, trials, seconds, on_trial)
+    retried, completed = retry_failed(study, evaluator, space, train, on_trial)
+    ran += retried
+    if completed and strategy in GREEDY:
+        ran += _search(study, evaluator, space, strategy, train, trials, seconds, on_trial)
+    return ran
 
+
+def retry_failed(study: optuna.Study, evaluator: Evaluator, space: Space, train: Sequence[str],
+                 on_trial: Callable[[FrozenTrial], None] | None = None) -> tuple[int, int]:
+    """Each candidate that failed by its pipeline (a stage's error or timeout) or was pruned as too slow, run
+    once more as a new trial with ``retry_of`` (not counted in the budget); returns (retries run, completed)."""
+    trials = study.get_trials(deepcopy=False)
+    retried = {t.user_attrs["retry_of"] for t in trials if "retry_of" in t.user_attrs}
+    todo = [t for t in trials if "retry_of" not in t.user_attrs and t.number not in retried and t.params and (
+        (t.state == TrialState.FAIL and "error" in t.user_attrs)
+        or (t.state == TrialState.PRUNED and "too_slow" in t.user_attrs))]
+    me = worker_id()
+    ran = completed = 0
+    for old in todo:
+        # a new running trial with the old one's labels (not through the waiting queue, where the walk's
+        # candidates left by the budget's end wait)
+        template = optuna.trial.create_trial(state=TrialState.RUNNING, params=old.params,
+                                             distributions=old.distributions, user_attrs={"retry_of": old.number})
+        trial = optuna.Trial(study, study._storage.create_new_trial(study._study_id, template_trial=template))  # noqa: SLF001
+        study._storage.record_heartbeat(trial._trial_id)  # noqa: SLF001
+        if any(t.user_attrs.get("retry_of") == old.number and t.number < trial.number and _counts(t)
+               for t in study.get_trials(deepcopy=False)):
+            trial.set_user_attr("duplicate_of", old.number)  # another worker retries it
+            study.tell(trial, state=TrialState.FAIL)
+            continue
+        ran += 1
+        labels = {k: str(v) for k, v in old.params.items()}
+        if _run_trial(study, trial, evaluator, space.spec(labels), train, me):
+            completed += study._storage.get_trial(trial._trial_id).state == TrialState.COMPLETE  # noqa: SLF001
+        if on_trial is not None:
+            on_trial(study._storage.get_trial(trial._trial_id))  # noqa: SLF001
+    return ran, completed
+
+
+def _search(study: optuna.Study, evaluator: Evaluator, space: Space, strategy: str, train: Sequence[str],
+            trials: int | None, seconds: float | None,
+            on_trial: Callable[[FrozenTrial], None] | None = None) -> int:
     deadline = time.monotonic() + seconds if seconds else math.inf
     ran = 0
     me = worker_id()
@@ -122,38 +166,84 @@ def search(study: optuna.Study, evaluator: Evaluator, space: Space, strategy: st
         if strategy in GREEDY or strategy == "grid":
             # the same candidate finished, or claimed by a trial numbered before this one: not run twice
             clash = [t for t in everyone if t.number != trial.number and params_key(t.params) == params_key(labels)
-                     and _counts(t) and (t.state != TrialState.RUNNING or t.number < trial.number)]
+                     and _counts(t) and (t.state != TrialState.RUNNING or t.number < trial.number)
+                     and t.user_attrs.get("retry_of") == trial.user_attrs.get("retry_of")]
             if clash:
                 trial.set_user_attr("duplicate_of", clash[0].number)
                 study.tell(trial, state=TrialState.FAIL)
                 continue
-        trial.set_user_attr("worker", me)
-        spec = space.spec(labels)
-        trial.set_user_attr("spec", spec)
-        with get_heartbeat_thread(trial._trial_id, study._storage):  # noqa: SLF001
-            try:
-                result = evaluator.score(spec, train)
-            except TrialError as exc:
-                trial.set_user_attr("error", str(exc))
-                study.tell(trial, state=TrialState.FAIL)
-                ran += 1
-                continue
-        for node, value in result.node_metrics.items():
-            trial.set_user_attr(f"metric.{node}", None if math.isnan(value) else round(value, 6))
-        trial.set_user_attr("seconds", {k: round(v, 4) for k, v in result.node_seconds.items() if k != "final"})
-        trial.set_user_attr("wall_s", round(result.wall_s, 3))
-        if result.too_slow:
-            trial.set_user_attr("too_slow", result.too_slow)
-            study.tell(trial, state=TrialState.PRUNED)
-        elif math.isnan(result.value):
-            trial.set_user_attr("error", "no topic could be scored")
-            study.tell(trial, state=TrialState.FAIL)
-        else:
-            study.tell(trial, result.value)
         ran += 1
+        _run_trial(study, trial, evaluator, space.spec(labels), train, me)
         if on_trial is not None:
             on_trial(study._storage.get_trial(trial._trial_id))  # noqa: SLF001
     return ran
+
+
+def _run_trial(study: optuna.Study, trial: optuna.Trial, evaluator: Evaluator, spec: str, train: Sequence[str],
+               me: str) -> bool:
+    """Score ``spec`` as ``trial`` and tell the study; False when it failed by its pipeline (a stage's error)."""
+    from optuna.storages._heartbeat import get_heartbeat_thread  # noqa: PLC0415
+
+    _in_flight[:] = [(study, trial)]  # given back if the command is interrupted (give_back_in_flight)
+    trial.set_user_attr("worker", me)
+    trial.set_user_attr("spec", spec)
+    with get_heartbeat_thread(trial._trial_id, study._storage):  # noqa: SLF001
+        try:
+            result = evaluator.score(spec, train)
+        except TrialError as exc:
+            trial.set_user_attr("error", str(exc))
+            trial.set_user_attr("verdict", "timeout" if _is_timeout(str(exc)) else "error")
+            study.tell(trial, state=TrialState.FAIL)
+            return False
+    for node, value in result.node_metrics.items():
+        trial.set_user_attr(f"metric.{node}", None if math.isnan(value) else round(value, 6))
+    trial.set_user_attr("seconds", {k: round(v, 4) for k, v in result.node_seconds.items() if k != "final"})
+    trial.set_user_attr("wall_s", round(result.wall_s, 3))
+    trial.set_user_attr("load", round(getattr(result, "load", 1.0), 3))
+    if result.too_slow:
+        trial.set_user_attr("too_slow", result.too_slow)
+        trial.set_user_attr("verdict", "too_slow")
+        study.tell(trial, state=TrialState.PRUNED)
+    elif math.isnan(result.value):
+        trial.set_user_attr("error", "no topic could be scored")
+        trial.set_user_attr("verdict", "error")
+        study.tell(trial, state=TrialState.FAIL)
+    else:
+        study.tell(trial, result.value)
+    return True
+
+
+_in_flight: list[tuple[optuna.Study, optuna.Trial]] = []  # the trial this process scores (or last scored)
+
+
+def give_back_in_flight() -> None:
+    """An interrupted command's trial in flight: failed (not counted in the budget) and its parameters enqueued
+    again, so that running the command again scores it first (no waiting for its heartbeat to go stale). A
+    trial already told is left as it is. Through a storage of its own: the study's may be locked by the main
+    thread, which the signal stopped anywhere."""
+    for study, trial in list(_in_flight):
+        storage = _own_storage(study)
+        try:
+            storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)  # noqa: SLF001
+        except (RuntimeError, optuna.exceptions.UpdateFinishedTrialError):
+            continue
+        params = dict(trial.params)
+        if params:
+            kept = {k: trial.user_attrs[k] for k in ("retry_of", "greedy_node") if k in trial.user_attrs}
+            optuna.load_study(study_name=study.study_name, storage=storage).enqueue_trial(params, user_attrs=kept or None)
+
+
+def used_now(study: optuna.Study) -> int:
+    """:func:`used` of the study's trials, read through a storage of its own (an interrupted command's count)."""
+    again = optuna.load_study(study_name=study.study_name, storage=_own_storage(study))
+    return used(again.get_trials(deepcopy=False))
+
+
+def _own_storage(study: optuna.Study) -> RDBStorage:
+    backend = getattr(study._storage, "_backend", study._storage)  # noqa: SLF001 - behind optuna's cache
+    url = backend.url
+    engine = {"connect_args": {"timeout": 1}} if url.startswith("sqlite") else {"pool_pre_ping": True}
+    return RDBStorage(url, engine_kwargs=engine, skip_compatibility_check=True, skip_table_creation=True)
 
 
 def best_trial(study: optuna.Study) -> FrozenTrial | None:
@@ -183,3 +273,92 @@ def _fail_unclaimed(study: optuna.Study) -> None:
         params = _params(t)
         if params:
             study.enqueue_trial(params)
+
+
+def _is_timeout(message: str) -> bool:
+    lowered = message.lower()
+    return any(w in lowered for w in ("timeout", "timed out", "time out", "504", "deadline", "within"))
+
+
+# --- a study is keyed by what changes its results -----------------------------------------------------------
+
+
+def fingerprint(config: OptimizeConfig, space: Space) -> dict[str, str]:
+    """Everything that changes a trial's value, as readable strings (shown as a difference when it changed)."""
+    split = config.split
+    return {
+        "space": "; ".join(f"{n.name}: " + ", ".join(c.label for c in n.candidates) for n in space.nodes),
+        "objective": config.objective,
+        "metrics": ", ".join(f"{n.name}={n.metric}" for n in space.nodes),
+        "max_seconds": ", ".join(f"{n.name}={n.max_seconds:g}" for n in space.nodes if n.max_seconds) or "none",
+        "split": (f"folds={split.folds}" if split.folds else f"test={split.test:g}") + f", seed={split.seed}",
+        "judge": config.judge if config.objective in NUGGET_METRICS or any(
+            n.metric in NUGGET_METRICS for n in space.nodes) else "-",
+        "strategy": config.strategy,
+        "seed": str(config.seed),
+        "index": str(config.index),
+        "topics": str(config.topics),
+        "qrels": str(config.qrels),
+        "nuggets": str(config.nuggets),
+    }
+
+
+def config_key(print_: dict[str, str]) -> str:
+    import hashlib  # noqa: PLC0415
+    import json  # noqa: PLC0415
+
+    return hashlib.sha256(json.dumps(print_, sort_keys=True).encode()).hexdigest()[:8]
+
+
+def difference(old: dict[str, str] | None, new: dict[str, str], width: int = 300) -> str:
+    """``key: old -> new`` for each setting that changed, on one line."""
+    if not old:
+        return "its config is not recorded (made by an older ragnarok)"
+    keys = ["objective", *(k for k in new if k != "objective"), *(k for k in old if k not in new)]
+    parts = [f"{k}: {old.get(k, '-')} -> {new.get(k, '-')}" for k in keys if old.get(k) != new.get(k)]
+    text = "; ".join(parts) or "nothing"
+    return text if len(text) <= width else text[:width - 1].rsplit(" ", 1)[0] + " …"
+
+
+class StudyConflict(ValueError):
+    """A study of the same explicit name holds trials of another config."""
+
+
+def study_name(url: str, base: str, print_: dict[str, str], explicit: bool) -> tuple[str, str | None]:
+    """The study to use for this config and a one-line note when the config changed since ``base`` was made:
+    ``base`` itself when it is new or holds this config; otherwise, with a name the user chose, a
+    :class:`StudyConflict` naming the difference, and with the default name ``base.KEY`` (a new study)."""
+    key = config_key(print_)
+    summaries = {s.study_name: s for s in _summaries(url)}
+    old = summaries.get(base)
+    if old is None or old.user_attrs.get("config_key") == key or (
+            "config_key" not in old.user_attrs and not old.n_trials):
+        return base, None
+    diff = difference(old.user_attrs.get("fingerprint"), print_)
+    if explicit:
+        raise StudyConflict(f"study {base!r} holds trials of another config ({diff}): give another `study:` "
+                            "name (or --output / --storage for a new store), or change the config back")
+    name = f"{base}.{key}"
+    return name, (f"the config changed since study {base!r} ({diff}): "
+                  + ("resuming" if name in summaries else "starting new") + f" study {name!r}")
+
+
+def mark(study: optuna.Study, print_: dict[str, str]) -> None:
+    """Record the config a study's trials belong to (what :func:`study_name` compares)."""
+    if study.user_attrs.get("config_key") != config_key(print_):
+        study.set_user_attr("config_key", config_key(print_))
+        study.set_user_attr("fingerprint", print_)
+
+
+def _summaries(url: str) -> list[optuna.study.StudySummary]:
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).exists():
+        return []
+    if url.startswith(("postgresql://", "postgres://")):
+        url = "postgresql+psycopg://" + url.split("://", 1)[1]
+    quiet()
+    from sqlalchemy.exc import SQLAlchemyError  # noqa: PLC0415
+
+    try:
+        return optuna.get_all_study_summaries(storage=url, include_best_trial=False)
+    except SQLAlchemyError:
+        return []  # a new database: its tables come with the first study

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import os
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,8 +14,39 @@ from ragnarok.model_paths import ModelLRU
 from ragnarok.protocols import Reranker, Retriever
 from ragnarok.registry import Instances, UnknownComponentError
 from ragnarok.retrieve.building import DenseBuild, DenseBuilds, Progress
-from ragnarok.retrieve.dense import dense_dir, stale_reason
+from ragnarok.retrieve.dense import dense_dir, rebuild_command, stale_reason
 from ragnarok.settings import Settings
+
+log = logging.getLogger(__name__)
+RETIRE_AFTER_S = 30.0  # a dropped retriever's threads stop this long after (its searches in flight finish)
+DEFAULT_DENSE = "minilm"  # the dense model every local index lists, built or not
+
+
+def _stat(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
+def _identity(source: str) -> dict[str, str] | None:
+    from ragnarok.collection.lucene_index import index_identity  # noqa: PLC0415
+
+    try:
+        return index_identity(Path(source))
+    except OSError:
+        return None
+
+
+@dataclass
+class _Seen:
+    """What the instances of one local index were created against: its directory's and its dense directory's
+    inode and mtime (a cheap stat per request), and the Lucene index's identity (commit point and its hash)."""
+
+    lucene: tuple[int, int] | None
+    dense: tuple[int, int] | None
+    identity: dict[str, str] | None
 
 
 @dataclass(frozen=True)
@@ -44,6 +78,15 @@ class RetrievalService:
         self.settings = settings
         self._instances: Instances[Retriever] = Instances()
         self.builds = DenseBuilds()  # dense indexes built in the background (``ragnarok serve``)
+        self._seen: dict[str, _Seen] = {}  # local index name -> what its instances were created against
+        self._seen_lock = threading.Lock()
+        self.reopened = 0  # times a rebuilt index's instances were dropped (for tests and stats)
+        self._builds_seen: dict[str, int] = {}  # local index name -> Lucene rebuilds noticed
+
+    def generation(self, index: str) -> int:
+        """How many rebuilds of ``index``'s Lucene index this service has noticed: what else holds something
+        opened on it (the segment lookups of neighbours and automerge) keys it by this, to reopen it too."""
+        return self._builds_seen.get(index, 0)
 
     def build_dense(self, lucene_dir: Path, model: str = "minilm") -> DenseBuild:
         """Build the dense index of ``model`` beside ``lucene_dir`` in the background once the app starts (its
@@ -66,8 +109,46 @@ class RetrievalService:
             arg, retriever = real, f"dense:{real}"  # every spelling of a model directory: one retriever
         if base == "dense" and (build := self.builds.get(sources[index], arg or "minilm")) is not None:
             build.check()  # 503 while it is being built
+        if source_kind(sources[index]) == "local":
+            self.refresh(index, sources[index])
         return self._instances.get((retriever, index), lambda: entry.factory(
             name=retriever, source=sources[index], settings=self.settings, arg=arg or None))
+
+    def refresh(self, index: str, source: str) -> bool:
+        """Notice a local index rebuilt since its retrievers were created (``ragnarok index`` under a running
+        server) before the next search: its Lucene index's commit point changed, or a dense index beside it was
+        rebuilt. Then the instances of that index are dropped, so the next request opens a new searcher over
+        the new commit (the old one's per-segment JSON cache, keyed by Lucene docids of the old commit, goes
+        with it) and loads the dense index afresh, which refuses a dense index derived from the old commit as
+        stale (503 naming the command that rebuilds it). Costs two ``stat`` calls when nothing changed; returns
+        whether anything was dropped."""
+        lucene, dense = _stat(Path(source)), _stat(Path(f"{source}.dense"))
+        with self._seen_lock:
+            seen = self._seen.get(index)
+            if seen is not None and seen.lucene == lucene and seen.dense == dense:
+                return False
+            identity = _identity(source)
+            self._seen[index] = _Seen(lucene, dense, identity)
+            if seen is None:
+                return False
+            rebuilt = identity != seen.identity or identity is None
+            if not rebuilt and seen.dense == dense:
+                return False  # the directory was touched (a lock file), the commit is the same
+            if rebuilt:
+                self._builds_seen[index] = self._builds_seen.get(index, 0) + 1
+            dropped = self._instances.drop(lambda key: isinstance(key, tuple) and key[1] == index and (
+                rebuilt or str(key[0]).startswith("dense")))
+        for instance in dropped:
+            close = getattr(instance, "close", None)
+            if close is not None:  # a Lucene retriever's batcher threads: stopped once a request that took the
+                timer = threading.Timer(RETIRE_AFTER_S, close)  # old instance just before has submitted to it
+                timer.daemon = True
+                timer.start()
+        if dropped:
+            self.reopened += 1
+            log.info("index %s %s: its %d retriever(s) reopen on the next request", index,
+                     "was rebuilt" if rebuilt else "has a rebuilt dense index", len(dropped))
+        return bool(dropped)
 
     def describe(self) -> list[RetrieverInfo]:
         infos = []
@@ -80,7 +161,11 @@ class RetrievalService:
                 if kind == "remote" and name != "bm25":
                     continue
                 if name == "dense":
-                    for model in sorted({*self._dense_models(source), *self.builds.models(source)}):
+                    models = {*self._dense_models(source), *self.builds.models(source)}
+                    if kind == "local" and DEFAULT_DENSE not in models:
+                        infos.append(RetrieverInfo(f"dense:{DEFAULT_DENSE}", index, source, kind, False, reason or (
+                            f"not built: build it with `{rebuild_command(source, DEFAULT_DENSE)}`")))
+                    for model in sorted(models):
                         build = self.builds.get(source, model)
                         if build is not None and (build.building or not build.built_since()):
                             progress = build.progress() if build.building else None

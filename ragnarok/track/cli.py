@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from ragnarok.cli_errors import fails_cleanly
+from ragnarok.interrupt import resume_with, stops_on_signals
 from ragnarok.settings import Settings, get_settings
 from ragnarok.topics import Topic, available_sets, load_topics
 
@@ -34,6 +35,7 @@ def resolve_topics(source: str, settings: Settings) -> list[Topic]:
 
 
 @fails_cleanly
+@stops_on_signals("no topic was run yet; run the same command again")
 def run(
     topics: Annotated[Optional[str], typer.Option(help="Topic file or set name (e.g. demo, rag24.test); "
                                                        "with --requests, defaults to the requests' queries.")] = None,
@@ -49,7 +51,8 @@ def run(
     team_id: Annotated[Optional[str], typer.Option(help="2025 metadata.team_id (default: the run id).")] = None,
     run_type: Annotated[str, typer.Option(help="2025 metadata.type: automatic or manual.")] = "automatic",
     index: Annotated[Optional[str], typer.Option(help="Index name (default from settings).")] = None,
-    progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress")] = None,
+    progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Show a progress bar on "
+                                                     "stderr (default: when stderr is a terminal).")] = None,
 ) -> None:
     """Run a pipeline over a topic set and write a TREC RAG submission; re-run the same command to resume."""
     from ragnarok.presets import resolve  # noqa: PLC0415
@@ -79,10 +82,19 @@ def run(
     options = TrackOptions(run_id=run_id, output=output, task=task, year=year,  # type: ignore[arg-type]
                            concurrency=concurrency, retries=retries, team_id=team_id, run_type=run_type,
                            index=index, progress=progress)
+    resume_with(lambda: interrupted_run(options, len(loaded)))
     summary = asyncio.run(run_track(pipeline_, loaded, settings, options, given))
     typer.echo(f"{output}: {summary}", err=True)
     if summary.failed:
         raise typer.Exit(1)
+
+
+def interrupted_run(options, topics: int) -> str:  # type: ignore[no-untyped-def]
+    """What an interrupted run kept (its log's whole lines, one per topic) and how to resume it."""
+    path = options.log_path
+    written = path.read_bytes().count(b"\n") if path.is_file() else 0
+    then = f" (it then writes {options.output})" if path != options.output else ""
+    return f"{written} of {topics} topics written to {path}; run the same command again to resume{then}"
 
 
 @fails_cleanly

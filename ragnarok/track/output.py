@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ragnarok.interrupt import writing
+
 #: Mode of every file created here, before the umask: what ``open(path, "w")`` gives.
 FILE_MODE = 0o666
 
@@ -92,9 +94,10 @@ class JsonLinesLog:
         if self._fd is None:
             self._open_fd()
             assert self._fd is not None
-        written = os.write(self._fd, data)
-        while written < len(data):  # only on a full disk or the like; finish the line or fail loudly
-            written += os.write(self._fd, data[written:])
+        with writing():  # an interrupted run leaves after the line, not in it (ragnarok.interrupt)
+            written = os.write(self._fd, data)
+            while written < len(data):  # only on a full disk or the like; finish the line or fail loudly
+                written += os.write(self._fd, data[written:])
         topic = self.topic_of(record)
         if topic is not None:
             self.done.add(topic)
@@ -140,3 +143,31 @@ def read_records(path: str | Path) -> list[dict[str, Any]]:
     """The complete JSON lines of a log (a torn last line ignored)."""
     data = Path(path).read_bytes()
     return [json.loads(line) for line in data[: data.rfind(b"\n") + 1].split(b"\n") if line.strip()]
+
+
+def in_topic_order(path: str | Path, order: list[str], topic_of: Callable[[dict[str, Any]], str | None]) -> bool:
+    """Rewrite a finished log with its lines in the topics' order (``order``: topic ids as the topic file lists
+    them; lines of other topics keep their place after them), so that two runs of the same pipeline write the
+    same bytes whatever order their topics finished in. Replaced at once (:func:`atomic_write`); nothing is
+    written when the lines are in order already, or when there is no file. Returns whether it was rewritten."""
+    path = Path(path)
+    if not path.exists():
+        return False
+    data = path.read_bytes()
+    complete = data[: data.rfind(b"\n") + 1]
+    lines = [line for line in complete.split(b"\n") if line.strip()]
+    rank = {qid: i for i, qid in enumerate(order)}
+
+    def key(item: tuple[int, bytes]) -> tuple[int, int]:
+        try:
+            topic = topic_of(json.loads(item[1]))
+        except ValueError:
+            topic = None
+        return (rank.get(topic, len(rank)) if topic is not None else len(rank), item[0])
+
+    ordered = [line for _, line in sorted(enumerate(lines), key=key)]
+    if ordered == lines:
+        return False
+    with writing():  # not cut by an interrupt half-way (ragnarok.interrupt)
+        atomic_write(path, b"".join(line + b"\n" for line in ordered) + data[len(complete):])
+    return True

@@ -28,7 +28,7 @@ from ragnarok.settings import DEMO_INDEX, Settings
 from ragnarok.spec import Pipeline, Source, parse
 from ragnarok.topics import Topic
 from ragnarok.track.formats import answer_record, record_run_id, record_topic, record_year
-from ragnarok.track.output import JsonLinesLog, atomic_write, read_records
+from ragnarok.track.output import JsonLinesLog, atomic_write, in_topic_order, read_records
 from ragnarok.trec import format_run_lines
 from ragnarok.types import Query, RagAnswer, Request
 
@@ -88,16 +88,30 @@ def check_names(pipeline: Pipeline, settings: Settings, index: str | None = None
     service (``retrieval_url``, ``generation_url``) are left for that service to check.
 
     Raises :class:`~ragnarok.registry.UnknownComponentError` naming the component and what is available."""
-    from ragnarok.components import PASSAGE_STAGES, RERANKERS, RETRIEVERS  # noqa: PLC0415 - the registry
+    from ragnarok.components import (  # noqa: PLC0415 - the registry
+        PASSAGE_STAGES,
+        QUERY_STAGES,
+        RERANKERS,
+        RETRIEVERS,
+        model_choices,
+    )
     from ragnarok.generate.prompts import load_templates  # noqa: PLC0415
+    from ragnarok.model_paths import looks_like_path  # noqa: PLC0415
     from ragnarok.registry import UnknownComponentError  # noqa: PLC0415
 
+    for q in pipeline.query:  # query stages run in the gateway
+        QUERY_STAGES.get(q.name)
     if settings.retrieval_url is None:
         sources = [s for s in pipeline.sources() if s.name != GIVEN]
         for source in sources:
             RETRIEVERS.get(source.name)
+            choices = model_choices(source.name, settings)
+            if choices is not None and source.arg and not looks_like_path(source.arg) \
+                    and source.arg not in choices and source.arg not in choices.values():
+                raise UnknownComponentError("embedding model", source.arg, list(choices))
         for stage in pipeline.rerank:
-            if stage.name not in PASSAGE_STAGES.entries:  # passage stages run in the gateway
+            # passage stages run in the gateway; a query stage written here is named as such by the gateway
+            if stage.name not in PASSAGE_STAGES.entries and stage.name not in QUERY_STAGES.entries:
                 RERANKERS.get(stage.name)
         indexes = settings.index_sources()
         if sources and (index or settings.default_index) not in indexes:
@@ -235,6 +249,8 @@ async def run_track(pipeline: Pipeline, topics: Sequence[Topic], settings: Setti
             bar.close()
     finally:
         log.close()
+    # lines were appended as topics finished: in the topics' order now, so the same run writes the same bytes
+    in_topic_order(options.log_path, [t.qid for t in topics], topic_of)
     if options.task == "r":
         write_r_run(options)
     return summary

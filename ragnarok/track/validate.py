@@ -171,6 +171,27 @@ class _Checker:
             self.add("error", f"topic text differs from the topic file {differs(text, self.topics[topic])}", n, topic)
 
 
+class NotASubmission(ValueError):
+    """A file of another kind (a TREC ranking): said in one line rather than as an error per line."""
+
+
+def _is_trec_ranking(raw: bytes, sample: int = 20) -> bool:
+    """Whether the file's first lines are a TREC run's six columns: ``qid Q0 docid rank score tag``."""
+    lines = [line for line in raw[:1 << 16].split(b"\n")[:sample + 1] if line.strip()][:sample]
+    if not lines or lines[0].lstrip().startswith((b"{", b"[")):
+        return False
+    for line in lines[:-1] if len(lines) > 1 else lines:  # the last may be cut at the sample's end
+        fields = line.split()
+        if len(fields) != 6:
+            return False
+        try:
+            int(fields[3])
+            float(fields[4])
+        except ValueError:
+            return False
+    return True
+
+
 def validate(path: str | Path, topics: dict[str, str] | None = None, year: int | None = None,
              v21: bool | None = None) -> Validation:
     """Check every line of a submission. ``topics`` (id -> text) enables the topic checks; ``year`` forces
@@ -182,6 +203,9 @@ def validate(path: str | Path, topics: dict[str, str] | None = None, year: int |
         raw = path.read_bytes()
     except OSError as exc:
         raise OSError(f"cannot read {path}: {exc.strerror or exc}") from None
+    if _is_trec_ranking(raw):
+        raise NotASubmission(f"{path} is a TREC ranking file (qid Q0 docid rank score tag), not a RAG answer "
+                             "submission (JSONL): score a ranking with `ragnarok eval QRELS RUN`")
     for n, line in enumerate(raw.split(b"\n"), start=1):
         if not line.strip():
             continue
