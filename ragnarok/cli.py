@@ -285,8 +285,9 @@ def search(
         target = ensure_demo_index(settings)
         for model in dense_models(sources):
             ensure_dense_index(target, model)  # built on first use, rebuilt when stale
+    failures: list = []
     if parsed is not None:
-        ranking = _pipeline_ranking(parsed, loaded, settings, _index_name(index), threads)
+        ranking, failures = _pipeline_ranking(parsed, loaded, settings, _index_name(index), threads)
     else:
         ranking = _retriever_ranking(retriever, loaded, settings, index, k or 1000, threads)
     from ragnarok.trec import write_run  # noqa: PLC0415
@@ -296,6 +297,12 @@ def search(
     with writing():  # an interrupt waits for the whole file
         write_run(output, ranking, run_id or (retriever.replace(" ", "") if parsed is None else run_tag(parsed)))
     typer.echo(f"wrote {sum(map(len, ranking.values())):,} lines for {len(ranking)} topics to {output}")
+    if failures:
+        typer.echo(f"{len(failures)} of {len(loaded)} topics failed: "
+                   + ", ".join(f.qid for f in failures[:20])
+                   + (f" and {len(failures) - 20} more" if len(failures) > 20 else "")
+                   + f" (each named above; left out of {output}; run the same command again for all of them)", err=True)
+        raise typer.Exit(1)
 
 
 def run_tag(pipeline: Any, limit: int = 48) -> str:
@@ -364,18 +371,34 @@ def _retriever_ranking(retriever: str, topics: list, settings: Settings, index: 
 
 
 def _pipeline_ranking(parsed: Any, topics: list, settings: Settings, index: str | None,
-                      concurrency: int) -> dict[str, list[tuple[str, float]]]:
+                      concurrency: int) -> tuple[dict[str, list[tuple[str, float]]], list[Any]]:
+    """The rankings of the topics that succeeded (in the topics' order), and the failures of the others: each
+    named on stderr in one line as it fails (after its retries); a refused pipeline stops the search."""
     import asyncio  # noqa: PLC0415
 
-    from ragnarok.batch import run_topics  # noqa: PLC0415
+    from ragnarok.batch import PipelineRefused, run_topics  # noqa: PLC0415
     from ragnarok.progress import progress  # noqa: PLC0415
 
+    failures: list[Any] = []
     with progress(len(topics), "running the pipeline") as bar:  # a bar on a terminal, else lines
-        results = asyncio.run(run_topics(parsed, topics, settings, index, concurrency,
-                                         on_result=lambda _topic, _result: bar.update(1)))
+        def failed(failure: Any) -> None:
+            failures.append(failure)
+            typer.echo(str(failure), err=True)
+            bar.update(1)
+
+        def lowered(old: int, new: int) -> None:
+            typer.echo(f"note: {'a stage timed out' if new < old else 'no timeouts lately'}: "
+                       f"{new} topics in flight at once (was {old})", err=True)
+
+        try:
+            results = asyncio.run(run_topics(parsed, topics, settings, index, concurrency,
+                                             on_result=lambda _topic, _result: bar.update(1),
+                                             on_failure=failed, on_limit=lowered))
+        except PipelineRefused as exc:
+            raise PipelineRefused(f"the pipeline was refused, nothing written: {exc}") from None
     # in the topics' order, not the order they finished in: the same search writes the same bytes
     return {t.qid: [(c.docid, c.score) for c in results[t.qid].candidates]  # type: ignore[union-attr]
-            for t in topics if t.qid in results}
+            for t in topics if t.qid in results}, failures
 
 
 def _index_name(index: str | None) -> str | None:

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from httpx_sse import SSEError, aconnect_sse
 from pydantic import BaseModel
 
 from ragnarok import logs, metrics
@@ -350,80 +349,11 @@ class PipelineRunner:
                   "k": GENERATION_K, "notes": True}
         return json_body({**fields, "stream": True} if stream else fields, request=top)
 
-    async def stream(self, pipeline: Pipeline, topic: Query) -> AsyncIterator[StreamEvent]:
-        """:meth:`run`, streamed (:mod:`ragnarok.generate.streaming`): a ``stage`` event as each stage
-        finishes (``stage``, ``latency_ms``, ``k_in``, ``k_out``), the generator's events as it writes, and
-        ``done`` with the :class:`PipelineRun`. ``self.stage`` names the stage running (for an error event)."""
-        traces: list[StageTrace] = []
-        request, k_in = None, 0
-        async for item in self.ranking(pipeline, topic):
-            if isinstance(item, StageTrace):
-                traces.append(item)
-                yield StreamEvent("stage", stage_event(item, k_in))
-                k_in = len(item.ranking)
-            else:
-                request = item
-        assert request is not None and pipeline.generate is not None
-        gen = pipeline.generate
-        self.stage = str(gen)
-        start = time.perf_counter()
-        top = request.model_copy(update={"candidates": request.candidates[:GENERATION_K]})
-        source = self._stream_local(topic, top, gen) if self.services.local_generation is not None \
-            else self._stream_remote(topic, top, gen)
-        try:
-            async for event in source:
-                if event.event != "done":
-                    yield event
-                    continue
-                answer, notes = event.data
-                trace = StageTrace(str(gen), GENERATION_K, (time.perf_counter() - start) * 1000,
-                                   answer.references, None, notes)
-                traces.append(trace)
-                metrics.observe_stage(f"generate {gen}", time.perf_counter() - start)
-                yield StreamEvent("stage", stage_event(trace, len(top.candidates)))
-                yield StreamEvent("done", PipelineRun(answer, top, traces))
-        finally:
-            await source.aclose()
+    def stream(self, pipeline: Pipeline, topic: Query) -> AsyncIterator[StreamEvent]:
+        """:meth:`run`, streamed: :func:`ragnarok.gateway_stream.stream_pipeline`."""
+        from ragnarok.gateway_stream import stream_pipeline  # noqa: PLC0415 - the streamed half of the runner
 
-    async def _stream_local(self, topic: Query, top: Request, gen: Any) -> AsyncIterator[StreamEvent]:
-        events = self.services.local_generation.astream(topic, top, gen.name, gen.template, GENERATION_K)
-        try:
-            async for event in events:
-                if event.event == "done":
-                    answer = RagAnswer(**event.data.model_dump())
-                    event = StreamEvent("done", (answer, getattr(event.data, "notes", None)))
-                yield event
-        finally:
-            await events.aclose()
-
-    async def _stream_remote(self, topic: Query, top: Request, gen: Any) -> AsyncIterator[StreamEvent]:
-        """The AG service's stream over HTTP (``RAGNAROK_GENERATION_URL``), its events passed on."""
-        stage = f"generate {gen}"
-        client = self.services.generation
-        headers = {**_JSON, **logs.outgoing_headers(stage)}
-        try:
-            async with aconnect_sse(client, "POST", "/v1/generate", content=self._generate_body(topic, top, gen, True),
-                                    headers=headers, timeout=httpx.Timeout(client.timeout.connect, read=None)) as source:
-                if source.response.status_code >= 400:
-                    await source.response.aread()
-                    raise stage_error(stage, source.response)
-                async for sse in source.aiter_sse():
-                    data = json.loads(sse.data)
-                    if sse.event == "done":
-                        yield StreamEvent("done", (RagAnswer.model_validate(data), data.get("notes")))
-                    elif sse.event == "error":
-                        raise StageError(stage, int(data.get("status", 502)), data.get("detail"))
-                    else:
-                        yield StreamEvent(sse.event, data)
-        except httpx.TimeoutException:
-            raise StageError(stage, 504, "timed out") from None
-        except (httpx.HTTPError, SSEError) as exc:
-            raise StageError(stage, 502, f"cannot reach {client.base_url}: {exc}") from None
-
-
-def stage_event(trace: StageTrace, k_in: int) -> dict[str, Any]:
-    return {"stage": trace.stage, "latency_ms": round(trace.latency_ms, 3), "k_in": k_in,
-            "k_out": len(trace.ranking)}
+        return stream_pipeline(self, pipeline, topic)
 
 
 def _trace(stage: str, k: int, start: float, request: Request, service_ms: float | None) -> StageTrace:

@@ -75,6 +75,11 @@ class Settings(BaseSettings):
     judge_timeout_s: float = Field(120.0, gt=0, description="POST /v1/evaluate: an evaluation that has not "
                                    "finished in this time stops between judgments and answers 504 (each LLM "
                                    "call also has its generator's own timeout_s).")
+    topic_retries: int = Field(2, ge=0, le=10, description="`ragnarok search --pipeline`: attempts after the "
+                               "first for a topic whose stage failed (a timeout, a 5xx); then the topic is "
+                               "reported and left out (`ragnarok run` has --retries).")
+    topic_backoff_s: float = Field(1.0, ge=0, description="`search --pipeline` and `run`: the wait before a "
+                                   "topic's first retry, doubled before each next one.")
     default_template: str = "ragnarok"
     max_candidates: int = 1000
     max_segment_chars: int = 100_000

@@ -267,3 +267,4 @@ def test_a_server_that_does_not_stream_is_answered_whole(demo_settings):
             got = events(url, "/v1/generate", {**body, "stream": True})
     assert [n for n, _ in got] == ["references", "delta", "sentence", "sentence", "done"]
     assert got[-1][1] == plain
+

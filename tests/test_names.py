@@ -72,3 +72,17 @@ def test_api_404s_suggest_names(tmp_path):
         assert answer.status_code == 404 and "did you mean 'bm25'?" in answer.json()["detail"]
         answer = client.post("/v1/retrieve", json={"query": "alpha", "index": "z"})
         assert answer.status_code == 404 and "did you mean" not in answer.json()["detail"]
+
+
+def test_saved_presets_are_listed_with_the_built_in_ones(tmp_path):
+    """GET /v1/pipelines lists the presets `ragnarok optimize` saved in the data directory (issue 30)."""
+    from api.main import create_app
+    from fastapi.testclient import TestClient
+    from ragnarok.presets import PRESETS, save_preset
+    from ragnarok.settings import Settings
+
+    settings = Settings(data_dir=tmp_path)
+    save_preset("my-best", "bm25@50 | extractive", tmp_path)
+    with TestClient(create_app(settings, arena=False)) as client:
+        listed = client.get("/v1/pipelines").json()
+    assert listed["my-best"] == "bm25@50 | extractive" and all(listed[k] == v for k, v in PRESETS.items())

@@ -25,6 +25,7 @@ def env(demo_settings, monkeypatch):
     """The CLI in this process, on the session's demo index, with a 200 ms OpenAI-compatible generator."""
     with serve_app(flaky_openai_app()) as url:
         monkeypatch.setenv("RAGNAROK_DATA_DIR", str(demo_settings.data_dir))
+        monkeypatch.setenv("RAGNAROK_TOPIC_BACKOFF_S", "0.05")  # retries 50 ms apart, not 1 s
         monkeypatch.setenv("RAGNAROK_GENERATORS", json.dumps([
             {"name": "slow200", "backend": "openai", "base_url": f"{url}/v1", "model": "fixed-200ms",
              "max_concurrency": 16},

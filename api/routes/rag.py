@@ -18,7 +18,7 @@ from api.sse import body as sse_body
 from ragnarok.gateway import PipelineRun, PipelineRunner, Services
 from ragnarok.generate.streaming import StreamEvent
 from ragnarok.logs import outgoing_headers, request_id
-from ragnarok.presets import DEFAULT_PIPELINES, PRESETS, default_pipeline, resolve, retrievers
+from ragnarok.presets import DEFAULT_PIPELINES, PRESETS, default_pipeline, resolve, retrievers, saved_presets
 from ragnarok.quoting import shorten
 from ragnarok.spec import parse
 from ragnarok.spec_mapping import PipelineMapping, from_mapping
@@ -144,6 +144,7 @@ async def _default_pipeline(services: Services, index: str) -> tuple[str, str | 
 
 
 @router.get("/v1/pipelines")
-def pipelines() -> dict[str, str]:
-    """The named pipeline presets."""
-    return PRESETS
+def pipelines(settings: SettingsDep) -> dict[str, str]:
+    """The named pipeline presets: the built-in ones and those saved in the data directory (`ragnarok optimize`
+    saves its best pipeline as one); a built-in name wins."""
+    return {**saved_presets(settings.data_dir), **PRESETS}

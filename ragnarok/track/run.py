@@ -6,23 +6,26 @@
   pipeline then starts with ``given``.
 * At most ``concurrency`` topics in flight, each finished one appended as a whole line at once
   (:class:`~ragnarok.track.output.JsonLinesLog`); running the same command again skips the topics already
-  written. A topic that fails is retried (exponential backoff); the ones that still fail are reported.
-  A stage that refuses the pipeline itself (4xx: unknown component, missing key) stops the run at once.
+  written. A topic that fails is retried (``retries`` attempts in all, waiting ``settings.topic_backoff_s``,
+  then twice that, ...); the ones that still fail are reported, each in one line (stage, status, cause), and
+  the run goes on. A timeout (504, 429) halves the topics in flight (not below 1; see
+  :class:`ragnarok.batch.AdaptiveLimit`): load is not a verdict. A stage that refuses the pipeline itself
+  (4xx: unknown component, missing key) stops the run at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from tenacity import AsyncRetrying, retry_if_exception, stop_after_attempt, wait_exponential
 from tqdm import tqdm
 
-from ragnarok.batch import local_services
+from ragnarok.batch import AdaptiveLimit, PipelineRefused, describe, local_services, refusal, with_retries
 from ragnarok.gateway import GIVEN, PipelineRunner, StageError
 from ragnarok.settings import DEMO_INDEX, Settings
 from ragnarok.spec import Pipeline, Source, parse
@@ -47,6 +50,7 @@ class TrackOptions:
     run_type: str = "automatic"
     index: str | None = None
     progress: bool | None = None  # None: when stderr is a terminal
+    backoff_s: float | None = None  # the wait before a topic's first retry (None: settings.topic_backoff_s)
 
     @property
     def log_path(self) -> Path:
@@ -65,10 +69,6 @@ class Summary:
         text = f"{self.written} topics written, {self.skipped} already done, {len(self.failed)} failed"
         details = "".join(f"\n  {qid}: {why}" for qid, why in sorted(self.failed.items()))
         return text + details
-
-
-class PipelineRefused(RuntimeError):
-    """A stage refused the pipeline itself (its 4xx): no topic can succeed, so the run stops."""
 
 
 def track_pipeline(spec: str, given: bool) -> Pipeline:
@@ -181,10 +181,6 @@ def _prepare_demo_index(pipeline: Pipeline, settings: Settings, index: str | Non
         ensure_demo_index(settings, dense_model="minilm" if dense else None)
 
 
-def _retryable(exc: BaseException) -> bool:
-    return not isinstance(exc, (PipelineRefused, ValueError))
-
-
 async def run_track(pipeline: Pipeline, topics: Sequence[Topic], settings: Settings, options: TrackOptions,
                     requests: dict[str, Request] | None = None) -> Summary:
     """Run every topic not yet in the output; see the module docstring."""
@@ -206,33 +202,34 @@ async def run_track(pipeline: Pipeline, topics: Sequence[Topic], settings: Setti
             _prepare_demo_index(pipeline, settings, options.index)
         services, _app = local_services(settings)
         runner = PipelineRunner(services, options.index)
-        slots = asyncio.Semaphore(max(1, options.concurrency))
         show = options.progress if options.progress is not None else os.isatty(2)
         bar = tqdm(total=len(topics), initial=summary.skipped, unit="topic", desc=options.run_id, disable=not show)
+
+        def lowered(old: int, new: int) -> None:
+            tqdm.write(f"note: {'a stage timed out' if new < old else 'no timeouts lately'}: "
+                       f"{new} topics in flight at once (was {old})", file=sys.stderr)
+
+        limit = AdaptiveLimit(options.concurrency, lowered)
+        backoff_s = settings.topic_backoff_s if options.backoff_s is None else options.backoff_s
 
         async def attempt(topic: Topic) -> RagAnswer | Request:
             try:
                 given = requests[topic.qid] if requests is not None else None
                 return (await runner.run(pipeline, Query(text=topic.text, qid=topic.qid), given)).result
             except StageError as exc:
-                if 400 <= exc.status < 500:
-                    raise PipelineRefused(str(exc)) from None
+                if (refused := refusal(exc)) is not None:
+                    raise refused from None
                 raise
 
         async def one(topic: Topic) -> None:
-            async with slots:
-                try:
-                    async for attempt_ in AsyncRetrying(
-                        stop=stop_after_attempt(max(1, options.retries)), reraise=True,
-                        wait=wait_exponential(multiplier=0.5, max=8), retry=retry_if_exception(_retryable)):
-                        with attempt_:
-                            result = await attempt(topic)
-                except PipelineRefused:
-                    raise
-                except Exception as exc:  # noqa: BLE001 - reported per topic in the summary
-                    summary.failed[topic.qid] = f"{type(exc).__name__}: {exc}"
-                    bar.update(1)
-                    return
+            try:
+                result = await with_retries(lambda: attempt(topic), limit, max(1, options.retries) - 1, backoff_s)
+            except PipelineRefused:
+                raise
+            except Exception as exc:  # noqa: BLE001 - reported per topic in the summary; the others go on
+                summary.failed[topic.qid] = describe(topic.qid, exc).reason()
+                bar.update(1)
+                return
             log.append(_record(options.task, result, topic, options))
             summary.written += 1
             bar.update(1)
