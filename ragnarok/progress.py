@@ -18,10 +18,12 @@ T = TypeVar("T")
 class LineProgress:
     """tqdm's ``update``/``close``/context-manager surface, written as lines (see the module docstring)."""
 
-    def __init__(self, total: int, desc: str, unit: str = "topic", every_s: float = 30.0, file: Any = None):
+    def __init__(self, total: int, desc: str, unit: str = "topic", every_s: float = 30.0, file: Any = None,
+                 initial: int = 0):
         self.total, self.desc, self.unit, self.every_s = total, desc, unit, every_s
         self.file = file or sys.stderr
-        self.n, self.start, self.last, self.step = 0, time.monotonic(), time.monotonic(), max(1, total // 10)
+        self.n, self.start, self.last, self.step = initial, time.monotonic(), time.monotonic(), max(1, total // 10)
+        self.initial = initial  # done before (a resumed run): not counted in the time per topic
 
     def update(self, n: int = 1) -> None:
         self.n += n
@@ -29,7 +31,8 @@ class LineProgress:
         if self.n >= self.total or self.n % self.step == 0 or now - self.last >= self.every_s:
             self.last = now
             elapsed = now - self.start
-            left = elapsed / self.n * (self.total - self.n) if self.n else 0.0
+            done = self.n - self.initial
+            left = elapsed / done * (self.total - self.n) if done else 0.0
             eta = f", about {left:.0f} s left" if self.n < self.total else ""
             print(f"{self.desc}: {self.n}/{self.total} {self.unit}s, {elapsed:.0f} s{eta}", file=self.file,
                   flush=True)

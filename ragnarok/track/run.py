@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -24,6 +25,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tqdm import tqdm
+
+from ragnarok.progress import LineProgress
 
 from ragnarok.batch import AdaptiveLimit, PipelineRefused, describe, local_services, refusal, with_retries
 from ragnarok.gateway import GIVEN, PipelineRunner, StageError
@@ -202,8 +205,11 @@ async def run_track(pipeline: Pipeline, topics: Sequence[Topic], settings: Setti
             _prepare_demo_index(pipeline, settings, options.index)
         services, _app = local_services(settings)
         runner = PipelineRunner(services, options.index)
-        show = options.progress if options.progress is not None else os.isatty(2)
-        bar = tqdm(total=len(topics), initial=summary.skipped, unit="topic", desc=options.run_id, disable=not show)
+        if options.progress or (options.progress is None and os.isatty(2)):
+            bar = tqdm(total=len(topics), initial=summary.skipped, unit="topic", desc=options.run_id)
+        else:  # not on a terminal: a line per tenth of the topics, with the time left (--no-progress: none)
+            bar = LineProgress(len(topics), options.run_id, initial=summary.skipped,
+                               file=sys.stderr if options.progress is None else io.StringIO())
 
         def lowered(old: int, new: int) -> None:
             tqdm.write(f"note: {'a stage timed out' if new < old else 'no timeouts lately'}: "
