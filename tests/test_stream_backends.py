@@ -28,21 +28,9 @@ from ragnarok.generate.openai_compat import OpenAIChatGenerator
 from ragnarok.generate.prompts import get_template
 from ragnarok.generate.streaming import StreamDeadline, StreamEvent, sentence_texts
 from ragnarok.settings import Settings
-from ragnarok.types import Candidate, Doc, Query, RagAnswer
+from ragnarok.types import Candidate, RagAnswer
+from test_generate_backends import CANDIDATES, TOPIC  # the same three segments and topic
 
-CANDIDATES = [
-    Candidate(docid="stdlib.argparse#0_0", score=3.0, doc=Doc(
-        title="argparse", segment="The argparse module makes it easy to write user-friendly command-line "
-        "interfaces. The program defines what arguments it requires, and argparse will figure out how to "
-        "parse those out of sys.argv.")),
-    Candidate(docid="stdlib.gzip#0_0", score=2.0, doc=Doc(
-        title="gzip", segment="This module provides a simple interface to compress and decompress files just "
-        "like the GNU programs gzip and gunzip would. The data compression is provided by the zlib module.")),
-    Candidate(docid="stdlib.getopt#0_0", score=1.0, doc=Doc(
-        title="getopt", segment="This module helps scripts to parse the command line arguments in sys.argv. "
-        "It supports the same conventions as the Unix getopt() function.")),
-]
-TOPIC = Query(text="how do I parse command-line arguments", qid="demo-01")
 OPENAI_TEXT = ("Python parses arguments with argparse [1]. It can also compress files [2][1]. "
                "The getopt module is the older way [3]. That is all.")
 
