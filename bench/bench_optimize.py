@@ -3,10 +3,18 @@ strategies — the held-out metric of the best-so-far pipeline (best on the trai
 mean and spread over seeds (each seed: its own train/test split and sampler seed).
 
     python bench/bench_optimize.py cache      [--config configs/optimize-cacm.yaml] [--index DIR] [--out DIR]
+                                              [--specs 5] [--modes "no cache" "cache, cold" "cache, warm"]
     python bench/bench_optimize.py strategies [--trials 30] [--seeds 0 1 2] [--strategies greedy random tpe ...]
 
 Every strategy and seed shares one process and one stage cache (a SQLite file in --out, kept across runs), so
 a retrieval is computed once for the whole benchmark; ``cache`` measures what that saves per trial.
+
+``cache`` scores the same specs (drawn with seed 0 from the config's space; CACM's: fused pipelines at depth
+1000) on the training topics, one mode after the other: ``no cache``; ``cache, cold`` (a fresh evaluator, in
+memory); ``cache, warm`` (the same specs again on that evaluator, with its memo of finished trials cleared, so
+the stage cache alone serves them: the rankings, the fusions, the per-topic metric values). It prints the seconds
+of each trial and their mean per mode, the warm mean's ratio to the cold one, and checks that every mode gives
+the same results (objective, per-topic values, node metrics and final rankings, to the last digit).
 """
 
 from __future__ import annotations
@@ -46,19 +54,44 @@ def cache_effect(args: argparse.Namespace) -> dict:
     config, space, _ = setup(args, 0, False)
     rng = random.Random(0)
     specs = [space.spec({n.name: rng.choice(n.candidates).label for n in space.nodes}) for _ in range(args.specs)]
-    for mode, memory, disk in (("no cache", 0, False), ("cache, cold", 1024, False), ("cache, warm", 1024, False)):
-        if mode != "cache, warm":
-            config, space, evaluator = setup(args, memory, disk)
+    results: dict[str, list] = {}
+    evaluator = None
+    for mode, memory in (("no cache", 0), ("cache, cold", 1024), ("cache, warm", 1024)):
+        if mode not in args.modes:
+            continue
+        if mode != "cache, warm" or evaluator is None or not evaluator.cache.enabled:
+            if evaluator is not None:
+                evaluator.close()
+            config, space, evaluator = setup(args, memory, False)
             train = evaluator.splits()[0][0]
-        times = []
+        if mode == "cache, warm" and "cache, cold" not in args.modes:  # warm it up first
+            for spec in specs:
+                evaluator.score(spec, train, check_speed=False)
+        times, results[mode] = [], []
         for spec in specs:
+            evaluator._scores.clear()  # noqa: SLF001 - the stage cache alone, not the memo of finished trials
             start = time.perf_counter()
-            evaluator.score(spec, train, check_speed=False)
+            result = evaluator.score(spec, train, check_speed=False)
             times.append(time.perf_counter() - start)
+            results[mode].append(result)
+            print(f"  {mode}: {times[-1]:.2f} s  {spec}  {config.objective} {result.value!r}", flush=True)
         out[mode] = times
-        print(f"{mode}: {statistics.fmean(times):.2f} s/trial over {len(specs)} specs, {len(train)} topics",
+        print(f"{mode}: {statistics.fmean(times):.2f} s/trial (mean) over {len(specs)} specs, {len(train)} topics",
               flush=True)
-    return {"specs": specs, "seconds": out}
+    def exact(r) -> str:  # type: ignore[no-untyped-def]  # floats as repr: the last digit counts, NaN too
+        return json.dumps([r.value, r.per_topic, r.node_metrics, r.run], sort_keys=True)
+
+    first = next(iter(results.values()))
+    for mode, got in results.items():  # every mode scores each spec the same, to the last digit
+        for a, b in zip(first, got):
+            assert exact(a) == exact(b), f"{mode} differs from {next(iter(results))} on {a.spec}"
+    if "cache, warm" in out:
+        warm = statistics.fmean(out["cache, warm"])
+        print(f"warm fused trial: {warm:.2f} s per trial (mean of {len(specs)}; each: "
+              f"{', '.join(f'{t:.2f}' for t in out['cache, warm'])})"
+              + (f"; cold/warm {statistics.fmean(out['cache, cold']) / warm:.1f}x" if "cache, cold" in out else ""))
+    print(f"results identical across modes ({', '.join(results)})", flush=True)
+    return {"specs": specs, "seconds": out, "values": {m: [r.value for r in rs] for m, rs in results.items()}}
 
 
 def curves_of(study, evaluator, test, held_cache, seed):  # type: ignore[no-untyped-def]
@@ -141,6 +174,8 @@ def main() -> None:
     parser.add_argument("--no-search", action="store_true", help="strategies: only the curves of the studies "
                                                                      "already in --out")
     parser.add_argument("--specs", type=int, default=5, help="cache: specs timed")
+    parser.add_argument("--modes", nargs="+", default=["no cache", "cache, cold", "cache, warm"],
+                        choices=["no cache", "cache, cold", "cache, warm"], help="cache: the modes timed")
     args = parser.parse_args()
     Path(args.out).mkdir(parents=True, exist_ok=True)
     from ragnarok.optimize.study import quiet

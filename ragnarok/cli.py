@@ -191,6 +191,8 @@ def index(
                                                             "stored in this existing Lucene index.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Rebuild the --dense index even when it is up to date "
                                                         "(it is rebuilt anyway when its Lucene index changed).")] = False,
+    sentence_store: Annotated[bool, typer.Option(help="With the --dense index, store its segments' sentence "
+                                                     "vectors (answers read them; ~1.5 KB per sentence).")] = True,
     verbose: Annotated[bool, typer.Option("--verbose", help="Show Anserini's and the JVM's log lines.")] = False,
 ) -> None:
     """Segment MS MARCO V2.1-style documents (10 sentences, stride 5) and build a Lucene index (and a dense one).
@@ -208,7 +210,8 @@ def index(
             raise ValueError("--from-lucene builds a dense index: give --dense MODEL")
         if not lucene_index.is_lucene_index(from_lucene):
             raise FileNotFoundError(f"no Lucene index at {from_lucene}")
-        typer.echo(f"dense index at {ensure_dense_index(from_lucene, dense, kind, force)}")
+        built = ensure_dense_index(from_lucene, dense, kind, force, sentence_store=sentence_store)
+        typer.echo(f"dense index at {built}")
         return
     if demo:
         from ragnarok.collection.demo_index import ensure_demo_index  # noqa: PLC0415
@@ -224,7 +227,7 @@ def index(
         n = lucene_index.index_jsonl(input, output, threads, workers, skip_bad)
         typer.echo(f"indexed {n:,} segments into {output}")
     if dense:
-        typer.echo(f"dense index at {ensure_dense_index(output, dense, kind, force)}")
+        typer.echo(f"dense index at {ensure_dense_index(output, dense, kind, force, sentence_store=sentence_store)}")
     _warn_stale_dense(output, dense)
 
 

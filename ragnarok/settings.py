@@ -93,10 +93,14 @@ class Settings(BaseSettings):
     shutdown_grace_s: float = Field(5.0, ge=0, description="`ragnarok serve`: how long in-flight requests may "
                                     "take to finish after SIGTERM before the process exits anyway.")
     encoder_backend: Literal["auto", "torch", "onnx", "onnx-int8"] = Field(
-        "torch", description="What runs the dense encoders: `torch` (sentence-transformers), `onnx` "
+        "auto", description="What runs the dense encoders: `torch` (sentence-transformers), `onnx` "
         "(onnxruntime on CPU, the weights exported locally on first use; same vectors within float32 rounding) "
-        "or `auto`: ONNX on CPU for a model it can export, else PyTorch. The default stays `torch` until ONNX "
-        "is checked further (docs/BENCHMARKS.md, issue 18: in-process errors seen with both backends loaded).")
+        "or `auto` (the default): ONNX on CPU for a model it can export, else PyTorch (a failed export falls "
+        "back to PyTorch). ONNX beside PyTorch models and the JVM in one process is stress-tested "
+        "(tests/test_onnx_beside_torch.py, docs/BENCHMARKS.md issue 29).")
+    vector_cache_entries: int = Field(50_000, ge=1, description="Text vectors (MiniLM) kept in memory per "
+                                      "model once encoded: queries, and sentences that no sentence store holds "
+                                      "(about 1.5 KB each at 384 dimensions).")
     encoder_cache_dir: Path = Field(default_factory=lambda: Path.home() / ".cache" / "ragnarok" / "models",
                                     description="Where the ONNX exports of the dense encoders are kept "
                                     "(by model and weights hash; shared by every data_dir).")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 import time
@@ -86,6 +87,23 @@ def llama_cpp_server(model_path: str, n_ctx: int = 4096) -> Iterator[str]:
             proc.kill()
             proc.wait()
         log.close()
+
+
+def wait_until_idle(pid: int, cpu_share: float = 0.05, quiet_s: float = 2.0, timeout_s: float = 300) -> float:
+    """Wait until process ``pid`` has used under ``cpu_share`` of a core for ``quiet_s`` seconds (``ragnarok
+    serve`` warms the arena up after it starts: each generator answers once, SmolLM2 included), at most
+    ``timeout_s``; returns the seconds waited. For benchmarks, so that start-up work is not timed."""
+    def cpu_s() -> float:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    start = time.monotonic()
+    while time.monotonic() - start < timeout_s:
+        before = cpu_s()
+        time.sleep(quiet_s)
+        if cpu_s() - before < cpu_share * quiet_s:
+            break
+    return time.monotonic() - start
 
 
 @contextmanager

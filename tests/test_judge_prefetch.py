@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from ragnarok.judge import entail, proxy
+from ragnarok.judge import entail
 from ragnarok.judge.answers import Answer
 from ragnarok.judge.cache import JudgeCache
 from ragnarok.judge.nuggets import Nugget, TopicNuggets
 from ragnarok.judge.proxy import ProxyJudge
 from ragnarok.judge.service import Watched
+from ragnarok.retrieve.dense import shared_encoder
+from ragnarok.retrieve.vectors import text_vectors
 
 QUERY = "compress a file with gzip"
 NUGGETS = ["use the gzip module", "gzip.open opens a file for compressed writing",
@@ -42,7 +44,7 @@ CLAIMS = ["The gzip.open() function opens a gzip-compressed file in binary or te
 
 def fresh() -> None:
     """No sentence encoded, no plan made."""
-    proxy._MEMO.clear()
+    text_vectors("minilm").clear()
     entail.plan_nuggets.cache_clear()
     entail.plan_support.cache_clear()
 
@@ -64,7 +66,7 @@ def test_prefetch_encodes_once_and_the_labels_do_not_change(monkeypatch):
     def no_model(*_args, **_kwargs):
         raise AssertionError("prefetch should have encoded this")
 
-    monkeypatch.setattr(proxy._encoder(), "encode", no_model)
+    monkeypatch.setattr(shared_encoder("minilm"), "encode", no_model)
     assert judge_all(judge) == want
     assert want[0][0] == ["support"] * 3 and want[0][2] == ["not_support"] * 3  # the judge still judges
     assert want[1][:4] == ["full_support", "no_support", "no_support", "no_support"]
@@ -74,8 +76,8 @@ def test_prefetch_encodes_once_and_the_labels_do_not_change(monkeypatch):
 def test_prefetch_encodes_in_one_call_and_skips_what_is_known(monkeypatch):
     fresh()
     calls = []
-    encode = proxy._encoder().encode
-    monkeypatch.setattr(proxy._encoder(), "encode",
+    encode = shared_encoder("minilm").encode
+    monkeypatch.setattr(shared_encoder("minilm"), "encode",
                         lambda texts, *a, **k: calls.append(len(texts)) or encode(texts))
     judge = ProxyJudge()
     n = judge.prefetch(assign=[(QUERY, a, NUGGETS) for a in ANSWERS], support=[(c, SEGMENT) for c in CLAIMS])
@@ -164,3 +166,41 @@ def test_a_judge_without_prefetch_is_judged_as_before():
             return []
 
     assert getattr(Watched(Plain()), "prefetch", None) is None  # type: ignore[arg-type]
+
+
+def test_eval_rag_prefetches_every_run_in_one_encoder_call(monkeypatch):
+    """``prefetch_runs`` (eval-rag with several runs): one encoder call for all runs, then judging them encodes
+    nothing more, and every label is the one judged without it."""
+    from ragnarok.judge.evalrag import evaluate_run, prefetch_runs
+
+    nuggets = {"q": TopicNuggets(qid="q", query=QUERY, nuggets=[Nugget(text=n) for n in NUGGETS])}
+    runs = [{"q": Answer("q", QUERY, [(a, [0])], ["d0"])} for a in ANSWERS[:3]]
+    looked_up = []
+
+    def segments(docid):
+        looked_up.append(docid)
+        return SEGMENT
+
+    def labels(judge, segments):
+        out = []
+        for n, answers in enumerate(runs):
+            topic = evaluate_run(f"run{n}", answers, judge, nuggets=nuggets, segments=segments, progress=False
+                                 ).topics["q"]
+            out.append((topic.labels, topic.support))
+        return out
+
+    fresh()
+    want = labels(ProxyJudge(), segments)
+    fresh()
+    calls = []
+    encode = shared_encoder("minilm").encode
+    monkeypatch.setattr(shared_encoder("minilm"), "encode",
+                        lambda texts, *a, **k: calls.append(len(texts)) or encode(texts, *a, **k))
+    judge = ProxyJudge()
+    looked_up.clear()
+    remembered = prefetch_runs(judge, runs, nuggets=nuggets, segments=segments)
+    assert len(calls) == 1
+    assert labels(judge, remembered) == want
+    assert len(calls) == 1  # the runs' own prefetch and their judgments found every vector
+    assert looked_up == ["d0"]  # the segment read once for all runs
+    assert prefetch_runs(judge, runs, nuggets=nuggets) is None

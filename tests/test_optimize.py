@@ -327,3 +327,58 @@ def test_a_candidate_over_its_speed_threshold_is_dropped(tmp_path, demo_index):
         assert not scored.too_slow and len(scored.per_topic) == 12
     finally:
         evaluator.close()
+
+
+def test_fused_rankings_from_the_stage_cache_are_the_gateways(tmp_path):
+    """A warm fused trial builds nothing and calls no service, and gives what the uncached runner gives: the
+    same candidates (ids, scores, fields) and stage rankings, at every depth; per-topic metric values are
+    ir-measures' own, computed once per ranking."""
+    import asyncio
+    import json
+
+    from ragnarok.evaluate import per_query
+    from ragnarok.gateway import PipelineRunner, Services
+    from ragnarok.optimize.cache import CachingRunner, StageCache
+    from ragnarok.optimize.objective import Evaluator, _run
+    from ragnarok.spec import parse
+    from ragnarok.types import Query
+
+    class Fake(Services):
+        calls = 0
+
+        async def post(self, client, stage, path, body):  # type: ignore[no-untyped-def]
+            Fake.calls += 1
+            asked = json.loads(body)
+            seed = sum(map(ord, asked["retriever"] + asked["query"]))
+            ids = [f"d{(seed * 7 + i * 13) % 97}" for i in range(60)]
+            hits = [{"docid": d, "score": round(10 - i * 0.17 + (seed % 5) * 0.01, 3) + (i % 3 == 0) * 0.01,
+                     "doc": {"segment": f"text of {d}", "title": d.upper()}}
+                     for i, d in enumerate(dict.fromkeys(ids))][:asked["k"]]  # at most k, as the R service
+            return json.dumps({"query": {"text": asked["query"], "qid": asked["qid"]}, "candidates": hits}).encode(), 5.0
+
+    plain = PipelineRunner(Fake(None, None), "idx")  # type: ignore[arg-type]
+    cached = CachingRunner(Fake(None, None), "idx", StageCache(64))  # type: ignore[arg-type]
+    specs = ["cc(bm25=0.3, dense:minilm=0.7)@40", "cc(bm25=0.7, dense:minilm=0.3)@40", "rrf(bm25, dense:minilm)@40",
+             "dbsf(bm25+rm3, dense:minilm)@20", "cc(bm25, rrf(bm25+rm3, dense:minilm))@30", "bm25@10"]
+
+    def run(runner, spec, qid):  # type: ignore[no-untyped-def]
+        done = asyncio.run(runner.run(parse(spec), Query(text=f"topic {qid}", qid=qid)))
+        return done.result.model_dump_json(exclude_unset=True), [t.ranking for t in done.traces]
+
+    for spec in specs:
+        for qid in ("1", "2"):
+            want = run(plain, spec, qid)
+            assert run(cached, spec, qid) == want, spec  # cold
+            calls = Fake.calls
+            assert run(cached, spec, qid) == want, spec  # warm: from memory, built once
+            assert Fake.calls == calls
+
+    qrels = {"1": {"d3": 1, "d20": 2, "d50": 1}, "2": {"d7": 1, "d8": 0}}
+    evaluator = Evaluator.__new__(Evaluator)
+    evaluator.qrels, evaluator._metric_values = qrels, {}
+    rankings = {"1": [f"d{i}" for i in range(60)], "2": [f"d{i}" for i in range(59, -1, -1)], "3": ["d1"]}
+    want = {q: v["nDCG@10"] for q, v in per_query(qrels, {q: _run(r) for q, r in rankings.items()},
+                                                   {"nDCG@10": "nDCG@10"}).items()}
+    assert evaluator._per_topic(rankings, "nDCG@10") == want
+    assert evaluator._per_topic(rankings, "nDCG@10") == want  # from memory
+    assert len(evaluator._metric_values) == 3  # topic 3 has no qrels: remembered as not scored

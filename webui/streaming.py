@@ -133,7 +133,8 @@ class Race:
                         await asyncio.wait_for(self._changed.wait(), wait)
                 gap = last + min_gap_s - time.monotonic()
                 if gap > 0 and not self.finished:
-                    await asyncio.sleep(gap)  # text arriving meanwhile goes out with this view
+                    # text arriving meanwhile goes out with this view; both sides done ends the wait at once
+                    await asyncio.wait(list(self.tasks.values()), timeout=gap)
                 if self.finished:
                     break
                 self._changed.clear()

@@ -28,11 +28,14 @@ def ensure_demo_index(settings: Settings, threads: int = 2, dense_model: str | N
 
 
 def ensure_dense_index(lucene_dir: Path, model: str, kind: str = "flat", force: bool = False,
-                       batch_size: int = 256, progress: Callable[[int, int], None] | None = None) -> Path:
+                       batch_size: int = 256, progress: Callable[[int, int], None] | None = None,
+                       sentence_store: bool = True) -> Path:
     """The dense index of ``model`` beside ``lucene_dir``, encoded from its stored segments when it is missing,
     stale (the Lucene index was rebuilt since, or it is of another kind: :func:`~ragnarok.retrieve.dense.
     stale_reason`), or ``force``. ``progress(done, total)`` is called once the total is known (done 0), then
-    after each ``batch_size`` segments."""
+    after each ``batch_size`` segments. ``sentence_store``: with its sentence store
+    (:mod:`ragnarok.retrieve.vectors`; a dense index without one answers the same, encoding sentences as
+    answers need them)."""
     from ragnarok.retrieve.anserini import LuceneSearcher  # noqa: PLC0415
     from ragnarok.retrieve.dense import build_dense_index, dense_dir, segments_from_lucene  # noqa: PLC0415
 
@@ -48,9 +51,10 @@ def ensure_dense_index(lucene_dir: Path, model: str, kind: str = "flat", force: 
     searcher.close()
     if progress is not None:
         progress(0, total)
-    build_dense_index(segments_from_lucene(lucene_dir), out, model, kind,  # type: ignore[arg-type]
+    build_dense_index(segments_from_lucene(lucene_dir, with_segment=True), out, model, kind,  # type: ignore[arg-type]
                       batch_size=batch_size, total=total, lucene_dir=lucene_dir,
-                      progress=None if progress is None else lambda done: progress(done, total))
+                      progress=None if progress is None else lambda done: progress(done, total),
+                      sentence_store=sentence_store)
     return out
 
 

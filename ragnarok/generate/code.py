@@ -18,5 +18,5 @@ def is_code(line: str, min_letters: float = 0.55) -> bool:
     s = line.strip()
     if not s:
         return False
-    letters = sum(ch.isalpha() for ch in s)
+    letters = sum(map(str.isalpha, s))
     return bool(CODE_LINE.match(s)) or letters < min_letters * len(s.replace(" ", ""))

@@ -26,6 +26,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Literal
 
 import blingfire
@@ -59,12 +60,18 @@ def _is_prose(sentence: str, strict: bool = True) -> bool:
     least = MIN_WORDS if strict else 3
     if not least <= word_count(s) <= MAX_WORDS or (strict and not _ENDS.search(s)) or _NOT_PROSE.search(s):
         return False
-    return sum(ch.isalpha() for ch in s) >= 0.7 * len(s.replace(" ", ""))
+    return sum(map(str.isalpha, s)) >= 0.7 * len(s.replace(" ", ""))
 
 
 def prose_sentences(text: str, strict: bool = True) -> list[str]:
     """The segment's prose sentences, in order (code lines and fragments left out, see the module docstring;
-    ``strict=False`` keeps unpunctuated runs of words too)."""
+    ``strict=False`` keeps unpunctuated runs of words too). Remembered for the last few thousand segments: the
+    same segments come back across topics, battles and runs."""
+    return list(_prose_sentences(text, strict))
+
+
+@lru_cache(maxsize=4096)
+def _prose_sentences(text: str, strict: bool) -> tuple[str, ...]:
     paragraphs, current = [], []
     for line in text.split("\n"):
         if not line.strip() or is_code(line):
@@ -81,7 +88,7 @@ def prose_sentences(text: str, strict: bool = True) -> list[str]:
             s = s.strip().translate(str.maketrans("[]【】", "()()"))  # only our markers read as citations
             if _is_prose(s, strict):
                 out.append(s)
-    return out
+    return tuple(out)
 
 
 @dataclass
@@ -96,9 +103,9 @@ class ExtractiveGenerator:
         return None
 
     def _vectors(self, texts: list[str]) -> np.ndarray:
-        from ragnarok.retrieve.dense import shared_encoder  # noqa: PLC0415 - loads MiniLM on first use
+        from ragnarok.retrieve.vectors import text_vectors  # noqa: PLC0415 - loads MiniLM on first use
 
-        return np.asarray(shared_encoder("minilm").encode(texts), dtype=np.float32)
+        return text_vectors("minilm").encode(texts)  # the sentence store's, else the cache's, else encoded
 
     def generate(self, topic: Query, candidates: list[Candidate], template: PromptTemplate) -> RagAnswer:
         candidates = candidates[: self.max_contexts]

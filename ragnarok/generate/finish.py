@@ -14,6 +14,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any, Literal
 
 import blingfire
@@ -53,9 +54,14 @@ class GeneratedAnswer(RagAnswer):
 
 def terms(text: str) -> list[str]:
     """Content words: lower-cased, stop words out, a plural ``s`` cut."""
+    return list(_terms(text))
+
+
+@lru_cache(maxsize=65536)  # sentences are read several times per answer, and again across answers
+def _terms(text: str) -> tuple[str, ...]:
     words = _WORD.findall(text.lower())
-    return [w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
-            for w in words if w not in STOP]
+    return tuple(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
+                 for w in words if w not in STOP)
 
 
 def repeats(sentences: Sequence[str]) -> list[bool]:

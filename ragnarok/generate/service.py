@@ -51,7 +51,14 @@ class GenerationService:
         if name not in self.configs:
             raise UnknownComponentError("generator", name, sorted(self.configs))
         config = self.configs[name]
-        return self._instances.get(name, lambda: GENERATOR_BACKENDS.create(config.backend, config=config))
+        return self._instances.get(name, lambda: self._create(config))
+
+    def _create(self, config: GeneratorConfig) -> Generator:
+        if config.backend == "extractive" and config.model != "bm25":  # reads MiniLM vectors of sentences
+            from ragnarok.retrieve.vectors import text_vectors  # noqa: PLC0415
+
+            text_vectors("minilm").add_stores_under(self.settings.data_dir)  # this service's sentence stores
+        return GENERATOR_BACKENDS.create(config.backend, config=config)
 
     def template(self, generator: str, template: str | None) -> PromptTemplate:
         """The named template; none named: the generator's own (its ``template``), else ``default_template``."""

@@ -282,6 +282,7 @@ def eval_rag(
         format_report,
         metrics_of,
         paired_tests,
+        prefetch_runs,
     )
     from ragnarok.judge.nuggets import read_nuggets
     from ragnarok.judge.reference import read_references
@@ -314,6 +315,9 @@ def eval_rag(
     chosen = _judge(settings, judge, retry_failed) if (nugget_sets is not None or support or geval) else None
     if geval and chosen is not None and chosen.proxy:
         raise ValueError("--geval needs an LLM judge (--judge NAME); the proxy judge gives no G-Eval scores")
+    if chosen is not None and len(loaded) > 1:  # the proxy judge: every run's texts encoded in one call
+        segments = prefetch_runs(chosen, list(loaded.values()), nuggets=nugget_sets, segments=segments,
+                                 references=refs, support_mode=support_mode)
     results = []
     for name, answers in loaded.items():
         result = evaluate_run(name, answers, chosen, nuggets=nugget_sets, segments=segments,  # type: ignore[arg-type]

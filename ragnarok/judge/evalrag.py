@@ -89,12 +89,7 @@ def evaluate_run(name: str, answers: Mapping[str, Answer], judge: Judge, *,
                  concurrency: int = 4, progress: bool | None = None, support_mode: str = "all") -> RunResult:
     """Judge every answered topic that has nuggets (or references, or, with ``segments``, citations);
     topics with nothing to judge against are skipped and listed."""
-    todo, skipped = [], []
-    for qid, answer in sorted(answers.items()):
-        if (nuggets is not None and qid not in nuggets) or (references is not None and qid not in references):
-            skipped.append(qid)
-        else:
-            todo.append(answer)
+    todo, skipped = _to_judge(answers, nuggets, references)
     if (prefetch := getattr(judge, "prefetch", None)) is not None:  # the proxy: every text encoded at once
         segments = _remembered(segments) if segments is not None else None
         prefetch(**_prefetch_items(todo, nuggets=nuggets, segments=segments, support_mode=support_mode))
@@ -103,6 +98,32 @@ def evaluate_run(name: str, answers: Mapping[str, Answer], judge: Judge, *,
                                                support_mode),
                    concurrency, f"judging {name}", judge, progress)
     return RunResult(name, {r.qid: r for r, _ in done}, skipped, sum(m for _, m in done))
+
+
+def _to_judge(answers: Mapping[str, Answer], nuggets: Mapping[str, TopicNuggets] | None,
+              references: Mapping[str, list[str]] | None) -> tuple[list[Answer], list[str]]:
+    """The answers to judge, in topic order, and the topics skipped (nothing to judge them against)."""
+    todo, skipped = [], []
+    for qid, answer in sorted(answers.items()):
+        if (nuggets is not None and qid not in nuggets) or (references is not None and qid not in references):
+            skipped.append(qid)
+        else:
+            todo.append(answer)
+    return todo, skipped
+
+
+def prefetch_runs(judge: Judge, runs: Sequence[Mapping[str, Answer]], *,
+                  nuggets: Mapping[str, TopicNuggets] | None = None, segments: SegmentText | None = None,
+                  references: Mapping[str, list[str]] | None = None, support_mode: str = "all") -> SegmentText | None:
+    """The judge's ``prefetch`` (the proxy's) for every run at once, before :func:`evaluate_run` judges them
+    one by one: the texts of all runs go to the encoder in one call (full batches, longest first) rather than
+    one call per run; each run's own prefetch then finds them done. Labels are the same as without it. Returns
+    ``segments`` looked up once per docid (give it to :func:`evaluate_run`), or None without ``segments``."""
+    segments = _remembered(segments) if segments is not None else None
+    if (prefetch := getattr(judge, "prefetch", None)) is not None:
+        todo = [a for answers in runs for a in _to_judge(answers, nuggets, references)[0]]
+        prefetch(**_prefetch_items(todo, nuggets=nuggets, segments=segments, support_mode=support_mode))
+    return segments
 
 
 def _remembered(segments: SegmentText) -> SegmentText:

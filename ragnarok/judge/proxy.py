@@ -13,9 +13,7 @@ reference metrics and the first proxy judge (:mod:`ragnarok.judge.proxy_v1`)."""
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Iterable, Sequence
-from functools import lru_cache
 
 import numpy as np
 
@@ -47,31 +45,12 @@ def sentences(text: str) -> list[str]:
     return [s for s in (p.strip() for p in _SENTENCE.split(text)) if s] or [text]
 
 
-@lru_cache(maxsize=1)
-def _encoder():  # type: ignore[no-untyped-def]
-    from ragnarok.retrieve.dense import shared_encoder
-
-    return shared_encoder("minilm")
-
-
-_MEMO: dict[str, np.ndarray] = {}
-_MEMO_LOCK = threading.Lock()
-MEMO_SIZE = 50_000
-
-
 def _vectors(texts: Sequence[str]) -> np.ndarray:
-    """MiniLM vectors, each text encoded once per process (the memo holds at most MEMO_SIZE texts)."""
-    with _MEMO_LOCK:
-        known = {t: _MEMO[t] for t in texts if t in _MEMO}
-    todo = list(dict.fromkeys(t for t in texts if t not in known))
-    if todo:
-        fresh = _encoder().encode(todo)
-        known.update(zip(todo, fresh))
-        with _MEMO_LOCK:
-            if len(_MEMO) + len(todo) > MEMO_SIZE:
-                _MEMO.clear()
-            _MEMO.update(zip(todo, fresh))
-    return np.stack([known[t] for t in texts])
+    """MiniLM vectors: the sentence store's, else the process's cache of encoded texts, else encoded
+    (:mod:`ragnarok.retrieve.vectors`)."""
+    from ragnarok.retrieve.vectors import text_vectors  # noqa: PLC0415 - loads MiniLM on first use
+
+    return text_vectors("minilm").encode(list(texts))
 
 
 def cosines(claims: Sequence[str], passages: Sequence[str]) -> np.ndarray:
@@ -116,8 +95,8 @@ class ProxyJudge:
         """Get ready for the ``assign(query, answer, nuggets)`` and ``support(sentence, passage)`` calls to
         come: their rules are worked out (and memoised) and every text they will need a MiniLM vector for is
         encoded in one call (the encoder's batches, longest first: larger batches measured no faster on CPU),
-        so the calls themselves only read the memo. Judgments already cached are
-        skipped; at most ``MEMO_SIZE // 2`` texts are encoded (the rest when their calls come). Labels are
+        so the calls themselves only read the vector cache. Judgments already cached are
+        skipped; at most half the vector cache's size in texts are read (the rest when their calls come). Labels are
         the same with or without it. Returns the number of texts encoded."""
         texts: dict[str, None] = {}
         for query, answer, nuggets in assign:
@@ -129,11 +108,14 @@ class ProxyJudge:
         for sentence, passage in support:
             if self._missing("support", [{"sentence": sentence, "passage": passage}]):
                 texts.update(dict.fromkeys(entail.plan_support(sentence, passage).texts))
-        with _MEMO_LOCK:
-            todo = [t for t in texts if t not in _MEMO][: MEMO_SIZE // 2]
+        from ragnarok.retrieve.vectors import text_vectors  # noqa: PLC0415
+
+        vectors = text_vectors("minilm")
+        before = vectors.stats["encoded"]
+        todo = list(texts)[: vectors.cache_entries // 2]
         if todo:
             _vectors(todo)
-        return len(todo)
+        return vectors.stats["encoded"] - before
 
     def assign(self, query: str, passage: str, nuggets: Sequence[str]) -> list[str | None]:
         """Each nugget against the answer's (``passage``'s) sentences: support / partial_support /

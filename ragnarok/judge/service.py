@@ -55,12 +55,12 @@ def make_judge(settings: Settings, name: str | None, generation: GenerationServi
     ``generation`` and ``cache``: the service's generators and judgment cache, reused (the API's); by
     default new ones (both judges cache every judgment). ``retry_failed``: judgments cached as unreadable
     are asked again."""
-    from ragnarok.generate.base import GeneratorUnavailable
-    from ragnarok.generate.service import GenerationService
-
     name = name or settings.judge
     if not name or name == PROXY:
         return ProxyJudge(cache or JudgeCache(cache_path(settings)))
+    from ragnarok.generate.base import GeneratorUnavailable  # noqa: PLC0415 - not for the proxy judge
+    from ragnarok.generate.service import GenerationService  # noqa: PLC0415
+
     generator = (generation or GenerationService(settings)).get(name)  # UnknownComponentError: the known ones
     complete = getattr(generator, "complete", None)
     if complete is None:

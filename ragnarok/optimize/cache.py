@@ -1,7 +1,9 @@
 """The stage cache that makes trials cheap: a stage's output for the same input is computed once.
 
 * Retrieval: one ranking per (index, retriever with its arguments, query text), kept compact (docids and
-  scores; each document's fields once per process) and served for any depth up to the one computed.
+  scores; each document's fields once per process) and served for any depth up to the one computed. In
+  memory, a ranking also keeps its candidates once built (the objects the runner hands on), so a warm trial
+  builds none; a fused ranking (``cc(bm25, dense:minilm)@1000``) is kept in memory as it was fused.
 * Every other service call (rerank, generate, write, segments) by its exact request body: the same
   candidates, the same reranker or generator and template give the stored answer.
 
@@ -12,6 +14,7 @@ SQLite file shared by runs and by the workers of one machine.
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import sqlite3
@@ -23,9 +26,9 @@ from typing import Any
 
 import httpx
 
-from ragnarok.gateway import PipelineRunner, Services
+from ragnarok.gateway import PipelineRunner, Services, _fuse
 from ragnarok.query.stages import Expansion
-from ragnarok.spec import Node, Source
+from ragnarok.spec import Fusion, Node, Source
 from ragnarok.types import Candidate, Doc, Query, Request
 
 
@@ -71,6 +74,19 @@ class StageCache:
                                  (key, zlib.compress(json.dumps(value).encode(), 1)))
                 self._db.commit()
 
+    def peek(self, key: str) -> Any | None:
+        """A value kept in memory only (see :meth:`remember`); not counted as a hit or a miss."""
+        with self._lock:
+            if key in self._memory:
+                self._memory.move_to_end(key)
+                return self._memory[key][0]
+            return None
+
+    def remember(self, key: str, value: Any, size: int) -> None:
+        """Keep ``value`` in memory only (within the same LRU budget): objects derived from stored stages."""
+        with self._lock:
+            self._remember(key, value, size)
+
     def _remember(self, key: str, value: Any, size: int) -> None:
         if self.capacity <= 0:
             return
@@ -86,6 +102,9 @@ class StageCache:
         if self._db is not None:
             self._db.close()
             self._db = None
+
+
+CANDIDATE_BYTES = 520  # one built Candidate in memory (its doc is shared), measured with tracemalloc
 
 
 def _key(*parts: Any) -> str:
@@ -121,13 +140,15 @@ class CachingRunner(PipelineRunner):
 
     async def _source(self, node: Node, query: Query, depth: int,
                       expansion: Expansion | None = None) -> tuple[Request, float | None]:
+        if isinstance(node, Fusion) and self.cache.enabled:
+            return await self._fused(node, query, depth, expansion)
         if isinstance(node, Source) and self.cache.enabled:
             name = node.name + (f":{node.arg}" if node.arg else "")
             text = query.text if expansion is None else (expansion.dense if node.name == "dense" else expansion.lexical)
             key = "ranking:" + _key(self.index, name, text)
             hit = self.cache.get(key)
             if hit is not None and (hit["k"] >= depth or len(hit["ids"]) < hit["k"]):
-                return self._request(hit, query if expansion is not None else Query(text=text, qid=query.qid),
+                return self._request(key, hit, query if expansion is not None else Query(text=text, qid=query.qid),
                                      depth), hit["ms"]
             request, ms = await super()._source(node, query, depth, expansion)
             for c in request.candidates:
@@ -137,6 +158,22 @@ class CachingRunner(PipelineRunner):
                            40 * len(request.candidates) + 200)
             return request, ms
         return await super()._source(node, query, depth, expansion)
+
+    async def _fused(self, node: Fusion, query: Query, depth: int,
+                     expansion: Expansion | None) -> tuple[Request, float | None]:
+        """A fusion of cached rankings, fused once per process (as the gateway fuses) and kept in memory: its
+        candidates, and the slowest source's time as the stage's."""
+        texts = query.text if expansion is None else (expansion.lexical, expansion.dense)
+        key = "fused:" + _key(self.index, repr(node), texts, depth)
+        hit = self.cache.peek(key)
+        if hit is None:
+            parts = await asyncio.gather(*(self._source(n, query, depth, expansion) for n in node.sources))
+            weights = [n.weight if isinstance(n, Source) else None for n in node.sources]
+            times = [ms for _, ms in parts]
+            slowest = None if None in times else max(times)  # type: ignore[type-var]
+            hit = (_fuse(node.method, [r for r, _ in parts], weights, depth, query).candidates, slowest)
+            self.cache.remember(key, hit, CANDIDATE_BYTES * len(hit[0]) + 200)
+        return Request.model_construct(query=query, candidates=list(hit[0])), hit[1]
 
     def _remember_doc(self, candidate: Candidate) -> None:
         key = (str(self.index), candidate.docid)
@@ -154,7 +191,12 @@ class CachingRunner(PipelineRunner):
             self.cache.docs[key] = doc
         return doc
 
-    def _request(self, hit: dict[str, Any], query: Query, depth: int) -> Request:
-        candidates = [Candidate.model_construct(docid=d, score=s, doc=self._doc(d))
-                      for d, s in zip(hit["ids"][:depth], hit["scores"][:depth])]
-        return Request.model_construct(query=query, candidates=candidates)
+    def _request(self, key: str, hit: dict[str, Any], query: Query, depth: int) -> Request:
+        """The cached ranking's top ``depth`` as a request; its candidates are built once (validated, which
+        pydantic does faster than ``model_construct``) and kept in memory beside the ranking, shared by the
+        requests made of it (stages copy a candidate to change it, never change it in place)."""
+        built = self.cache.peek("built:" + key)
+        if built is None or built[0] is not hit:
+            built = (hit, [Candidate(docid=d, score=s, doc=self._doc(d)) for d, s in zip(hit["ids"], hit["scores"])])
+            self.cache.remember("built:" + key, built, CANDIDATE_BYTES * len(built[1]) + 200)
+        return Request.model_construct(query=query, candidates=built[1][:depth])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import hashlib
 import random
 import statistics
 from collections.abc import Mapping, Sequence
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragnarok.evaluate import Qrels, per_query, read_qrels
+from ragnarok.evaluate import Qrels, needs_maxp, per_query, read_qrels
 from ragnarok.optimize.cache import CachingRunner, CachingServices, StageCache
 from ragnarok.optimize.config import NUGGET_METRICS, OptimizeConfig
 from ragnarok.optimize.space import NONE, Space
@@ -105,6 +106,7 @@ class Evaluator:
         self._judged: dict[tuple[str, str], dict[str, float]] = {}
         self.last_run: dict[str, dict[str, float]] = {}
         self._scores: dict[tuple[str, tuple[str, ...], bool], TrialResult] = {}
+        self._metric_values: dict[tuple[str, bool, str, bytes], float | None] = {}  # see _per_topic
         self.probe_min = min(probe() for _ in range(3))  # the reference workload's fastest time
 
     def splits(self) -> list[tuple[list[str], list[str]]]:
@@ -249,17 +251,33 @@ class Evaluator:
     def _retrieval(self, rankings: Mapping[str, list[str]], metric: str) -> float:
         if not rankings or self.qrels is None:
             return float("nan")
-        values = per_query(self.qrels, {q: _run(r) for q, r in rankings.items()}, {metric: metric})
-        return _mean({q: v[metric] for q, v in values.items()})
+        return _mean(self._per_topic(rankings, metric))
+
+    def _per_topic(self, rankings: Mapping[str, list[str]], metric: str) -> dict[str, float]:
+        """``per_query`` of the rankings for one metric, ``{qid: value}`` (the topics it scores). A topic's value
+        depends on its ranking alone, so each (metric, topic, ranking) is computed once per process: a trial
+        whose node rankings were scored before (the same retriever in another pipeline, or a warm trial) asks
+        ir-measures for none."""
+        assert self.qrels is not None
+        if len(self._metric_values) > 200_000:  # bounded: about 40 MB
+            self._metric_values.clear()
+        maxp = needs_maxp(self.qrels, {q: dict.fromkeys(r) for q, r in rankings.items()})
+        keys = {q: (metric, maxp, q, hashlib.blake2b("\0".join(r).encode(), digest_size=16).digest())
+                for q, r in rankings.items()}
+        todo = {q: _run(r) for q, r in rankings.items() if keys[q] not in self._metric_values}
+        if todo:
+            values = per_query(self.qrels, todo, {metric: metric}, maxp=maxp)
+            for q in todo:
+                self._metric_values[keys[q]] = values[q][metric] if q in values else None
+        out = {q: self._metric_values[k] for q, k in keys.items()}
+        return {q: v for q, v in out.items() if v is not None}
 
     def _objective(self, qids: Sequence[str], rankings: Mapping[str, list[str]],
                    answers: Mapping[str, RagAnswer]) -> dict[str, float]:
         metric = self.config.objective
         if self.generation:
             return self._nugget(qids, answers, metric)
-        assert self.qrels is not None
-        values = per_query(self.qrels, {q: _run(r) for q, r in rankings.items() if q in qids}, {metric: metric})
-        return {q: v[metric] for q, v in values.items()}
+        return self._per_topic({q: r for q, r in rankings.items() if q in qids}, metric)
 
     def _nugget(self, qids: Sequence[str], answers: Mapping[str, RagAnswer], metric: str) -> dict[str, float]:
         """Each answered topic's nugget score (the judge's; each answer text judged once per process)."""

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ragnarok.rerank.base import reordered
-from ragnarok.retrieve.dense import Encoder, shared_encoder
+from ragnarok.retrieve.dense import Encoder
+from ragnarok.retrieve.vectors import text_vectors
 from ragnarok.types import Request
 
 
@@ -66,7 +67,8 @@ class EmbeddingReranker:
         """``(sim(q, d) per candidate, the candidates' normalised embeddings)``."""
         if self.own_encoder:
             self._encoder = self._encoder or Encoder(self.model)
-        encoder = self._encoder or shared_encoder(self.model)
+        # the shared model: segments from the sentence store, queries and the rest cached once encoded
+        encoder = self._encoder or text_vectors(self.model)
         q = encoder.encode([request.query.text], query=True)[0]
         docs = encoder.encode(candidate_texts(request))
         return docs @ q, docs

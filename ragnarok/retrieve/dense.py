@@ -28,11 +28,12 @@ from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+from cachetools import LRUCache
 
 from ragnarok import cancel
 from ragnarok.cancel import FairLock
 from ragnarok.registry import UnknownComponentError
-from ragnarok.types import Candidate, Query, Request
+from ragnarok.types import Candidate, Doc, Query, Request
 
 Kind = Literal["flat", "hnsw"]
 PACKAGED = ("minilm", "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
@@ -41,6 +42,7 @@ REMOTE_MODELS = {"arctic-l": "Snowflake/snowflake-arctic-embed-l", "gte-l": "Ali
 QUERY_PREFIXES = {"Snowflake/snowflake-arctic-embed-l": "Represent this sentence for searching relevant passages: "}
 TRUST_REMOTE_CODE = {"Alibaba-NLP/gte-large-en-v1.5"}  # GTE v1.5 ships its own modelling code
 HNSW_M = 32
+DOC_CACHE = 20_000  # parsed segments a dense retriever keeps (a few KB each)
 
 
 class DenseIndexNotFoundError(FileNotFoundError):
@@ -198,9 +200,10 @@ def dense_dir(lucene_dir: str | Path, model: str) -> Path:
     return Path(f"{Path(lucene_dir)}.dense") / model.replace("/", "__")
 
 
-def segments_from_lucene(lucene_dir: str | Path) -> Iterator[tuple[str, str]]:
+def segments_from_lucene(lucene_dir: str | Path, with_segment: bool = False) -> Iterator[tuple[str, ...]]:
     """``(segment id, title + "\\n" + segment)`` for every document stored in a Lucene index built by
-    :mod:`ragnarok.collection.lucene_index` (read by internal id, in index order)."""
+    :mod:`ragnarok.collection.lucene_index` (read by internal id, in index order); ``with_segment``: the
+    segment's own text third (what the sentence store splits into sentences)."""
     from ragnarok.retrieve.anserini import LuceneSearcher  # noqa: PLC0415 - starts the JVM
     from ragnarok.retrieve.lucene import doc_from_raw  # noqa: PLC0415
 
@@ -211,7 +214,8 @@ def segments_from_lucene(lucene_dir: str | Path) -> Iterator[tuple[str, str]]:
             if document is None:
                 continue
             doc = doc_from_raw(document.raw())
-            yield document.docid(), "\n".join(p for p in (doc.title, doc.segment) if p)
+            text = "\n".join(p for p in (doc.title, doc.segment) if p)
+            yield (document.docid(), text, doc.segment or "") if with_segment else (document.docid(), text)
     finally:
         searcher.close()
 
@@ -226,10 +230,14 @@ def _new_index(dim: int, kind: Kind) -> Any:
     raise ValueError(f"dense index kind must be 'flat' or 'hnsw', got {kind!r}")
 
 
-def build_dense_index(texts: Iterable[tuple[str, str]], out_dir: Path, model: str = "minilm",
+def build_dense_index(texts: Iterable[tuple[str, ...]], out_dir: Path, model: str = "minilm",
                       kind: Kind = "flat", batch_size: int = 256, total: int | None = None,
-                      lucene_dir: Path | None = None, progress: Callable[[int], None] | None = None) -> int:
+                      lucene_dir: Path | None = None, progress: Callable[[int], None] | None = None,
+                      sentence_store: bool = True) -> int:
     """Encode ``(docid, text)`` pairs into a FAISS inner-product index at ``out_dir``; returns their number.
+    ``sentence_store``: also write the sentence store (:mod:`ragnarok.retrieve.vectors`) in ``sentences/``:
+    each text's vector and those of its prose sentences (of the segment given third, ``(docid, text,
+    segment)``, else of the text), so answers read them instead of encoding them per request.
     ``lucene_dir``: the Lucene index the texts come from, whose identity the meta records (read before
     encoding starts, so an index rebuilt meanwhile makes this one stale). ``progress(count)`` is called after
     each batch with the number encoded so far (a background build reports it and may pause or stop there).
@@ -242,6 +250,7 @@ def build_dense_index(texts: Iterable[tuple[str, str]], out_dir: Path, model: st
     from tqdm import tqdm  # noqa: PLC0415
 
     from ragnarok.collection.lucene_index import index_identity  # noqa: PLC0415
+    from ragnarok.retrieve.vectors import STORE_DIR, StoreWriter, store_texts  # noqa: PLC0415
 
     built_from = index_identity(Path(lucene_dir)) if lucene_dir is not None else None
     encoder = shared_encoder(model)
@@ -252,22 +261,30 @@ def build_dense_index(texts: Iterable[tuple[str, str]], out_dir: Path, model: st
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     count = 0
+    store = StoreWriter(tmp / STORE_DIR, encoder.dim, model) if sentence_store else None
     try:
         items = iter(texts)
         with open(tmp / "docids.txt", "w", encoding="utf-8") as ids, \
                 tqdm(total=total, desc=f"encoding ({model}, {kind})", unit="seg") as bar:
             while batch := list(itertools.islice(items, batch_size)):
-                for docid, _ in batch:
+                for docid, *_ in batch:
                     if "\n" in docid:
                         raise ValueError(f"docid {docid!r} contains a newline")
-                index.add(encoder.encode([text for _, text in batch]))
-                ids.writelines(docid + "\n" for docid, _ in batch)
+                vectors = encoder.encode([item[1] for item in batch])
+                index.add(vectors)
+                if store is not None:
+                    store.add([item[1] for item in batch], vectors)
+                    sentences = [s for item in batch for s in store_texts(item[1], item[-1])[1:]]
+                    store.add(sentences, encoder.encode(sentences))
+                ids.writelines(item[0] + "\n" for item in batch)
                 count += len(batch)
                 bar.update(len(batch))
                 if progress is not None:
                     progress(count)
         if count == 0:
             raise ValueError("no texts to encode")
+        if store is not None:
+            store.finish()
         faiss.write_index(index, str(tmp / "index.faiss"))
         meta: dict[str, Any] = {"model": model, "dim": encoder.dim, "kind": kind, "count": count}
         if built_from is not None:
@@ -279,6 +296,8 @@ def build_dense_index(texts: Iterable[tuple[str, str]], out_dir: Path, model: st
         tmp.rename(out_dir)
         shutil.rmtree(old, ignore_errors=True)
     finally:
+        if store is not None:
+            store.close()  # a build stopped midway: its file closed before the directory goes
         shutil.rmtree(tmp, ignore_errors=True)
     return count
 
@@ -302,6 +321,7 @@ class DenseRetriever:
     _meta: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
     _searcher: Any = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
+    _docs: Any = field(default_factory=lambda: LRUCache(maxsize=DOC_CACHE), init=False, repr=False)
 
     @property
     def path(self) -> Path:
@@ -338,6 +358,9 @@ class DenseRetriever:
                                               f"{len(docids)} docids")
             self._searcher = LuceneSearcher(self.lucene_dir)
             self._meta, self._docids, self._index = meta, docids, index
+        from ragnarok.retrieve.vectors import STORE_DIR, text_vectors  # noqa: PLC0415
+
+        text_vectors(self._meta.get("model", self.model)).add_store(self.path / STORE_DIR)
 
     def warm_up(self) -> None:
         """Load the index, the Lucene searcher and the model now rather than on the first query."""
@@ -356,18 +379,28 @@ class DenseRetriever:
         k = min(k, len(self._docids))
         if k <= 0:
             return []
-        vector = self.encoder().encode([text], query=True)
+        from ragnarok.retrieve.vectors import text_vectors  # noqa: PLC0415
+
+        # cached: the extractive generator and the rerankers read this query's vector too
+        vector = text_vectors(self._meta.get("model", self.model)).encode([text], query=True)
         params = faiss.SearchParametersHNSW(efSearch=max(self.ef_search, k)) \
             if self._meta.get("kind") == "hnsw" else None
         scores, ids = self._index.search(vector, k, params=params)
         return [(self._docids[i], float(s)) for s, i in zip(scores[0], ids[0]) if i >= 0]
 
     def retrieve(self, query: Query, k: int) -> Request:
+        return Request(query=query, candidates=[Candidate(docid=docid, score=score, doc=self._doc(docid))
+                                                for docid, score in self.search(query.text, k)])
+
+    def _doc(self, docid: str) -> Doc:
+        """A segment's stored fields, parsed once (the last ``DOC_CACHE`` segments are kept). Read as raw JSON
+        by docid: one JNI call, and no Lucene ``Document`` objects, which pyjnius can mix up across threads."""
         from ragnarok.retrieve.lucene import doc_from_raw  # noqa: PLC0415
 
-        candidates = []
-        for docid, score in self.search(query.text, k):
-            document = self._searcher.doc(docid)
-            candidates.append(Candidate(docid=docid, score=score,
-                                        doc=doc_from_raw(document.raw() if document is not None else None)))
-        return Request(query=query, candidates=candidates)
+        with self._lock:
+            doc = self._docs.get(docid)
+        if doc is None:
+            doc = doc_from_raw(self._searcher.object.doc_raw(docid))
+            with self._lock:
+                self._docs[docid] = doc
+        return doc

@@ -130,10 +130,12 @@ class LuceneRetriever:
         return [(h.docid, h.score, h.lucene_document) for h in hits]
 
     def retrieve(self, query: Query, k: int) -> Request:
-        candidates = [
-            Candidate(docid=docid, score=score, doc=doc_from_raw(document.get("raw")))
-            for docid, score, document in self.search(query.text, k)
-        ]
+        """Stored fields read by Lucene docid through the searcher, after the search, as :meth:`_json` does:
+        walking each hit's ``Document`` object from several threads gives wrong documents (pyjnius mixes up
+        objects of one class across threads; docs/BENCHMARKS.md, issue 29)."""
+        searcher = self._load().object
+        candidates = [Candidate(docid=docid, score=score, doc=doc_from_raw(searcher.doc_raw(number)))
+                      for number, score, docid in search_hits(searcher, query.text, k)]
         return Request(query=query, candidates=candidates)
 
     def _json(self, query_json: bytes, hits: Sequence[Hit]) -> bytes:
