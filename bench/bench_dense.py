@@ -33,13 +33,8 @@ sys.path.insert(0, str(ROOT))
 
 from bench_retrieve import timed  # noqa: E402 - bench/ is on sys.path when run as a script
 from ragnarok.collection.demo_index import ensure_demo_index  # noqa: E402
-from ragnarok.retrieve.dense import (  # noqa: E402
-    HNSW_M,
-    DenseRetriever,
-    build_dense_index,
-    segments_from_lucene,
-    shared_encoder,
-)
+from ragnarok.retrieve.dense import HNSW_M, DenseRetriever, shared_encoder  # noqa: E402
+from ragnarok.retrieve.dense_build import build_dense_index, segments_from_lucene  # noqa: E402
 from ragnarok.settings import Settings  # noqa: E402
 from ragnarok.topics import load_topics  # noqa: E402
 from ragnarok.types import Query  # noqa: E402

@@ -32,7 +32,8 @@ sys.path.insert(0, str(ROOT))
 
 from ragnarok.collection.demo_index import ensure_demo_index  # noqa: E402
 from ragnarok.evaluate import evaluate, read_qrels  # noqa: E402
-from ragnarok.retrieve.dense import Encoder, segments_from_lucene  # noqa: E402
+from ragnarok.retrieve.dense import Encoder  # noqa: E402
+from ragnarok.retrieve.dense_build import segments_from_lucene  # noqa: E402
 from ragnarok.settings import Settings  # noqa: E402
 from ragnarok.topics import load_topics  # noqa: E402
 

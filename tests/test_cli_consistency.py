@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ragnarok.cli import app, run_tag
+from ragnarok.cli import app
+from ragnarok.search_cli import run_tag
 from ragnarok.spec import parse
 from ragnarok.track.output import in_topic_order
 

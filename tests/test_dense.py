@@ -10,15 +10,8 @@ import pytest
 
 from ragnarok.collection.lucene_index import index_documents
 from ragnarok.protocols import Retriever
-from ragnarok.retrieve.dense import (
-    DenseIndexNotFoundError,
-    DenseRetriever,
-    Encoder,
-    build_dense_index,
-    dense_dir,
-    resolve_model,
-    segments_from_lucene,
-)
+from ragnarok.retrieve.dense import DenseIndexNotFoundError, DenseRetriever, Encoder, dense_dir, resolve_model
+from ragnarok.retrieve.dense_build import build_dense_index, segments_from_lucene
 from ragnarok.types import Query
 
 # (doc id, title, body): one short segment each, on clearly separate subjects

@@ -155,7 +155,7 @@ def test_search_pipeline_uses_its_retrieval_part_with_a_bar(demo_env, tmp_path):
 
 
 def test_presets_are_resolved_before_deciding_about_the_dense_index():
-    from ragnarok.cli import dense_models
+    from ragnarok.search_cli import dense_models
     from ragnarok.presets import resolve
     from ragnarok.spec import parse
 

@@ -15,7 +15,8 @@ from api.routes.rag import PIPELINE_HEADER
 from ragnarok.cli import app as cli
 from ragnarok.collection.lucene_index import index_documents
 from ragnarok.presets import DEFAULT_PIPELINES, PRESETS, default_pipeline
-from ragnarok.retrieve.dense import build_dense_index, dense_dir, segments_from_lucene
+from ragnarok.retrieve.dense import dense_dir
+from ragnarok.retrieve.dense_build import build_dense_index, segments_from_lucene
 from ragnarok.settings import Settings
 
 DOCS = [

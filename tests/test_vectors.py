@@ -8,7 +8,8 @@ import pytest
 
 from ragnarok.generate.extractive import ExtractiveGenerator, prose_sentences
 from ragnarok.generate.prompts import get_template
-from ragnarok.retrieve.dense import build_dense_index, shared_encoder
+from ragnarok.retrieve.dense import shared_encoder
+from ragnarok.retrieve.dense_build import build_dense_index
 from ragnarok.retrieve.vectors import STORE_DIR, TextVectors, open_store, text_keys
 from ragnarok.types import Candidate, Doc, Query
 

@@ -37,7 +37,8 @@ def ensure_dense_index(lucene_dir: Path, model: str, kind: str = "flat", force: 
     (:mod:`ragnarok.retrieve.vectors`; a dense index without one answers the same, encoding sentences as
     answers need them)."""
     from ragnarok.retrieve.anserini import LuceneSearcher  # noqa: PLC0415
-    from ragnarok.retrieve.dense import build_dense_index, dense_dir, segments_from_lucene  # noqa: PLC0415
+    from ragnarok.retrieve.dense import dense_dir  # noqa: PLC0415
+    from ragnarok.retrieve.dense_build import build_dense_index, segments_from_lucene  # noqa: PLC0415
 
     out = dense_dir(lucene_dir, model)
     reason = dense_build_reason(lucene_dir, model, kind, force)
