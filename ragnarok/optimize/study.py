@@ -155,6 +155,7 @@ def _search(study: optuna.Study, evaluator: Evaluator, space: Space, strategy: s
                 not any(t.state == TrialState.WAITING for t in current):  # type: ignore[attr-defined]
             break  # (a waiting trial: a killed worker's, enqueued again)
         trial = study.ask()
+        _in_flight[:] = [(study, trial)]  # at once: interrupted while its parameters are chosen, it is given back
         study._storage.record_heartbeat(trial._trial_id)  # noqa: SLF001 - at once: a worker killed now is seen
         labels = suggest(trial, space)  # stored at once: other workers see what this trial runs
         everyone = study.get_trials(deepcopy=False)
