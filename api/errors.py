@@ -200,11 +200,15 @@ def _loc(part: Any) -> str | int:
 
 
 def _validation_item(error: dict[str, Any]) -> dict[str, Any]:
-    """One validation error without its ``input`` (which may be the whole body); keys quoted short."""
+    """One validation error without its ``input`` (which may be the whole body); keys quoted short, a key the
+    schema does not have never echoed."""
     msg = error.get("msg", "")
     if error.get("type") == "json_invalid" and (cause := (error.get("ctx") or {}).get("error")):
         msg = f"{msg}: {cause}"
-    return {"loc": [_loc(p) for p in error.get("loc", ())], "msg": shorten(str(msg), QUOTE_CHARS),
+    loc = [_loc(p) for p in error.get("loc", ())]
+    if error.get("type") == "extra_forbidden" and loc:  # the caller's own key: named by what it is, not echoed
+        loc[-1] = "(an unknown key)"
+    return {"loc": loc, "msg": shorten(str(msg), QUOTE_CHARS),
             "type": error.get("type", "")}
 
 
@@ -234,7 +238,7 @@ def install_error_handlers(app: FastAPI, max_body_bytes: int) -> None:
 
     @app.exception_handler(StageError)
     async def _stage(_: Request, exc: StageError) -> JSONResponse:
-        response = _json(exc.status, {"stage": exc.stage, "error": exc.detail}, _)
+        response = _json(exc.status, _stage_detail(exc), _)
         if exc.retry_after:
             response.headers["Retry-After"] = exc.retry_after
         return response
@@ -274,6 +278,21 @@ MESSAGE_STATUS: dict[type[Exception], int] = {
 }
 
 
+def _stage_detail(exc: StageError) -> dict[str, Any]:
+    """A failed stage: its name and its service's error. A stage the request got wrong (4xx: its service's
+    message says what exists or what it takes, without the caller's text) is named without the caller's text
+    too: by its kind alone for an unknown name (404: ``generate``, not ``generate NAME``), by its kind and
+    component without the argument otherwise (``rerank mmr``, not ``rerank mmr:ARG``)."""
+    kind, _, name = exc.stage.partition(" ")
+    if exc.status == 404:
+        stage = kind
+    elif 400 <= exc.status < 500:
+        stage = f"{kind} {re.split(r'[:@]', name, maxsplit=1)[0]}".strip()
+    else:
+        stage = exc.stage
+    return {"stage": stage, "error": exc.detail}
+
+
 def _generation_detail(exc: GenerationError) -> dict[str, Any]:
     detail = {"generator": exc.generator, "error": exc.cause, "message": str(exc)}
     if deadline := getattr(exc, "deadline", None):  # a stream's (ragnarok.generate.streaming)
@@ -287,16 +306,23 @@ def error_detail(exc: BaseException, settings: Settings | None = None) -> tuple[
     if isinstance(exc, GenerationError):
         status, detail = (504 if exc.timeout else 502), _generation_detail(exc)
     elif isinstance(exc, StageError):
-        status, detail = exc.status, {"stage": exc.stage, "error": exc.detail}
+        status, detail = exc.status, _stage_detail(exc)
     elif status := next((s for kind, s in MESSAGE_STATUS.items() if isinstance(exc, kind)), 0):
-        detail = str(exc)
+        detail = public_message(exc)
     else:
         status, detail = 500, f"internal error ({type(exc).__name__}); it has been logged"
     return status, scrub(_short(detail), settings)
 
 
+def public_message(exc: BaseException) -> str:
+    """What an error body says of ``exc``: its ``public`` message where it has one (an unknown name, a spec
+    error: never the caller's text, which a scrubber would turn into an oracle), else its message."""
+    public = getattr(exc, "public", None)
+    return public if isinstance(public, str) else str(exc)
+
+
 def _message_handler(status: int) -> Any:
     async def handler(_: Request, exc: Exception) -> JSONResponse:
-        return _json(status, str(exc), _)
+        return _json(status, public_message(exc), _)
 
     return handler

@@ -47,7 +47,7 @@ def _lucene(feedback: str):
             if feedback != "none":
                 raise UnknownComponentError("retriever", name, ["bm25 (the only model of a remote index)"])
             if arg:
-                raise ComponentArgumentError(f"a remote index searches with its own BM25 parameters: drop :{arg}")
+                raise ComponentArgumentError("a remote index searches with its own BM25 parameters: drop the argument")
             return RemoteRetriever(name, source, settings.remote_timeout_s)
         # bm25:k1_1.2-b_0.75, bm25+rocchio:terms_20-docs_5 (ragnarok/retrieve/bm25_args.py)
         return LuceneRetriever(name, source, feedback, parse_bm25_args(arg, feedback),  # type: ignore[arg-type]

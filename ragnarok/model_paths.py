@@ -36,9 +36,9 @@ class UnknownModelPath(UnknownComponentError):
     """A path a request named that is not a model it may load: the same 404 for every path (never echoed)."""
 
     def __init__(self, role: str, available: list[str]):
-        self.role, self.name, self.available = role, "", available
-        LookupError.__init__(self, f"unknown {role} (a path, not echoed); available: "
-                                   f"{', '.join(available) or 'none'}")
+        self.role, self.name, self.available, self.suggestion = role, "", available, None
+        self.public = f"unknown {role} (a path, not echoed); available: {', '.join(available) or 'none'}"
+        LookupError.__init__(self, self.public)
 
 
 def model_dir(role: str, name: str, available: list[str], allow_paths: bool) -> str:

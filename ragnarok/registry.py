@@ -3,6 +3,7 @@ substrings of model names. Registration is explicit (see ``ragnarok.components``
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
@@ -30,17 +31,32 @@ def suggest(name: str, available: list[str]) -> str | None:
 
 class UnknownComponentError(LookupError):
     """A name that no component of ``role`` has: the message lists what is available and, when one of those is
-    close to it, asks "did you mean ...?"."""
+    close to it, asks "did you mean ...?". ``public`` (what the API answers) is the same without the name: one
+    fixed message per role (and suggestion), which names only what exists here, so that an error body never
+    passes on the caller's text (scrubbed or not, it would confirm guesses about the server's paths and
+    keys)."""
 
     def __init__(self, role: str, name: str, available: list[str]):
         self.role, self.name, self.available = role, name, available
         self.suggestion = suggest(name, available)
         hint = f"; did you mean {quote(self.suggestion)}?" if self.suggestion else ""
-        super().__init__(f"unknown {role} {quote(name)}; available: {', '.join(available) or 'none'}{hint}")
+        listed = f"available: {', '.join(available) or 'none'}{hint}"
+        self.public = f"unknown {role} (the name is not echoed); {listed}"
+        super().__init__(f"unknown {role} {quote(name)}; {listed}")
+
+
+#: A quoted piece of a message (``repr`` or :func:`~ragnarok.quoting.quote`, cut or not): the caller's text.
+_QUOTED = re.compile(r"""(?:'(?:[^'\\]|\\.)*'|"(?:[^"\\]|\\.)*")(?:… \([0-9,]+ characters\))?""")
 
 
 class ComponentArgumentError(ValueError):
-    """A component's argument (``mmr:LAMBDA``) that it cannot take: the message names the argument."""
+    """A component's argument (``mmr:LAMBDA``) that it cannot take: the message names the argument.
+    ``public`` (what the API answers) is the message with every quoted value left out (``got (not echoed)``):
+    the rule, never the caller's text."""
+
+    def __init__(self, message: str, public: str | None = None):
+        super().__init__(message)
+        self.public = public if public is not None else _QUOTED.sub("(not echoed)", message)
 
 
 @dataclass

@@ -57,15 +57,21 @@ _TOKEN = re.compile(r"\s*(?:(?P<num>[0-9]+(?:\.[0-9]+)?)(?![A-Za-z_])"
 
 class SpecError(ValueError):
     """A pipeline spec that does not parse; the message points at the offending token (``spec`` None: a
-    pipeline given as a mapping, whose message names the key instead)."""
+    pipeline given as a mapping, whose message names the key instead).
 
-    def __init__(self, spec: str | None, pos: int, message: str):
+    ``echo`` is the part of the message that quotes the spec (``, found 'bm2'``): the message has it, with an
+    excerpt of the spec and a caret; ``public`` (what the API answers) has neither: the problem, the kind of
+    token found and the position, never the caller's text (an error body is no oracle)."""
+
+    def __init__(self, spec: str | None, pos: int, message: str, echo: str = "", public: str | None = None):
         self.spec, self.pos = spec, pos
+        self.public = public if public is not None else message if spec is None else \
+            f"{message} at position {pos + 1}"
         if spec is None:
-            super().__init__(message)
+            super().__init__(message + echo)
             return
         window, caret = _excerpt(spec, pos)
-        super().__init__(f"{message} at position {pos + 1}:\n  {window}\n  {' ' * caret}^")
+        super().__init__(f"{message}{echo} at position {pos + 1}:\n  {window}\n  {' ' * caret}^")
 
 
 def _excerpt(spec: str, pos: int, width: int = QUOTE_CHARS) -> tuple[str, int]:
@@ -174,8 +180,9 @@ class _Parser:
             if not m:
                 bad = len(spec[pos:]) - len(spec[pos:].lstrip())
                 char = spec[pos + bad]
-                raise SpecError(spec, pos + bad, f"unexpected character {char!r}"
-                                + ("" if char.isascii() else " (names and numbers are ASCII)"))
+                ascii_only = "" if char.isascii() else " (names and numbers are ASCII)"
+                raise SpecError(spec, pos + bad, "unexpected character", f" {char!r}{ascii_only}",
+                                f"unexpected character{ascii_only} at position {pos + bad + 1}")
             kind = m.lastgroup or "sym"
             self.tokens.append((kind, m.group(kind), m.start(kind)))
             pos = m.end()
@@ -184,11 +191,18 @@ class _Parser:
     def peek(self, value: str | None = None) -> bool:
         return self.i < len(self.tokens) and (value is None or self.tokens[self.i][1] == value)
 
-    def fail(self, message: str) -> SpecError:
+    def fail(self, message: str, echo: str = "") -> SpecError:
+        """The error at the current token: ``message`` says what is wrong without quoting the spec; ``echo``
+        (quoting it) follows it in the message only, as does the token found (the public message names only
+        its kind)."""
         if self.i < len(self.tokens):
             kind, value, pos = self.tokens[self.i]
-            return SpecError(self.spec, pos, f"{message}, found {quote(value, 40)}")
-        return SpecError(self.spec, len(self.spec), f"{message}, found the end of the spec")
+            found = repr(value) if kind == "sym" else {"name": "a name", "num": "a number"}[kind]
+            return SpecError(self.spec, pos, message, f"{echo}, found {quote(value, 40)}",
+                             f"{message}, found {found} at position {pos + 1}")
+        end = ", found the end of the spec"
+        return SpecError(self.spec, len(self.spec), message, echo + end, f"{message}{end} at position "
+                                                                         f"{len(self.spec) + 1}")
 
     def take(self, kind: str, what: str) -> str:
         if self.i < len(self.tokens) and self.tokens[self.i][0] == kind:
@@ -263,7 +277,7 @@ class _Parser:
         at = self.i
         name = self.take("name", "a query stage name")
         if not self.peek(":"):
-            raise self.fail(f"a query stage names its generator: {name}:GENERATOR")
+            raise self.fail("a query stage names its generator", f": {name}:GENERATOR")
         self.expect(":")
         generator = self.take("name", "a generator name after ':'")
         n = None

@@ -46,8 +46,8 @@ def test_structured_pipeline(client):
 @pytest.mark.parametrize(("pipeline", "status", "words"), [
     ("bm25 |", 422, "expected a reranker or generator name"),
     ("bm25@10", 422, "no generation stage"),
-    ("splade@10 | extractive", 404, "unknown retriever 'splade'"),
-    ("bm25@10 | gpt-9", 404, "unknown generator 'gpt-9'"),
+    ("splade@10 | extractive", 404, "unknown retriever (the name is not echoed)"),
+    ("bm25@10 | gpt-9", 404, "unknown generator (the name is not echoed)"),
     ("bm25@10 | gpt-4o", 422, "OPENAI_API_KEY is not set"),
 ])
 def test_bad_pipelines_name_the_problem(client, pipeline, status, words):
@@ -82,7 +82,7 @@ def test_rerank_stage_in_the_gateway(client):
 
 @pytest.mark.parametrize(("pipeline", "words"), [
     ("bm25@20 | rankzephyr@10 | extractive", "rankzephyr needs a vLLM endpoint: set RAGNAROK_RANKZEPHYR_URL"),
-    ("bm25@20 | splade@10 | extractive", "unknown reranker 'splade'"),
+    ("bm25@20 | splade@10 | extractive", "unknown reranker (the name is not echoed)"),
 ])
 def test_missing_components_are_named(client, pipeline, words):
     r = client.post("/rag", json={"topic": "gzip", "pipeline": pipeline})

@@ -224,7 +224,7 @@ def client(settings):
 @pytest.mark.parametrize(("pipeline", "status", "words"), [
     ("bm25@10 | llmcompress:dead:refine@5 | extractive", 502, "passage llmcompress:dead:refine"),
     ("bm25@10 | llmcompress:scripted:tree@5 | extractive", 422, "takes a mode of select, refine, tree_summarize"),
-    ("bm25@10 | llmcompress:nope:refine@5 | extractive", 404, "unknown generator 'nope'"),
+    ("bm25@10 | llmcompress:nope:refine@5 | extractive", 404, "unknown generator (the name is not echoed)"),
     ("bm25@10 | llmcompress:extractive:refine@5 | extractive", 422, "writes no free text"),
     ("bm25@10 | smollm2:a:b", 422, "a generator stage takes one template"),
 ])

@@ -207,8 +207,8 @@ def test_segments_route(client):
 
 
 @pytest.mark.parametrize(("pipeline", "status", "words"), [
-    ("bm25@10 | nosuch@5 | extractive", 404, "unknown reranker 'nosuch'"),
-    ("bm25@10 | cutoff:7@5 | extractive", 422, "cutoff:T takes a number from 0 to 1, got '7'"),
+    ("bm25@10 | nosuch@5 | extractive", 404, "unknown reranker (the name is not echoed)"),
+    ("bm25@10 | cutoff:7@5 | extractive", 422, "cutoff:T takes a number from 0 to 1, got (not echoed)"),
     ("bm25@10 | neighbours:0@5 | extractive", 422, "neighbours:W takes an integer from 1 to 3"),
     ("bm25@10 | cutoff:0.5@5~rrf | extractive", 422, "not fused with its input"),
     ("bm25@10 | hyde:smollm2@5 | extractive", 422, "hyde is a query stage: it goes before the retriever"),

@@ -134,9 +134,9 @@ def test_llm_compressor_against_smollm2(client):
 @pytest.mark.parametrize(("pipeline", "status", "words"), [
     ("hyde:dead > bm25@10 | extractive", 502, "query hyde:dead"),
     ("bm25@10 | llmcompress:dead@5 | extractive", 502, "passage llmcompress:dead"),
-    ("hyde:nope > bm25@10 | extractive", 404, "unknown generator 'nope'"),
+    ("hyde:nope > bm25@10 | extractive", 404, "unknown generator (the name is not echoed)"),
     ("hyde:extractive > bm25@10 | extractive", 422, "writes no free text"),
-    ("rewrite:smol > bm25@10 | extractive", 404, "unknown query stage 'rewrite'"),
+    ("rewrite:smol > bm25@10 | extractive", 404, "unknown query stage (the name is not echoed)"),
     ("hyde:smol:2 > bm25@10 | extractive", 422, "hyde writes one passage"),
     ("multiquery:smol:12 > bm25@10 | extractive", 422, "a query stage writes 1 to 8 queries"),
 ])

@@ -89,7 +89,7 @@ def test_every_path_is_the_same_404_and_never_looked_at(kind, model, tmp_path, m
     # a plain unknown name is echoed as before, with the same choices
     with TestClient(create_app(Settings(data_dir=tmp_path / "data"), arena=False)) as client:
         assert rerank(client, f"{kind}:nope").json() == {
-            "detail": f"unknown {ROLES[kind]} 'nope'; available: {available[kind]}"}
+            "detail": f"unknown {ROLES[kind]} (the name is not echoed); available: {available[kind]}"}
 
 
 def test_dense_paths_are_the_same_404(model, tmp_path):

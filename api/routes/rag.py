@@ -93,7 +93,7 @@ async def rag(body: RagBody, http: HttpRequest, settings: SettingsDep) -> Respon
     pipeline = parse(resolve(spec, settings.data_dir), settings.max_k) if isinstance(spec, str) else \
         from_mapping(spec, max_depth=settings.max_k)
     if pipeline.generate is None:
-        raise BadInput(f"pipeline {pipeline} has no generation stage: end it with a generator, e.g. `| extractive`")
+        raise BadInput("the pipeline has no generation stage: end it with a generator, e.g. `| extractive`")
     runner = PipelineRunner(http.app.state.services, body.index)
     runner.check(pipeline)  # unknown stages are a 404/422 before anything is reserved
     await reserve(http, pipeline_cost(pipeline, http.app.state.generation.configs))

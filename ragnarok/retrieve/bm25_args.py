@@ -46,7 +46,7 @@ def parse_args(arg: str | None, feedback: str = "none") -> BM25Params:
         allowed = keys_for(feedback)
         if not sep or key not in allowed:
             raise ComponentArgumentError(f"unknown BM25 parameter {quote(key, 40)} in {quote(arg, 80)}; "
-                                         f"use KEY_VALUE pairs joined by '-' with keys {', '.join(allowed)}")
+                                         f"use KEY_VALUE pairs joined by hyphens with keys {', '.join(allowed)}")
         if key in seen:
             raise ComponentArgumentError(f"BM25 parameter {key} is given twice in {quote(arg, 80)}")
         seen.add(key)
