@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 import re
 import time
-from datetime import datetime, timezone
 from typing import Annotated, Optional
 
 import typer
 
+from ragnarok.auth.records import check_fields
+from ragnarok.auth.records import when as _when
 from ragnarok.cli_errors import fails_cleanly
 
 keys_app = typer.Typer(no_args_is_help=True, add_completion=False,
@@ -27,6 +28,15 @@ def duration_s(text: str) -> float:
     return float(m.group(1)) * _UNITS[m.group(2) or "s"]
 
 
+def _integer(what: str, text: str | None) -> int | None:
+    """An integer option's value (ASCII digits; its bounds are checked with the others: ``check_fields``)."""
+    if text is None:
+        return None
+    if not re.fullmatch(r"-?[0-9]{1,40}", text.strip()):
+        raise ValueError(f"--{what.replace('_', '-')} takes an integer, got {text[:40]!r}")
+    return int(text.strip())
+
+
 def _names(text: str | None) -> list[str] | None:
     return None if text is None else [n.strip() for n in text.split(",") if n.strip()]
 
@@ -38,8 +48,18 @@ def _store():  # type: ignore[no-untyped-def]
     return AuthStore.for_settings(get_settings())
 
 
-def _when(epoch: float | None) -> str:
-    return "" if epoch is None else datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="seconds")
+def _known_generators(names: list[str] | None) -> list[str] | None:
+    """``names``, once each is a configured generator (``ValueError`` listing the known ones otherwise)."""
+    if names is None:
+        return None
+    from ragnarok.settings import get_settings  # noqa: PLC0415
+
+    known = sorted(get_settings().generator_configs())
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise ValueError(f"--generators takes configured generators ({', '.join(known) or 'none'}); "
+                         f"got {', '.join(map(repr, unknown)) or 'none'}")
+    return names
 
 
 @keys_app.command()
@@ -49,20 +69,26 @@ def create(
     scopes: Annotated[str, typer.Option(help="Comma-separated: retrieve, generate, evaluate, admin.")],
     generators: Annotated[Optional[str], typer.Option(help="Comma-separated generators the key may use "
                                                            "(default: all).")] = None,
-    rpm: Annotated[Optional[int], typer.Option(min=1, help="Requests per minute at most.")] = None,
-    parallel: Annotated[Optional[int], typer.Option(min=1, help="Requests in flight at most (per server "
-                                                                "process).")] = None,
-    budget_calls: Annotated[Optional[int], typer.Option(min=0, help="Backend (LLM) calls per period at most, "
-                                                                    "reserved from each request's worst case.")] = None,
-    budget_tokens: Annotated[Optional[int], typer.Option(min=0, help="Tokens per period at most (as the "
-                                                                     "backends report them).")] = None,
+    rpm: Annotated[Optional[str], typer.Option(metavar="N", help="Requests per minute at most.")] = None,
+    parallel: Annotated[Optional[str], typer.Option(metavar="N", help="Requests in flight at most (per server "
+                                                                      "process).")] = None,
+    budget_calls: Annotated[Optional[str], typer.Option(metavar="N", help="Backend (LLM) calls per period at "
+                                                        "most, reserved from each request's worst case.")] = None,
+    budget_tokens: Annotated[Optional[str], typer.Option(metavar="N", help="Tokens per period at most (as the "
+                                                                           "backends report them).")] = None,
     period: Annotated[str, typer.Option(help="The budget's period (from the key's creation): 1d, 12h, ...")] = "1d",
     expires: Annotated[Optional[str], typer.Option(help="Expiry from now: 30d, 12h, ... (default: never).")] = None,
 ) -> None:
     """Make a key; its secret is the last line of stdout (shown once: store it now)."""
-    record, secret = _store().create(
-        name, _names(scopes) or [], _names(generators), rpm, parallel, budget_calls, budget_tokens,
-        duration_s(period), None if expires is None else duration_s(expires))
+    # everything is checked before the database is opened
+    allowed, period_s = _known_generators(_names(generators)), duration_s(period)
+    expires_s = None if expires is None else duration_s(expires)
+    limits = {what: _integer(what, value) for what, value in (("rpm", rpm), ("parallel", parallel),
+                                                               ("budget_calls", budget_calls),
+                                                               ("budget_tokens", budget_tokens))}
+    check_fields(name, _names(scopes) or [], limits, period_s, expires_s)
+    record, secret = _store().create(name, _names(scopes) or [], allowed, **limits, period_s=period_s,
+                                     expires_in_s=expires_s)
     typer.echo(f"key {record.id} {record.name!r}: scopes {','.join(record.scopes)}"
                + (f"; expires {_when(record.expires_epoch)}" if record.expires_epoch else ""), err=True)
     typer.echo(secret)
@@ -78,7 +104,7 @@ def list_keys(as_json: Annotated[bool, typer.Option("--json", help="One JSON obj
                "generators": None if k.generators is None else list(k.generators), "rpm": k.rpm,
                "parallel": k.parallel, "budget_calls": k.budget_calls, "budget_tokens": k.budget_tokens,
                "period_s": k.period_s, "created_at": k.created_at, "expires_at": _when(k.expires_epoch) or None,
-               "status": k.status(now)}
+               "status": k.status(now), **({"problems": list(k.problems)} if k.problems else {})}
         if as_json:
             typer.echo(json.dumps(row))
         else:
@@ -87,7 +113,8 @@ def list_keys(as_json: Annotated[bool, typer.Option("--json", help="One JSON obj
                                if v is not None)
             typer.echo(f"{k.id}\t{k.name}\t{k.prefix}…\t{','.join(k.scopes)}\t"
                        f"{','.join(k.generators) if k.generators is not None else 'all generators'}\t"
-                       f"{limits or 'no limits'}\t{row['status']}")
+                       f"{limits or 'no limits'}\t{row['status']}"
+                       + (f" ({', '.join(k.problems)} unreadable)" if k.problems else ""))
 
 
 @keys_app.command()

@@ -28,7 +28,6 @@ import time
 import uuid
 from collections import OrderedDict
 from dataclasses import dataclass
-from datetime import datetime, timezone
 from typing import Any
 
 from sqlalchemy import Engine, text
@@ -36,6 +35,9 @@ from sqlalchemy import Engine, text
 from ragnarok.arena.db import StoreError, describe, make_engine, safe_url, serialised, utc_now
 from ragnarok.arena.migrations import migrate
 from ragnarok.auth.principal import SCOPES, Principal
+from ragnarok.auth.records import KEY_COLUMNS as _KEY_COLUMNS
+from ragnarok.auth.records import KeyRecord, check_fields, when
+from ragnarok.auth.records import record as _record
 
 log = logging.getLogger(__name__)
 KEY_PREFIX = "rk_"
@@ -73,48 +75,6 @@ def database_url(settings: Any) -> str:
 
 
 @dataclass(frozen=True)
-class KeyRecord:
-    id: int
-    name: str
-    prefix: str
-    scopes: tuple[str, ...]
-    generators: tuple[str, ...] | None
-    rpm: int | None
-    parallel: int | None
-    budget_calls: int | None
-    budget_tokens: int | None
-    period_s: float | None
-    created_at: str
-    created_epoch: float
-    expires_epoch: float | None
-    revoked_at: str | None
-
-    def principal(self) -> Principal:
-        return Principal(owner=f"key:{self.id}", name=self.name, scopes=frozenset(self.scopes),
-                         generators=None if self.generators is None else frozenset(self.generators),
-                         rpm=self.rpm, parallel=self.parallel, budget_calls=self.budget_calls,
-                         budget_tokens=self.budget_tokens, period_s=self.period_s, created_at=self.created_epoch,
-                         expires_at=self.expires_epoch, key_id=self.id)
-
-    def status(self, now: float | None = None) -> str:
-        if self.revoked_at:
-            return "revoked"
-        if self.expires_epoch is not None and (now or time.time()) >= self.expires_epoch:
-            return "expired"
-        return "active"
-
-
-_KEY_COLUMNS = ("id, name, prefix, scopes, generators, rpm, parallel, budget_calls, budget_tokens, period_s, "
-                "created_at, created_epoch, expires_epoch, revoked_at")
-
-
-def _record(row: Any) -> KeyRecord:
-    return KeyRecord(int(row[0]), row[1], row[2], tuple(s for s in row[3].split(",") if s),
-                     None if row[4] is None else tuple(json.loads(row[4])), row[5], row[6], row[7], row[8],
-                     row[9], row[10], float(row[11]), row[12], row[13])
-
-
-@dataclass(frozen=True)
 class Reservation:
     id: str | None  # None: nothing reserved (no call budget)
     owner: str
@@ -131,8 +91,7 @@ def period_bounds(principal: Principal, now: float) -> tuple[float, float]:
     return start, length
 
 
-def _when(epoch: float) -> str:
-    return datetime.fromtimestamp(epoch, timezone.utc).isoformat(timespec="seconds")
+_when = when
 
 
 class AuthStore:
@@ -174,20 +133,8 @@ class AuthStore:
                parallel: int | None = None, budget_calls: int | None = None, budget_tokens: int | None = None,
                period_s: float | None = None, expires_in_s: float | None = None) -> tuple[KeyRecord, str]:
         """A new key and its secret (shown once; only its hash is stored)."""
-        name = name.strip()
-        if not name or len(name) > 200 or not name.isprintable():
-            raise ValueError("a key's name has 1 to 200 printable characters")
-        if name.isdigit():
-            raise ValueError(f"a key's name cannot be a number ({name}): numbers name keys by id")
-        unknown = sorted(set(scopes) - set(SCOPES))
-        if unknown or not scopes:
-            raise ValueError(f"scopes are {', '.join(SCOPES)}; got {', '.join(unknown) or 'none'}")
-        for what, value in (("rpm", rpm), ("parallel", parallel), ("budget-calls", budget_calls),
-                            ("budget-tokens", budget_tokens)):
-            if value is not None and value < (0 if what.startswith("budget") else 1):
-                raise ValueError(f"--{what} must be {'>= 0' if what.startswith('budget') else '>= 1'}, got {value}")
-        if period_s is not None and period_s <= 0:
-            raise ValueError("--period must be positive")
+        name = check_fields(name, scopes, {"rpm": rpm, "parallel": parallel, "budget_calls": budget_calls,
+                                           "budget_tokens": budget_tokens}, period_s, expires_in_s)
         if (budget_calls is not None or budget_tokens is not None) and period_s is None:
             period_s = DAY_S
         secret, now = new_secret(), time.time()
@@ -260,6 +207,8 @@ class AuthStore:
         if record is None:
             raise AuthError("unknown API key")
         status = record.status()
+        if status == "invalid":
+            raise AuthError(f"API key {record.name!r} cannot be used: its record is invalid")
         if status == "revoked":
             raise AuthError(f"API key {record.name!r} was revoked")
         if status == "expired":
