@@ -24,6 +24,7 @@ generator the key may not use, 413 past ``max_calls_per_request``, 429 past the 
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import time
@@ -88,7 +89,7 @@ class Auth:
 
     async def authenticate(self, scope: dict) -> Principal:
         """The caller's principal, or :class:`AuthError`."""
-        header = dict(scope["headers"]).get(b"authorization", b"").decode("latin-1").strip()
+        header = (authorization(scope) or b"").decode("latin-1").strip()
         kind, _, secret = header.partition(" ")
         if not header:
             raise AuthError("this server needs an API key: send `Authorization: Bearer KEY`")
@@ -104,6 +105,17 @@ class Auth:
 
 def _error(status: int, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
     return JSONResponse({"detail": detail}, status_code=status, headers=headers)
+
+
+def authorization(scope: dict) -> bytes | None:
+    """The request's one ``Authorization`` header (None: none; checked to be one by the middleware)."""
+    return next((value for name, value in scope["headers"] if name.lower() == b"authorization"), None)
+
+
+def _several_authorizations(scope: dict) -> bool:
+    """Whether the request carries more than one ``Authorization`` header (refused: which one counts would be
+    a guess, and the last one won before)."""
+    return sum(name.lower() == b"authorization" for name, _ in scope["headers"]) > 1
 
 
 class AuthMiddleware:
@@ -122,6 +134,9 @@ class AuthMiddleware:
                 await self.app(scope, receive, send)
                 return
             await self._run(outer, scope, receive, send)  # e.g. the arena's /rag calls: a meter of their own
+            return
+        if _several_authorizations(scope):
+            await _error(400, "send one Authorization header, not several")(scope, receive, send)
             return
         if is_open(scope["path"]):
             await self.app(scope, receive, send)
@@ -150,7 +165,7 @@ class AuthMiddleware:
                 await _error(429, f"key {principal.name!r} is limited to {principal.parallel} request(s) in "
                                   "parallel", {"Retry-After": "1"})(scope, receive, send)
                 return
-        credentials = dict(scope["headers"]).get(b"authorization")
+        credentials = authorization(scope)
         with principals.forwarding(credentials.decode("latin-1") if credentials else None):
             await self._run(principal, scope, receive, send)
 
@@ -239,8 +254,9 @@ async def reserve(http: Request, cost: Cost) -> None:
     for generator in sorted(cost.generators):
         if not principal.allows_generator(generator):
             granted = ", ".join(sorted(principal.generators or ())) or "none"
-            raise HTTPException(403, f"key {principal.name!r} may not use generator {quote(generator, 80)} "
-                                     f"(it may use: {granted})")
+            known = generator in http.app.state.generation.configs  # else it is the caller's text: not echoed
+            raise HTTPException(403, f"key {principal.name!r} may not use generator "
+                                     f"{quote(generator, 80) if known else '(not echoed)'} (it may use: {granted})")
     meter = meters.current()
     if meter is None or meter.reserved:
         return
@@ -259,3 +275,50 @@ async def reserve(http: Request, cost: Cost) -> None:
         meter.token_limit = meter.reservation.token_limit
     meter.reserved = True
     meter.limit = total if principal.limited else None
+
+
+def _ip(host: str) -> str | None:
+    """``host`` as an IP address (``1.2.3.4``, ``::1``; a port after it, ``1.2.3.4:80`` or ``[::1]:80``, is
+    dropped), or None when it is none."""
+    text = host.strip()
+    if text.startswith("[") and "]" in text:
+        text = text[1:text.index("]")]
+    elif text.count(":") == 1:
+        text = text.partition(":")[0]
+    try:
+        return str(ipaddress.ip_address(text))
+    except ValueError:
+        return None
+
+
+class ForwardedFor:
+    """The client's address: uvicorn's ``ProxyHeadersMiddleware`` believes ``X-Forwarded-For`` from the trusted
+    proxies only; an address taken from it that is not an IP address (``X-Forwarded-For: anything``) is a 400,
+    so no client can be a new one at each request by sending a new string."""
+
+    def __init__(self, app: Any, trusted_hosts: list[str] | str):
+        from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware  # noqa: PLC0415
+
+        self.app = app
+        self.proxied = ProxyHeadersMiddleware(self._checked, trusted_hosts=trusted_hosts)
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        scope["ragnarok.peer"] = scope.get("client")
+        await self.proxied(scope, receive, send)
+
+    async def _checked(self, scope: dict, receive: Any, send: Any) -> None:
+        client = scope.get("client")
+        if client and client != scope.get("ragnarok.peer"):  # rewritten from a trusted proxy's header
+            host = _ip(str(client[0]))
+            if host is None:
+                if scope["type"] == "http":
+                    await _error(400, "X-Forwarded-For from a trusted proxy must end in the client's IP "
+                                      "address")(scope, receive, send)
+                else:  # a websocket: closed without being accepted
+                    await send({"type": "websocket.close", "code": 1008})
+                return
+            scope["client"] = (host, client[1])
+        await self.app(scope, receive, send)

@@ -8,10 +8,9 @@ from contextlib import asynccontextmanager
 import anyio.to_thread
 import httpx
 from fastapi import Depends, FastAPI
-from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware
 
 from api import observability
-from api.auth import Auth, AuthMiddleware, needs
+from api.auth import Auth, AuthMiddleware, ForwardedFor, needs
 from api.errors import install_error_handlers
 from api.routes import evaluate, generate, health, rag, rerank, retrieve, stages
 from api.shutdown import ShutdownAnswer
@@ -51,8 +50,9 @@ def create_app(settings: Settings | None = None, arena: bool = True, principal: 
     app.add_middleware(ShutdownAnswer)  # requests cut off by shutdown: the JSON 503 (api/shutdown.py)
     app.state.auth = Auth(settings, default=principal)
     app.add_middleware(AuthMiddleware, auth=app.state.auth)  # keys, rates and the spend meter (api/auth.py)
-    # the client's address: X-Forwarded-For believed from the trusted proxies only (uvicorn's own is off)
-    app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.trusted_proxy_list())
+    # the client's address: X-Forwarded-For believed from the trusted proxies only (uvicorn's own is off);
+    # an address from it that is not an IP is a 400 (api/auth.py)
+    app.add_middleware(ForwardedFor, trusted_hosts=settings.trusted_proxy_list())
     observability.install(app, settings)  # outermost: request ids, metrics, access lines; GET /metrics
     # the scope each router's routes need with keys (api/auth.py); /v1/write and /v1/segments declare their own
     app.include_router(health.router)

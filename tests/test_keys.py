@@ -326,3 +326,115 @@ def test_the_audit_log_is_append_only(service):
     for statement in ("UPDATE audit_log SET status = 200", "DELETE FROM audit_log"):
         with pytest.raises(DBAPIError, match="append-only"), store.engine.begin() as conn:
             conn.execute(text(statement))
+
+
+def test_two_authorization_headers_are_refused(service):
+    settings, _, url = service
+    reader, admin = _key(settings, "two-headers-reader", scopes=["retrieve"]), _key(settings, "two-headers-admin",
+                                                                                      scopes=["admin"])
+    assert httpx.get(url + "/metrics", headers=_bearer(admin), timeout=T).status_code == 200
+    assert httpx.get(url + "/metrics", headers=_bearer(reader), timeout=T).status_code == 403
+    for pair in ((reader, admin), (admin, reader), (admin, admin)):  # which one counts would be a guess
+        answer = httpx.get(url + "/metrics", headers=[("Authorization", f"Bearer {k}") for k in pair], timeout=T)
+        assert answer.status_code == 400 and answer.json() == {
+            "detail": "send one Authorization header, not several"}, answer.text
+        assert reader not in answer.text and admin not in answer.text
+
+
+def test_a_forwarded_address_that_is_no_ip_is_refused(tmp_path):
+    from fastapi import Request  # noqa: F401 - the route's annotation
+
+    from api.main import create_app
+    from ragnarok.settings import Settings
+
+    app = create_app(Settings(data_dir=tmp_path / "data", trusted_proxies="127.0.0.1"), arena=False)
+    seen: list[str] = []
+
+    def client_host(request) -> dict:  # what every limit counted by address sees
+        seen.append(request.client.host)
+        return {}
+
+    client_host.__annotations__ = {"request": Request, "return": dict}
+    app.get("/test-client-host")(client_host)
+
+    with serve_app(app) as url:
+        def get(forwarded: str) -> httpx.Response:
+            return httpx.get(url + "/test-client-host", headers={"X-Forwarded-For": forwarded}, timeout=T)
+
+        for forwarded, host in (("203.0.113.7", "203.0.113.7"), ("10.1.1.1, 203.0.113.8", "203.0.113.8"),
+                                ("203.0.113.9:4711", "203.0.113.9"), ("[2001:db8::1]:80", "2001:db8::1")):
+            assert get(forwarded).status_code == 200 and seen[-1] == host, (forwarded, seen)
+        count = len(seen)
+        for forwarded in ("new-client-1", "203.0.113.7, new-client-2", "unknown", "1.2.3", "::g"):
+            answer = get(forwarded)
+            assert answer.status_code == 400, (forwarded, answer.text)
+            assert answer.json()["detail"].startswith("X-Forwarded-For from a trusted proxy must end in"), answer.text
+        assert len(seen) == count  # none of them reached the app as a client of its own
+
+
+def _keys_cli(*args: str):
+    from typer.testing import CliRunner
+
+    from ragnarok.auth.cli import keys_app
+    from ragnarok.settings import get_settings
+
+    get_settings.cache_clear()  # this test's data dir (conftest)
+    return CliRunner().invoke(keys_app, list(args))
+
+
+def _stderr(result) -> list[str]:
+    return (getattr(result, "stderr", None) or result.output).strip().splitlines()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--expires", "100000000d"], "--expires is a duration from 1s to 100 years (36525d)"),
+    (["--period", "9" * 400 + "d", "--budget-calls", "5"], "--period is a duration from 1s to 100 years (36525d)"),
+    (["--generators", "nosuchgen"], "--generators takes configured generators (command-r-plus, extractive, gpt-4o, "
+                                    "smollm2); got 'nosuchgen'"),
+    (["--generators", "extractive,nosuchgen"], "got 'nosuchgen'"),
+    (["--budget-calls", "100000000000000000000000"], "--budget-calls is an integer from 0 to 1,000,000,000,000,000"),
+    (["--budget-tokens", str(2**64)], "--budget-tokens is an integer from 0 to 1,000,000,000,000,000"),
+    (["--rpm", str(2**31)], "--rpm is an integer from 1 to 1,000,000,000"),
+    (["--parallel", str(10**30)], "--parallel is an integer from 1 to 1,000,000,000"),
+    (["--parallel", "-1"], "--parallel is an integer from 1 to 1,000,000,000"),
+    (["--budget-calls", "1e23"], "--budget-calls takes an integer, got '1e23'"),
+    (["--rpm", "６０"], "--rpm takes an integer, got '６０'"),
+])
+def test_keys_create_checks_everything_before_writing(args, message, tmp_path):
+    made = _keys_cli("create", "--name", "team-b", "--scopes", "retrieve", *args)
+    lines = _stderr(made)
+    assert made.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], \
+        (made.exit_code, made.output, made.exception)
+    listed = _keys_cli("list", "--json")
+    assert listed.exit_code == 0 and listed.stdout.strip() == "", listed.output  # nothing was written
+
+
+def test_keys_list_survives_any_row(tmp_path):
+    """A row an older version or a hand edit left with odd values: listed, marked invalid; it opens nothing."""
+    from sqlalchemy import text
+
+    from ragnarok.auth.store import AuthError, AuthStore
+    from ragnarok.settings import get_settings
+
+    good = _keys_cli("create", "--name", "good", "--scopes", "retrieve", "--expires", "36525d")
+    assert good.exit_code == 0, good.output
+    get_settings.cache_clear()
+    store = AuthStore.for_settings(get_settings())
+    _, secret = store.create("odd", ["retrieve"], budget_calls=5)
+    odd_values = {"expires_epoch": 8.64e12 + time.time(), "generators": "not json", "scopes": "retrieve,sudo",
+                  "rpm": "sixty", "period_s": -1, "created_epoch": "yesterday"}
+    with store.engine.begin() as conn:
+        conn.execute(text("UPDATE api_keys SET " + ", ".join(f"{c} = :{c}" for c in odd_values) +
+                          " WHERE name = 'odd'"), odd_values)
+    store._cache.clear()
+    listed = _keys_cli("list", "--json")
+    assert listed.exit_code == 0, (listed.output, listed.exception)
+    rows = {row["name"]: row for row in map(json.loads, listed.stdout.strip().splitlines())}
+    assert rows["good"]["status"] == "active" and "problems" not in rows["good"]
+    assert rows["odd"]["status"] == "invalid" and set(rows["odd"]["problems"]) == {
+        "scopes", "generators", "rpm", "period_s", "created_epoch", "expires_epoch"}, rows["odd"]
+    text_list = _keys_cli("list")
+    assert text_list.exit_code == 0 and "invalid (" in text_list.stdout, text_list.output
+    with pytest.raises(AuthError, match="invalid"):
+        store.lookup(secret)
+    assert _keys_cli("usage").exit_code == 0
