@@ -438,3 +438,13 @@ def test_keys_list_survives_any_row(tmp_path):
     with pytest.raises(AuthError, match="invalid"):
         store.lookup(secret)
     assert _keys_cli("usage").exit_code == 0
+
+
+def test_a_generator_not_granted_is_named_only_when_it_exists(service):
+    settings, _, url = service
+    free = _key(settings, "free-only-names", generators=["extractive"])
+    answers = [_generate(url, free, guess) for guess in (KEY_VALUE, KEY_VALUE[:-1], "127.0.0.1:8000", "nosuch")]
+    assert {a.status_code for a in answers} == {403} and len({a.content for a in answers}) == 1, answers
+    assert answers[0].json()["detail"] == ("key 'free-only-names' may not use generator (not echoed) (it may use: "
+                                           "extractive)")
+    assert "may not use generator 'paid'" in _generate(url, free, "paid").json()["detail"]  # configured: named
