@@ -63,7 +63,7 @@ def error(r, status: int) -> object:
     ({"retrieve": "bm25", "generate": ["extractive"]}, "generate"),
     ({"retrieve": "bm25", "rerank": [{"name": "mmr"}]}, "depth"),
     ({"retrieve": "bm25", "depth": 10**30}, "depth"),
-    ({"retrieve": "bm25", "nope": 1}, "nope"),
+    ({"retrieve": "bm25", "nope": 1}, "(an unknown key)"),  # the caller's key is not echoed (issue 35)
     ({"pipeline": "bm25 | extractive", "depth": 3}, "give no other key"),
 ])
 def test_pipeline_objects_are_typed(client, pipeline, words):
