@@ -118,6 +118,25 @@ def test_the_first_battle_does_not_wait_behind_the_warm_up_for_a_slot(demo_setti
     assert arena.start_warm_up() is not None and not arena.warming.running  # never started again
 
 
+def test_the_first_battle_after_start_up_gets_the_slot_the_warm_up_held(demo_settings, tmp_path, llm, slowdown):
+    """As `ragnarok serve` runs it (the UI built at start-up, then the warm-up), keys on: the first visitor's
+    battle, over Gradio's API, comes while the warm-up's answer holds the one-slot LLM, and is answered."""
+    app, url = llm
+    settings = demo_settings.model_copy(update={
+        "auth": "keys", "generators": [NO_SMOLLM2, _one_slot(url, 5.0, slot_wait_s=1.0)],
+        "arena_pool": [FAST, "bm25@20 | one-slot"], "database_url": f"sqlite:///{tmp_path / 'v.db'}"})
+    api = create_app(settings)
+    api.state.arena_ui.build_at_start = True  # as `ragnarok serve` sets it
+    asked = app.state.requests
+    with serve_app(api) as base:
+        deadline = time.monotonic() + 120 * slowdown
+        while app.state.requests == asked:  # the UI is built, then the warm-up's answer takes the slot
+            assert time.monotonic() < deadline, "the warm-up never asked the one-slot LLM"
+            time.sleep(0.05)
+        status = _status(_gradio(base).predict(TOPIC, None, api_name="/on_battle"))
+        assert "Both answers are in" in status and "no slot" not in status, status
+
+
 def test_the_warm_up_calls_no_paid_generator_the_pool_does_not_list(demo_settings, tmp_path):
     """The default pool leaves a paid generator out, and so does the warm-up: no call reaches it."""
     from test_arena_public import _generators
