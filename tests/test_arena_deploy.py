@@ -1,6 +1,6 @@
-"""The public arena deployed as the README says (issue 35): with keys on and the default pool its own calls run
-as the arena; the start-up warm-up never holds a slot a visitor needs and calls no paid generator the pool does
-not list; a pipeline whose recent answers miss the time budget is drawn less, and the visitor is told.
+"""The public arena deployed as the README says (issue 35): with keys on and the default pool its own calls
+run as the arena; the start-up warm-up never holds a slot a visitor needs and calls no paid generator the pool
+does not list; a pipeline whose recent answers miss the time budget is drawn less, and the visitor is told.
 
 Over the real API (demo index, real Lucene), real uvicorn servers, Gradio's own API client, and local
 OpenAI-compatible servers (tests/scripted_llm.py: a chosen latency; tests/fakes.py: a counting paid LLM).
@@ -52,7 +52,8 @@ def llm():
 
 
 def _one_slot(url: str, seconds: float, **config) -> GeneratorConfig:
-    """A self-hosted LLM that answers one request at a time (as the embedded model: one slot), in ``seconds``."""
+    """A self-hosted LLM that answers one request at a time (as the embedded model: one slot), in
+    ``seconds``."""
     return GeneratorConfig(name="one-slot", backend="openai", base_url=url, model=f"sleep:{seconds}",
                            api_key_env=None, paid=False, max_concurrency=1, max_retries=0,
                            **{"timeout_s": 60, **config})
@@ -69,9 +70,9 @@ async def _until(condition, timeout_s: float) -> None:
 
 
 def test_with_keys_the_default_pool_battles_through_gradios_api(demo_settings, tmp_path):
-    """RAGNAROK_AUTH=keys and no RAGNAROK_ARENA_POOL: a visitor's battle (no key: the arena is open) builds the
-    pool and runs both sides as the arena, over Gradio's API as a page drives it; the side-by-side tab gets the
-    pool's choices; a caller without a key still gets 401 from the API itself."""
+    """RAGNAROK_AUTH=keys and no RAGNAROK_ARENA_POOL: a visitor's battle (no key: the arena is open) builds
+    the pool and runs both sides as the arena, over Gradio's API as a page drives it; the side-by-side tab gets
+    the pool's choices; a caller without a key still gets 401 from the API itself."""
     settings = keys_settings(demo_settings, tmp_path)
     app = create_app(settings)
     with serve_app(app) as base:
@@ -118,7 +119,8 @@ def test_the_first_battle_does_not_wait_behind_the_warm_up_for_a_slot(demo_setti
     assert arena.start_warm_up() is not None and not arena.warming.running  # never started again
 
 
-def test_the_first_battle_after_start_up_gets_the_slot_the_warm_up_held(demo_settings, tmp_path, llm, slowdown):
+def test_the_first_battle_after_start_up_gets_the_slot_the_warm_up_held(demo_settings, tmp_path, llm,
+                                                                        slowdown):
     """As `ragnarok serve` runs it (the UI built at start-up, then the warm-up), keys on: the first visitor's
     battle, over Gradio's API, comes while the warm-up's answer holds the one-slot LLM, and is answered."""
     app, url = llm
