@@ -17,6 +17,7 @@ from fastapi import FastAPI, Request
 
 def scripted_llm_app() -> FastAPI:
     app = FastAPI()
+    app.state.requests = 0  # chat completions asked for so far (counted as each arrives)
 
     @app.get("/healthz")
     def health() -> dict:
@@ -30,6 +31,7 @@ def scripted_llm_app() -> FastAPI:
     @app.post("/v1/chat/completions")
     async def chat(request: Request):  # type: ignore[no-untyped-def]
         body = await request.json()
+        app.state.requests += 1
         model = str(body.get("model", ""))
         kind, _, arg = model.partition(":")
         if kind == "sleep":

@@ -157,7 +157,8 @@ def test_boards_from_known_battles():
     assert [r.votes for r in rag.rows] == [11, 11]
     assert computed["r"].battles == 11 and computed["ag"].battles == 0  # same generator: an R battle
     html = boards.board_html(rag)
-    assert boards.table_html(rag).count("<tr") == 3 and html.count("<circle") == 2
+    assert boards.table_html(rag).count("<tr") == 3
+    assert html.count("<circle") == 4 and "rg-intervals-narrow" in html  # the wide plot and the stacked one
     assert boards.heatmap_html(rag).count("<tr>") == 3
     assert rag.rates[POOL[0]][POOL[1]] == pytest.approx((8 + 0.5) / 11)
     assert "No votes" in boards.board_html(computed["ag"])

@@ -6,8 +6,8 @@ piece by piece (tests/sse_fakes.py) as a generator of the pool:
 * the in-process transport hands each event over as the app sends it, in the caller's principal, and a
   reader that leaves tells the app so;
 * :meth:`RagClient.stream` gives the events, then the answer ``run`` gives, or one error event (never raises);
-* a battle's views: the written pane's text grows, with its time to first token; the final view is the
-  non-streamed answer; nothing sent before the vote names a pipeline (stage events are never shown);
+* a battle's views: the written pane's text grows; the final view is the non-streamed answer; nothing sent
+  before the vote names a pipeline (stage events are never shown) or times a side (the reveal does);
   a stream that breaks is an error pane and a battle that cannot be voted on;
 * the arena's daily call budget holds while streaming: each side is reserved, metered and settled as the
   arena's principal (audit rows, calls left, a race for the last call);
@@ -215,17 +215,20 @@ def test_a_blinded_battle_streams_its_panes_and_ends_as_the_non_streamed_answers
     assert len(set(texts)) >= 3, texts  # the text so far, growing piece by piece
     assert all(b.startswith(a) for a, b in zip(texts, texts[1:])) and "".join(PIECES).startswith(texts[-1])
     panes = [getattr(v, f"pane_{side}") for v in progress]
-    assert all("first token" in pane for pane in panes if _written(pane))
-    # nothing before the vote names a pipeline: panes, status, JSON
+    assert any(_written(pane) for pane in panes)
+    # nothing before the vote names a pipeline or times a side: panes, status, JSON
     sent = [p for v in views for p in (v.pane_a or "", v.pane_b or "", v.status, json.dumps(v.raw))]
     assert _leaks(sent) == []
-    # the final view: the non-streamed answers, each with its timing line
+    assert not [p for p in sent if "first token" in p or "rg-timing" in p or re.search(r"\bA in \d", p)]
+    # the final view: the non-streamed answers, no timing line
     for key, spec in _sides(arena, final.battle_id).items():
         plain = asyncio.run(arena.client.run(identify(spec), TOPIC))
         assert final.raw[key.upper()] == {**plain.answer, "segments": plain.segments}
-        pane = getattr(final, f"pane_{key}")
-        assert pane.startswith(render.answer_html(plain.answer, plain.segments)) and "first token" in pane
+        assert getattr(final, f"pane_{key}") == render.answer_html(plain.answer, plain.segments)
     assert "Both answers are in" in final.status
+    # the vote reveals the pipelines with each side's timing (the written side's time to its first token)
+    reveal = arena.vote(final.battle_id, "a", "s", "client:test").status
+    assert reveal.count("rg-reveal-timing") == 2 and "first token" in reveal
     assert set(arena.latency.medians()) == {FAST, WRITER}
 
 
@@ -340,13 +343,15 @@ def test_a_pane_grows_in_the_browser_before_the_votes_open(demo_settings, tmp_pa
         assert all(b.startswith(a) for a, b in zip(texts, texts[1:])), texts
         assert all(disabled for _, disabled, _ in seen)  # the votes stay closed while a pane is written
         assert all(_leaks([body]) == [] for _, _, body in seen)
-        assert "first token" in seen[-1][2]
+        assert all("first token" not in body for _, _, body in seen)  # no side timed before the vote
         expect(page.locator("#rg-vote-a")).to_be_enabled()
         expect(page.locator("#rg-status")).to_contain_text("Both answers are in")
         assert page.locator(".rg-streaming").count() == 0 and page.locator(".rg-answer").count() == 2
         assert _leaks([page.locator("body").inner_text()]) == []
         page.screenshot(path=tmp_path / "battle-written.png", full_page=True)
+        assert "first token" not in page.locator("body").inner_text()
         page.locator("#rg-vote-b").click()
         expect(page.locator("#rg-status .rg-reveal")).to_contain_text("zeta-llm")
+        expect(page.locator("#rg-status .rg-reveal")).to_contain_text("first token")  # timed after the vote
     for name in ("battle-writing", "battle-written"):
         assert (tmp_path / f"{name}.png").stat().st_size > 10_000

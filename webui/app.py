@@ -346,13 +346,14 @@ def mount(
             if ui.build_at_start:
                 async def build_then_measure() -> None:  # one after the other: neither slows the other down
                     await asyncio.wait([ui.warm()])
-                    await arena.warm_up()  # measure each generator before the first draw
+                    arena.start_warm_up()  # each generator measured before the first draw (webui.warmup)
 
                 warming = asyncio.ensure_future(build_then_measure())
                 warming.add_done_callback(lambda t: t.cancelled() or t.exception())
             try:
                 yield state
             finally:
+                await arena.warming.aclose()
                 await ui.aclose()
 
     app.router.lifespan_context = lifespan

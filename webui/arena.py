@@ -6,15 +6,19 @@ the status line) names no pipeline; :meth:`Arena.vote` reveals them. A battle wh
 be voted on, so it is over at once and its pipelines are shown with the error.
 
 Progress: :meth:`Arena.battle_stream` and :meth:`Arena.compare_stream` yield views while the pipelines run —
-both answers stream into their panes as they are written (``POST /rag`` with ``"stream": true``; a pane waits
-with an elapsed-seconds line until its first text, shows the text so far with its time to first token, then
-its answer with citations once done: :mod:`webui.streaming`) — and the final, votable view once both are in.
-Each pipeline's latency (to its whole answer) goes into a :class:`LatencyBook` that the blinded sampler uses to
-keep battles within ``settings.arena_time_budget_s``.
+both answers stream into their panes as they are written (``POST /rag`` with ``"stream": true``: a pane waits
+until its first text, shows the text so far, then its answer with citations once done: :mod:`webui.streaming`)
+— and the final, votable view once both are in. No view before the vote holds a timing that tells the sides
+apart: each side's time to first token and to its answer is shown with the pipelines after the vote (kept in
+memory, by battle, until then). Each pipeline's answers go into a :class:`LatencyBook` (the seconds, and
+whether the answer missed ``settings.arena_time_budget_s``: late, or failed for lack of time) that the blinded
+sampler uses to keep battles within the budget; when a side misses it the visitor is told (which one, once
+the pipelines are revealed), and every final view says how many pool pipelines are drawn less for it.
 
-Votes are recorded under the browser's session and rate-limited per *rate key*, which the caller derives on
-the server side (the UI passes the client's address: :func:`webui.app.rate_key`), never from the session id a
-browser can change at will. A vote log that cannot be reached is said in one line, as a refusal is.
+The start-up warm-up (:mod:`webui.warmup`) measures each generator before the first battle and gives way to
+the first visitor.
+
+Votes and leaderboards: :mod:`webui.votes`.
 
 On a network (issue 24), before a battle (blinded or side-by-side) runs anything:
 
@@ -23,11 +27,12 @@ On a network (issue 24), before a battle (blinded or side-by-side) runs anything
   ``arena_pool`` lists it, and a side-by-side pipeline must be made of the pool's rerankers and generators;
 - the battle counts against ``arena_battles_per_minute`` for its rate key (a moving window in the ``limits``
   storage ``rate_limit_storage``); past it the battle is refused with the seconds to wait;
-- in process (the arena mounted in the API), both sides run as :func:`arena_principal`, whose call budget is
-  ``arena_calls_per_day`` for the whole arena: the battle's worst case
-  (:func:`ragnarok.auth.cost.pipeline_cost` of both sides) must fit in what is left today, else it is refused; the ``/rag`` route then reserves each
-  side's calls, so no backend call is made past the budget even when battles race. Standalone (``python -m
-  webui``) the gateway's own key budget (``RAGNAROK_ARENA_KEY``) bounds it.
+- in process (the arena mounted in the API), everything the arena calls runs as its own principal, whatever
+  ``RAGNAROK_AUTH`` is (:mod:`webui.admission`): its pool's discovery, its warm-up and both sides of each
+  battle; the battle's worst case must fit in the arena's ``arena_calls_per_day`` left today, else it is
+  refused; the ``/rag`` route then reserves each side's calls, so no backend call is made past the budget even
+  when battles race. Standalone (``python -m webui``) the gateway's own key budget (``RAGNAROK_ARENA_KEY``)
+  bounds it.
 
 A refused battle runs nothing and stores nothing.
 """
@@ -35,15 +40,12 @@ A refused battle runs nothing and stores nothing.
 from __future__ import annotations
 
 import asyncio
-import math
 import random
-import threading
 import time
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
-from contextlib import nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ragnarok import metrics
 from ragnarok.arena.pool import (
@@ -57,81 +59,24 @@ from ragnarok.arena.pool import (
     pick_pair,
     speed_weights,
 )
-from ragnarok.arena.store import StoredBattle, StoreError, VoteRefused, VoteStore
-from ragnarok.auth.cost import pipeline_cost
+from ragnarok.arena.store import StoreError, VoteStore
 from ragnarok.auth.principal import Principal, acting_as
 from ragnarok.settings import Settings
-from ragnarok.spec import parse
 from ragnarok.topics import Topic, read_topics
-from webui import boards, render
+from webui import render
+from webui.admission import Admission, arena_principal, listing_principal, pool_generators
 from webui.client import PaneResult, RagClient
 from webui.streaming import Race
 from webui.streaming import result_html as _pane
+from webui.views import BattleView, VoteView, drawn_less, last, out_of_time, raw, refusal, slow_notes, timing
+from webui.votes import WINNERS, VoteLog, database_url
+from webui.warmup import WARM_UP_TOPIC, WarmUp, measure
+
+__all__ = ["WINNERS", "Arena", "BattleView", "VoteView", "arena_principal", "database_url", "pool_generators"]
 
 DEFAULT_TOPICS = Path(__file__).resolve().parent.parent / "topics" / "demo.tsv"
-WINNERS = ("a", "b", "tie", "bothbad")
 #: How long a pool built from what the services report is reused (a dense index may finish building).
 POOL_TTL_S = 30.0
-#: The arena's budget period: a UTC day (periods are counted from the epoch).
-DAY_S = 86400.0
-#: What the warm-up asks each generator (a topic the demo collection answers).
-WARM_UP_TOPIC = "how do I parse command-line arguments"
-#: The ``limits`` namespace of the battles-per-minute counts.
-BATTLES = "arena-battles"
-
-if TYPE_CHECKING:
-    from ragnarok.auth.store import AuthStore
-
-
-@dataclass
-class BattleView:
-    """What the browser gets for a battle: no pipeline names unless ``revealed``. A progress view (``done``
-    False) has ``None`` for a pane that has not changed since the previous view."""
-
-    battle_id: str | None
-    pane_a: str | None
-    pane_b: str | None
-    raw: dict[str, Any]
-    votable: bool
-    status: str
-    revealed: bool = False
-    done: bool = True
-
-
-@dataclass
-class VoteView:
-    status: str
-    voted: bool
-    raw: dict[str, Any] = field(default_factory=dict)
-
-
-def pool_generators(settings: Settings, pool: list[PipelineId]) -> frozenset[str]:
-    """Every generator a pool pipeline calls: its answer's generator and those of its query stages, listwise
-    rerankers and LLM compressors."""
-    configs = settings.generator_configs()
-    names: set[str] = set()
-    for p in pool:
-        pipeline = parse(p.spec)
-        names |= pipeline_cost(pipeline, configs).generators
-        if pipeline.generate is not None:
-            names.add(pipeline.generate.name)
-    return frozenset(names)
-
-
-def arena_principal(settings: Settings, pool: list[PipelineId]) -> Principal:
-    """Who the arena's battles run as, in process: the pool's generators only, and ``arena_calls_per_day``
-    backend calls per UTC day for the whole arena (every client's battles together)."""
-    return Principal(owner="arena", name="arena", scopes=frozenset({"retrieve", "generate"}),
-                     generators=pool_generators(settings, pool), budget_calls=settings.arena_calls_per_day,
-                     period_s=DAY_S, created_at=0.0)
-
-
-def database_url(settings: Settings) -> str:
-    """The vote log's SQLAlchemy URL: ``database_url``, else SQLite ``arena.db`` in the data directory."""
-    if settings.database_url:
-        return settings.database_url
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
-    return f"sqlite:///{settings.data_dir / 'arena.db'}"
 
 
 class Arena:
@@ -147,50 +92,47 @@ class Arena:
         self.settings, self.client = settings, client
         self.topics_path = topics_path
         self.rng = rng or random.Random()
-        self.elo_k, self.bootstrap_rounds = elo_k, bootstrap_rounds
-        self._store: VoteStore | None = None
-        self._store_lock = threading.Lock()
         self._pool: list[PipelineId] | None = None
         self._pool_at = 0.0
         self._pool_lock = asyncio.Lock()
         self.latency = LatencyBook()
+        self.admission = Admission(settings)
+        self.votes = VoteLog(settings, elo_k, bootstrap_rounds)
+        self.warming = WarmUp()
         self._topics: list[Topic] | None = None
-        self._limiter: Any = None  # limits.strategies.MovingWindowRateLimiter, opened on the first battle
-        self._boards: dict[tuple[Any, ...], tuple[str, dict[str, str]]] = {}  # the last boards, by log state
-        self._auth_store: AuthStore | None = None
 
     # -- lazily opened resources (nothing at construction: building the UI does no I/O) --
 
     @property
     def store(self) -> VoteStore:
-        with self._store_lock:
-            if self._store is None:
-                self._store = VoteStore(
-                    database_url(self.settings), votes_per_minute=self.settings.arena_votes_per_minute
-                )
-            return self._store
+        return self.votes.store
 
     @property
-    def auth_store(self) -> AuthStore:
+    def auth_store(self) -> Any:
         """The service database's keys and budgets (the arena's calls per day are spent there)."""
-        from ragnarok.auth.store import AuthStore  # noqa: PLC0415
+        return self.admission.auth_store
 
-        with self._store_lock:
-            if self._auth_store is None:
-                self._auth_store = AuthStore.for_settings(self.settings)
-            return self._auth_store
+    @contextmanager
+    def _as(self, principal: Principal | None) -> Iterator[None]:
+        """In process, run the block's requests (and the tasks it creates) as ``principal``; over HTTP, the
+        client's key speaks for the arena."""
+        with acting_as(principal) if principal is not None and self.client.in_process else nullcontext():
+            yield
 
     async def pool(self) -> list[PipelineId]:
         """``settings.arena_pool`` when set; else every available retriever (and the fusion of sparse and
         dense ones) × available generator that costs nothing (``paid`` false) the services list, re-read
         after ``POOL_TTL_S`` so a dense index that finishes building joins the pool. A paid generator is in
-        the pool only when ``arena_pool`` lists it."""
+        the pool only when ``arena_pool`` lists it. The services are asked as the arena
+        (:func:`webui.admission.listing_principal`), whatever the auth mode."""
         async with self._pool_lock:
             stale = not self.settings.arena_pool and time.monotonic() - self._pool_at > POOL_TTL_S
             if self._pool is None or stale:
                 specs = list(self.settings.arena_pool)
                 if not specs:
-                    retrievers, generators = await self.client.offline_components(self.settings.default_index)
+                    with self._as(listing_principal()):
+                        index = self.settings.default_index
+                        retrievers, generators = await self.client.offline_components(index)
                     specs = default_specs(retrievers, generators)
                 self._pool, self._pool_at = make_pool(specs), time.monotonic()
             return self._pool
@@ -214,6 +156,10 @@ class Arena:
             return f"The topic has {len(topic):,} characters; the limit is {self.settings.max_query_chars:,}."
         return None
 
+    def _weights(self, pool: list[PipelineId]) -> dict[str, float]:
+        return speed_weights(pool, self.latency.medians(), self.settings.arena_time_budget_s,
+                             self.latency.misses())
+
     async def pick(self) -> tuple[PipelineId, PipelineId]:
         """A blinded pair: two different pool pipelines, favouring pairs with fewer votes and pipelines
         within the time budget, random sides. Raises ``RuntimeError`` with the reason it cannot."""
@@ -226,7 +172,7 @@ class Arena:
         except StoreError as exc:
             raise RuntimeError(f"The vote log is unavailable: {exc}") from exc
         medians, budget = self.latency.medians(), self.settings.arena_time_budget_s
-        return pick_pair(pool, counts, self.rng, speed_weights(pool, medians, budget), medians, budget,
+        return pick_pair(pool, counts, self.rng, self._weights(pool), medians, budget,
                          self.serial_generators())
 
     def serial_generators(self) -> set[str]:
@@ -236,81 +182,35 @@ class Arena:
                 if c.backend == "llama-cpp" or c.max_concurrency == 1}
 
     async def warm_up(self, topic: str = WARM_UP_TOPIC) -> dict[str, float]:
-        """Measure before drawing: one answer per generator of the pool (through its first pipeline), its
-        latency recorded for every pool pipeline using that generator until real battles replace it, so a
-        pipeline that cannot finish within the battle budget here is drawn less or not at all from the first
-        battle on. Returns the seconds per generator."""
+        """Measure before drawing (:mod:`webui.warmup`): one answer per generator of the pool, as the arena's
+        principal, recorded for every pool pipeline of that generator. Returns the seconds per generator."""
         pool = await self.pool()
-        seen: dict[str, float] = {}
-        principal, _ = await self._budget(pool[0], pool[0])
-        for p in pool:
-            if p.generator in seen:
-                continue
-            with acting_as(principal) if principal is not None else nullcontext():
-                result, seconds = await self._timed(p, topic, "warm-up")
-            if result.ok or seconds >= self.settings.arena_time_budget_s:  # as _timed records it
-                seen[p.generator] = seconds
-        measured = self.latency.medians()
-        for p in pool:
-            if p.spec not in measured and p.generator in seen:
-                self.latency.record(p.spec, seen[p.generator])
-        return seen
+        principal, problem = await self._budget(pool[0], pool[0])
+        if problem:  # the day's calls are spent (or cannot be counted): measure nothing
+            return {}
+        with self._as(principal):
+            return await measure(self.client, pool, self._record, topic)
 
-    def _battle_limiter(self) -> Any:
-        if self._limiter is None:
-            from limits.storage import storage_from_string  # noqa: PLC0415
-            from limits.strategies import MovingWindowRateLimiter  # noqa: PLC0415
-
-            self._limiter = MovingWindowRateLimiter(storage_from_string(self.settings.rate_limit_storage))
-        return self._limiter
+    def start_warm_up(self) -> asyncio.Task[Any] | None:
+        """:meth:`warm_up` in the background, until the first battle asks it to give way."""
+        return self.warming.start(self.warm_up)
 
     async def _admit(self, rate_key: str | None) -> str | None:
-        """Count a battle against ``arena_battles_per_minute`` for ``rate_key``; the refusal, or None.
-        ``rate_key`` None (a caller in this process, not a browser) is not counted."""
-        if rate_key is None:
-            return None
-        from limits import RateLimitItemPerMinute  # noqa: PLC0415
-
-        per_minute = self.settings.arena_battles_per_minute
-        item = RateLimitItemPerMinute(per_minute)
-
-        def hit() -> float | None:
-            limiter = self._battle_limiter()
-            if limiter.hit(item, BATTLES, rate_key):
-                return None
-            return limiter.get_window_stats(item, BATTLES, rate_key).reset_time - time.time()
-
-        try:
-            wait = await asyncio.to_thread(hit)
-        except Exception as exc:  # noqa: BLE001 - the rate-limit storage is down: refuse, never run unbounded
-            return f"The arena cannot count battles right now ({exc.__class__.__name__}); try again later."
-        if wait is None:
-            return None
-        return (f"Too many battles from your address: at most {per_minute} a minute. "
-                f"Try again in {max(1, math.ceil(wait))} s.")
+        """Count a battle against ``arena_battles_per_minute`` for ``rate_key`` (:meth:`Admission.admit`)."""
+        return await self.admission.admit(rate_key)
 
     async def _budget(self, a: PipelineId, b: PipelineId) -> tuple[Principal | None, str | None]:
         """The principal both sides run as, or the refusal when the battle's worst case does not fit in the
         arena's calls left today. Standalone (the gateway over HTTP), the gateway's key budget applies."""
-        if not getattr(self.client, "in_process", False):
+        if not self.client.in_process:
             return None, None
         try:
             pool = await self.pool()
         except Exception as exc:  # noqa: BLE001 - the services are down or the pool is misconfigured: say so
             return None, f"The arena cannot build its pipeline pool: {exc}"
         principal = arena_principal(self.settings, pool)
-        configs = self.settings.generator_configs()
-        need = sum(pipeline_cost(parse(p.spec), configs).total for p in (a, b))
-        if need == 0:
-            return principal, None
-        try:
-            left = await asyncio.to_thread(lambda: self.auth_store.left(principal))
-        except Exception as exc:  # noqa: BLE001 - fail closed: no budget check, no paid calls
-            return None, f"The arena cannot check its daily budget right now ({exc.__class__.__name__})."
-        if left is not None and need > left:
-            return None, (f"The arena has spent its backend calls for today: this battle may need {need}, "
-                          f"{left} of {self.settings.arena_calls_per_day} are left. "
-                          "Try again after 00:00 UTC.")
+        if problem := await self.admission.budget(principal, a, b):
+            return None, problem
         return principal, None
 
     async def _in_pool(self, a: PipelineId, b: PipelineId) -> str | None:
@@ -327,21 +227,38 @@ class Arena:
                 return f"Pipeline {side}'s reranker {p.reranker!r} is not in the arena's pool."
         return None
 
+    async def _warmed(self, tick_s: float) -> AsyncIterator[BattleView]:
+        """Stop the start-up warm-up before a battle draws or runs anything (it frees the slot it holds), with
+        a progress view while it winds down."""
+        if not self.warming.running:
+            self.warming.over = True
+            return
+        stopping = asyncio.ensure_future(self.warming.give_way())
+        while not stopping.done():
+            await asyncio.wait([stopping], timeout=tick_s)
+            if not stopping.done():
+                status = render.message_html("The arena is finishing its start-up check; your battle is "
+                                             "next.")
+                yield BattleView(None, render.waiting_html(), render.waiting_html(), {}, False, status,
+                                 done=False)
+
     async def battle_stream(
         self, topic: str, topic_id: str, session_id: str, tick_s: float = 1.0, rate_key: str | None = None
     ) -> AsyncIterator[BattleView]:
         """A blinded battle as it happens: progress views, then the final view. ``rate_key`` (the client's
         address) is what the battles-per-minute cap counts."""
         if problem := self._check_topic(topic):
-            yield _refusal(problem)
+            yield refusal(problem)
             return
         if problem := await self._admit(rate_key):
-            yield _refusal(problem)
+            yield refusal(problem)
             return
+        async for view in self._warmed(tick_s):
+            yield view
         try:
             a, b = await self.pick()
         except RuntimeError as exc:
-            yield _refusal(str(exc))
+            yield refusal(str(exc))
             return
         async for view in self._run_stream("blinded", a, b, topic, topic_id, session_id, tick_s):
             yield view
@@ -352,14 +269,16 @@ class Arena:
     ) -> AsyncIterator[BattleView]:
         """An unblinded battle between two chosen pipelines, as it happens."""
         if problem := self._check_topic(topic):
-            yield _refusal(problem)
+            yield refusal(problem)
             return
         if a.spec == b.spec:
-            yield _refusal(f"A and B are the same pipeline ({a.spec}); choose two different ones.")
+            yield refusal(f"A and B are the same pipeline ({a.spec}); choose two different ones.")
             return
         if problem := await self._in_pool(a, b) or await self._admit(rate_key):
-            yield _refusal(problem)
+            yield refusal(problem)
             return
+        async for view in self._warmed(tick_s):
+            yield view
         async for view in self._run_stream("unblinded", a, b, topic, topic_id, session_id, tick_s):
             yield view
 
@@ -367,28 +286,30 @@ class Arena:
         self, topic: str, topic_id: str, session_id: str, rate_key: str | None = None
     ) -> BattleView:
         """A blinded battle's final view."""
-        return await _last(self.battle_stream(topic, topic_id, session_id, tick_s=3600, rate_key=rate_key))
+        return await last(self.battle_stream(topic, topic_id, session_id, tick_s=3600, rate_key=rate_key))
 
     async def compare(
         self, a: PipelineId, b: PipelineId, topic: str, topic_id: str, session_id: str,
         rate_key: str | None = None,
     ) -> BattleView:
         """An unblinded battle's final view."""
-        return await _last(self.compare_stream(a, b, topic, topic_id, session_id, tick_s=3600,
+        return await last(self.compare_stream(a, b, topic, topic_id, session_id, tick_s=3600,
                                                rate_key=rate_key))
 
-    async def _timed(self, pipeline: PipelineId, topic: str, topic_id: str) -> tuple[PaneResult, float]:
-        """Run one side (not streamed); its latency is recorded as :meth:`_record` says."""
-        start = time.monotonic()
-        result = await self.client.run(pipeline, topic, topic_id)
-        elapsed = time.monotonic() - start
-        self._record(pipeline, result, elapsed)
-        return result, elapsed
-
     def _record(self, pipeline: PipelineId, result: PaneResult, elapsed: float) -> None:
-        """A side's latency is recorded when it answered, or failed no sooner than the budget."""
-        if result.ok or elapsed >= self.settings.arena_time_budget_s:
-            self.latency.record(pipeline.spec, elapsed)
+        """A side's answer goes into the latency book when it answered (late: past the time budget, a miss)
+        or failed for lack of time (a 504, a client time-out: a miss); other failures say nothing of speed."""
+        late = elapsed > self.settings.arena_time_budget_s
+        timed_out = not result.ok and out_of_time(result.error or "")
+        if result.ok or late or timed_out:
+            self.latency.record(pipeline.spec, elapsed, missed=late or timed_out)
+
+    async def _drawn_less(self) -> str:
+        try:
+            pool = await self.pool()
+        except Exception:  # noqa: BLE001 - the battle ran: its pool was built
+            return ""
+        return drawn_less(self._weights(pool), self.settings.arena_time_budget_s)
 
     async def _run_stream(
         self, mode: str, a: PipelineId, b: PipelineId, topic: str, topic_id: str, session_id: str,
@@ -396,11 +317,11 @@ class Arena:
     ) -> AsyncIterator[BattleView]:
         principal, problem = await self._budget(a, b)
         if problem:
-            yield _refusal(problem)
+            yield refusal(problem)
             return
         # each side's task copies the context as it is created: both sides run as the arena's principal (the
         # in-process /rag requests are metered, reserved and settled as that principal's, stream or not)
-        with acting_as(principal) if principal is not None else nullcontext():
+        with self._as(principal):
             race = Race(self.client, {"a": a, "b": b}, topic, topic_id, on_done=self._record)
         async for pane_a, pane_b, status in race.views(tick_s):
             yield BattleView(None, pane_a, pane_b, {}, False, status, done=False)
@@ -429,86 +350,41 @@ class Arena:
                 )
             )
         except StoreError as exc:
-            return _refusal(f"The vote log could not record this battle: {exc}")
-        raw = {"battle": battle_id, "A": _raw(result_a), "B": _raw(result_b)}
+            return refusal(f"The vote log could not record this battle: {exc}")
+        body = {"battle": battle_id, "A": raw(result_a), "B": raw(result_b)}
         votable = result_a.ok and result_b.ok
         metrics.arena_battle(mode, votable)
+        slow = slow_notes((("A", a, result_a, seconds[0]), ("B", b, result_b, seconds[1])),
+                          self.settings.arena_time_budget_s, self.latency.misses())
         if votable:
-            status = (f"Both answers are in (A in {seconds[0]:.0f} s, B in {seconds[1]:.0f} s). Read both "
-                      "(hover or focus a citation to see its source), then vote.")
-            if mode == "unblinded":
-                raw["pipelines"] = {"A": a.as_dict(), "B": b.as_dict()}
-            return BattleView(
-                battle_id,
-                _pane(result_a) + timings[0],
-                _pane(result_b) + timings[1],
-                raw,
-                True,
-                render.message_html(status),
-                revealed=mode == "unblinded",
-            )
-        raw["pipelines"] = {"A": a.as_dict(), "B": b.as_dict()}
+            self.votes.timings[battle_id] = timings
+            budget = self.settings.arena_time_budget_s
+            late = (f" One answer took longer than the arena's {budget:g} s budget: which one is shown after "
+                    "your vote." if slow else "")
+            status = ("Both answers are in. Read both (hover or focus a citation to see its source), then "
+                      "vote." + late + await self._drawn_less())
+            panes = (_pane(result_a), _pane(result_b))
+            if mode == "unblinded":  # the pipelines are named: their timings tell nothing more
+                body["pipelines"] = {"A": a.as_dict(), "B": b.as_dict()}
+                panes = (panes[0] + timing(timings[0]), panes[1] + timing(timings[1]))
+            return BattleView(battle_id, *panes, body, True, render.message_html(status),
+                              revealed=mode == "unblinded")
+        body["pipelines"] = {"A": a.as_dict(), "B": b.as_dict()}
         reveal = render.reveal_html(a, b, None, "A pipeline failed, so this battle cannot be voted on.",
-                                    failed=True)
-        return BattleView(battle_id, _pane(result_a) + timings[0], _pane(result_b) + timings[1], raw, False,
-                          reveal, revealed=True)
+                                    failed=True, timings=timings, notes=slow)
+        return BattleView(battle_id, _pane(result_a), _pane(result_b), body, False, reveal, revealed=True)
 
-    # -- votes --
+    # -- votes and leaderboards (webui.votes) --
 
     def vote(self, battle_id: str | None, winner: str, session_id: str, rate_key: str) -> VoteView:
-        """Record the battle's one vote and reveal its pipelines; refusals come back as a message.
-        ``rate_key`` is what the vote rate limit counts (server-derived: the client's address)."""
-        if not battle_id:
-            return VoteView(
-                render.message_html("There is no battle to vote on: start one first.", "error"), False
-            )
-        if winner not in WINNERS:
-            return VoteView(render.message_html(f"Unknown vote {winner!r}.", "error"), False)
-        try:
-            stored = self.store.vote(battle_id, winner, session_id, rate_key)
-        except (VoteRefused, StoreError) as exc:
-            return VoteView(render.message_html(f"Vote not recorded: {exc}.", "error"), False)
-        metrics.arena_vote(winner)
-        return VoteView(
-            _reveal(stored, "Thanks! Your vote is recorded; start a new round."),
-            True,
-            {
-                "battle": stored.id,
-                "A": stored.answer_a,
-                "B": stored.answer_b,
-                "winner": stored.winner,
-                "pipelines": {"A": stored.pipeline_a, "B": stored.pipeline_b},
-            },
-        )
-
-    # -- leaderboards --
+        """Record the battle's one vote and reveal its pipelines (:meth:`VoteLog.vote`)."""
+        return self.votes.vote(battle_id, winner, session_id, rate_key)
 
     def leaderboards(self, include_unblinded: bool = False) -> tuple[str, dict[str, str]]:
-        """The summary line and each board's HTML, recomputed from the log when it has changed: the log is
-        append-only, so its vote counts name its state, and a refresh of an unchanged log is a lookup."""
-        from ragnarok.arena.judge_log import judge_votes
-
-        rows = self.store.battles(include_unblinded=include_unblinded, style=True)
-        votes = judge_votes(self.store, include_unblinded)
-        key = (include_unblinded, len(rows), len(votes), self.settings.arena_min_votes)
-        if (cached := self._boards.get(key)) is not None:
-            return cached
-        computed = boards.compute(
-            rows, k=self.elo_k, rounds=self.bootstrap_rounds, min_votes=self.settings.arena_min_votes
-        )
-        panes = {name: boards.board_html(board) for name, board in computed.items()}
-        panes["judges"] = self.judge_board(include_unblinded, votes)
-        self._boards = {key: (boards.summary_html(len(rows), include_unblinded), panes)}
-        return self._boards[key]
+        return self.votes.leaderboards(include_unblinded)
 
     def judge_board(self, include_unblinded: bool = False, votes: Any = None) -> str:
-        """The judges' boards and their agreement with human votes (judge votes count on no other board)."""
-        from ragnarok.arena.judge_log import judge_votes
-        from webui.judge_board import judges_html
-
-        if votes is None:
-            votes = judge_votes(self.store, include_unblinded)
-        return judges_html(votes, k=self.elo_k, rounds=self.bootstrap_rounds)
+        return self.votes.judge_board(include_unblinded, votes)
 
     async def side_choices(self) -> tuple[list[str], list[str], list[str]]:
         return components(await self.pool())
@@ -518,28 +394,3 @@ class Arena:
         return compose(retriever, reranker, generator)
 
 
-async def _last(views: AsyncIterator[BattleView]) -> BattleView:
-    last = None
-    async for view in views:
-        last = view
-    assert last is not None  # every stream yields its final view
-    return last
-
-
-def _raw(result: PaneResult) -> dict[str, Any]:
-    """A side as ``POST /rag`` answered it: the answer with its cited ``segments`` (the client keeps them
-    apart for the pane), or the error."""
-    return {**(result.answer or {}), "segments": result.segments} if result.ok else {"error": result.error}
-
-
-def _refusal(message: str) -> BattleView:
-    placeholder = render.placeholder_html()
-    return BattleView(None, placeholder, placeholder, {}, False, render.message_html(message, "error"))
-
-
-def _reveal(stored: StoredBattle, note: str) -> str:
-    a, b = (
-        PipelineId(p["spec"], p["retriever"], p["reranker"], p["generator"])
-        for p in (stored.pipeline_a, stored.pipeline_b)
-    )
-    return render.reveal_html(a, b, stored.winner, note)

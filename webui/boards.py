@@ -70,7 +70,7 @@ def table_html(board: Board, styled: bool = False) -> str:
     body = "".join(
         f'<tr class="{"rg-row-provisional" if r.provisional else "rg-row"}"><td class="num">{_rank(r)}</td>'
         f'<td><code>{escape(r.name)}</code></td><td class="num rg-votes">{r.votes}</td>'
-        f'<td class="num">{_rating(r, r.bt)}</td><td class="num">{_interval(r)}</td>'
+        f'<td class="num">{_rating(r, r.bt)}</td><td class="num rg-ci">{_interval(r)}</td>'
         + ("" if styled else f'<td class="num">{_rating(r, r.elo)}</td>') + "</tr>"
         for r in rows
     )
@@ -131,8 +131,9 @@ def heatmap_html(board: Board) -> str:
     return f'<table class="rg-heatmap"><thead>{head}</thead><tbody>{"".join(body)}</tbody></table>{note}'
 
 
-def intervals_svg(board: Board, width: int = 640) -> str:
-    """BT ratings with their 95 % bootstrap intervals, one line per ranked system, best first."""
+def intervals_svg(board: Board, width: int = 640, stacked: bool = False) -> str:
+    """BT ratings with their 95 % bootstrap intervals, one line per ranked system, best first: each system's
+    name left of its line, or above it (``stacked``: the narrow plot a phone shows, no wider than the screen)."""
     ranked = [(r, r.lower, r.upper) for r in board.rows if r.lower is not None and r.upper is not None]
     if not ranked:
         return ""
@@ -140,21 +141,23 @@ def intervals_svg(board: Board, width: int = 640) -> str:
     hi = max(upper for _, _, upper in ranked)
     if hi - lo < 1:
         lo, hi = lo - 10, hi + 10
-    left, right, step = 260, 20, 26
-    height = 30 + step * len(ranked)
+    left, right, step, top = (10, 10, 40, 30) if stacked else (260, 20, 26, 20)
+    height = top + 10 + step * len(ranked)
 
     def x(value: float) -> float:
         return left + (value - lo) / (hi - lo) * (width - left - right)
 
+    kind = "rg-intervals-narrow" if stacked else "rg-intervals-wide"
     parts = [
-        f'<svg class="rg-intervals" role="img" aria-label="BT ratings with 95% intervals" '
+        f'<svg class="rg-intervals {kind}" role="img" aria-label="BT ratings with 95% intervals" '
         f'width="{width}" height="{height}" viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg">'
     ]
     for i, (r, lower, upper) in enumerate(ranked):
-        y = 20 + step * i
+        y = top + step * i
+        label = (f'<text x="{left}" y="{y - 8}" font-size="11">{escape(r.name)}</text>' if stacked else
+                 f'<text x="{left - 8}" y="{y + 4}" text-anchor="end" font-size="11">{escape(r.name)}</text>')
         parts.append(
-            f'<text x="{left - 8}" y="{y + 4}" text-anchor="end" font-size="11">{escape(r.name)}</text>'
-            f'<line x1="{x(lower):.1f}" y1="{y}" x2="{x(upper):.1f}" y2="{y}" stroke="#1d4ed8" '
+            f'{label}<line x1="{x(lower):.1f}" y1="{y}" x2="{x(upper):.1f}" y2="{y}" stroke="#1d4ed8" '
             f'stroke-width="2"/><circle cx="{x(r.bt):.1f}" cy="{y}" r="4" fill="#1d4ed8"/>'
         )
     axis_y = height - 6
@@ -177,8 +180,10 @@ def board_html(board: Board) -> str:
             "<h4>Win rates</h4>",
             f'<div class="rg-scroll">{heatmap_html(board)}</div>',
         ]
-    if intervals := intervals_svg(board):
-        parts += ["<h4>BT ratings, 95% bootstrap intervals</h4>", f'<div class="rg-scroll">{intervals}</div>']
+    if intervals := intervals_svg(board):  # the stacked plot first: a narrow screen shows it instead
+        narrow = intervals_svg(board, width=360, stacked=True)
+        parts += ["<h4>BT ratings, 95% bootstrap intervals</h4>",
+                  f'<div class="rg-scroll">{narrow}{intervals}</div>']
     parts.append("</div>")
     return "".join(parts)
 

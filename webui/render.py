@@ -23,7 +23,8 @@ CSS = """
   border-radius: 4px; font-size: .8em; vertical-align: super; cursor: help;
   background: #e0e7ff; color: #1e3a8a; }
 .rg-cite:focus { outline: 2px solid #1d4ed8; }
-.rg-tip { display: none; position: absolute; z-index: 1000; left: 0; top: 1.6em; width: 26em; max-width: 70vw;
+.rg-tip { display: none; position: absolute; z-index: 1000; left: 0; top: 1.6em; width: 26em;
+  max-width: calc(100vw - 16px); box-sizing: border-box;
   padding: .6em .8em; border-radius: 6px; background: #111827; color: #f9fafb; font-size: .95rem;
   line-height: 1.35; text-align: left; white-space: normal; box-shadow: 0 4px 14px rgba(0,0,0,.3); }
 .rg-cite:hover .rg-tip, .rg-cite:focus .rg-tip, .rg-cite:focus-within .rg-tip { display: block; }
@@ -40,7 +41,9 @@ CSS = """
 .rg-reveal-failed { background: #fef2f2; border-color: #fecaca; }
 .rg-board table { border-collapse: collapse; font-size: .9em; }
 .rg-board th, .rg-board td { border: 1px solid #d1d5db; padding: .25em .5em; text-align: left; }
-.rg-board td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.rg-board td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+.rg-board code, .rg-reveal code { white-space: normal; overflow-wrap: normal; word-break: normal; }
+.rg-intervals-narrow { display: none; }
 .rg-wait { padding: .8em; color: #374151; font-variant-numeric: tabular-nums; }
 .rg-spinner { display: inline-block; width: .8em; height: .8em; margin-right: .4em; border-radius: 50%;
   border: 2px solid #c7d2fe; border-top-color: #1d4ed8; animation: rg-spin 1s linear infinite; }
@@ -64,11 +67,11 @@ CSS = """
   .rg-panes { flex-direction: column !important; }
   .rg-panes > * { min-width: 0 !important; width: 100% !important; }
   .rg-board table { font-size: .8em; }
-  .rg-board td code { white-space: normal; overflow-wrap: anywhere; }
-  .rg-intervals { width: 640px; max-width: none; }  /* not scaled down: its labels stay readable; it scrolls */
+  /* names wrap between words only (never "extractiv|e"); a table wider than the screen scrolls sideways */
+  .rg-intervals-wide { display: none; }  /* the stacked plot instead: labels above their lines */
+  .rg-intervals-narrow { display: block; width: 100%; max-width: 26em; }
   #rg-json, #rg-json * { white-space: pre-wrap !important; overflow-wrap: anywhere !important; }
   .tab-container button { padding-left: .3em !important; padding-right: .3em !important; font-size: .85em !important; }
-  .rg-tip { position: fixed; left: 4vw; right: 4vw; top: auto; bottom: 4vh; width: auto; max-width: none; }
 }
 """
 
@@ -90,7 +93,25 @@ HEAD = """<script>
     const active = cite(document.activeElement);
     if (active) active.blur();
   });
-  document.addEventListener("focusin", (e) => { const c = cite(e.target); if (c) c.classList.remove("rg-dismissed"); });
+  // a tooltip is kept inside the viewport: shifted left (or right) by what would run off its edge
+  const place = (c) => {
+    const tip = c.querySelector(".rg-tip");
+    if (!tip) return;
+    tip.style.transform = "";
+    const r = tip.getBoundingClientRect();
+    if (!r.width) return;
+    const edge = 8, room = document.documentElement.clientWidth;
+    let dx = 0;
+    if (r.right > room - edge) dx = room - edge - r.right;
+    if (r.left + dx < edge) dx = edge - r.left;
+    if (dx) tip.style.transform = `translateX(${Math.round(dx)}px)`;
+  };
+  const placeSoon = (c) => { place(c); requestAnimationFrame(() => place(c)); };
+  document.addEventListener("mouseover", (e) => { const c = cite(e.target); if (c) placeSoon(c); });
+  document.addEventListener("focusin", (e) => {
+    const c = cite(e.target);
+    if (c) { c.classList.remove("rg-dismissed"); placeSoon(c); }
+  });
   document.addEventListener("mouseout", (e) => {
     const c = cite(e.target);
     if (c && !c.contains(e.relatedTarget)) c.classList.remove("rg-dismissed");
@@ -147,27 +168,30 @@ def error_html(message: str) -> str:
     )
 
 
-def waiting_html(elapsed_s: float, other_s: float | None = None) -> str:
-    """A running pipeline's pane: the seconds waited so far (and how long the other answer took)."""
-    other = f" The other answer took {other_s:.0f} s." if other_s is not None else ""
-    return (
-        f'<div class="rg-pane rg-wait" role="status"><span class="rg-spinner" aria-hidden="true"></span>'
-        f'Waiting for this answer: <span class="rg-elapsed">{elapsed_s:.0f}</span> s.{other}</div>'
-    )
+def waiting_html() -> str:
+    """A running pipeline's pane before its first text. It shows no seconds: before the vote no timing may tell
+    the sides apart (the battle's elapsed seconds are in the status line, the same for both)."""
+    return ('<div class="rg-pane rg-wait" role="status"><span class="rg-spinner" aria-hidden="true"></span>'
+            "Waiting for this answer…</div>")
 
 
-def timing_html(first_token_s: float | None, elapsed_s: float, writing: bool = False) -> str:
-    """``first token 0.4 s · 2.1 s``: the seconds to the answer's first text and to its end (or so far)."""
+def timing_text(first_token_s: float | None, elapsed_s: float) -> str:
+    """``first token 0.4 s · 2.1 s``: the seconds to the answer's first text and to its end."""
     first = f"first token {first_token_s:.1f} s · " if first_token_s is not None else ""
-    return f'<p class="rg-timing">{first}{elapsed_s:.1f} s{" so far" if writing else ""}</p>'
+    return f"{first}{elapsed_s:.1f} s"
 
 
-def streaming_html(text: str, first_token_s: float | None, elapsed_s: float) -> str:
+def timing_html(first_token_s: float | None, elapsed_s: float) -> str:
+    """:func:`timing_text` as the line under a finished answer (only where its pipeline is named)."""
+    return f'<p class="rg-timing">{timing_text(first_token_s, elapsed_s)}</p>'
+
+
+def streaming_html(text: str) -> str:
     """A pane while its answer is being written: the text so far (as the model writes it, citations still
-    raw), a caret, and the timing line."""
+    raw) and a caret; no timing (see :func:`waiting_html`)."""
     return (
         f'<div class="rg-pane rg-streaming" aria-busy="true"><p class="rg-stream-text">{escape(text)}'
-        f'<span class="rg-caret" aria-hidden="true"></span></p>{timing_html(first_token_s, elapsed_s, True)}</div>'
+        f'<span class="rg-caret" aria-hidden="true"></span></p></div>'
     )
 
 
@@ -183,20 +207,25 @@ VERDICTS = {
 }
 
 
-def reveal_html(a: PipelineId, b: PipelineId, winner: str | None, note: str = "", failed: bool = False) -> str:
+def reveal_html(a: PipelineId, b: PipelineId, winner: str | None, note: str = "", failed: bool = False,
+                timings: tuple[str, str] = ("", ""), notes: tuple[str, ...] = ()) -> str:
     """The pipelines behind A and B after the vote (``failed``: after a battle that failed, in the error box's
-    colours rather than the success box's)."""
-    def row(side: str, p: PipelineId) -> str:
+    colours rather than the success box's), with each side's timing (:func:`timing_text`, shown only now) and
+    any further ``notes`` (a pipeline that missed the time budget)."""
+    def row(side: str, p: PipelineId, timing: str) -> str:
+        took = f" — {escape(timing)}" if timing else ""
         return (
             f"<li><strong>{side}</strong>: <code>{escape(p.spec)}</code> (retriever {escape(p.retriever)}, "
-            f"reranker {escape(p.reranker)}, generator {escape(p.generator)})</li>"
+            f"reranker {escape(p.reranker)}, generator {escape(p.generator)})"
+            f'<span class="rg-reveal-timing">{took}</span></li>'
         )
 
     verdict = VERDICTS.get(winner or "", "") if winner else ""
     head = escape(" ".join(x for x in (verdict, note) if x))
+    more = "".join(f'<p class="rg-note">{escape(n)}</p>' for n in notes)
     return (
         f'<div class="rg-reveal{" rg-reveal-failed" if failed else ""}"><p>{head}</p>'
-        f'<ul class="rg-reveal-list">{row("A", a)}{row("B", b)}</ul>'
+        f'<ul class="rg-reveal-list">{row("A", a, timings[0])}{row("B", b, timings[1])}</ul>{more}'
         f"</div>"
     )
 

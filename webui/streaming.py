@@ -3,16 +3,16 @@
 :class:`Race` runs both sides of a battle, each through :meth:`webui.client.RagClient.stream`, and
 :meth:`Race.views` yields what the two panes and the status line show while they run:
 
-- a side with no text yet: the elapsed-seconds wait line (:func:`webui.render.waiting_html`);
-- a side being written: its text so far with the time to its first token and the seconds so far
-  (``first token 0.4 s · 2.1 s so far``);
-- a side that is done: its answer with citations (or its error) once, then ``None`` (left as it is), with its
-  time to first token and to the answer.
+- a side with no text yet: the wait line (:func:`webui.render.waiting_html`);
+- a side being written: its text so far;
+- a side that is done: its answer with citations (or its error) once, then ``None`` (left as it is).
 
 A view comes whenever something changed (at most one per ``MIN_GAP_S``: text that arrives meanwhile is
-gathered into the next) and at least every ``tick_s`` (the wait lines count). Blinding: a view holds the
-answers' text and timings only; the ``stage`` events (they name the pipeline's stages) are never shown. The
-votes open with the final view, which :class:`webui.arena.Arena` makes once both sides are done.
+gathered into the next) and at least every ``tick_s`` (the status line counts the battle's seconds). Blinding:
+a view holds the answers' text only — no per-side timing (an answer in 0 s is the extractive one), and the
+``stage`` events (they name the pipeline's stages) are never shown; each side's time to first token and to its
+answer (:meth:`Side.timing`) is shown with the pipelines, after the vote. The votes open with the final view,
+which :class:`webui.arena.Arena` makes once both sides are done.
 """
 
 from __future__ import annotations
@@ -55,14 +55,14 @@ class Side:
     shown: bool = False  # its final pane went out in a view
 
     def timing(self) -> str:
-        """The timing line under a finished answer (none under an error)."""
+        """Its time to first token and to the answer (:func:`webui.render.timing_text`; none for an error)."""
         if self.result is None or not self.result.ok or self.seconds is None:
             return ""
-        return render.timing_html(self.first_token_s, self.seconds)
+        return render.timing_text(self.first_token_s, self.seconds)
 
     def pane(self) -> str:
         assert self.result is not None
-        return result_html(self.result) + self.timing()
+        return result_html(self.result)
 
 
 class Race:
@@ -147,14 +147,14 @@ class Race:
     def _view(self, elapsed: float) -> tuple[str | None, str | None, str]:
         panes: list[str | None] = []
         for key in SIDES:
-            side, other = self.sides[key], self.sides["b" if key == "a" else "a"]
+            side = self.sides[key]
             if side.result is not None:
                 panes.append(None if side.shown else side.pane())
                 side.shown = True
             elif side.first_token_s is not None:
-                panes.append(render.streaming_html(side.text, side.first_token_s, elapsed))
+                panes.append(render.streaming_html(side.text))
             else:
-                panes.append(render.waiting_html(elapsed, other.seconds if other.result else None))
+                panes.append(render.waiting_html())
         done = sum(side.result is not None for side in self.sides.values())
         status = render.message_html(
             f"Waiting for {'one answer' if done else 'both answers'}: {elapsed:.0f} s so far. "

@@ -8,10 +8,13 @@ Pairing (as Chatbot Arena's sampler, simplified): every unordered pair of two *d
 candidate, weighted ``1 / (1 + votes)`` so pairs with fewer votes come up more often; the chosen pair's sides
 are then swapped with probability 1/2.
 
-Speed (so battles stay fast): each pipeline's recent latencies are kept (:class:`LatencyBook`, in memory) and
-a pair's weight is multiplied by both sides' :func:`speed_weights`: 1 while a pipeline's median is within the
-time budget (or unmeasured), ``(budget / median)^2`` above it, and 0 — left out — beyond
-``LEAVE_OUT_FACTOR`` times the budget while at least two pipelines remain.
+Speed (so battles stay fast): each pipeline's recent answers are kept (:class:`LatencyBook`, in memory: the
+seconds, and whether the answer missed the time budget — late, or failed for lack of time) and a pair's weight
+is multiplied by both sides' :func:`speed_weights`: 1 while a pipeline's median is within the time budget (or
+unmeasured), ``(budget / median)^2`` above it, and 0 — left out — beyond ``LEAVE_OUT_FACTOR`` times the budget
+while at least two pipelines remain; each of its last ``RECENT`` answers that missed the budget multiplies it
+by ``MISS_FACTOR`` more (:func:`miss_factor`), so a pipeline failing with timeouts is drawn less from its
+first miss on, whatever its median.
 """
 
 from __future__ import annotations
@@ -30,6 +33,10 @@ from ragnarok.spec import Pipeline, parse
 NO_RERANKER = "none"
 DEFAULT_DEPTH = 20
 LEAVE_OUT_FACTOR = 4.0
+#: How many of a pipeline's last answers :func:`miss_factor` looks at.
+RECENT = 5
+#: What each recent answer that missed the time budget multiplies a pipeline's weight by.
+MISS_FACTOR = 0.5
 
 
 @dataclass(frozen=True, order=True)
@@ -129,32 +136,50 @@ def pair_key(a: str, b: str) -> tuple[str, str]:
 
 
 class LatencyBook:
-    """The last ``window`` latencies (seconds) of each pipeline by spec, in memory; thread-safe."""
+    """The last ``window`` answers of each pipeline by spec, in memory (thread-safe): their seconds, and whether
+    each missed the time budget (:func:`miss_factor`)."""
 
     def __init__(self, window: int = 20):
         self.window = window
         self._seen: dict[str, deque[float]] = {}
+        self._missed: dict[str, deque[bool]] = {}
         self._lock = threading.Lock()
 
-    def record(self, spec: str, seconds: float) -> None:
+    def record(self, spec: str, seconds: float, missed: bool = False) -> None:
         with self._lock:
             self._seen.setdefault(spec, deque(maxlen=self.window)).append(float(seconds))
+            self._missed.setdefault(spec, deque(maxlen=self.window)).append(bool(missed))
 
     def medians(self) -> dict[str, float]:
         with self._lock:
             return {spec: statistics.median(times) for spec, times in self._seen.items() if times}
 
+    def misses(self, recent: int = RECENT) -> dict[str, tuple[int, int]]:
+        """Per spec: how many of its last ``recent`` answers missed the budget, of how many."""
+        with self._lock:
+            return {spec: (sum(list(flags)[-recent:]), min(recent, len(flags)))
+                    for spec, flags in self._missed.items() if flags}
+
+
+def miss_factor(missed: int) -> float:
+    """A pipeline's sampling factor from its recent answers that missed the time budget: ``MISS_FACTOR`` per
+    miss (1 without any)."""
+    return MISS_FACTOR ** missed
+
 
 def speed_weights(
-    pool: Sequence[PipelineId], medians: Mapping[str, float], budget_s: float
+    pool: Sequence[PipelineId], medians: Mapping[str, float], budget_s: float,
+    misses: Mapping[str, tuple[int, int]] | None = None,
 ) -> dict[str, float]:
     """Each pipeline's sampling factor from its median latency: 1 when unmeasured or within ``budget_s``,
     ``(budget_s / median)^2`` above it, 0 (left out) beyond ``LEAVE_OUT_FACTOR * budget_s`` as long as at
-    least two pipelines keep a non-zero factor."""
+    least two pipelines keep a non-zero factor; times :func:`miss_factor` of its recent misses (``misses``:
+    :meth:`LatencyBook.misses`)."""
     weights = {}
     for p in pool:
         median = medians.get(p.spec)
         weights[p.spec] = 1.0 if median is None or median <= budget_s else (budget_s / median) ** 2
+        weights[p.spec] *= miss_factor((misses or {}).get(p.spec, (0, 0))[0])
     slow = {p.spec for p in pool if medians.get(p.spec, 0.0) > LEAVE_OUT_FACTOR * budget_s}
     if len(weights) - len(slow) >= 2:
         weights.update(dict.fromkeys(slow, 0.0))
