@@ -11,7 +11,7 @@
 3. The request runs as that principal with a fresh spend :class:`~ragnarok.auth.meter.Meter` that allows no
    backend call until the route reserves its worst case (:func:`reserve`); the answer carries the calls and
    tokens spent (``Ragnarok-Backend-Calls``, ``Ragnarok-Prompt-Tokens``, ``Ragnarok-Completion-Tokens``; a
-   streamed answer, whose headers leave before anything is spent, in its ``done`` event: :func:`spend`).
+   streamed answer, whose headers leave before anything is spent, in its ``done`` event: :func:`spent`).
 4. When it is over, the reservation is replaced by what was spent, and a key's request is written to the
    audit log, however it ended: answered, refused here (a request without a valid key as the
    ``unauthenticated`` owner's, named by its key's public prefix), failed, or cut off (the client went away:
@@ -51,7 +51,7 @@ from ragnarok.quoting import quote
 from ragnarok.settings import Settings
 
 log = logging.getLogger(__name__)
-#: The owner of the audit rows of requests refused before a key was known (missing, unknown, expired, revoked).
+#: The owner of the audit rows of requests refused before a key was known (none, unknown, expired, revoked).
 UNAUTHENTICATED = "unauthenticated"
 #: The status of a request that ended without an answer (nginx's "client closed request").
 CLIENT_CLOSED = 499
@@ -86,9 +86,9 @@ class Auth:
         return self._store
 
     async def drain(self, timeout_s: float) -> None:
-        """At shutdown: wait (at most ``timeout_s``) for the requests still in the middleware to queue their audit
-        rows and spend (the ones cut by shutdown answer at once), then write every queued row: the process
-        exits without waiting for the audit thread."""
+        """At shutdown: wait (at most ``timeout_s``) for the requests still in the middleware to queue their
+        audit rows and spend (the ones cut by shutdown answer at once), then write every queued row: the
+        process exits without waiting for the audit thread."""
         with anyio.move_on_after(min(timeout_s, DRAIN_S)):
             while self.running:
                 await anyio.sleep(0.01)
@@ -172,22 +172,24 @@ class AuthMiddleware:
             try:
                 principal = await auth.authenticate(scope)
             except AuthError as exc:
-                await self._refuse(_error(401, str(exc), {"WWW-Authenticate": "Bearer"}), scope, receive, send, start)
+                refusal = _error(401, str(exc), {"WWW-Authenticate": "Bearer"})
+                await self._refuse(refusal, scope, receive, send, start)
                 return
             except StoreError as exc:
                 log.error("keys cannot be checked: %s", exc)
-                await self._refuse(_error(503, "API keys cannot be checked now (the service database is unavailable)",
-                                          {"Retry-After": "5"}), scope, receive, send, start)
+                refusal = _error(503, "API keys cannot be checked now (the service database is unavailable)",
+                                 {"Retry-After": "5"})
+                await self._refuse(refusal, scope, receive, send, start)
                 return
             if (wait := auth.rate_limited(principal)) is not None:
-                await self._refuse(_error(429, f"key {principal.name!r} is limited to {principal.rpm} requests a "
-                                               "minute", {"Retry-After": str(int(wait + 0.999))}),
-                                   scope, receive, send, start, principal)
+                refusal = _error(429, f"key {principal.name!r} is limited to {principal.rpm} requests a "
+                                      "minute", {"Retry-After": str(int(wait + 0.999))})
+                await self._refuse(refusal, scope, receive, send, start, principal)
                 return
             if principal.parallel is not None and auth.in_flight[principal.owner] >= principal.parallel:
-                await self._refuse(_error(429, f"key {principal.name!r} is limited to {principal.parallel} "
-                                               "request(s) in parallel", {"Retry-After": "1"}),
-                                   scope, receive, send, start, principal)
+                refusal = _error(429, f"key {principal.name!r} is limited to {principal.parallel} "
+                                      "request(s) in parallel", {"Retry-After": "1"})
+                await self._refuse(refusal, scope, receive, send, start, principal)
                 return
         credentials = dict(scope["headers"]).get(b"authorization")
         with principals.forwarding(credentials.decode("latin-1") if credentials else None):
@@ -195,16 +197,16 @@ class AuthMiddleware:
 
     async def _refuse(self, response: JSONResponse, scope: dict, receive: Any, send: Any, start: float,
                       principal: Principal | None = None) -> None:
-        """The middleware's own answer (401, 429, 503): it spent nothing (the spend headers say 0) and gets its
-        audit row; a request without a valid key is the ``unauthenticated`` owner's, named by the prefix of the
-        key it sent (as ``ragnarok keys list`` shows it), never more of it."""
+        """The middleware's own answer (401, 429, 503): it spent nothing (the spend headers say 0) and gets
+        its audit row; a request without a valid key is the ``unauthenticated`` owner's, named by the prefix
+        of the key it sent (as ``ragnarok keys list`` shows it), never more of it."""
         response.raw_headers.extend(meters.Meter().headers())
         try:
             await response(scope, receive, send)
         finally:
-            who = principal or Principal(owner=UNAUTHENTICATED, name=presented_prefix(scope), scopes=frozenset())
-            self._audit(who, meters.Meter(), scope, response.status_code, (time.perf_counter() - start) * 1000,
-                        always=True)
+            who = principal or Principal(UNAUTHENTICATED, presented_prefix(scope), scopes=frozenset())
+            ms = (time.perf_counter() - start) * 1000
+            self._audit(who, meters.Meter(), scope, response.status_code, ms, always=True)
 
     async def _run(self, principal: Principal, scope: dict, receive: Any, send: Any) -> None:
         auth, start = self.auth, time.perf_counter()
@@ -233,7 +235,7 @@ class AuthMiddleware:
             with principals.acting_as(principal), meters.metering(meter):
                 await self.app(scope, receive, metered_send)
         except BaseException as exc:
-            if status is None:  # no answer: cancelled (the client went away, or the server stopped), or a crash
+            if status is None:  # no answer: cancelled (the client went away, the server stopped), or a crash
                 status = CLIENT_CLOSED if isinstance(exc, anyio.get_cancelled_exc_class()) else 500
             raise
         finally:

@@ -41,7 +41,8 @@ class ShuttingDown(Cancelled):
 
 class CancelToken:
     """Set once, from any thread, with the error that the work then raises at its next :func:`check`; work
-    that blocks where it cannot check (a backend's socket) registers what interrupts it (:meth:`on_cancel`)."""
+    that blocks where it cannot check (on a backend's socket) registers what interrupts it
+    (:meth:`on_cancel`)."""
 
     def __init__(self) -> None:
         self._error: tuple[type[Cancelled], str] | None = None
@@ -176,11 +177,11 @@ async def run_watched(fn: Callable[[], T], token: CancelToken, *, timeout_s: flo
 
 async def watched(work: Callable[[], Awaitable[T]], token: CancelToken, *,
                   disconnected: Callable[[], Awaitable[bool]] | None = None, poll_s: float = 0.1) -> T:
-    """``await work()`` with ``token`` as the current one (the worker threads it starts copy it: a backend call
-    in flight registers its socket with it); the token is cancelled when ``disconnected()`` turns true. Once
-    it is cancelled (by this watch or by anyone else, e.g. shutdown) the work is cancelled: what it waits for
-    on the event loop (a backend's slot) at once, a backend call in a worker thread when its socket is shut
-    (:func:`ragnarok.generate.http.post_json`); then the token's error is raised."""
+    """``await work()`` with ``token`` as the current one (the worker threads it starts copy it: a backend
+    call in flight registers its socket with it); the token is cancelled when ``disconnected()`` turns true.
+    Once it is cancelled (by this watch or by anyone else, e.g. shutdown) the work is cancelled: what it waits
+    for on the event loop (a backend's slot) at once, a backend call in a worker thread when its socket is
+    shut (:func:`ragnarok.generate.http.post_json`); then the token's error is raised."""
     async def under_token() -> T:
         reset = _current.set(token)  # in the work's own task: its context only
         try:

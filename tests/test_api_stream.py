@@ -1,8 +1,8 @@
 """Streamed answers over HTTP (issue 25): ``"stream": true`` on ``POST /v1/generate`` and ``POST /rag``, on a real
 uvicorn against a local OpenAI-compatible server that streams from a script (tests/sse_fakes.py) and counts
-what it sent: the event sequence, ``done`` byte for byte the non-streamed body (then its ``spend``), deadlines,
-failures before and after the first byte, a client that goes away, the gateway streaming across HTTP, keys and
-spend."""
+what it sent: the event sequence, ``done`` byte for byte the non-streamed body (then its ``spend``),
+deadlines, failures before and after the first byte, a client that goes away, the gateway streaming across
+HTTP, keys and spend."""
 
 from __future__ import annotations
 
@@ -78,8 +78,8 @@ def events(url: str, path: str, body: dict, **kwargs) -> list[tuple[str, object]
 
 def unspent(done: str) -> str:
     """``done``'s data without the ``spend`` object it ends with: the very body of the plain request."""
-    found = re.fullmatch(r'(\{.*),"spend":\{"backend_calls":\d+,"prompt_tokens":\d+,"completion_tokens":\d+\}\}',
-                         done, re.S)
+    spend = r'"spend":\{"backend_calls":\d+,"prompt_tokens":\d+,"completion_tokens":\d+\}'
+    found = re.fullmatch(r"(\{.*)," + spend + r"\}", done, re.S)
     assert found, done[-300:]
     return found.group(1) + "}"
 

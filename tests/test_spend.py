@@ -22,14 +22,14 @@ from servers import ragnarok_serve, serve_app
 T = 120  # seconds: the first /rag loads MiniLM
 KEY_ENV = "RAGNAROK_TEST_SPEND_KEY"
 CANDIDATES = {"query": {"text": "gzip", "qid": "q1"},
-              "candidates": [{"docid": "d1", "score": 2.0, "doc": {"segment": "gzip compresses files. It is fast."}},
+              "candidates": [{"docid": "d1", "score": 2.0, "doc": {"segment": "gzip compresses. It's fast."}},
                              {"docid": "d2", "score": 1.0, "doc": {"segment": "bzip2 compresses better."}}]}
 ZERO = ("0", "0", "0")
 
 
 def _config(name: str, base: str, model: str, **extra) -> dict:
-    return {"name": name, "backend": "openai", "base_url": base + "/v1", "model": model, "api_key_env": KEY_ENV,
-            "max_retries": 0, **extra}
+    return {"name": name, "backend": "openai", "base_url": base + "/v1", "model": model,
+            "api_key_env": KEY_ENV, "max_retries": 0, **extra}
 
 
 @pytest.fixture(scope="module")
@@ -102,19 +102,20 @@ def _hanging_up(url: str, secret: str, body: dict) -> socket.socket:
     host, port = url.removeprefix("http://").split(":")
     payload = json.dumps(body).encode()
     sock = socket.create_connection((host, int(port)), timeout=T)
-    sock.sendall(b"POST /v1/generate HTTP/1.1\r\nHost: " + host.encode() + b"\r\nContent-Type: application/json\r\n"
-                 b"Authorization: Bearer " + secret.encode() + b"\r\nContent-Length: " + str(len(payload)).encode()
-                 + b"\r\n\r\n" + payload)
+    head = (f"POST /v1/generate HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+            f"Authorization: Bearer {secret}\r\nContent-Length: {len(payload)}\r\n\r\n")
+    sock.sendall(head.encode() + payload)
     return sock
 
 
 def test_refusals_are_audited_and_say_they_spent_nothing(service):
-    """The middleware's 401s and 429s: spend headers of 0, and an audit row each; a request without a valid key
-    is the `unauthenticated` owner's, named by the public prefix of what it sent, never by more of it."""
+    """The middleware's 401s and 429s: spend headers of 0, and an audit row each; a request without a valid
+    key is the `unauthenticated` owner's, named by the public prefix of what it sent, never by more of it."""
     settings, _, url = service
     unknown = "rk_" + "unknownsecret" * 3
     missing = httpx.post(url + "/v1/generate", json={"request": CANDIDATES}, timeout=T)
-    refused = httpx.post(url + "/v1/generate", json={"request": CANDIDATES}, headers=_bearer(unknown), timeout=T)
+    refused = httpx.post(url + "/v1/generate", json={"request": CANDIDATES}, headers=_bearer(unknown),
+                         timeout=T)
     assert missing.status_code == refused.status_code == 401
     assert _spend_headers(missing) == _spend_headers(refused) == ZERO
     secret, owner = _key(settings, "one-a-minute", rpm=1)
@@ -130,8 +131,9 @@ def test_refusals_are_audited_and_say_they_spent_nothing(service):
 
 def test_a_client_that_hangs_up_frees_the_backend_call_and_the_slot(service, fake, slowdown):
     """A non-streamed /v1/generate whose client hangs up while the backend holds the answer: the backend's
-    connection is closed and the generator's one slot is free again within a second (scaled by the machine's
-    slowdown), not after the generator's timeout_s (120 s); its audit row says 499 and one call, as its spend."""
+    connection is closed and the generator's one slot is free again within a second (scaled by the
+    machine's slowdown), not after the generator's timeout_s (120 s); its audit row says 499 and one call,
+    as its spend does."""
     settings, _, url = service
     backend, _ = fake
     secret, owner = _key(settings, "hangs-up")
@@ -157,9 +159,9 @@ def test_a_client_that_hangs_up_frees_the_backend_call_and_the_slot(service, fak
 
 
 def test_calls_that_got_busy_spent_nothing(service, fake):
-    """One slot, held by a call that hangs; the next calls (non-streamed, streamed, through /rag) wait 0.3 s for
-    it and get the 504 "busy": nothing reached the backend for them, and neither their headers, their audit
-    rows, the key's usage nor its budget count a call: `keys usage` is what reached the backend."""
+    """One slot, held by a call that hangs; the next calls (non-streamed, streamed, through /rag) wait 0.3 s
+    for it and get the 504 "busy": nothing reached the backend for them, and neither their headers, their
+    audit rows, the key's usage nor its budget count a call: `keys usage` is what reached the backend."""
     from ragnarok.auth.store import AuthStore
 
     settings, _, url = service
@@ -198,10 +200,11 @@ def test_streamed_answers_say_what_they_spent_in_done(service):
     whole = httpx.post(url + "/v1/generate", json={"request": CANDIDATES, "generator": "paid"},
                        headers=_bearer(secret), timeout=T)
     assert whole.status_code == 200 and "spend" not in whole.json()
-    expected = dict(zip(("backend_calls", "prompt_tokens", "completion_tokens"), map(int, _spend_headers(whole))))
+    names = ("backend_calls", "prompt_tokens", "completion_tokens")
+    expected = dict(zip(names, map(int, _spend_headers(whole))))
     assert expected == {"backend_calls": 1, "prompt_tokens": 10, "completion_tokens": 12}
-    streamed = httpx.post(url + "/v1/generate", json={"request": CANDIDATES, "generator": "paid", "stream": True},
-                          headers=_bearer(secret), timeout=T)
+    streamed = httpx.post(url + "/v1/generate", json={"request": CANDIDATES, "generator": "paid",
+                                                      "stream": True}, headers=_bearer(secret), timeout=T)
     assert streamed.status_code == 200 and streamed.headers["content-type"].startswith("text/event-stream")
     done = _done(streamed)
     assert done["spend"] == expected and done["references"] == whole.json()["references"]

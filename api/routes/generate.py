@@ -64,9 +64,9 @@ class GenerateOut(RagAnswer):
                                          "did (not part of the TREC answer): repeats_dropped, citations_attributed, citations_removed, "
                                          "citations (produced, attributed, mixed or none), contexts read, and "
                                          "for streamed models why generation stopped.")
-    spend: SpendOut | None = Field(None, description="Only in a streamed answer's `done` event: what the request "
-                                   "spent (the Ragnarok-Backend-Calls, -Prompt-Tokens and -Completion-Tokens "
-                                   "headers of an answer that is not streamed).")
+    spend: SpendOut | None = Field(None, description="Only in a streamed answer's `done` event: what the "
+                                   "request spent (the Ragnarok-Backend-Calls, -Prompt-Tokens and "
+                                   "-Completion-Tokens headers of an answer that is not streamed).")
 
 
 @router.post("/generate", response_model=GenerateOut, response_model_exclude_none=True,
@@ -96,8 +96,8 @@ async def generate(body: GenerateBody, http: HttpRequest, service: GenerationDep
     if body.stream:
         return await _streamed(service, topic, body, generator)
     with http.app.state.inflight.token() as token:  # a client that leaves frees the slot and the backend call
-        answer = await watched(lambda: service.agenerate(topic, body.request, generator, body.template, body.k),
-                               token, disconnected=http.is_disconnected)
+        answer = await watched(lambda: service.agenerate(topic, body.request, generator, body.template,
+                                                         body.k), token, disconnected=http.is_disconnected)
     return answer_out(answer, body.notes)
 
 

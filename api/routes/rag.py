@@ -49,8 +49,8 @@ class RagBody(BaseModel):
                                "(each stage as it finishes: stage, latency_ms, k_in, k_out), `references` (the "
                                "segment ids the generator reads), `delta` (text as it is written), `sentence` "
                                "(each one complete, with its citations), `done` (the body this request answers "
-                               "without `stream`, with `spend`: the calls and tokens spent), or `error` (stage, "
-                               "status, detail) after the stream started. "
+                               "without `stream`, with `spend`: the calls and tokens spent), or `error` "
+                               "(stage, status, detail) after the stream started. "
                                "A failure before the first piece of answer is the usual JSON error.")
 
 
@@ -77,9 +77,9 @@ class RagOut(BaseModel):
     request_id: str | None = Field(None, description="With `trace`: the request's id (its X-Request-ID), "
                                    "which every stage call carried and every log line of the request names.")
     segments: dict[str, Doc] | None = None
-    spend: SpendOut | None = Field(None, description="Only in a streamed answer's `done` event: what the request "
-                                   "spent (the Ragnarok-Backend-Calls, -Prompt-Tokens and -Completion-Tokens "
-                                   "headers of an answer that is not streamed).")
+    spend: SpendOut | None = Field(None, description="Only in a streamed answer's `done` event: what the "
+                                   "request spent (the Ragnarok-Backend-Calls, -Prompt-Tokens and "
+                                   "-Completion-Tokens headers of an answer that is not streamed).")
 
 
 @router.post("/rag", response_model=RagOut, response_model_exclude_none=True,

@@ -133,8 +133,9 @@ def _read(response: httpx.Response, deadline: float, timeout_s: float) -> bytes:
 
 
 def backend_client(max_concurrency: int) -> httpx.Client:
-    """The client of one backend's :func:`post_json` calls: a connection per exchange (none kept alive), so that
-    each one can be interrupted (:class:`_Interruptible`); an LLM answer takes far longer than a handshake."""
+    """The client of one backend's :func:`post_json` calls: a connection per exchange (none kept alive), so
+    that each one can be interrupted (:class:`_Interruptible`); an LLM answer takes far longer than a
+    handshake."""
     return httpx.Client(limits=httpx.Limits(max_connections=max_concurrency + 2, max_keepalive_connections=0))
 
 
