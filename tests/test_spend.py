@@ -127,6 +127,18 @@ def test_refusals_are_audited_and_say_they_spent_nothing(service):
         ("", 401, "/v1/generate", 0), (unknown[:11], 401, "/v1/generate", 0)]
     assert unknown not in json.dumps(rows)
     assert sorted(r["status"] for r in _audit(settings, owner)) == [200, 429]
+    # the routes' own refusals too: a scope the key lacks (403), a topic past the limit (413)
+    from ragnarok.auth.store import AuthStore
+
+    record, reader = AuthStore.for_settings(settings).create("reader-only", ["retrieve"])
+    assert httpx.post(url + "/v1/generate", json={"request": CANDIDATES}, headers=_bearer(reader),
+                      timeout=T).status_code == 403
+    writer, writer_owner = _key(settings, "long-topics")
+    long_topic = {"request": CANDIDATES, "topic": "x" * (settings.max_query_chars + 1)}
+    assert httpx.post(url + "/v1/generate", json=long_topic, headers=_bearer(writer),
+                      timeout=T).status_code == 413
+    assert [r["status"] for r in _audit(settings, f"key:{record.id}")] == [403]
+    assert [r["status"] for r in _audit(settings, writer_owner)] == [413]
 
 
 def test_a_client_that_hangs_up_frees_the_backend_call_and_the_slot(service, fake, slowdown):
