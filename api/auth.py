@@ -1,4 +1,4 @@
-"""Keys, scopes, rates and spend for every request: one ASGI middleware and two route helpers.
+"""Keys, scopes, rates and spend for every request: one ASGI middleware and three route helpers.
 
 :class:`AuthMiddleware` runs first for every HTTP request from outside:
 
@@ -7,19 +7,24 @@
 2. With ``RAGNAROK_AUTH=keys`` the request must carry ``Authorization: Bearer KEY``: 401 when it is missing,
    unknown, expired or revoked; 429 with ``Retry-After`` past the key's requests per minute (the ``limits``
    library, in ``rate_limit_storage``) or its requests in parallel (per process). With ``off`` the caller is
-   :data:`~ragnarok.auth.principal.ANONYMOUS`.
+   :data:`~ragnarok.auth.principal.ANONYMOUS`. These refusals spent nothing: their spend headers say 0.
 3. The request runs as that principal with a fresh spend :class:`~ragnarok.auth.meter.Meter` that allows no
    backend call until the route reserves its worst case (:func:`reserve`); the answer carries the calls and
-   tokens spent (``Ragnarok-Backend-Calls``, ``Ragnarok-Prompt-Tokens``, ``Ragnarok-Completion-Tokens``).
+   tokens spent (``Ragnarok-Backend-Calls``, ``Ragnarok-Prompt-Tokens``, ``Ragnarok-Completion-Tokens``; a
+   streamed answer, whose headers leave before anything is spent, in its ``done`` event: :func:`spent`).
 4. When it is over, the reservation is replaced by what was spent, and a key's request is written to the
-   audit log.
+   audit log, however it ended: answered, refused here (a request without a valid key as the
+   ``unauthenticated`` owner's, named by its key's public prefix), failed, or cut off (the client went away:
+   status 499; the server stopped: the 503 of :mod:`api.shutdown`). At shutdown :meth:`Auth.drain` writes
+   the rows still queued.
 
 Requests the service makes to itself in process (the gateway's stages) run inside the outer request's
 principal and meter: they are neither authenticated nor reserved again.
 
 Routes declare their scope with ``dependencies=[needs("retrieve")]`` (403 when the key lacks it) and call
 :func:`reserve` with the request's :class:`~ragnarok.auth.cost.Cost` before anything spends: 403 for a
-generator the key may not use, 413 past ``max_calls_per_request``, 429 past the key's budget.
+generator the key may not use, 413 past ``max_calls_per_request``, 429 past the key's budget. A streamed
+answer puts :func:`spent` in its ``done`` event.
 """
 
 from __future__ import annotations
@@ -31,20 +36,30 @@ import time
 from collections import defaultdict
 from typing import Any
 
+import anyio
 import anyio.to_thread
 from fastapi import HTTPException, Request
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
 
 from ragnarok.arena.db import StoreError
 from ragnarok.auth import meter as meters
 from ragnarok.auth import principal as principals
 from ragnarok.auth.cost import Cost
 from ragnarok.auth.principal import ANONYMOUS, Principal
-from ragnarok.auth.store import AuthError, AuthStore, BudgetExceeded
+from ragnarok.auth.store import KEY_PREFIX, AuthError, AuthStore, BudgetExceeded
 from ragnarok.quoting import quote
 from ragnarok.settings import Settings
 
 log = logging.getLogger(__name__)
+#: The owner of the audit rows of requests refused before a key was known (none, unknown, expired, revoked).
+UNAUTHENTICATED = "unauthenticated"
+#: The status of a request that ended without an answer (nginx's "client closed request").
+CLIENT_CLOSED = 499
+#: The most shutdown waits for the requests cut off to record their spend and audit row (they do at once).
+DRAIN_S = 2.0
+#: The characters of a secret that ``ragnarok keys list`` shows (``api_keys.prefix``).
+PUBLIC_PREFIX_CHARS = 11
 OPEN_PATHS = frozenset({"/healthz", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
 OPEN_PREFIXES = ("/arena/",)
 
@@ -63,12 +78,23 @@ class Auth:
         self._store: AuthStore | None = None
         self._limiter: Any = None
         self.in_flight: defaultdict[str, int] = defaultdict(int)
+        self.running = 0  # requests in the middleware now, whoever's (their audit rows not yet all queued)
 
     @property
     def store(self) -> AuthStore:
         if self._store is None:
             self._store = AuthStore.for_settings(self.settings)
         return self._store
+
+    async def drain(self, timeout_s: float) -> None:
+        """At shutdown: wait (at most ``timeout_s``) for the requests still in the middleware to queue their
+        audit rows and spend (the ones cut by shutdown answer at once), then write every queued row: the
+        process exits without waiting for the audit thread."""
+        with anyio.move_on_after(min(timeout_s, DRAIN_S)):
+            while self.running:
+                await anyio.sleep(0.01)
+        if self._store is not None:
+            await anyio.to_thread.run_sync(self._store.flush, timeout_s)
 
     def rate_limited(self, principal: Principal) -> float | None:
         """None when the principal may make one more request this minute, else the seconds to wait."""
@@ -118,6 +144,16 @@ def _several_authorizations(scope: dict) -> bool:
     return sum(name.lower() == b"authorization" for name, _ in scope["headers"]) > 1
 
 
+def presented_prefix(scope: dict) -> str:
+    """The public prefix of the key a request sent (``rk_`` and 8 characters, as ``ragnarok keys list`` shows
+    it), or "" when it sent none that looks like one of ours: the audit never keeps more of a secret."""
+    header = (authorization(scope) or b"").decode("latin-1")
+    secret = header.strip().partition(" ")[2].strip()
+    if not secret.startswith(KEY_PREFIX) or len(secret) < 2 * PUBLIC_PREFIX_CHARS:
+        return ""
+    return secret[:PUBLIC_PREFIX_CHARS]
+
+
 class AuthMiddleware:
     """Pure ASGI middleware (see the module's docstring)."""
 
@@ -136,7 +172,8 @@ class AuthMiddleware:
             await self._run(outer, scope, receive, send)  # e.g. the arena's /rag calls: a meter of their own
             return
         if _several_authorizations(scope):
-            await _error(400, "send one Authorization header, not several")(scope, receive, send)
+            refusal = _error(400, "send one Authorization header, not several")
+            await self._refuse(refusal, scope, receive, send, time.perf_counter())
             return
         if is_open(scope["path"]):
             await self.app(scope, receive, send)
@@ -147,32 +184,51 @@ class AuthMiddleware:
         elif auth.settings.auth != "keys":
             principal = ANONYMOUS
         else:
+            start = time.perf_counter()
             try:
                 principal = await auth.authenticate(scope)
             except AuthError as exc:
-                await _error(401, str(exc), {"WWW-Authenticate": "Bearer"})(scope, receive, send)
+                refusal = _error(401, str(exc), {"WWW-Authenticate": "Bearer"})
+                await self._refuse(refusal, scope, receive, send, start)
                 return
             except StoreError as exc:
                 log.error("keys cannot be checked: %s", exc)
-                await _error(503, "API keys cannot be checked now (the service database is unavailable)",
-                             {"Retry-After": "5"})(scope, receive, send)
+                refusal = _error(503, "API keys cannot be checked now (the service database is unavailable)",
+                                 {"Retry-After": "5"})
+                await self._refuse(refusal, scope, receive, send, start)
                 return
             if (wait := auth.rate_limited(principal)) is not None:
-                await _error(429, f"key {principal.name!r} is limited to {principal.rpm} requests a minute",
-                             {"Retry-After": str(int(wait + 0.999))})(scope, receive, send)
+                refusal = _error(429, f"key {principal.name!r} is limited to {principal.rpm} requests a "
+                                      "minute", {"Retry-After": str(int(wait + 0.999))})
+                await self._refuse(refusal, scope, receive, send, start, principal)
                 return
             if principal.parallel is not None and auth.in_flight[principal.owner] >= principal.parallel:
-                await _error(429, f"key {principal.name!r} is limited to {principal.parallel} request(s) in "
-                                  "parallel", {"Retry-After": "1"})(scope, receive, send)
+                refusal = _error(429, f"key {principal.name!r} is limited to {principal.parallel} "
+                                      "request(s) in parallel", {"Retry-After": "1"})
+                await self._refuse(refusal, scope, receive, send, start, principal)
                 return
         credentials = authorization(scope)
         with principals.forwarding(credentials.decode("latin-1") if credentials else None):
             await self._run(principal, scope, receive, send)
 
+    async def _refuse(self, response: JSONResponse, scope: dict, receive: Any, send: Any, start: float,
+                      principal: Principal | None = None) -> None:
+        """The middleware's own answer (401, 429, 503): it spent nothing (the spend headers say 0) and gets
+        its audit row; a request without a valid key is the ``unauthenticated`` owner's, named by the prefix
+        of the key it sent (as ``ragnarok keys list`` shows it), never more of it."""
+        response.raw_headers.extend(meters.Meter().headers())
+        try:
+            await response(scope, receive, send)
+        finally:
+            who = principal or Principal(UNAUTHENTICATED, presented_prefix(scope), scopes=frozenset())
+            ms = (time.perf_counter() - start) * 1000
+            self._audit(who, meters.Meter(), scope, response.status_code, ms, always=True)
+
     async def _run(self, principal: Principal, scope: dict, receive: Any, send: Any) -> None:
         auth, start = self.auth, time.perf_counter()
         meter = meters.Meter(limit=0 if principal.limited else None)
-        status, settled = 500, False
+        status: int | None = None
+        settled = False
 
         async def metered_send(message: dict) -> None:
             nonlocal status, settled
@@ -190,16 +246,26 @@ class AuthMiddleware:
             await send(message)
 
         auth.in_flight[principal.owner] += 1
+        auth.running += 1
         try:
             with principals.acting_as(principal), meters.metering(meter):
                 await self.app(scope, receive, metered_send)
+        except BaseException as exc:
+            if status is None:  # no answer: cancelled (the client went away, the server stopped), or a crash
+                status = CLIENT_CLOSED if isinstance(exc, anyio.get_cancelled_exc_class()) else 500
+            raise
         finally:
             auth.in_flight[principal.owner] -= 1
             if auth.in_flight[principal.owner] <= 0:
                 del auth.in_flight[principal.owner]
-            if not settled:
-                await self._settle(principal, meter)
-            self._audit(principal, meter, scope, status, (time.perf_counter() - start) * 1000)
+            # queued at once, however the request ends (even cancelled again meanwhile); the spend shielded
+            self._audit(principal, meter, scope, status or 500, (time.perf_counter() - start) * 1000)
+            try:
+                if not settled:
+                    with anyio.CancelScope(shield=True):
+                        await self._settle(principal, meter)
+            finally:
+                auth.running -= 1
 
     async def _settle(self, principal: Principal, meter: meters.Meter) -> None:
         """The request's reservation replaced by what it spent (a key's or a budget's spend only)."""
@@ -215,8 +281,9 @@ class AuthMiddleware:
             log.error("the spend of a request of %s (%d calls, %d tokens) was not recorded: %s", principal.name,
                       meter.calls, meter.tokens, exc)
 
-    def _audit(self, principal: Principal, meter: meters.Meter, scope: dict, status: int, ms: float) -> None:
-        if not (principal.owner.startswith("key:") or principal.has_budget):
+    def _audit(self, principal: Principal, meter: meters.Meter, scope: dict, status: int, ms: float,
+               always: bool = False) -> None:
+        if not (always or principal.owner.startswith("key:") or principal.has_budget):
             return
         try:
             self.auth.store.audit({"owner": principal.owner, "key_name": principal.name, "method": scope.get("method", ""),
@@ -225,6 +292,23 @@ class AuthMiddleware:
                          "tokens": meter.tokens, "ms": round(ms, 3)})
         except StoreError as exc:
             log.error("the audit row of a request of %s was not queued: %s", principal.name, exc)
+
+
+class SpendOut(BaseModel):
+    """What a request spent on backends: the spend headers' figures, in a streamed answer's ``done`` event."""
+
+    backend_calls: int = Field(description="LLM calls made (every attempt, retries included): "
+                               "Ragnarok-Backend-Calls.")
+    prompt_tokens: int = Field(description="Prompt tokens the backends reported: Ragnarok-Prompt-Tokens.")
+    completion_tokens: int = Field(description="Completion tokens the backends reported: "
+                                   "Ragnarok-Completion-Tokens.")
+
+
+def spent() -> SpendOut:
+    """The current request's spend so far (a streamed answer's ``done`` event: all of it)."""
+    meter = meters.current() or meters.Meter()
+    return SpendOut(backend_calls=meter.calls, prompt_tokens=meter.prompt_tokens,
+                    completion_tokens=meter.completion_tokens)
 
 
 def check_scope(scope: str) -> None:

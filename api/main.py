@@ -73,13 +73,16 @@ def create_app(settings: Settings | None = None, arena: bool = True, principal: 
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     """Starts the background builds the server was given (``RetrievalService.build_dense``: ``ragnarok
     serve`` gives the demo's dense index) and stops them on shutdown (cancelled with the in-flight work, then
-    waited for up to the shutdown grace, so they remove their temporary files)."""
+    waited for up to the shutdown grace, so they remove their temporary files), once the audit log has every
+    request's row (:meth:`api.auth.Auth.drain`)."""
     builds = app.state.retrieval.builds
     builds.start_all(app.state.inflight)
     try:
         yield
     finally:
-        await anyio.to_thread.run_sync(builds.stop_all, max(1.0, app.state.settings.shutdown_grace_s))
+        grace_s = max(1.0, app.state.settings.shutdown_grace_s)
+        await app.state.auth.drain(grace_s)  # the audit rows of the requests cut off are written before exit
+        await anyio.to_thread.run_sync(builds.stop_all, grace_s)
 
 
 def _services(app: FastAPI, settings: Settings) -> Services:

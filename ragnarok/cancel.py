@@ -9,6 +9,7 @@ their ``rerank(request, k)`` signature; work run without a token is never cancel
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
@@ -39,20 +40,48 @@ class ShuttingDown(Cancelled):
 
 
 class CancelToken:
-    """Set once, from any thread, with the error that the work then raises at its next :func:`check`."""
+    """Set once, from any thread, with the error that the work then raises at its next :func:`check`; work
+    that blocks where it cannot check (on a backend's socket) registers what interrupts it
+    (:meth:`on_cancel`)."""
 
     def __init__(self) -> None:
         self._error: tuple[type[Cancelled], str] | None = None
         self._lock = threading.Lock()
+        self._callbacks: dict[int, Callable[[], None]] = {}
+        self._ids = itertools.count()
 
     def cancel(self, kind: type[Cancelled], message: str) -> None:
         with self._lock:
+            if self._error is not None:
+                return
+            self._error = (kind, message)
+            callbacks, self._callbacks = list(self._callbacks.values()), {}
+        for callback in callbacks:
+            callback()
+
+    def on_cancel(self, callback: Callable[[], None]) -> Callable[[], None]:
+        """Call ``callback()`` (from the thread that cancels) when the token is cancelled, at once when it is
+        already; returns what unregisters it."""
+        with self._lock:
             if self._error is None:
-                self._error = (kind, message)
+                ident = next(self._ids)
+                self._callbacks[ident] = callback
+
+                def unregister() -> None:
+                    with self._lock:
+                        self._callbacks.pop(ident, None)
+
+                return unregister
+        callback()
+        return lambda: None
 
     @property
     def cancelled(self) -> bool:
         return self._error is not None
+
+    def error(self) -> tuple[type[Cancelled], str]:
+        """What the token was cancelled with (:class:`Cancelled` when it was not)."""
+        return self._error or (Cancelled, "cancelled")
 
     def check(self) -> None:
         """Raise the error the token was cancelled with (a new exception each time), if any."""
@@ -72,6 +101,11 @@ class CancelToken:
 _current: ContextVar[CancelToken | None] = ContextVar("ragnarok_cancel_token", default=None)
 
 
+def current() -> CancelToken | None:
+    """The current work's token (None: work that is never cancelled)."""
+    return _current.get()
+
+
 def check() -> None:
     """Raise :class:`Cancelled` if the current work's token was cancelled (nothing when there is none)."""
     token = _current.get()
@@ -89,14 +123,20 @@ class InFlight:
 
     @contextmanager
     def token(self) -> Iterator[CancelToken]:
+        """A new token, cancelled with the current one (a request made in process while serving one: its
+        caller's)."""
         token = CancelToken()
         with self._lock:
             if self._closing is not None:
                 token.cancel(*self._closing)
             self._tokens.add(token)
+        parent = _current.get()
+        unlink = parent.on_cancel(lambda: token.cancel(*parent.error())) if parent is not None else None
         try:
             yield token
         finally:
+            if unlink is not None:
+                unlink()
             with self._lock:
                 self._tokens.discard(token)
 
@@ -130,6 +170,30 @@ async def run_watched(fn: Callable[[], T], token: CancelToken, *, timeout_s: flo
     Once the token is cancelled (by this watch or by anyone else, e.g. shutdown) its error is raised at once;
     work that checks the token stops at its next check, other work finishes in its thread unobserved.
     """
+    return await _watching(lambda: anyio.to_thread.run_sync(token.run, fn, abandon_on_cancel=True,
+                                                            limiter=limiter),
+                           token, timeout_s, disconnected, poll_s)
+
+
+async def watched(work: Callable[[], Awaitable[T]], token: CancelToken, *,
+                  disconnected: Callable[[], Awaitable[bool]] | None = None, poll_s: float = 0.1) -> T:
+    """``await work()`` with ``token`` as the current one (the worker threads it starts copy it: a backend
+    call in flight registers its socket with it); the token is cancelled when ``disconnected()`` turns true.
+    Once it is cancelled (by this watch or by anyone else, e.g. shutdown) the work is cancelled: what it waits
+    for on the event loop (a backend's slot) at once, a backend call in a worker thread when its socket is
+    shut (:func:`ragnarok.generate.http.post_json`); then the token's error is raised."""
+    async def under_token() -> T:
+        reset = _current.set(token)  # in the work's own task: its context only
+        try:
+            return await work()
+        finally:
+            _current.reset(reset)
+
+    return await _watching(under_token, token, None, disconnected, poll_s)
+
+
+async def _watching(work: Callable[[], Awaitable[T]], token: CancelToken, timeout_s: float | None,
+                    disconnected: Callable[[], Awaitable[bool]] | None, poll_s: float) -> T:
     token.check()  # cancelled already (the server is shutting down): start nothing
     outcome: list[T] = []
     failure: list[BaseException] = []
@@ -145,16 +209,16 @@ async def run_watched(fn: Callable[[], T], token: CancelToken, *, timeout_s: flo
                 token.cancel(ClientDisconnected, "the client disconnected")
         scope.cancel()
 
-    async def work(scope: anyio.CancelScope) -> None:
+    async def run(scope: anyio.CancelScope) -> None:
         try:
-            outcome.append(await anyio.to_thread.run_sync(token.run, fn, abandon_on_cancel=True, limiter=limiter))
+            outcome.append(await work())
         except Exception as exc:  # noqa: BLE001 - handed to the caller below, outside the task group
             failure.append(exc)
         scope.cancel()
 
     async with anyio.create_task_group() as group:
         group.start_soon(watch, group.cancel_scope)
-        group.start_soon(work, group.cancel_scope)
+        group.start_soon(run, group.cancel_scope)
     if outcome:
         return outcome[0]
     token.check()

@@ -11,11 +11,11 @@ with ``stream: true`` gets the same answer as chat completion chunks (Server-Sen
 Faults, by model name (``NAME`` or ``NAME:ARG``; anything after a second ``:`` only makes the name unique, so
 that a test has its own call count): ``retry-after:S`` (the first call: 429 with ``Retry-After: S``),
 ``retry-date:S`` (the same as an HTTP date), ``always-429:S`` (429 with ``Retry-After: S`` every time),
-``hang`` (no answer until the client leaves), ``drip:S`` (status and headers, then one byte of the body every
-S seconds), ``stall`` (half a body, then nothing), ``invalid-json`` and ``html`` (a 200 whose body is not
-JSON), ``wrong-shape`` (JSON, not a chat answer), ``empty`` (an answer with empty text), ``echo-key`` (401
-whose message quotes the key it was sent), ``echo-key-500`` (500, plain text, quoting the key), ``echo-key-200``
-(a chat answer quoting the key).
+``hang`` (no answer until the client leaves; ``app.state.hanging[model]`` counts the requests waiting),
+``drip:S`` (status and headers, then one byte of the body every S seconds), ``stall`` (half a body, then
+nothing), ``invalid-json`` and ``html`` (a 200 whose body is not JSON), ``wrong-shape`` (JSON, not a chat
+answer), ``empty`` (an answer with empty text), ``echo-key`` (401 whose message quotes the key it was sent),
+``echo-key-500`` (500, plain text, quoting the key), ``echo-key-200`` (a chat answer quoting the key).
 Each call's time is kept in ``app.state.times[model]``.
 """
 
@@ -58,7 +58,11 @@ async def fault(app: FastAPI, model: str, request: Request, error: Callable[[str
         after = formatdate(time.time() + seconds, usegmt=True) if kind == "retry-date" else f"{seconds:g}"
         return JSONResponse(error("rate limit reached, slow down"), status_code=429, headers={"retry-after": after})
     if kind == "hang":
-        await until_disconnected(request)
+        app.state.hanging[model] += 1
+        try:
+            await until_disconnected(request)
+        finally:
+            app.state.hanging[model] -= 1
         return JSONResponse(answer)
     if kind in ("drip", "stall"):
         interval, body = float(arg or 1), b'{"choices": [' + b" " * 4000 + b"]}"
@@ -121,6 +125,7 @@ def cohere_app(api_key: str = "test-key") -> FastAPI:
     app = FastAPI()
     app.state.calls = Counter()
     app.state.times = defaultdict(list)
+    app.state.hanging = Counter()
 
     @app.get("/healthz")
     def health() -> dict:
@@ -163,6 +168,7 @@ def flaky_openai_app() -> FastAPI:
     app = FastAPI()
     app.state.calls = Counter()
     app.state.times = defaultdict(list)
+    app.state.hanging = Counter()
     app.state.in_flight = 0
     app.state.max_in_flight = 0
     ids = itertools.count()

@@ -190,6 +190,7 @@ class _Failed(RuntimeError):
 def _result(answer: dict[str, Any]) -> PaneResult:
     """A ``/rag`` body (with ``segments``) as a pane: the answer, and the segments it cites apart."""
     segments = answer.pop("segments", None) or {}
+    answer.pop("spend", None)  # a streamed answer's `done` says what it spent: not part of the answer
     cited = {ref: segments.get(ref, {}) for ref in answer.get("references", [])}
     return PaneResult(answer=answer, segments=cited)
 

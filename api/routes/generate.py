@@ -8,13 +8,14 @@ from fastapi import APIRouter
 from fastapi import Request as HttpRequest
 from pydantic import BaseModel, Field, StrictBool
 
-from api.auth import reserve
+from api.auth import SpendOut, reserve, spent
 from api.deps import GenerationDep, SettingsDep
 from api.body import StrictJSONRoute
 from api.errors import BadInput, errors, scrub
 from api.sse import EventStream, encode, primed
 from api.sse import body as sse_body
 from ragnarok.auth.cost import Cost
+from ragnarok.cancel import watched
 from ragnarok.generate.prompts import load_templates
 from ragnarok.generate.service import GenerationService
 from ragnarok.generate.streaming import StreamEvent
@@ -36,7 +37,8 @@ class GenerateBody(BaseModel):
                         "answer; /rag shows them in the generator's trace).")
     stream: StrictBool = Field(False, description="Answer as Server-Sent Events (`text/event-stream`): "
                                "`references`, `delta` (text as it is written), `sentence` (each one complete, with "
-                               "its citations), `done` (the body this request answers without `stream`), or "
+                               "its citations), `done` (the body this request answers without `stream`, with "
+                               "`spend`: the calls and tokens spent), or "
                                "`error` after the stream started.")
 
 
@@ -62,6 +64,9 @@ class GenerateOut(RagAnswer):
                                          "did (not part of the TREC answer): repeats_dropped, citations_attributed, citations_removed, "
                                          "citations (produced, attributed, mixed or none), contexts read, and "
                                          "for streamed models why generation stopped.")
+    spend: SpendOut | None = Field(None, description="Only in a streamed answer's `done` event: what the "
+                                   "request spent (the Ragnarok-Backend-Calls, -Prompt-Tokens and "
+                                   "-Completion-Tokens headers of an answer that is not streamed).")
 
 
 @router.post("/generate", response_model=GenerateOut, response_model_exclude_none=True,
@@ -90,7 +95,9 @@ async def generate(body: GenerateBody, http: HttpRequest, service: GenerationDep
     await reserve(http, cost)
     if body.stream:
         return await _streamed(service, topic, body, generator)
-    answer = await service.agenerate(topic, body.request, generator, body.template, body.k)
+    with http.app.state.inflight.token() as token:  # a client that leaves frees the slot and the backend call
+        answer = await watched(lambda: service.agenerate(topic, body.request, generator, body.template,
+                                                         body.k), token, disconnected=http.is_disconnected)
     return answer_out(answer, body.notes)
 
 
@@ -103,8 +110,10 @@ async def _streamed(service: GenerationService, topic: Query, body: GenerateBody
     head = await primed(events)
 
     def render(event: StreamEvent) -> bytes:
-        if event.event == "done":  # the very body of the request without `stream`
-            return encode("done", answer_out(event.data, body.notes).model_dump_json(exclude_none=True))
+        if event.event == "done":  # the very body of the request without `stream`, and what it spent
+            out = answer_out(event.data, body.notes)
+            out.spend = spent()
+            return encode("done", out.model_dump_json(exclude_none=True))
         return encode(event.event, event.data)
 
     return EventStream(sse_body(head, events, render, lambda: f"generate {generator}"))

@@ -8,11 +8,12 @@ import httpx
 from fastapi import APIRouter, Request as HttpRequest, Response
 from pydantic import BaseModel, Field, StrictBool
 
-from api.auth import reserve
+from api.auth import SpendOut, reserve, spent
 from api.deps import SettingsDep
 from api.body import StrictJSONRoute
 from api.errors import BadInput, errors
 from ragnarok.auth.cost import pipeline_cost
+from ragnarok.cancel import watched
 from api.sse import EventStream, encode, primed
 from api.sse import body as sse_body
 from ragnarok.gateway import PipelineRun, PipelineRunner, Services
@@ -48,7 +49,8 @@ class RagBody(BaseModel):
                                "(each stage as it finishes: stage, latency_ms, k_in, k_out), `references` (the "
                                "segment ids the generator reads), `delta` (text as it is written), `sentence` "
                                "(each one complete, with its citations), `done` (the body this request answers "
-                               "without `stream`), or `error` (stage, status, detail) after the stream started. "
+                               "without `stream`, with `spend`: the calls and tokens spent), or `error` "
+                               "(stage, status, detail) after the stream started. "
                                "A failure before the first piece of answer is the usual JSON error.")
 
 
@@ -75,6 +77,9 @@ class RagOut(BaseModel):
     request_id: str | None = Field(None, description="With `trace`: the request's id (its X-Request-ID), "
                                    "which every stage call carried and every log line of the request names.")
     segments: dict[str, Doc] | None = None
+    spend: SpendOut | None = Field(None, description="Only in a streamed answer's `done` event: what the "
+                                   "request spent (the Ragnarok-Backend-Calls, -Prompt-Tokens and "
+                                   "-Completion-Tokens headers of an answer that is not streamed).")
 
 
 @router.post("/rag", response_model=RagOut, response_model_exclude_none=True,
@@ -107,20 +112,21 @@ async def rag(body: RagBody, http: HttpRequest, settings: SettingsDep) -> Respon
         head = await primed(events)
 
         def render(event: StreamEvent) -> bytes:
-            if event.event == "done":  # the very body of the request without `stream`
-                return encode("done", _out(event.data, body))
+            if event.event == "done":  # the very body of the request without `stream`, and what it spent
+                return encode("done", _out(event.data, body, spent()))
             return encode(event.event, event.data)
 
         return EventStream(sse_body(head, events, render, lambda: runner.stage), headers=headers)
-    run = await runner.run(pipeline, topic)
+    with http.app.state.inflight.token() as token:  # a client that leaves frees the backends' slots and calls
+        run = await watched(lambda: runner.run(pipeline, topic), token, disconnected=http.is_disconnected)
     return Response(_out(run, body), media_type="application/json", headers=headers)
 
 
-def _out(run: PipelineRun, body: RagBody) -> str:
+def _out(run: PipelineRun, body: RagBody, spend: SpendOut | None = None) -> str:
     """The answer's JSON, serialised once by pydantic-core (a response_model would validate it again)."""
     out = RagOut.model_construct(**dict(run.result), trace=[TraceOut(**vars(t)) for t in run.traces] if body.trace else None,
                                  segments=run.cited_docs() if body.segments else None,
-                                 request_id=request_id() if body.trace else None)
+                                 request_id=request_id() if body.trace else None, spend=spend)
     return out.model_dump_json(exclude_none=True)
 
 

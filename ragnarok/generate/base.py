@@ -31,7 +31,7 @@ import anyio.to_thread
 from pydantic import BaseModel, Field
 from tenacity import RetryCallState, Retrying, retry_if_exception, wait_exponential
 
-from ragnarok import metrics
+from ragnarok import cancel, metrics
 from ragnarok.auth.meter import calling, take_call
 from ragnarok.redact import redact, register_env, register_value
 
@@ -286,6 +286,7 @@ class Guard:
 
         def once() -> T:
             nonlocal attempts
+            cancel.check()  # the request was cancelled (the client went away): no attempt, no retry
             attempts += 1
             left = budget.left()
             if left < MIN_ATTEMPT_S:

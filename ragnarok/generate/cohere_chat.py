@@ -29,7 +29,7 @@ from pydantic import BaseModel, ValidationError
 from ragnarok.auth.meter import add_usage, calling
 from ragnarok.generate.base import ApiGenerator, BackendError, GenerationError
 from ragnarok.generate.cite import postprocess
-from ragnarok.generate.http import post_json
+from ragnarok.generate.http import backend_client, post_json
 from ragnarok.generate.prompts import PromptTemplate
 from ragnarok.generate.sse import stream_events
 from ragnarok.generate.streaming import (
@@ -170,7 +170,7 @@ class CohereGenerator(ApiGenerator):
     that every call is bounded in total time (:func:`~ragnarok.generate.http.post_json`)."""
 
     def _make_client(self) -> httpx.Client:
-        return httpx.Client(limits=httpx.Limits(max_connections=self.config.max_concurrency + 2))
+        return backend_client(self.config.max_concurrency)
 
     def request(self, topic: str, candidates: list[Candidate],
                 template: PromptTemplate) -> tuple[str, dict[str, str], dict[str, Any]]:

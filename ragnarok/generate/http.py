@@ -24,6 +24,7 @@ from typing import Any
 
 import httpx
 
+from ragnarok import cancel
 from ragnarok.generate.base import BackendError
 from ragnarok.quoting import quote as quote_short
 from ragnarok.redact import quote
@@ -131,25 +132,63 @@ def _read(response: httpx.Response, deadline: float, timeout_s: float) -> bytes:
     return b"".join(chunks)
 
 
+def backend_client(max_concurrency: int) -> httpx.Client:
+    """The client of one backend's :func:`post_json` calls: a connection per exchange (none kept alive), so
+    that each one can be interrupted (:class:`_Interruptible`); an LLM answer takes far longer than a
+    handshake."""
+    return httpx.Client(limits=httpx.Limits(max_connections=max_concurrency + 2, max_keepalive_connections=0))
+
+
+class _Interruptible:
+    """The socket of one exchange, shut down when the current cancel token is cancelled (the client went
+    away, the server stops): a call blocked on it, waiting for the status line as much as reading the body,
+    returns at once. httpcore names the socket as it connects (its ``trace`` extension): the client must open
+    a connection per exchange (no keep-alive) for every exchange to be interruptible."""
+
+    def __init__(self) -> None:
+        self.token = cancel.current()
+        self._unregister: Any = None
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        if self.token is None or event not in ("connection.connect_tcp.complete",
+                                               "connection.start_tls.complete"):
+            return
+        stream = info.get("return_value")
+        sock = stream.get_extra_info("socket") if stream is not None else None
+        if sock is not None:
+            self.close()
+            self._unregister = self.token.on_cancel(lambda: _shutdown(sock))
+
+    def close(self) -> None:
+        if self._unregister is not None:
+            self._unregister()
+            self._unregister = None
+
+
 def post_json(client: httpx.Client, url: str, body: dict[str, Any], headers: dict[str, str],
               timeout_s: float) -> Any:
     """POST ``body`` to ``url`` and return the JSON answer, all within ``timeout_s``; a 4xx/5xx, a body that
-    is not JSON, or no answer in time raise :class:`BackendError`."""
+    is not JSON, or no answer in time raise :class:`BackendError`; the current cancel token cancelled
+    meanwhile ends the exchange at once and raises its error (:class:`~ragnarok.cancel.Cancelled`)."""
     deadline = time.monotonic() + timeout_s
     where = httpx.URL(url).copy_with(query=None)
+    interruptible = _Interruptible()
     try:
         # each operation (connect, send, wait for the headers) gets the whole time: it is all there is left
-        with client.stream("POST", url, json=body, headers=headers, timeout=timeout_s) as response:
+        with client.stream("POST", url, json=body, headers=headers, timeout=timeout_s,
+                           extensions={"trace": interruptible.trace}) as response:
             raw = _read(response, deadline, timeout_s)
-    except httpx.TimeoutException:
-        raise BackendError(f"no answer within {timeout_s:.3g} s", timeout=True, retryable=True) from None
     except httpx.TransportError as exc:
-        if time.monotonic() >= deadline:  # the watchdog cut a read that was still waiting
+        cancel.check()  # cut because the request was cancelled: its error, never retried
+        if isinstance(exc, httpx.TimeoutException) or time.monotonic() >= deadline:  # or the watchdog cut it
             raise BackendError(f"no answer within {timeout_s:.3g} s", timeout=True, retryable=True) from None
         problem = str(exc) or type(exc).__name__
         cause = (f"cannot reach {where}: {problem}" if isinstance(exc, httpx.ConnectError)
                  else f"the connection to {where} broke: {problem}")
         raise BackendError(cause, retryable=True) from None
+    finally:
+        interruptible.close()
+    cancel.check()  # a body cut short by the cancellation, however it ended
     status = response.status_code
     if status >= 400:
         raise BackendError(f"HTTP {status}: {error_message(raw)}", retryable=status == 429 or status >= 500,

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 from ragnarok.auth.meter import add_usage, calling
 from ragnarok.generate.base import ApiGenerator, BackendError, GenerationError
 from ragnarok.generate.finish import whole_sentences
-from ragnarok.generate.http import post_json
+from ragnarok.generate.http import backend_client, post_json
 from ragnarok.generate.llm import Messages, answer_with_llm
 from ragnarok.generate.prompts import PromptTemplate
 from ragnarok.generate.sse import stream_events
@@ -106,7 +106,7 @@ class OpenAIChatGenerator(ApiGenerator):
         return super().availability()
 
     def _make_client(self) -> httpx.Client:
-        return httpx.Client(limits=httpx.Limits(max_connections=self.config.max_concurrency + 2))
+        return backend_client(self.config.max_concurrency)
 
     def endpoint(self) -> tuple[str, dict[str, str]]:
         """The URL to post to and the headers that authenticate (local servers take no key: none is sent)."""
