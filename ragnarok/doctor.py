@@ -9,9 +9,10 @@ removed), ``RAGNAROK_AUTH`` (its mode; with ``keys``, how many active keys exist
 
 A check *fails* when the default setup cannot serve without it: Java (unless every index is remote), the
 default index and every configured one, the default generator and every generator configured in
-``RAGNAROK_GENERATORS`` (or named by ``RAGNAROK_JUDGE``), the database, a writable data dir, keys to serve
-with (``RAGNAROK_AUTH=keys``) or a loopback host (``off``). The built-in generators nobody
-configured (gpt-4o without ``OPENAI_API_KEY``, ...) and optional packages are reported, never failed.
+``RAGNAROK_GENERATORS`` (or named by ``RAGNAROK_JUDGE``), the database, a writable data dir, an active key
+with ``RAGNAROK_AUTH=keys`` (a host ``serve`` would refuse with ``off`` is a warning: ``--insecure-open``
+serves there anyway). The built-in generators nobody configured (gpt-4o without ``OPENAI_API_KEY``, ...) and
+optional packages are reported, never failed.
 Exit code 0 when nothing failed, else 1 (each failure names what is missing and its fix).
 """
 
@@ -244,8 +245,8 @@ def check_auth(settings: Settings, active_keys: int | None) -> Check:
             return Check("auth", "keys", "warn", detail, "the API keys cannot be counted: the database is not "
                          "readable", "see the database check")
         return Check("auth", "keys", "ok", detail)
-    if refused:
-        return Check("auth", "off", "fail", detail, f"`ragnarok serve` refuses to serve on {settings.host} "
+    if refused:  # a warning: `serve --insecure-open` (the Docker image's command) serves there anyway
+        return Check("auth", "off", "warn", detail, f"`ragnarok serve` refuses to serve on {settings.host} "
                      "without API keys (RAGNAROK_AUTH=off)", "RAGNAROK_AUTH=keys and `ragnarok keys create "
                      "--name NAME --scopes retrieve,generate`, or RAGNAROK_HOST=127.0.0.1 (or serve "
                      "--insecure-open)")
