@@ -3,8 +3,9 @@
 * :func:`install` adds asgi-correlation-id's middleware (``X-Request-ID`` on every answer: the request's own
   when it carries a valid one, else a fresh one; the gateway passes it on to every stage call, so a ``/rag``
   and its stage calls share one id) outside :class:`RequestMetrics`, outside everything else.
-* :class:`RequestMetrics` (pure ASGI) counts each request by method, route template and status, observes its
-  latency, and, at ``RAGNAROK_LOG_LEVEL=info``, logs one access line (logger ``ragnarok.access``: method,
+* :class:`RequestMetrics` (pure ASGI) counts each HTTP request by method, route template and status, observes
+  its latency (a call made in process while a request runs, such as a gateway's stage call, is not one: the
+  gateway observes it in ``ragnarok_stage_duration_seconds``), and, at ``RAGNAROK_LOG_LEVEL=info``, logs one access line (logger ``ragnarok.access``: method,
   path, status, ms) carrying the request id, the route and, for a gateway stage call, the stage
   (:mod:`ragnarok.logs`).
 * ``GET /metrics``: the Prometheus text format (:mod:`ragnarok.metrics`), behind the ``admin`` scope
@@ -63,10 +64,33 @@ def route_label(scope: dict, templates: Callable[[], list[tuple[re.Pattern, str]
 
 class RequestIds(CorrelationIdMiddleware):
     """asgi-correlation-id's middleware without its Sentry hook (it tags Sentry's scope on every request when
-    sentry-sdk is installed, as a dependency of a dependency is here: a cost on every request for nothing)."""
+    sentry-sdk is installed, as a dependency of a dependency is here: a cost on every request for nothing), and
+    without its WARNING per request that carries an invalid ``X-Request-ID`` (anyone could flood the log, and it
+    quotes the header): such a header is dropped before the library sees it (a fresh id is made), said once per
+    process at WARNING (without the value) and at DEBUG after that."""
 
     def __post_init__(self) -> None:
         self.sentry_extension = _no_sentry
+        self._header = self.header_name.lower().encode("latin-1")
+        self._warned = False
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] in ("http", "websocket"):
+            headers = scope["headers"]
+            for name, value in headers:
+                if name == self._header and not valid_request_id(value.decode("latin-1")):
+                    self._invalid()
+                    scope = {**scope, "headers": [h for h in headers if h[0] != self._header]}
+                    break
+        await super().__call__(scope, receive, send)
+
+    def _invalid(self) -> None:
+        if not self._warned:
+            self._warned = True
+            log.warning("a request's %s was invalid (1-128 letters, digits and ._:@+/=-): a fresh id replaced it; "
+                        "later ones are logged at DEBUG only", self.header_name)
+        else:
+            log.debug("an invalid %s was replaced by a fresh id", self.header_name)
 
 
 def _no_sentry(_: str) -> None:
@@ -97,10 +121,23 @@ class RequestMetrics:
             self._templates = [(compile_path(path)[0], path) for path in paths]
         return self._templates
 
+    def _count(self, scope: dict, method: str, status: int, seconds: float) -> None:
+        self._asgi_app = self._asgi_app or scope.get("app")
+        route = route_label(scope, self.templates)
+        children = self._children.get((method, route, status))
+        if children is None:
+            children = self._children[method, route, status] = (
+                metrics.REQUESTS.labels(method, route, str(status)), metrics.REQUEST_SECONDS.labels(method, route))
+        children[0].inc()
+        children[1].observe(seconds)
+
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        # a call made in process while a request runs (a gateway stage call through httpx.ASGITransport runs in
+        # the request's context): logged, but not an HTTP request (its time is ragnarok_stage_duration_seconds)
+        internal = route_var.get() is not None
         start, status = time.perf_counter(), 500
         stage = None
         for name, value in scope["headers"]:
@@ -120,16 +157,10 @@ class RequestMetrics:
             await self.app(scope, receive, counted_send)
         finally:
             seconds = time.perf_counter() - start
-            self._asgi_app = self._asgi_app or scope.get("app")
             method = scope.get("method", "")
-            method, route = method if method in METHODS else "other", route_label(scope, self.templates)
-            children = self._children.get((method, route, status))
-            if children is None:
-                children = self._children[method, route, status] = (
-                    metrics.REQUESTS.labels(method, route, str(status)),
-                    metrics.REQUEST_SECONDS.labels(method, route))
-            children[0].inc()
-            children[1].observe(seconds)
+            method = method if method in METHODS else "other"
+            if not internal:
+                self._count(scope, method, status, seconds)
             if access.isEnabledFor(logging.INFO):
                 ms = round(seconds * 1000, 3)
                 raw = scope.get("raw_path") or scope.get("path", "").encode("unicode_escape")  # no newlines

@@ -12,9 +12,11 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ragnarok import quiet
 from ragnarok.auth.cli import keys_app
 from ragnarok.cli_errors import fails_cleanly
 from ragnarok.interrupt import stops_on_signals
+from ragnarok.netaddr import bare_host, bind_error, http_url, is_loopback
 from ragnarok.collection.cli import collection_app
 from ragnarok.judge import cli as judge_cli
 from ragnarok.optimize import cli as optimize_cli
@@ -42,6 +44,7 @@ def _main(
                                                     help="Print the version and exit.")] = None,
 ) -> None:
     """Retrieval-augmented generation for TREC RAG."""
+    quiet.no_telemetry()  # every command: before any library that would phone home loads
 
 
 @app.command()
@@ -80,27 +83,33 @@ def serve(
     background meanwhile (GET /v1/retrievers shows the progress; dense pipelines answer 503 until it is done).
     SIGTERM or Ctrl-C cancels the CPU work in flight, gives requests `RAGNAROK_SHUTDOWN_GRACE_S` (5 s) to
     finish and then exits."""
-    from api.main import create_app  # noqa: PLC0415
-    from ragnarok.collection.demo_index import ensure_demo_index  # noqa: PLC0415
-    from ragnarok.java import set_verbose  # noqa: PLC0415
-
     from ragnarok import logs  # noqa: PLC0415
 
-    set_verbose(verbose)
     settings = get_settings()
     logs.configure(settings.log_format, settings.log_level)  # RAGNAROK_LOG_FORMAT, RAGNAROK_LOG_LEVEL
-    host, port = host or settings.host, port or settings.port
+    if settings.log_format == "json":  # every line the service writes one JSON object
+        logs.capture_std_streams()
+        quiet.no_progress_bars()
+    host, port = bare_host(host or settings.host), port or settings.port
     if settings.auth != "keys" and not insecure_open and not is_loopback(host):
         raise ValueError(f"refusing to serve on {host} without API keys: set RAGNAROK_AUTH=keys and make keys "
                          "with `ragnarok keys create` (README: Deploying), or bind 127.0.0.1, or pass "
                          "--insecure-open")
+    if (why := bind_error(host, port)) is not None:  # before the banner and the start-up's slow work
+        raise OSError(why)
+
+    from api.main import create_app  # noqa: PLC0415
+    from ragnarok.collection.demo_index import ensure_demo_index  # noqa: PLC0415
+    from ragnarok.java import set_verbose  # noqa: PLC0415
+
+    set_verbose(verbose)
     if workers == 1:  # the arena's UI is built at start-up: Gradio's import (seconds) overlaps the JVM's start
         threading.Thread(target=importlib.import_module, args=("gradio",), daemon=True).start()
     ensure_demo_index(settings)  # the Lucene index; the dense one is built in the background once serving
     if workers > 1:
         from ragnarok.serving import serve_workers  # noqa: PLC0415
 
-        typer.echo(f"ragnarok serving at http://{host}:{port} with {workers} workers", err=True)
+        _banner(f"ragnarok serving at {http_url(host, port)} with {workers} workers", settings.log_format)
         serve_workers(host, port, workers, settings.shutdown_grace_s)
         return
     _start_jvm_before_uvicorn()
@@ -108,24 +117,17 @@ def serve(
     app.state.arena_ui.build_at_start = True  # the arena's first visit should not wait seconds for Gradio
     if not no_dense:
         app.state.retrieval.build_dense(settings.demo_index_dir, "minilm")
-    serving = f"ragnarok serving at http://{host}:{port} (OpenAPI at /docs)"
-    if settings.log_format == "json":  # every line on stderr one JSON object
-        logging.getLogger("ragnarok.serve").warning(serving)
-    else:
-        typer.echo(serving, err=True)
+    _banner(f"ragnarok serving at {http_url(host, port)} (OpenAPI at /docs)", settings.log_format)
     _serve(app, host, port, settings.shutdown_grace_s)
 
 
-def is_loopback(host: str) -> bool:
-    """Whether ``host`` is a loopback address (127.0.0.0/8, ::1) or ``localhost``."""
-    import ipaddress  # noqa: PLC0415
-
-    if host.strip().lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
+def _banner(line: str, log_format: str) -> None:
+    """The start-up line on stderr: a log record with ``RAGNAROK_LOG_FORMAT=json`` (every line one JSON
+    object), else the line as it is."""
+    if log_format == "json":
+        logging.getLogger("ragnarok.serve").warning(line)
+    else:
+        typer.echo(line, err=True)
 
 
 def _start_jvm_before_uvicorn() -> None:

@@ -3,12 +3,16 @@
 Checks, without starting the JVM or loading a model: Java (which, version), every configured index (exists,
 its segments: Lucene documents, counted from its segment info files; each dense index beside it: up to date,
 stale or missing), every generator (reachable, its key's environment variable set: never its value), the service
-database (reachable, migration version: read, never migrated), optional packages, free disk in the data dir.
+database (reachable, migration version: read, never migrated), the data dir (a file really written there and
+removed), ``RAGNAROK_AUTH`` (its mode; with ``keys``, how many active keys exist; with ``off``, whether
+``ragnarok serve`` would refuse the configured host), optional packages, free disk in the data dir.
 
 A check *fails* when the default setup cannot serve without it: Java (unless every index is remote), the
 default index and every configured one, the default generator and every generator configured in
-``RAGNAROK_GENERATORS`` (or named by ``RAGNAROK_JUDGE``), the database. The built-in generators nobody
-configured (gpt-4o without ``OPENAI_API_KEY``, ...) and optional packages are reported, never failed.
+``RAGNAROK_GENERATORS`` (or named by ``RAGNAROK_JUDGE``), the database, a writable data dir, an active key
+with ``RAGNAROK_AUTH=keys`` (a host ``serve`` would refuse with ``off`` is a warning: ``--insecure-open``
+serves there anyway). The built-in generators nobody configured (gpt-4o without ``OPENAI_API_KEY``, ...) and
+optional packages are reported, never failed.
 Exit code 0 when nothing failed, else 1 (each failure names what is missing and its fix).
 """
 
@@ -17,7 +21,10 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import json
+import os
 import shutil
+import tempfile
+import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -38,7 +45,7 @@ OPTIONAL = {  # module -> (what it is for, how to install it)
 
 @dataclass
 class Check:
-    section: str  # java, index, generator, database, package, disk
+    section: str  # java, index, generator, data_dir, database, auth, package, disk
     name: str
     status: Status
     detail: dict[str, Any] = field(default_factory=dict)
@@ -157,36 +164,39 @@ def _shown(url: str | None) -> str | None:
     """``url`` without the password of its user info (``http://user:***@host``)."""
     from urllib.parse import urlsplit, urlunsplit  # noqa: PLC0415
 
+    from ragnarok.netaddr import url_host  # noqa: PLC0415
+
     if not url or "@" not in url:
         return url
     parts = urlsplit(url)
     if parts.password is None:
         return url
-    netloc = f"{parts.username}:***@{parts.hostname}" + (f":{parts.port}" if parts.port else "")
+    netloc = f"{parts.username}:***@{url_host(parts.hostname or '')}" + (f":{parts.port}" if parts.port else "")
     return urlunsplit(parts._replace(netloc=netloc))
 
 
 def _env(name: str) -> str:
-    import os  # noqa: PLC0415
-
     return os.environ.get(name, "")
 
 
-def check_database(settings: Settings) -> Check:
-    """Reachable and its migration version, read only (a SQLite file not made yet is made on first use)."""
+def check_database(settings: Settings, keys: dict[str, int | None] | None = None) -> Check:
+    """Reachable and its migration version, read only (a SQLite file not made yet is made on first use);
+    ``keys["active"]`` gets the number of active API keys (0 before migration 8; None when unreadable)."""
     from sqlalchemy import inspect, text  # noqa: PLC0415
 
     from ragnarok.arena.db import StoreError, describe, make_engine, safe_url  # noqa: PLC0415
     from ragnarok.arena.migrations import MIGRATIONS  # noqa: PLC0415
 
+    keys = {} if keys is None else keys
+    keys["active"] = None
     latest = max(v for v, _ in MIGRATIONS)
     url = settings.database_url
     if url is None:
         path = settings.data_dir / "arena.db"
         if not path.exists():
             writable = _nearest_dir(settings.data_dir)
-            ok = writable is not None and _writable(writable)
-            if ok:
+            if writable is not None and write_error(writable) is None:
+                keys["active"] = 0
                 return Check("database", "sqlite", "ok", {"url": f"sqlite:///{path}", "exists": False,
                                                           "version": None, "latest": latest})
             return Check("database", "sqlite", "fail", {"url": f"sqlite:///{path}", "exists": False},
@@ -197,9 +207,12 @@ def check_database(settings: Settings) -> Check:
         engine = make_engine(url)
         try:
             with engine.connect() as conn:
-                version = None
-                if inspect(conn).has_table("schema_migrations"):
+                version, tables = None, inspect(conn)
+                if tables.has_table("schema_migrations"):
                     version = conn.execute(text("SELECT max(version) FROM schema_migrations")).scalar()
+                keys["active"] = conn.execute(text(
+                    "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL AND (expires_epoch IS NULL OR "
+                    "expires_epoch > :now)"), {"now": time.time()}).scalar() if tables.has_table("api_keys") else 0
         finally:
             engine.dispose()
     except StoreError as exc:
@@ -213,6 +226,44 @@ def check_database(settings: Settings) -> Check:
         return Check("database", "database", "fail", detail, f"schema version {version} is newer than this "
                      f"ragnarok knows ({latest})", "pip install -U ragnarok-rag")
     return Check("database", "database", "ok", detail)  # older: migrated on first use
+
+
+def check_auth(settings: Settings, active_keys: int | None) -> Check:
+    """``RAGNAROK_AUTH``: with ``off``, whether ``ragnarok serve`` would refuse the configured host (not
+    loopback); with ``keys``, whether any active key exists (with none, every request is refused)."""
+    from ragnarok.netaddr import is_loopback  # noqa: PLC0415
+
+    refused = settings.auth != "keys" and not is_loopback(settings.host)
+    detail: dict[str, Any] = {"mode": settings.auth, "host": settings.host, "host_refused": refused}
+    if settings.auth == "keys":
+        detail["active_keys"] = active_keys
+        if active_keys == 0:
+            return Check("auth", "keys", "fail", detail, "RAGNAROK_AUTH=keys but no active API key exists: "
+                         "every request but /healthz would be refused (401)",
+                         "ragnarok keys create --name NAME --scopes retrieve,generate")
+        if active_keys is None:
+            return Check("auth", "keys", "warn", detail, "the API keys cannot be counted: the database is not "
+                         "readable", "see the database check")
+        return Check("auth", "keys", "ok", detail)
+    if refused:  # a warning: `serve --insecure-open` (the Docker image's command) serves there anyway
+        return Check("auth", "off", "warn", detail, f"`ragnarok serve` refuses to serve on {settings.host} "
+                     "without API keys (RAGNAROK_AUTH=off)", "RAGNAROK_AUTH=keys and `ragnarok keys create "
+                     "--name NAME --scopes retrieve,generate`, or RAGNAROK_HOST=127.0.0.1 (or serve "
+                     "--insecure-open)")
+    return Check("auth", "off", "ok", detail)
+
+
+def check_data_dir(settings: Settings) -> Check:
+    """The data dir (indexes, models, the SQLite database, keys) can be written: a file is made and removed
+    there (or in its nearest existing parent when it does not exist yet)."""
+    where = _nearest_dir(settings.data_dir) or Path("/")
+    detail = {"data_dir": str(settings.data_dir), "tried": str(where)}
+    if (error := write_error(where)) is not None:
+        return Check("data_dir", "writable", "fail", {**detail, "writable": False},
+                     f"cannot write in {where}: {error} (`ragnarok keys create`, index builds and the arena's "
+                     "votes would fail)", f"make {where} writable by this user (or remount it read-write), or "
+                     "set RAGNAROK_DATA_DIR to a writable directory")
+    return Check("data_dir", "writable", "ok", {**detail, "writable": True})
 
 
 def check_packages(settings: Settings) -> list[Check]:
@@ -243,10 +294,16 @@ def _nearest_dir(path: Path) -> Path | None:
     return None
 
 
-def _writable(path: Path) -> bool:
-    import os  # noqa: PLC0415
-
-    return os.access(path, os.W_OK | os.X_OK)
+def write_error(directory: Path) -> str | None:
+    """Why no file can be made in ``directory`` (tried for real: as root, ``os.access`` says yes for any
+    directory, while a read-only mount or an immutable directory still refuses the write), or None."""
+    try:
+        fd, name = tempfile.mkstemp(prefix=".ragnarok-doctor-", dir=directory)
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    os.close(fd)
+    os.unlink(name)
+    return None
 
 
 def run_checks(settings: Settings) -> list[Check]:
@@ -261,7 +318,10 @@ def run_checks(settings: Settings) -> list[Check]:
         checks.append(Check("index", settings.default_index, "fail", {}, "RAGNAROK_DEFAULT_INDEX names no "
                             "configured index", "add it to RAGNAROK_INDEXES"))
     checks += check_generators(settings)
-    checks.append(check_database(settings))
+    checks.append(check_data_dir(settings))
+    keys: dict[str, int | None] = {}
+    checks.append(check_database(settings, keys))
+    checks.append(check_auth(settings, keys["active"]))
     checks += check_packages(settings)
     checks.append(check_disk(settings))
     return checks

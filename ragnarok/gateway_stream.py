@@ -19,6 +19,7 @@ from httpx_sse import SSEError, aconnect_sse
 
 from ragnarok import logs, metrics
 from ragnarok.gateway import _JSON, GENERATION_K, PipelineRun, PipelineRunner, StageError, StageTrace, stage_error
+from ragnarok.generate.base import GenerationError, GeneratorUnavailable
 from ragnarok.generate.streaming import StreamEvent
 from ragnarok.spec import Pipeline
 from ragnarok.types import Query, RagAnswer, Request
@@ -56,6 +57,11 @@ async def stream_pipeline(runner: PipelineRunner, pipeline: Pipeline, topic: Que
             metrics.observe_stage(f"generate {gen}", time.perf_counter() - start)
             yield StreamEvent("stage", stage_event(trace, len(top.candidates)))
             yield StreamEvent("done", PipelineRun(answer, top, traces))
+    except (StageError, GenerationError, GeneratorUnavailable) as exc:  # counted as a plain /rag's failed stage
+        status = exc.status if isinstance(exc, StageError) else 422 if isinstance(exc, GeneratorUnavailable) \
+            else 504 if exc.timeout else 502  # what the API answers for it (api.errors)
+        metrics.observe_stage(f"generate {gen}", time.perf_counter() - start, status)
+        raise
     finally:
         await source.aclose()
 

@@ -7,15 +7,20 @@ threads copy the context, so a line logged in a search, a rerank or a backend ca
 
 ``RAGNAROK_LOG_FORMAT=json`` writes one JSON object per line (time, level, logger, message, request_id,
 route, stage, latency_ms, status, and exception when there is one); ``text`` (the default) one line of
-``TIME LEVEL LOGGER [REQUEST_ID STAGE] MESSAGE``.
+``TIME LEVEL LOGGER [REQUEST_ID STAGE] MESSAGE``. Python warnings go through the same handler (logger
+``py.warnings``). A server logging JSON also calls :func:`capture_std_streams`: whatever else a library
+writes to ``sys.stdout`` or ``sys.stderr`` (a print, a handler of its own, a progress bar) becomes a log
+record of logger ``stdout``/``stderr``, one per line.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import re
 import sys
+import threading
 from contextvars import ContextVar
 from datetime import datetime, timezone
 from typing import IO, Any
@@ -105,7 +110,7 @@ def configure(log_format: str = "text", level: str | int = "INFO",
     root = logging.getLogger()
     for old in [h for h in root.handlers if getattr(h, "_ragnarok", False)]:
         unconfigure(old)
-    handler = logging.StreamHandler(stream or sys.stderr)
+    handler = logging.StreamHandler(stream or getattr(sys.stderr, "raw_stream", sys.stderr))
     handler._ragnarok = True  # type: ignore[attr-defined]
     handler.addFilter(RequestContext())
     handler.setFormatter(JsonFormatter() if log_format == "json" else TextFormatter())
@@ -115,6 +120,7 @@ def configure(log_format: str = "text", level: str | int = "INFO",
     root.setLevel(level if isinstance(level, int) else level.upper())
     for logger in noisy:
         logger.setLevel(logging.WARNING)
+    logging.captureWarnings(True)  # warnings.warn(...) as records of logger py.warnings, in this format
     return handler
 
 
@@ -123,4 +129,67 @@ def unconfigure(handler: logging.Handler) -> None:
     logging.getLogger().removeHandler(handler)
     for logger, level in getattr(handler, "_restore", []):
         logger.setLevel(level)
+    logging.captureWarnings(False)
     handler.close()
+
+
+class LinesToLog(io.TextIOBase):
+    """A text stream whose every line (ended by a newline or a carriage return: a progress bar's refresh) is
+    logged as one record of logger ``name`` at ``level``; what a handler writes while one is logged goes to
+    ``raw_stream`` as it is (no loop)."""
+
+    def __init__(self, raw_stream: IO[str], name: str, level: int):
+        super().__init__()
+        self.raw_stream, self.logger, self.level = raw_stream, logging.getLogger(name), level
+        self._pending = ""
+        self._lock = threading.RLock()
+        self._local = threading.local()
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return False  # no terminal: progress is written as lines, not bars (ragnarok.progress)
+
+    def fileno(self) -> int:
+        return self.raw_stream.fileno()
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]
+        return getattr(self.raw_stream, "encoding", "utf-8")
+
+    def write(self, text: str) -> int:
+        if getattr(self._local, "busy", False):  # a handler writing to this stream (logging's last resort)
+            return self.raw_stream.write(text)
+        with self._lock:
+            lines = re.split(r"[\r\n]", self._pending + text)
+            self._pending = lines.pop()
+        for line in lines:
+            self._log(line)
+        return len(text)
+
+    def flush(self) -> None:
+        with self._lock:
+            line, self._pending = self._pending, ""
+        self._log(line)
+        self.raw_stream.flush()
+
+    def _log(self, line: str) -> None:
+        if not line.strip():
+            return
+        self._local.busy = True
+        try:
+            self.logger.log(self.level, line.rstrip())
+        finally:
+            self._local.busy = False
+
+
+def capture_std_streams() -> None:
+    """``sys.stdout`` and ``sys.stderr`` as :class:`LinesToLog` (logger ``stdout`` at INFO, ``stderr`` at
+    WARNING), for a process whose output must be log records only (``RAGNAROK_LOG_FORMAT=json``); the
+    handler :func:`configure` adds writes to the real stderr. Writes to the file descriptors themselves (native
+    code) are not seen: the libraries' own switches keep them quiet (:mod:`ragnarok.quiet`)."""
+    if not isinstance(sys.stdout, LinesToLog):
+        sys.stdout = LinesToLog(sys.stdout, "stdout", logging.INFO)
+    if not isinstance(sys.stderr, LinesToLog):
+        sys.stderr = LinesToLog(sys.stderr, "stderr", logging.WARNING)

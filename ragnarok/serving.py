@@ -23,13 +23,19 @@ def worker_app() -> Any:
     """The app of one worker (uvicorn calls it in the worker, after installing its signal handlers): logging
     as configured, the JVM started at once with uvicorn's SIGTERM/SIGINT handlers kept (the JVM sets its own
     when it starts, which would end the worker at once, mid-request)."""
-    from api.main import create_app  # noqa: PLC0415
-    from ragnarok import logs  # noqa: PLC0415
-    from ragnarok.java import JavaNotFoundError, start_jvm  # noqa: PLC0415
+    from ragnarok import logs, quiet  # noqa: PLC0415
     from ragnarok.settings import get_settings  # noqa: PLC0415
 
+    quiet.no_telemetry()
     settings = get_settings()
-    logs.configure(settings.log_format, settings.log_level)
+    logs.configure(settings.log_format, settings.log_level)  # before the app's imports: their warnings too
+    if settings.log_format == "json":
+        logs.capture_std_streams()
+        quiet.no_progress_bars()
+
+    from api.main import create_app  # noqa: PLC0415
+    from ragnarok.java import JavaNotFoundError, start_jvm  # noqa: PLC0415
+
     kept = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
         start_jvm()

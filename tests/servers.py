@@ -109,18 +109,21 @@ def wait_until_idle(pid: int, cpu_share: float = 0.05, quiet_s: float = 2.0, tim
 @contextmanager
 def ragnarok_serve(env: dict[str, str], output: Path | None = None, cwd: Path | None = None,
                    start_timeout_s: float = 120, dense: bool = False,
-                   started: list | None = None, workers: int = 1) -> Iterator[str]:
+                   started: list | None = None, workers: int = 1,
+                   prefix: list[str] | None = None) -> Iterator[str]:
     """``ragnarok serve --no-dense`` (``dense``: without ``--no-dense``, so the demo's dense index builds in the
     background) in its own process on a free loopback port, with ``env`` as its whole environment; its output
-    goes to ``output`` (default: discarded); ``workers`` > 1 passes ``--workers``. Yields the base URL once
-    ``/healthz`` answers (``started`` gets the ``Popen``, for tests that signal it); stops the server on exit."""
+    goes to ``output`` (default: discarded); ``workers`` > 1 passes ``--workers``; ``prefix`` runs it under
+    another command (``strace ...``). Yields the base URL once ``/healthz`` answers (``started`` gets the
+    ``Popen``, for tests that signal it); stops the server on exit."""
     import subprocess
     import sys
 
     port = free_port()
     out = open(output, "wb") if output else subprocess.DEVNULL  # noqa: SIM115 - closed below
-    server = subprocess.Popen([sys.executable, "-m", "ragnarok.cli", "serve", *([] if dense else ["--no-dense"]),
-                               "--port", str(port), *(["--workers", str(workers)] if workers > 1 else [])],
+    server = subprocess.Popen([*(prefix or []), sys.executable, "-m", "ragnarok.cli", "serve",
+                               *([] if dense else ["--no-dense"]), "--port", str(port),
+                               *(["--workers", str(workers)] if workers > 1 else [])],
                               env=env, stdout=out, stderr=subprocess.STDOUT, cwd=cwd)
     if started is not None:
         started.append(server)

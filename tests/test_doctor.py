@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 
 from ragnarok import doctor
 from ragnarok.generate.base import GeneratorConfig
@@ -119,3 +121,72 @@ def test_doctor_help():
     out = subprocess.run([sys.executable, "-m", "ragnarok.cli", "doctor", "--help"], capture_output=True,
                          text=True, timeout=120, cwd=ROOT)
     assert out.returncode == 0 and "--json" in out.stdout
+
+
+@pytest.fixture
+def read_only_dir(tmp_path):
+    """A directory no file can be made in, for real. Tests run as root here, where a chmod stops nothing: a
+    read-only tmpfs is mounted on it (CAP_SYS_ADMIN), else it is made immutable (``chattr +i``); as another
+    user a chmod is enough."""
+    path = tmp_path / "ro"
+    path.mkdir()
+    if os.geteuid() != 0:
+        path.chmod(0o555)
+        yield path
+        path.chmod(0o755)
+        return
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(path)],
+                      capture_output=True).returncode == 0:
+        yield path
+        subprocess.run(["umount", str(path)], check=True)
+        return
+    if shutil.which("chattr") and subprocess.run(["chattr", "+i", str(path)], capture_output=True).returncode == 0:
+        yield path
+        subprocess.run(["chattr", "-i", str(path)], check=True)
+        return
+    pytest.skip("no way to make a read-only directory as root here (no mount, no chattr)")
+
+
+def test_a_read_only_data_dir_fails_naming_the_fix(demo_settings, read_only_dir, capsys):
+    with pytest.raises(OSError):  # what `ragnarok keys create` and every build would meet
+        (read_only_dir / "probe").write_text("x")
+    code, report = run_doctor(demo_settings.model_copy(update={"data_dir": read_only_dir}), capsys)
+    writable = by_name(report)[("data_dir", "writable")]
+    assert code == 1 and writable["status"] == "fail" and writable["detail"]["writable"] is False
+    assert str(read_only_dir) in writable["problem"] and "RAGNAROK_DATA_DIR" in writable["fix"]
+    assert any(m.startswith("data_dir writable:") for m in report["missing"])
+    assert list(read_only_dir.iterdir()) == []
+    code, report = run_doctor(demo_settings, capsys)  # a writable one passes, and keeps no file of the doctor's
+    assert by_name(report)[("data_dir", "writable")]["status"] == "ok"
+    assert not list(demo_settings.data_dir.glob(".ragnarok-doctor-*"))
+
+
+def test_the_auth_mode_keys_and_a_refused_host_are_reported(demo_settings, tmp_path, capsys):
+    from ragnarok.auth.store import AuthStore
+
+    code, report = run_doctor(demo_settings, capsys)
+    auth = by_name(report)[("auth", "off")]
+    assert auth["status"] == "ok" and auth["detail"] == {"mode": "off", "host": "127.0.0.1", "host_refused": False}
+    code, report = run_doctor(demo_settings.model_copy(update={"host": "0.0.0.0"}), capsys)
+    auth = by_name(report)[("auth", "off")]  # a warning: `serve --insecure-open` (the Docker image) serves there
+    assert code == 0 and auth["status"] == "warn" and auth["detail"]["host_refused"] is True
+    assert "0.0.0.0" in auth["problem"] and "RAGNAROK_AUTH=keys" in auth["fix"]
+
+    keyed = demo_settings.model_copy(update={"auth": "keys", "host": "0.0.0.0",
+                                             "database_url": f"sqlite:///{tmp_path / 'keys.db'}"})
+    store = AuthStore.for_settings(keyed)  # the database, migrated, without a key
+    code, report = run_doctor(keyed, capsys)
+    keys = by_name(report)[("auth", "keys")]
+    assert code == 1 and keys["status"] == "fail" and keys["detail"]["active_keys"] == 0
+    assert keys["detail"]["host_refused"] is False and keys["fix"].startswith("ragnarok keys create")
+    record, _ = store.create("ops", ["admin"])
+    code, report = run_doctor(keyed, capsys)
+    assert by_name(report)[("auth", "keys")]["status"] == "ok"
+    assert by_name(report)[("auth", "keys")]["detail"]["active_keys"] == 1
+    store.revoke(str(record.id))
+    code, report = run_doctor(keyed, capsys)
+    assert by_name(report)[("auth", "keys")]["detail"]["active_keys"] == 0
+
+
+def test_a_database_url_with_an_ipv6_host_is_shown_without_its_password():
+    assert doctor._shown("postgresql://ops:s3cret@[::1]:5432/ragnarok") == "postgresql://ops:***@[::1]:5432/ragnarok"

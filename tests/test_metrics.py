@@ -72,8 +72,10 @@ def test_metric_families_move_with_a_rag_request(service):
         return value(after, name, **labels) - value(before, name, **labels)
 
     assert moved("ragnarok_http_requests_total", method="POST", route="/rag", status="200") == 1
-    assert moved("ragnarok_http_requests_total", method="POST", route="/v1/retrieve", status="200") == 1
-    assert moved("ragnarok_http_requests_total", method="POST", route="/v1/generate", status="200") == 1
+    # the gateway's stage calls (in process) are not HTTP requests: they are stages
+    assert moved("ragnarok_http_requests_total", method="POST", route="/v1/retrieve", status="200") == 0
+    assert moved("ragnarok_http_requests_total", method="POST", route="/v1/generate", status="200") == 0
+    assert moved("ragnarok_http_request_duration_seconds_count", method="POST", route="/v1/retrieve") == 0
     assert moved("ragnarok_http_request_duration_seconds_count", method="POST", route="/rag") == 1
     assert moved("ragnarok_stage_duration_seconds_count", stage="retrieve") == 1
     assert moved("ragnarok_stage_duration_seconds_count", stage="generate") == 1
@@ -85,6 +87,33 @@ def test_metric_families_move_with_a_rag_request(service):
     looked_up = (moved("ragnarok_cache_lookups_total", cache="segment_json", result="hit")
                  + moved("ragnarok_cache_lookups_total", cache="segment_json", result="miss"))
     assert looked_up == 10  # one lookup per hit of bm25@10
+
+
+def test_http_requests_count_what_was_sent_and_stages_count_every_stage_call(service):
+    """N real requests to /v1/retrieve and N /rag (plain and streamed): N each in ragnarok_http_requests_total
+    (the /rag's stage calls, made in process, are not requests), and every /rag's retrieve and generate stage
+    in ragnarok_stage_duration_seconds, the streamed /rag's generate too."""
+    before = scrape(service)
+    n = 3
+    with httpx.Client(base_url=service, timeout=120) as client:
+        for _ in range(n):
+            r = client.post("/v1/retrieve", json={"query": "gzip", "retriever": "bm25", "k": 5})
+            assert r.status_code == 200, r.text
+        for i in range(n):
+            body = {"topic": "compress a file with gzip", "pipeline": "bm25@5 | fake", "stream": i > 0}
+            r = client.post("/rag", json=body)
+            assert r.status_code == 200, r.text
+            assert i == 0 or "event: done" in r.text
+    after = scrape(service)
+
+    def moved(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    assert moved("ragnarok_http_requests_total", method="POST", route="/v1/retrieve", status="200") == n
+    assert moved("ragnarok_http_requests_total", method="POST", route="/rag", status="200") == n
+    assert moved("ragnarok_http_requests_total", method="POST", route="/v1/generate", status="200") == 0
+    assert moved("ragnarok_stage_duration_seconds_count", stage="retrieve") == n
+    assert moved("ragnarok_stage_duration_seconds_count", stage="generate") == n  # 2 of them streamed
 
 
 def test_failures_are_counted_by_cause_and_stage(service):
@@ -99,6 +128,13 @@ def test_failures_are_counted_by_cause_and_stage(service):
         value(before, "ragnarok_stage_failures_total", stage="generate", status="502") == 1
     assert value(after, "ragnarok_http_requests_total", method="POST", route="/rag", status="502") - \
         value(before, "ragnarok_http_requests_total", method="POST", route="/rag", status="502") == 1
+    r = httpx.post(service + "/rag", json={"topic": "compress a file with gzip", "pipeline": "bm25@5 | broken",
+                                           "stream": True}, timeout=120)
+    # a streamed /rag's failed generate stage (answered 502 before its first event) is counted too
+    assert r.status_code == 502 or "event: error" in r.text, r.text
+    streamed = scrape(service)
+    assert value(streamed, "ragnarok_stage_failures_total", stage="generate", status="502") - \
+        value(after, "ragnarok_stage_failures_total", stage="generate", status="502") == 1
 
 
 @pytest.fixture
@@ -138,6 +174,17 @@ def test_request_ids_made_when_missing_or_unsafe(service):
     unsafe = httpx.get(service + "/healthz", headers={"X-Request-ID": "x\" injected=1 " + "a" * 10})
     assert unsafe.headers["x-request-id"] != made and " " not in unsafe.headers["x-request-id"]
     assert len({httpx.get(service + "/healthz").headers["x-request-id"] for _ in range(3)}) == 3
+
+
+def test_invalid_request_ids_do_not_flood_the_log(service, json_log):
+    """Invalid X-Request-IDs: one WARNING in the process at most, never the header's value; DEBUG after."""
+    for i in range(5):
+        r = httpx.get(service + "/healthz", headers={"X-Request-ID": f"bad id {i}"})
+        assert r.status_code == 200 and len(r.headers["x-request-id"]) == 32
+    lines = [json.loads(line) for line in json_log.getvalue().splitlines()]
+    warnings = [line for line in lines if line["level"] == "WARNING"]
+    assert len(warnings) <= 1 and not any("bad id" in line["message"] for line in lines), warnings
+    assert not any(line["logger"] == "asgi_correlation_id" for line in lines)
 
 
 def test_a_remote_stage_service_gets_the_request_id_and_the_stage(demo_settings, backend):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from ragnarok.netaddr import bare_host, http_url
 from ragnarok.settings import get_settings
 from webui.arena import DEFAULT_TOPICS
 
@@ -15,7 +16,7 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m webui", description=__doc__)
     parser.add_argument(
         "--rag-url",
-        default=f"http://{settings.host}:{settings.port}",
+        default=http_url(settings.host, settings.port),
         help="Base URL of the gateway serving POST /rag and the R service (default: %(default)s, "
         "from RAGNAROK_HOST / RAGNAROK_PORT).",
     )
@@ -44,10 +45,10 @@ def main(argv: list[str] | None = None) -> None:
 
     from webui.app import standalone_app  # noqa: PLC0415
 
-    print(f"arena on http://{args.host}:{args.port}/ (gateway {args.rag_url})", flush=True)
+    print(f"arena on {http_url(args.host, args.port)}/ (gateway {args.rag_url})", flush=True)
     uvicorn.run(
         standalone_app(settings, args.rag_url, args.topics),
-        host=args.host,
+        host=bare_host(args.host),
         port=args.port,
         log_level="warning",
         proxy_headers=False,  # X-Forwarded-For: the app believes it from RAGNAROK_TRUSTED_PROXIES only

@@ -16,7 +16,9 @@ demo segments), so an index built with it should be searched with it; docs/BENCH
 overlap and nDCG@10 against PyTorch's.
 
 ``auto`` is ``onnx`` where a model can be exported and runs on CPU, else ``torch``; the default setting is
-``torch`` for now (see the ``encoder_backend`` setting). Nothing is loaded at import.
+``torch`` for now (see the ``encoder_backend`` setting). Nothing is loaded at import. onnxruntime's telemetry
+(DNS lookups of Microsoft's event collector seconds after it loads) is switched off before it loads
+(:mod:`ragnarok.quiet`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 import numpy as np
+
+from ragnarok import quiet
 
 Backend = Literal["auto", "torch", "onnx", "onnx-int8"]
 BACKENDS: tuple[str, ...] = ("auto", "torch", "onnx", "onnx-int8")
@@ -178,6 +182,7 @@ def quantize_int8(model: Path) -> Path:
     out = model.with_name("model-int8.onnx")
     with _export_lock:
         if not out.is_file():
+            quiet.no_telemetry()
             from onnxruntime.quantization import QuantType, quantize_dynamic  # noqa: PLC0415
 
             tmp = out.with_name(f".model-int8.onnx.partial-{os.getpid()}")
@@ -200,6 +205,7 @@ class OnnxBackend:
     _tokenizer: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        quiet.no_telemetry()  # before onnxruntime loads: it reads ORT_DISABLE_TELEMETRY then
         import onnxruntime as ort  # noqa: PLC0415
         from tokenizers import Tokenizer  # noqa: PLC0415
 
@@ -254,6 +260,7 @@ def load_backend(path: str, backend: str, cache_dir: Path, device: str | None = 
     (a failed export falls back to PyTorch, logged), PyTorch on a GPU or for any other model."""
     if backend not in BACKENDS:
         raise ValueError(f"encoder backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
+    quiet.no_telemetry()  # before any of the model libraries loads
     on_cpu = device == "cpu" or (device is None and not _cuda())
     if backend in ("onnx", "onnx-int8") or (backend == "auto" and on_cpu and not trust_remote_code):
         try:
