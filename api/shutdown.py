@@ -33,7 +33,8 @@ def _ignore_outcome(task: asyncio.Future) -> None:
         task.exception()  # retrieved: no "exception was never retrieved" for work nobody waits for any more
 
 
-def _shutting_down(scope: dict) -> bool:
+def shutting_down(scope: dict) -> bool:
+    """Whether the app serving ``scope`` is shutting down (SIGTERM: ``InFlight.cancel_all`` was called)."""
     inflight = getattr(getattr(scope.get("app"), "state", None), "inflight", None)
     return bool(getattr(inflight, "closing", False))
 
@@ -66,7 +67,7 @@ class ShutdownAnswer:
             await asyncio.shield(work)
             return
         except asyncio.CancelledError:
-            if not _shutting_down(scope):
+            if not shutting_down(scope):
                 work.cancel()
                 with anyio.CancelScope(shield=True):  # as before: the work ends, then the cancellation goes on
                     await asyncio.wait([work])
