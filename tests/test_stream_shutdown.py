@@ -12,6 +12,7 @@ import threading
 import time
 
 import httpx
+import pytest
 from httpx_sse import connect_sse
 
 from servers import ragnarok_serve, serve_app
@@ -22,7 +23,9 @@ from test_network_defects import hung_backend
 GRACE_S = 3.0
 
 
-def test_sigterm_ends_streams_answers_requests_and_exits_within_the_grace(demo_settings, tmp_path, slowdown):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_sigterm_ends_streams_answers_requests_and_exits_within_the_grace(demo_settings, tmp_path, slowdown,
+                                                                          workers):
     slow = streaming_openai_app(Script(pieces=[f" Word {i} [1]." for i in range(600)], each_wait_s=0.1))  # 60 s
     quick = streaming_openai_app(Script(whole_wait_s=1.0))  # answers 1 s after it is asked: within the grace
     with serve_app(slow) as slow_url, serve_app(quick) as quick_url, hung_backend() as (hung_url, accepted, _):
@@ -35,7 +38,7 @@ def test_sigterm_ends_streams_answers_requests_and_exits_within_the_grace(demo_s
         started: list = []
         got: dict[str, object] = {}
         streamed: list[tuple[str, dict]] = []
-        with ragnarok_serve(env, output=log, started=started) as base:
+        with ragnarok_serve(env, output=log, started=started, workers=workers) as base:
             def stream() -> None:
                 try:
                     with httpx.Client(timeout=60) as client, connect_sse(
