@@ -29,9 +29,9 @@ def test_sigterm_ends_streams_answers_requests_and_exits_within_the_grace(demo_s
     slow = streaming_openai_app(Script(pieces=[f" Word {i} [1]." for i in range(600)], each_wait_s=0.1))  # 60 s
     quick = streaming_openai_app(Script(whole_wait_s=1.0))  # answers 1 s after it is asked: within the grace
     with serve_app(slow) as slow_url, serve_app(quick) as quick_url, hung_backend() as (hung_url, accepted, _):
+        urls = {"slow": slow_url + "/v1", "quick": quick_url + "/v1", "hung": hung_url}
         generators = [{"name": name, "backend": "openai", "base_url": url, "model": "fake", "max_retries": 0,
-                       "timeout_s": 120} for name, url in [("slow", slow_url + "/v1"), ("quick", quick_url + "/v1"),
-                                                           ("hung", hung_url)]]
+                       "timeout_s": 120} for name, url in urls.items()]
         env = {**os.environ, "RAGNAROK_DATA_DIR": str(demo_settings.data_dir), "HF_HUB_OFFLINE": "1",
                "RAGNAROK_SHUTDOWN_GRACE_S": str(GRACE_S), "RAGNAROK_GENERATORS": json.dumps(generators)}
         log = tmp_path / "serve.log"

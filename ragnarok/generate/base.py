@@ -340,7 +340,8 @@ class Guard:
             return retrying(once)
         except BackendError as exc:
             cause = exc.cause
-            metrics.backend_failure(self.name, exc.kind or metrics.failure_cause(cause, exc.timeout, exc.retryable))
+            kind = exc.kind or metrics.failure_cause(cause, exc.timeout, exc.retryable)
+            metrics.backend_failure(self.name, kind)
             if exc.timeout and budget.left() < MIN_ATTEMPT_S:
                 cause = f"no answer within {budget.total_s:g} s"
             elif exc.retryable and attempts <= self.max_retries:  # retries were left: the deadline ended them

@@ -175,8 +175,8 @@ class OpenAIChatGenerator(ApiGenerator):
                 if piece:
                     yield piece
         if not ended and reason is None:  # the connection closed mid-answer: no partial text as the answer
-            raise GenerationError(self.name, "the stream ended before the answer did (no finish_reason, no [DONE])",
-                                  kind="connection")
+            raise GenerationError(self.name, "the stream ended before the answer did (no finish_reason, "
+                                  "no [DONE])", kind="connection")
         yield Finish(reason)
 
     def astream(self, topic: Query, candidates: list[Candidate], template: PromptTemplate) -> AsyncIterator[Any]:
