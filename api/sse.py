@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Callable
 from typing import Any
 
 import anyio
@@ -138,7 +138,7 @@ class EventBody:
 class EventStream(StreamingResponse):
     """``text/event-stream`` that stops as soon as the client disconnects (see the module docstring)."""
 
-    def __init__(self, content: AsyncIterator[bytes], headers: dict[str, str] | None = None):
+    def __init__(self, content: AsyncIterable[bytes], headers: dict[str, str] | None = None):
         super().__init__(content, media_type="text/event-stream",
                          headers={"cache-control": "no-cache", "x-accel-buffering": "no", **(headers or {})})
 
