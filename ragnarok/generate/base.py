@@ -27,12 +27,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
 import anyio
-import anyio.to_thread
 from pydantic import BaseModel, Field
 from tenacity import RetryCallState, Retrying, retry_if_exception, wait_exponential
 
 from ragnarok import metrics
 from ragnarok.auth.meter import calling, take_call
+from ragnarok.generate.within import NotInTime, within
 from ragnarok.redact import redact, register_env, register_value
 
 T = TypeVar("T")
@@ -262,39 +262,21 @@ class Guard:
         the slot, every attempt and what ``fn`` does with the answer (post-processing), ends within the
         request's deadline, however slowly the thread runs: then the "no answer within N s"
         :class:`GenerationError` is raised at once, and the thread, left to end on its own (its attempts are
-        bounded by the same deadline), keeps the slot until it does."""
+        bounded by the same deadline), keeps the slot until it does (:func:`~ragnarok.generate.within.within`)."""
         budget = self.budget()
         await self._take_slot(budget)
-        token = _budget.set(replace(budget, held=budget.held | {id(self)}))
-        lock, state = threading.Lock(), {"started": False, "ended": False, "left": False}
-
-        def work() -> T:
-            with lock:
-                if state["left"]:  # given up on before it started: it never runs
-                    raise GenerationError(self.name, "no answer in time", timeout=True)
-                state["started"] = True
-            try:
-                return fn(*args)
-            finally:
-                with lock:
-                    state["ended"] = True
-                    if state["left"]:  # nobody waits for it any more: it gives its slot back itself
-                        self._slots.release()
-
+        token = _budget.set(replace(budget, held=budget.held | {id(self)}))  # copied into the thread's context
         start = time.monotonic()
         try:
-            with anyio.move_on_after(max(0.0, budget.left())):
-                return await anyio.to_thread.run_sync(work, limiter=self.threads, abandon_on_cancel=True)
+            return await within(lambda: fn(*args), budget.left(), self.threads, self._slots.release)
+        except NotInTime:
+            cause = f"no answer within {budget.total_s:g} s"
+            metrics.backend_failure(self.name, "timeout")
+            log.warning("generator %r failed after %.0f ms: %s", self.name, (time.monotonic() - start) * 1000,
+                        cause)
+            raise GenerationError(self.name, cause, timeout=True) from None
         finally:
             _budget.reset(token)
-            with lock:
-                state["left"] = True
-                if state["ended"] or not state["started"]:
-                    self._slots.release()
-        cause = f"no answer within {budget.total_s:g} s"
-        metrics.backend_failure(self.name, "timeout")
-        log.warning("generator %r failed after %.0f ms: %s", self.name, (time.monotonic() - start) * 1000, cause)
-        raise GenerationError(self.name, cause, timeout=True)
 
     def call(self, attempt: Callable[[float], T]) -> T:
         """``attempt(timeout_s)`` in a slot, retried while it fails with a retryable :class:`BackendError`,
