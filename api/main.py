@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -24,6 +25,9 @@ from ragnarok.registry import Instances
 from ragnarok.generate.service import GenerationService
 from ragnarok.retrieve.service import RerankService, RetrievalService
 from ragnarok.settings import Settings, get_settings
+
+#: The least time the background builds get to stop at shutdown, however little of the grace is left.
+MIN_BUILD_STOP_S = 0.5
 
 
 def create_app(settings: Settings | None = None, arena: bool = True, principal: Principal | None = None) -> FastAPI:
@@ -73,16 +77,20 @@ def create_app(settings: Settings | None = None, arena: bool = True, principal: 
 async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     """Starts the background builds the server was given (``RetrievalService.build_dense``: ``ragnarok
     serve`` gives the demo's dense index) and stops them on shutdown (cancelled with the in-flight work, then
-    waited for up to the shutdown grace, so they remove their temporary files), once the audit log has every
-    request's row (:meth:`api.auth.Auth.drain`)."""
-    builds = app.state.retrieval.builds
-    builds.start_all(app.state.inflight)
+    waited for, so they remove their temporary files, for what is left of the shutdown grace since SIGTERM: the
+    process leaves within the grace), once the audit log has every request's row (:meth:`api.auth.Auth.drain`)."""
+    builds, inflight = app.state.retrieval.builds, app.state.inflight
+    builds.start_all(inflight)
     try:
         yield
     finally:
-        grace_s = max(1.0, app.state.settings.shutdown_grace_s)
-        await app.state.auth.drain(grace_s)  # the audit rows of the requests cut off are written before exit
-        await anyio.to_thread.run_sync(builds.stop_all, grace_s)
+        grace_s = app.state.settings.shutdown_grace_s
+
+        def left_s() -> float:
+            return grace_s - (time.monotonic() - inflight.closed_at) if inflight.closed_at is not None else grace_s
+
+        await app.state.auth.drain(max(MIN_BUILD_STOP_S, left_s()))  # the rows of the requests cut off, first
+        await anyio.to_thread.run_sync(builds.stop_all, max(MIN_BUILD_STOP_S, left_s()))
 
 
 def _services(app: FastAPI, settings: Settings) -> Services:

@@ -6,7 +6,8 @@ their tasks, and answers a cancelled request whose response has not started with
 ``Internal Server Error``. :class:`ShutdownAnswer` runs each request's work in a task of its own and waits for
 it shielded, so when the request is cancelled while the server is shutting down it answers the 503 at once --
 even while the work waits for a worker thread, which cannot be interrupted (a backend call, a Lucene search) --
-and cancels the work. A response already started cannot be replaced: the connection is closed, as before.
+and cancels the work. A response already started cannot be replaced: the connection is closed, as before; a
+stream (:mod:`api.sse`) does not wait for that: it ends with an ``error`` event as soon as shutdown starts.
 
 Any other cancellation (a caller's deadline around a request made in process, through ``httpx.ASGITransport``)
 reaches the work as before, and is raised once the work has ended. Requests made in process while serving one
@@ -33,7 +34,8 @@ def _ignore_outcome(task: asyncio.Future) -> None:
         task.exception()  # retrieved: no "exception was never retrieved" for work nobody waits for any more
 
 
-def _shutting_down(scope: dict) -> bool:
+def shutting_down(scope: dict) -> bool:
+    """Whether the app serving ``scope`` is shutting down (SIGTERM: ``InFlight.cancel_all`` was called)."""
     inflight = getattr(getattr(scope.get("app"), "state", None), "inflight", None)
     return bool(getattr(inflight, "closing", False))
 
@@ -66,7 +68,7 @@ class ShutdownAnswer:
             await asyncio.shield(work)
             return
         except asyncio.CancelledError:
-            if not _shutting_down(scope):
+            if not shutting_down(scope):
                 work.cancel()
                 with anyio.CancelScope(shield=True):  # as before: the work ends, then the cancellation goes on
                     await asyncio.wait([work])

@@ -7,26 +7,32 @@ event (``stage``, ``status``, ``detail``) and the stream ends.
 
 :class:`EventStream` listens for the client going away while it streams (whatever ASGI version the server
 speaks) and then cancels the stream within a moment: the stream's generators are closed, and with them the
-backend's HTTP stream or the embedded model's generation, and the backend's slot is freed.
+backend's HTTP stream or the embedded model's generation, and the backend's slot is freed. When the server
+starts shutting down (SIGTERM) a stream in flight ends at once with an ``error`` event (503, "the server is
+shutting down"), so that the client knows the answer was cut, and the server can leave within its grace.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Callable
 from typing import Any
 
 import anyio
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
+from api.shutdown import MESSAGE, shutting_down
+from ragnarok.cancel import ShuttingDown
 from ragnarok.gateway import StageError
 from ragnarok.generate.base import GenerationError, GeneratorUnavailable
 from ragnarok.generate.streaming import StreamEvent
 
 log = logging.getLogger(__name__)
 ANSWER_EVENTS = frozenset({"delta", "sentence", "done"})
+#: How often a stream looks whether the server is shutting down (it then ends with an ``error`` event, 503).
+SHUTDOWN_POLL_S = 0.1
 
 
 def encode(event: str, data: Any) -> bytes:
@@ -46,38 +52,93 @@ async def primed(events: AsyncIterator[StreamEvent]) -> list[StreamEvent]:
 
 
 def error_event(stage: str, exc: BaseException) -> bytes:
-    """What a failure after the stream started becomes: its stage, the status and detail the JSON error would
-    have had (:func:`api.errors.error_detail`: scrubbed of server paths, URLs and keys)."""
+    """What a failure after the stream started becomes: its stage, the status the JSON error would have had,
+    and its message as one string (:func:`api.errors.error_detail`: scrubbed of server paths, URLs and keys),
+    the same whether the AG service runs in this process or behind ``RAGNAROK_GENERATION_URL``; a stream's
+    deadline (``first_token``, ``stall``, ``total``) also as ``deadline``."""
     from api.errors import error_detail  # noqa: PLC0415 - api.errors imports the gateway, which streams
 
     status, detail = error_detail(exc)
-    return encode("error", {"stage": stage, "status": status, "detail": detail})
+    data = {"stage": stage, "status": status, "detail": message_of(detail)}
+    if deadline := getattr(exc, "deadline", None):
+        data["deadline"] = deadline
+    return encode("error", data)
 
 
-async def body(head: list[StreamEvent], rest: AsyncIterator[StreamEvent], render: Callable[[StreamEvent], bytes],
-               stage: Callable[[], str]) -> AsyncIterator[bytes]:
+def message_of(detail: Any) -> str:
+    """An error's detail as one string: a generator's ``message``, a stage's ``error``, else the JSON text."""
+    if isinstance(detail, str):
+        return detail
+    if isinstance(detail, dict):
+        for key in ("message", "error"):
+            if detail.get(key):
+                return message_of(detail[key])
+    return json.dumps(detail, ensure_ascii=False)
+
+
+def body(head: list[StreamEvent], rest: AsyncIterator[StreamEvent], render: Callable[[StreamEvent], bytes],
+         stage: Callable[[], str]) -> EventBody:
     """The wire bytes of ``head`` then ``rest``; a failure of ``rest`` is one ``error`` event naming
-    ``stage()`` (the stage running then)."""
-    try:
-        for event in head:
-            yield render(event)
-        async for event in rest:
-            yield render(event)
-    except Exception as exc:  # noqa: BLE001 - any failure after the 200 is an event, logged once
-        if not isinstance(exc, GenerationError | GeneratorUnavailable | StageError):
-            log.exception("a streamed answer failed in stage %s", stage())
-        yield error_event(stage(), exc)
-    finally:
-        close = getattr(rest, "aclose", None)
-        if close is not None:
+    ``stage()`` (the stage running then), and so is :meth:`EventBody.stop` (the server shutting down)."""
+    return EventBody(head, rest, render, stage)
+
+
+class EventBody:
+    """A stream's bytes (see :func:`body`); :meth:`stop` ends it between two events with an ``error`` event."""
+
+    def __init__(self, head: list[StreamEvent], rest: AsyncIterator[StreamEvent],
+                 render: Callable[[StreamEvent], bytes], stage: Callable[[], str]):
+        self._rest = rest
+        self._stopped: Exception | None = None
+        self._step: anyio.CancelScope | None = None
+        self._bytes = self._render(head, render, stage)
+
+    def __aiter__(self) -> AsyncIterator[bytes]:
+        return self._bytes
+
+    async def aclose(self) -> None:
+        await self._bytes.aclose()
+
+    def stop(self, reason: Exception) -> None:
+        """End the stream with ``reason`` as its ``error`` event: the wait for the next event is cancelled (and
+        with it the backend's stream), or, while an event is being sent, the stream ends after it."""
+        self._stopped = reason
+        if self._step is not None:
+            self._step.cancel()
+
+    async def _next(self) -> StreamEvent:
+        if self._stopped is None:
+            try:
+                with anyio.CancelScope() as self._step:
+                    return await self._rest.__anext__()
+            finally:
+                self._step = None
+        raise self._stopped  # type: ignore[misc] # stopped before or while waiting
+
+    async def _render(self, head: list[StreamEvent], render: Callable[[StreamEvent], bytes],
+                      stage: Callable[[], str]) -> AsyncIterator[bytes]:
+        try:
+            for event in head:
+                yield render(event)
+            while True:
+                try:
+                    event = await self._next()
+                except StopAsyncIteration:
+                    break
+                yield render(event)
+        except Exception as exc:  # noqa: BLE001 - any failure after the 200 is an event, logged once
+            if not isinstance(exc, GenerationError | GeneratorUnavailable | StageError | ShuttingDown):
+                log.exception("a streamed answer failed in stage %s", stage())  # (the others are logged)
+            yield error_event(stage(), exc)
+        finally:
             with anyio.CancelScope(shield=True):
-                await close()
+                await self._rest.aclose()  # type: ignore[attr-defined] # an async generator
 
 
 class EventStream(StreamingResponse):
     """``text/event-stream`` that stops as soon as the client disconnects (see the module docstring)."""
 
-    def __init__(self, content: AsyncIterator[bytes], headers: dict[str, str] | None = None):
+    def __init__(self, content: AsyncIterable[bytes], headers: dict[str, str] | None = None):
         super().__init__(content, media_type="text/event-stream",
                          headers={"cache-control": "no-cache", "x-accel-buffering": "no", **(headers or {})})
 
@@ -90,7 +151,14 @@ class EventStream(StreamingResponse):
                     pass  # the client went away mid-send
                 group.cancel_scope.cancel()
 
+            async def watch_shutdown() -> None:  # the server is shutting down: the stream ends at once
+                while not shutting_down(scope):
+                    await anyio.sleep(SHUTDOWN_POLL_S)
+                if isinstance(self.body_iterator, EventBody):
+                    self.body_iterator.stop(ShuttingDown(MESSAGE))
+
             group.start_soon(stream)
+            group.start_soon(watch_shutdown)
             await self.listen_for_disconnect(receive)
             group.cancel_scope.cancel()
         close = getattr(self.body_iterator, "aclose", None)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
@@ -120,6 +121,7 @@ class InFlight:
         self._tokens: set[CancelToken] = set()
         self._lock = threading.Lock()
         self._closing: tuple[type[Cancelled], str] | None = None
+        self.closed_at: float | None = None  # time.monotonic() of the first cancel_all (the shutdown's start)
 
     @contextmanager
     def token(self) -> Iterator[CancelToken]:
@@ -145,6 +147,7 @@ class InFlight:
         """Cancel every token in use and every later one; returns how many were in use."""
         with self._lock:
             self._closing = (kind, message)
+            self.closed_at = self.closed_at or time.monotonic()
             tokens = list(self._tokens)
         for token in tokens:
             token.cancel(kind, message)

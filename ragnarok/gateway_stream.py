@@ -93,8 +93,10 @@ async def _stream_remote(runner: PipelineRunner, topic: Query, top: Request, gen
                 data = json.loads(sse.data)
                 if sse.event == "done":
                     yield StreamEvent("done", (RagAnswer.model_validate(data), data.get("notes")))
-                elif sse.event == "error":
-                    raise StageError(stage, int(data.get("status", 502)), data.get("detail"))
+                elif sse.event == "error":  # the AG service's: its status, message and deadline pass on
+                    error = StageError(stage, int(data.get("status", 502)), data.get("detail"))
+                    error.deadline = data.get("deadline")  # type: ignore[attr-defined]
+                    raise error
                 else:
                     yield StreamEvent(sse.event, data)
     except httpx.TimeoutException:

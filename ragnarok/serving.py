@@ -7,7 +7,8 @@ directory, removed at exit, unless it is set already) before the workers start, 
 ``GET /metrics`` adds up every worker's counts. Workers do not build the demo's dense index in the background
 (N builds would race for the same CPU): build it first (``ragnarok index --dense minilm --from-lucene DIR``),
 meanwhile ``/rag`` falls back to BM25+Rocchio. Shutdown: the supervisor sends each worker SIGTERM; a worker
-finishes its requests within ``RAGNAROK_SHUTDOWN_GRACE_S`` as uvicorn does.
+then does what ``ragnarok serve`` does: it cancels its work in flight, ends its streams with an ``error``
+event, and finishes its other requests within ``RAGNAROK_SHUTDOWN_GRACE_S`` (then the JSON 503).
 """
 
 from __future__ import annotations
@@ -45,7 +46,21 @@ def worker_app() -> Any:
         for sig, handler in kept.items():
             if handler is not None:
                 signal.signal(sig, handler)
-    return create_app(settings)
+    app = create_app(settings)
+    for sig, handler in kept.items():  # as `ragnarok serve`: the signal cancels the work in flight first
+        if callable(handler):
+            signal.signal(sig, _cancelling_first(app, handler))
+    return app
+
+
+def _cancelling_first(app: Any, handler: Any) -> Any:
+    """``handler`` (uvicorn's), after the app's work in flight is cancelled (``InFlight.cancel_all``): CPU work
+    answers 503, streams end with an ``error`` event, and requests cut off at the grace's end get the JSON 503."""
+    def handle(sig: int, frame: Any) -> None:
+        app.state.inflight.cancel_all()
+        handler(sig, frame)
+
+    return handle
 
 
 def serve_workers(host: str, port: int, workers: int, grace_s: float) -> None:

@@ -4,6 +4,7 @@ Events) from a script, and counts what it managed to send: for the streaming tes
 ``app.state.script`` (a :class:`Script`) says what to send: the text in pieces, waits before the first and
 between the others, a break after N pieces (the connection dropped) or garbage instead of a chunk. The
 non-streamed answer (``stream`` absent) is the same text in one chat completion, so both paths can be compared.
+An error object (``{"error": {...}}``, as OpenAI and vLLM send) can come mid-stream or as the 200 body.
 ``app.state.sent`` counts the pieces sent; the stream stops as soon as the client is gone.
 """
 
@@ -29,6 +30,11 @@ class Script:
     garbage_after: int | None = None  # send a body that is no chunk after this many pieces
     stall_after: int | None = None  # go quiet for stall_s after this many pieces (the connection kept open)
     stall_s: float = 5.0
+    error_after: int | None = None  # send an OpenAI-style error object after this many pieces (whole: at once)
+    error_message: str = "The server had an error while processing your request."
+    done_after_error: bool = True  # whether [DONE] follows the error object (else the connection just ends)
+    end_after: int | None = None  # end the stream in good order after this many pieces: no finish, no [DONE]
+    whole_wait_s: float = 0.0  # the answer without `stream` comes after this wait
     finish_reason: str = "stop"
     calls: int = 0
 
@@ -63,6 +69,9 @@ def streaming_openai_app(script: Script | None = None) -> FastAPI:
         s: Script = app.state.script
         s.calls += 1
         if not body.get("stream"):
+            await asyncio.sleep(s.whole_wait_s)
+            if s.error_after is not None:  # a 200 whose body is an error object
+                return JSONResponse({"error": {"message": s.error_message, "type": "server_error"}})
             return JSONResponse({"choices": [{"message": {"role": "assistant", "content": s.text},
                                               "finish_reason": s.finish_reason}],
                                  "usage": {"prompt_tokens": 10, "completion_tokens": len(s.pieces)}})
@@ -78,6 +87,15 @@ def streaming_openai_app(script: Script | None = None) -> FastAPI:
                         raise RuntimeError("the fake backend drops the connection")
                     if s.garbage_after is not None and i >= s.garbage_after:
                         yield "data: {not json\n\n"
+                        return
+                    if s.end_after is not None and i >= s.end_after:
+                        complete = True
+                        return
+                    if s.error_after is not None and i >= s.error_after:
+                        yield "data: " + json.dumps({"error": {"message": s.error_message,
+                                                               "type": "server_error"}}) + "\n\n"
+                        if s.done_after_error:
+                            yield "data: [DONE]\n\n"
                         return
                     if s.stall_after is not None and i == s.stall_after:
                         await asyncio.sleep(s.stall_s)

@@ -157,8 +157,8 @@ def test_a_stall_after_the_start_is_an_error_event_naming_the_stage(service, scr
     names = [n for n, _ in got]
     assert names[0] == "stage" and "delta" in names and names[-1] == "error"
     error = got[-1][1]
-    assert error["stage"] == "quick" and error["status"] == 504
-    assert error["detail"]["deadline"] == "stall" and error["detail"]["error"] == "no token for 0.5 s (stall_s)"
+    assert error["stage"] == "quick" and error["status"] == 504 and error["deadline"] == "stall"
+    assert error["detail"] == "generator 'quick' failed: no token for 0.5 s (stall_s)"
 
 
 def test_a_backend_that_breaks_mid_stream_ends_it_with_an_error_event(service, script):
@@ -166,7 +166,7 @@ def test_a_backend_that_breaks_mid_stream_ends_it_with_an_error_event(service, s
     got = events(service, "/v1/generate", {"request": CANDIDATES, "generator": "fake", "stream": True})
     assert [n for n, _ in got][-1] == "error" and "delta" in [n for n, _ in got]
     assert got[-1][1]["stage"] == "generate fake" and got[-1][1]["status"] == 502
-    assert "fake" in json.dumps(got[-1][1]["detail"])
+    assert got[-1][1]["detail"].startswith("generator 'fake' failed: the connection to")
 
 
 def test_garbage_mid_stream_is_an_error_event(service, script):

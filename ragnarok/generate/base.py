@@ -27,12 +27,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal, TypeVar
 
 import anyio
-import anyio.to_thread
 from pydantic import BaseModel, Field
 from tenacity import RetryCallState, Retrying, retry_if_exception, wait_exponential
 
 from ragnarok import cancel, metrics
 from ragnarok.auth.meter import calling, take_call
+from ragnarok.generate.within import NotInTime, within
 from ragnarok.redact import redact, register_env, register_value
 
 T = TypeVar("T")
@@ -125,8 +125,9 @@ class GenerationError(RuntimeError):
     """A backend failed: the API answers 502 (or 504 when ``timeout``), naming backend and cause.
     The cause is redacted here: no configured key value survives into a message, an answer or a log."""
 
-    def __init__(self, generator: str, cause: str, timeout: bool = False):
+    def __init__(self, generator: str, cause: str, timeout: bool = False, kind: str | None = None):
         self.generator, self.cause, self.timeout = generator, redact(cause), timeout
+        self.kind = kind  # its cause in ragnarok_backend_failures, when its message does not say it
         super().__init__(f"generator {generator!r} failed: {self.cause}")
 
 
@@ -139,9 +140,10 @@ class BackendError(RuntimeError):
     timeouts and connection errors; ``retry_after`` the seconds the backend asked us to wait, if it did."""
 
     def __init__(self, cause: str, *, timeout: bool = False, retryable: bool = False,
-                 retry_after: float | None = None):
+                 retry_after: float | None = None, kind: str | None = None):
         self.cause, self.timeout, self.retryable = redact(cause), timeout, retryable
         self.retry_after = retry_after
+        self.kind = kind  # its cause in ragnarok_backend_failures, when its message does not say it
         super().__init__(self.cause)
 
 
@@ -255,10 +257,26 @@ class Guard:
             self._slots.release()
 
     async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """``fn(*args)`` in a slot taken here without a thread (:meth:`reserved`), then in one of this backend's
-        own worker threads (:attr:`threads`): never one of anyio's default limiter."""
-        async with self.reserved():
-            return await anyio.to_thread.run_sync(fn, *args, limiter=self.threads)
+        """``fn(*args)`` in a slot taken here without a thread (:meth:`reserved`'s), then in one of this backend's
+        own worker threads (:attr:`threads`): never one of anyio's default limiter. The whole of it, the wait for
+        the slot, every attempt and what ``fn`` does with the answer (post-processing), ends within the
+        request's deadline, however slowly the thread runs: then the "no answer within N s"
+        :class:`GenerationError` is raised at once, and the thread, left to end on its own (its attempts are
+        bounded by the same deadline), keeps the slot until it does (:func:`~ragnarok.generate.within.within`)."""
+        budget = self.budget()
+        await self._take_slot(budget)
+        token = _budget.set(replace(budget, held=budget.held | {id(self)}))  # copied into the thread's context
+        start = time.monotonic()
+        try:
+            return await within(lambda: fn(*args), budget.left(), self.threads, self._slots.release)
+        except NotInTime:
+            cause = f"no answer within {budget.total_s:g} s"
+            metrics.backend_failure(self.name, "timeout")
+            log.warning("generator %r failed after %.0f ms: %s", self.name, (time.monotonic() - start) * 1000,
+                        cause)
+            raise GenerationError(self.name, cause, timeout=True) from None
+        finally:
+            _budget.reset(token)
 
     def call(self, attempt: Callable[[float], T]) -> T:
         """``attempt(timeout_s)`` in a slot, retried while it fails with a retryable :class:`BackendError`,
@@ -305,7 +323,8 @@ class Guard:
             return retrying(once)
         except BackendError as exc:
             cause = exc.cause
-            metrics.backend_failure(self.name, metrics.failure_cause(cause, exc.timeout, exc.retryable))
+            kind = exc.kind or metrics.failure_cause(cause, exc.timeout, exc.retryable)
+            metrics.backend_failure(self.name, kind)
             if exc.timeout and budget.left() < MIN_ATTEMPT_S:
                 cause = f"no answer within {budget.total_s:g} s"
             elif exc.retryable and attempts <= self.max_retries:  # retries were left: the deadline ended them

@@ -53,13 +53,13 @@ _ORPHAN_MARKER = re.compile(r"^\s*(?:[-*•>]|\d{1,2}[.)])\s*$")
 
 _NUM = r"(?:(?:doc(?:ument)?|context|passage|source)\s*#?\s*)?\d{1,3}(?:\s*[-–—]\s*\d{1,3})?"
 _SEP = r"\s*(?:,\s*and|[,;&]|and)\s*"
-_GROUP_SRC = rf"[\[【]\s*{_NUM}(?:{_SEP}{_NUM})*\s*[\]】]"
-_GROUP = re.compile(_GROUP_SRC, re.I)
-_LEADING = re.compile(rf"^\s*(?:{_GROUP_SRC}\s*)+", re.I)
+GROUP_SRC = rf"[\[【]\s*{_NUM}(?:{_SEP}{_NUM})*\s*[\]】]"  # one marker group (also read by streaming)
+_GROUP = re.compile(GROUP_SRC, re.I)
+_LEADING = re.compile(rf"^\s*(?:{GROUP_SRC}\s*)+", re.I)
 # "First. [1][2] Second" -> "First [1][2]. Second" before splitting (blingfire keeps "First. [1][2] Second"
 # as one sentence); only where a new sentence follows, so "e.g. [1] is" is left alone.
-_AFTER_STOP = re.compile(rf"([.!?])((?:\s*{_GROUP_SRC})+)(?=\s*$|\s+[\"'“(]?[A-Z0-9])", re.I)
-_PAREN = re.compile(rf"\s*\(\s*(?:(?:see|cf\.?)(?:\s+also)?\s*)?(?:{_GROUP_SRC}\s*[,;]?\s*)+\)", re.I)
+_AFTER_STOP = re.compile(rf"([.!?])((?:\s*{GROUP_SRC})+)(?=\s*$|\s+[\"'“(]?[A-Z0-9])", re.I)
+_PAREN = re.compile(rf"\s*\(\s*(?:(?:see|cf\.?)(?:\s+also)?\s*)?(?:{GROUP_SRC}\s*[,;]?\s*)+\)", re.I)
 _RANGE = re.compile(r"(\d+)(?:\s*[-–—]\s*(\d+))?")
 _SENTENCE_END = re.compile(r"[.!?…][\"'”)]*\s*$")
 

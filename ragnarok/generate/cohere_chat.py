@@ -17,6 +17,7 @@ later.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass
@@ -242,6 +243,7 @@ class CohereGenerator(ApiGenerator):
                       template: PromptTemplate) -> AsyncIterator[StreamEvent]:
         """:meth:`generate`, streamed (see the module docstring): the same call with ``"stream": true``, its
         sentences as they are complete, and ``done`` with the answer :meth:`generate` gives."""
+        start = time.monotonic()  # timeout_s counts from here
         self._http()  # unavailable (no key): GeneratorUnavailable before anything is sent
         url, headers, body = self.request(topic.text, candidates, template)
         docids = [c.docid for c in candidates]
@@ -259,7 +261,7 @@ class CohereGenerator(ApiGenerator):
 
         assembler = SentenceAssembler(process, build)
         yield references_event(candidates)
-        items = deadlined(self._stream_items(url, headers, body), self.name, *deadlines(self.config))
+        items = deadlined(self._stream_items(url, headers, body), self.name, *deadlines(self.config), start=start)
         try:
             async for item in items:
                 if isinstance(item, Finish):

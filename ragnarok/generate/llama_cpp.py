@@ -225,7 +225,7 @@ class LlamaCppGenerator:
         """:meth:`generate`, streamed (:mod:`ragnarok.generate.streaming`): the same prompt, the same stops,
         and ``done`` with the answer :meth:`generate` gives (its notes too, timings aside). The backend's one
         slot is held while the model writes, and freed when the stream is closed."""
-        config = self.config
+        config, start = self.config, time.monotonic()  # timeout_s counts the wait for the slot and the prompt
         if config.max_contexts is not None:
             candidates = candidates[: config.max_contexts]
         template = sized(template, config)
@@ -242,7 +242,7 @@ class LlamaCppGenerator:
             yield references_event(candidates)
             pieces = self._pieces(llm, messages, prompt_tokens, template.max_words, notes)
             # no text: finish() gives the extractive answer, as generate() does
-            events = assemble(pieces, assembler, config, empty_is_error=False)
+            events = assemble(pieces, assembler, config, empty_is_error=False, start=start)
             try:
                 async for event in events:
                     yield event

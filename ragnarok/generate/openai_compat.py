@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 from ragnarok.auth.meter import add_usage, calling
 from ragnarok.generate.base import ApiGenerator, BackendError, GenerationError
 from ragnarok.generate.finish import whole_sentences
-from ragnarok.generate.http import backend_client, post_json
+from ragnarok.generate.http import backend_client, error_message, post_json
 from ragnarok.generate.llm import Messages, answer_with_llm
 from ragnarok.generate.prompts import PromptTemplate
 from ragnarok.generate.sse import stream_events
@@ -57,11 +57,21 @@ class ChatCompletion(BaseModel):
     choices: list[_Choice]
 
 
+def error_object(data: object) -> str | None:
+    """The backend's message (quoted, redacted) when ``data`` is an error object instead of an answer (OpenAI's
+    ``{"error": {"message": ...}}``, as vLLM and OpenAI send in a 200 or mid-stream); None when it is not."""
+    if isinstance(data, dict) and data.get("error") not in (None, "", {}, []):
+        return error_message(json.dumps(data).encode())
+    return None
+
+
 def completion_text(data: object) -> str:
-    """The answer's text; :class:`BackendError` for a body that is no chat completion, or an empty answer.
-    The tokens its ``usage`` reports are counted in the request's spend."""
+    """The answer's text; :class:`BackendError` for a body that is no chat completion (an error object: the
+    backend's message), or an empty answer. The tokens its ``usage`` reports are counted in the request's spend."""
     if isinstance(data, dict):
         add_usage(data.get("usage"))
+    if (message := error_object(data)) is not None:
+        raise BackendError(f"HTTP 200 but the body is an error: {message}", kind="server_error")
     try:
         choices = ChatCompletion.model_validate(data).choices
     except ValidationError as exc:
@@ -80,10 +90,13 @@ def completion_text(data: object) -> str:
 
 
 def chunk_text(data: object, generator: str) -> tuple[str, str | None]:
-    """A chat completion chunk's text and finish reason; :class:`GenerationError` for any other shape."""
+    """A chat completion chunk's text and finish reason; :class:`GenerationError` for an error object (the
+    backend's message) or any other shape."""
     with calling(generator):
         if isinstance(data, dict):
             add_usage(data.get("usage"))
+    if (message := error_object(data)) is not None:
+        raise GenerationError(generator, f"the backend sent an error mid-stream: {message}", kind="server_error")
     try:
         choices = ChatChunk.model_validate(data).choices
     except ValidationError as exc:
@@ -150,7 +163,7 @@ class OpenAIChatGenerator(ApiGenerator):
                         with calling(self.name):
                             text = completion_text(data)
                     except BackendError as exc:
-                        raise GenerationError(self.name, exc.cause) from None
+                        raise GenerationError(self.name, exc.cause, kind=exc.kind) from None
                     yield text
                     ended = True
                     break
@@ -162,7 +175,8 @@ class OpenAIChatGenerator(ApiGenerator):
                 if piece:
                     yield piece
         if not ended and reason is None:  # the connection closed mid-answer: no partial text as the answer
-            raise GenerationError(self.name, "the stream ended before the answer did (no finish_reason, no [DONE])")
+            raise GenerationError(self.name, "the stream ended before the answer did (no finish_reason, "
+                                  "no [DONE])", kind="connection")
         yield Finish(reason)
 
     def astream(self, topic: Query, candidates: list[Candidate], template: PromptTemplate) -> AsyncIterator[Any]:

@@ -112,10 +112,14 @@ async def stream_events(guard: Guard, url: str, body: dict[str, Any], headers: d
                     yield item
                 return
             except BackendError as exc:
-                metrics.backend_failure(guard.name, metrics.failure_cause(exc.cause, exc.timeout, exc.retryable))
-                if started or not exc.retryable or attempt > guard.max_retries:
-                    log.warning("generator %r: the stream failed (attempt %d): %s", guard.name, attempt, exc.cause)
+                if started or not exc.retryable or attempt > guard.max_retries:  # counted once, after retries
+                    cause = exc.kind or metrics.failure_cause(exc.cause, exc.timeout, exc.retryable)
+                    metrics.backend_failure(guard.name, cause)
+                    log.warning("generator %r: the stream failed (%s, attempt %d): %s", guard.name, cause, attempt,
+                                exc.cause)
                     suffix = f" ({attempt} attempts)" if attempt > 1 else ""
-                    raise GenerationError(guard.name, exc.cause + suffix, exc.timeout) from None
+                    error = GenerationError(guard.name, exc.cause + suffix, exc.timeout)
+                    error.reported = True  # type: ignore[attr-defined] # (streaming.reported: not twice)
+                    raise error from None
                 wait = exc.retry_after if exc.retry_after is not None else min(8.0, guard.backoff_s * 2 ** (attempt - 1))
                 await anyio.sleep(wait)

@@ -22,6 +22,8 @@ its HTTP stream is closed, the embedded model stops at its next token.
 
 from __future__ import annotations
 
+import logging
+import re
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -29,7 +31,9 @@ from typing import Any
 
 import anyio
 
+from ragnarok import metrics
 from ragnarok.generate.base import GenerationError, GeneratorConfig
+from ragnarok.generate.cite import GROUP_SRC
 from ragnarok.generate.finish import whole_sentences
 from ragnarok.generate.llm import Messages, finish, postprocessed, sized
 from ragnarok.generate.prompts import PromptTemplate, build_messages
@@ -38,6 +42,9 @@ from ragnarok.types import Candidate, CitedSentence, Query, RagAnswer
 
 #: Characters after which a sentence may have ended: only then is the text so far post-processed again.
 _BOUNDARY = frozenset(".!?…\n]】")
+log = logging.getLogger(__name__)
+#: Citation markers at the end of a text: whole groups (``[1]``, ``[Doc 2]``, ``【3】``), then maybe one still open.
+_TRAILING_MARKERS = re.compile(rf"(?:\s*{GROUP_SRC})*\s*(?:[\[【][^\]】\n]{{0,40}})?$", re.I)
 
 
 @dataclass(frozen=True)
@@ -74,25 +81,31 @@ def deadlines(config: GeneratorConfig) -> tuple[float, float, float]:
 
 
 async def deadlined(pieces: AsyncIterator[Any], generator: str, first_token_s: float, stall_s: float,
-                    total_s: float) -> AsyncIterator[Any]:
-    """``pieces`` within the three deadlines (see the module docstring); the source is closed on the way out,
-    however the consumer stops (a deadline, an error, a client that went away)."""
-    start, first = time.monotonic(), True
+                    total_s: float, start: float | None = None) -> AsyncIterator[Any]:
+    """``pieces`` within the three deadlines (see the module docstring), the total counted from ``start`` (a
+    ``time.monotonic()``; default: now), the time the stream was asked for; the source is closed on the way
+    out, however the consumer stops (a deadline, an error, a client that went away). A failure is counted and
+    logged (:func:`reported`)."""
+    start, first, chars = time.monotonic() if start is None else start, True, 0
     try:
         while True:
             left = total_s - (time.monotonic() - start)
             wait = min(first_token_s if first else stall_s, left)
             try:
-                with anyio.fail_after(max(wait, 0.0)):
+                if left <= 0:  # pieces that arrive at once never wait: the total is checked between them
+                    raise TimeoutError
+                with anyio.fail_after(wait):
                     piece = await pieces.__anext__()
             except StopAsyncIteration:
                 return
             except TimeoutError:
                 which = "total" if wait >= left else ("first_token" if first else "stall")
-                raise StreamDeadline(generator, which, {"first_token": first_token_s, "stall": stall_s,
-                                                        "total": total_s}[which]) from None
+                raise reported(StreamDeadline(generator, which, {"first_token": first_token_s, "stall": stall_s,
+                                                                 "total": total_s}[which]), chars) from None
+            except GenerationError as exc:
+                raise reported(exc, chars) from None
             if isinstance(piece, str) and piece:
-                first = False
+                first, chars = False, chars + len(piece)
             yield piece
     finally:
         close = getattr(pieces, "aclose", None)
@@ -101,7 +114,26 @@ async def deadlined(pieces: AsyncIterator[Any], generator: str, first_token_s: f
                 await close()
 
 
+def reported(exc: GenerationError, chars: int = 0, kind: str | None = None) -> GenerationError:
+    """``exc``, counted in ``ragnarok_backend_failures`` (``kind``, else its own, else the cause its message
+    says) and logged in one line, once: a stream's failure, however far it got (``chars`` of text so far)."""
+    if not getattr(exc, "reported", False):
+        cause = kind or getattr(exc, "kind", None) or metrics.failure_cause(exc.cause, exc.timeout)
+        metrics.backend_failure(exc.generator, cause)
+        log.warning("generator %r: the stream failed (%s) after %d characters: %s", exc.generator, cause, chars,
+                    exc.cause)
+        exc.reported = True  # type: ignore[attr-defined]
+    return exc
+
+
 Process = Callable[[str], tuple[list[str], list[CitedSentence]]]
+
+
+def settled(text: str) -> str:
+    """``text`` without the citation markers at its end, whole or still arriving (``… first. [2]``, ``… [1, ``):
+    post-processing may give them to the sentence before (:mod:`ragnarok.generate.cite`), so a sentence is known
+    to be complete, its citations with it, only once a word follows them."""
+    return text[: _TRAILING_MARKERS.search(text).start()]  # type: ignore[union-attr] # it matches at the end
 
 
 def _secret_start(text: str, secrets: list[str]) -> int:
@@ -155,7 +187,7 @@ class SentenceAssembler:
         self.dirty = self.dirty or boundary or any(ch in _BOUNDARY for ch in piece)
         if not self.dirty or not (piece.strip() or boundary):
             return events
-        references, answer = self.process(visible)
+        references, answer = self.process(settled(visible))
         for index in range(self.sent, len(answer) - 1):
             events.append(self._sentence(index, references, answer[index]))
             self.dirty = False  # until the next sentence end
@@ -179,12 +211,12 @@ def references_event(candidates: list[Candidate]) -> StreamEvent:
 
 
 async def assemble(pieces: AsyncIterator[Any], assembler: SentenceAssembler, config: GeneratorConfig,
-                   empty_is_error: bool = True) -> AsyncIterator[StreamEvent]:
+                   empty_is_error: bool = True, start: float | None = None) -> AsyncIterator[StreamEvent]:
     """A backend's pieces of text (then a :class:`Finish`), within its deadlines, as ``delta`` and ``sentence``
     events, then the last ones and ``done``. No text at all is a :class:`GenerationError` (as the non-streamed
     answer's is) unless ``empty_is_error`` is off (the embedded model: its empty answer is the extractive one)."""
     reason = None
-    source = deadlined(pieces, config.name, *deadlines(config))
+    source = deadlined(pieces, config.name, *deadlines(config), start=start)
     try:
         async for piece in source:
             if isinstance(piece, Finish):
@@ -207,6 +239,7 @@ async def stream_llm(stream_text: Callable[[Messages], AsyncIterator[Any]], topi
                      config: GeneratorConfig, count_tokens: Callable[[str], int] | None = None,
                      ) -> AsyncIterator[StreamEvent]:
     """:func:`~ragnarok.generate.llm.answer_with_llm`, streamed: the same prompt, the same answer at the end."""
+    start = time.monotonic()  # the prompt's making counts in timeout_s too
     if config.max_contexts is not None:
         candidates = candidates[: config.max_contexts]
     template = sized(template, config)
@@ -214,7 +247,7 @@ async def stream_llm(stream_text: Callable[[Messages], AsyncIterator[Any]], topi
     yield references_event(candidates)
     assembler = SentenceAssembler.for_llm(topic, candidates, template.max_words, config,
                                           {"contexts": len(candidates)})
-    events = assemble(stream_text(messages), assembler, config)
+    events = assemble(stream_text(messages), assembler, config, start=start)
     try:
         async for event in events:
             yield event
