@@ -15,7 +15,7 @@ from api.errors import BadInput, errors, scrub
 from api.sse import EventStream, encode, primed
 from api.sse import body as sse_body
 from ragnarok.auth.cost import Cost
-from ragnarok.cancel import watched
+from ragnarok.cancel import CancelToken, watched
 from ragnarok.generate.prompts import load_templates
 from ragnarok.generate.service import GenerationService
 from ragnarok.generate.streaming import StreamEvent
@@ -95,9 +95,10 @@ async def generate(body: GenerateBody, http: HttpRequest, service: GenerationDep
     await reserve(http, cost)
     if body.stream:
         return await _streamed(service, topic, body, generator)
-    with http.app.state.inflight.token() as token:  # a client that leaves frees the slot and the backend call
-        answer = await watched(lambda: service.agenerate(topic, body.request, generator, body.template,
-                                                         body.k), token, disconnected=http.is_disconnected)
+    # a client that leaves frees the slot and the backend call; a shutdown leaves it the grace to answer (the
+    # token is not the server's: api/shutdown.py answers 503 for it when the grace ends)
+    answer = await watched(lambda: service.agenerate(topic, body.request, generator, body.template, body.k),
+                           CancelToken(), disconnected=http.is_disconnected)
     return answer_out(answer, body.notes)
 
 

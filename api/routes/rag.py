@@ -13,7 +13,7 @@ from api.deps import SettingsDep
 from api.body import StrictJSONRoute
 from api.errors import BadInput, errors
 from ragnarok.auth.cost import pipeline_cost
-from ragnarok.cancel import watched
+from ragnarok.cancel import CancelToken, watched
 from api.sse import EventStream, encode, primed
 from api.sse import body as sse_body
 from ragnarok.gateway import PipelineRun, PipelineRunner, Services
@@ -117,8 +117,9 @@ async def rag(body: RagBody, http: HttpRequest, settings: SettingsDep) -> Respon
             return encode(event.event, event.data)
 
         return EventStream(sse_body(head, events, render, lambda: runner.stage), headers=headers)
-    with http.app.state.inflight.token() as token:  # a client that leaves frees the backends' slots and calls
-        run = await watched(lambda: runner.run(pipeline, topic), token, disconnected=http.is_disconnected)
+    # a client that leaves frees the backends' slots and calls; a shutdown leaves them the grace (the token is
+    # not the server's; its CPU stages still stop at once with their own tokens)
+    run = await watched(lambda: runner.run(pipeline, topic), CancelToken(), disconnected=http.is_disconnected)
     return Response(_out(run, body), media_type="application/json", headers=headers)
 
 
