@@ -88,3 +88,17 @@ def test_a_misspelt_passage_stage_gets_a_suggestion_from_the_api(tmp_path):
             answer = client.post("/rag", json={"topic": "alpha", "pipeline": spec})
             assert answer.status_code == 404, answer.text
             assert f"did you mean {wanted}?" in answer.text, answer.text
+
+
+def test_a_bad_request_line_names_what_is_wrong(tmp_path):
+    from ragnarok.track.run import read_requests
+
+    path = tmp_path / "given.jsonl"
+    path.write_text(json.dumps({"query": {"text": "x", "qid": "q1"}, "candidates": "nope"}) + "\n")
+    with pytest.raises(ValueError) as error:
+        read_requests(path)
+    assert f"{path}:1: not a rank_llm Request line (candidates: " in str(error.value), error.value
+    path.write_text('{"query": \n')
+    with pytest.raises(ValueError) as error:
+        read_requests(path)
+    assert "(Invalid JSON: " in str(error.value) and "\n" not in str(error.value), error.value
