@@ -250,15 +250,18 @@ def test_index_stops_on_sigterm_and_leaves_the_old_index(tmp_path):
                                 "headings": "", "body": " ".join(f"{sentence} Word{n}x{i}." for i in range(40))})
                     + "\n")
     target = tmp_path / "index"
-    target.mkdir()
-    (target / "old-index-marker").write_text("kept")
+    from ragnarok.collection.lucene_index import index_documents
+    from test_index_lifecycle import docs as old_docs
+
+    index_documents(iter(old_docs(3)), target)
+    before = {p.name: p.read_bytes() for p in target.iterdir()}
     env = {**os.environ, "RAGNAROK_DATA_DIR": str(tmp_path / "data"), "PYTHONPATH": str(ROOT)}
     err_seen = tmp_path / "cwd"
     cmd = cli("index", str(docs), str(target), "--workers", "2")
     stopped = interrupt(cmd, env, err_seen, signal.SIGTERM,  # Anserini indexing, in Java on the main thread
                         lambda: any((tmp_path / "index.partial").glob("*")))
     assert_stopped(stopped, signal.SIGTERM, err_seen, "the index was not changed")
-    assert (target / "old-index-marker").read_text() == "kept"
+    assert {p.name: p.read_bytes() for p in target.iterdir()} == before
     time.sleep(0.5)
     assert not list(tmp_path.glob("index.partial")) and not list(tmp_path.glob("segments-*")), os.listdir(tmp_path)
 
