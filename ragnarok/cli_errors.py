@@ -48,8 +48,8 @@ def fails_cleanly(func: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def row_names(run_name: list[str] | None, runs: list[Path]) -> list[str]:
-    """The table's row names: ``--run-name`` (one per run, in order), else the run files' names. ``--run-name a b``
-    gives ``b`` to the runs (a ``--run-name`` takes one value): refused, the extra value named."""
+    """The table's row names: ``--run-name`` (one per run, in order), else the run files' names.
+    ``--run-name a b`` gives ``b`` to the runs (a ``--run-name`` takes one value): refused, ``b`` named."""
     names = run_name or [run.name for run in runs]
     absent = [str(run) for run in runs if not run.exists()]
     if run_name and (len(names) != len(runs) or absent):

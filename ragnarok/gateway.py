@@ -264,7 +264,7 @@ class PipelineRunner:
                 raise ComponentArgumentError(
                     f"{stage.name} is a query stage: it goes before the retriever, e.g. "
                     f"`{stage.name}:GENERATOR > {pipeline.retrieve}@{pipeline.depth}`, not after it ({stage})")
-            if lookup(stage.name, RERANKERS, PASSAGE_STAGES) is PASSAGE_STAGES:  # unknown: 404 with a did-you-mean
+            if lookup(stage.name, RERANKERS, PASSAGE_STAGES) is PASSAGE_STAGES:  # unknown: 404, did you mean
                 if stage.fuse:
                     raise ComponentArgumentError(f"a passage stage is not fused with its input: drop ~{stage.fuse} "
                                                  f"from {stage}")

@@ -212,9 +212,9 @@ def _say(line: str) -> None:
 
 
 def _partial_line() -> bool:
-    """Whether stderr's last line may be unfinished, so the resume line must start on a new one: a terminal, or a
-    tqdm bar still open (it redraws its line with a carriage return, in a log file too, and ends it only when
-    it closes)."""
+    """Whether stderr's last line may be unfinished, so the resume line must start on a new one: a terminal,
+    or a tqdm bar still open (it redraws its line with a carriage return, in a log file too, and ends it only
+    when it closes)."""
     if _isatty(2):
         return True
     tqdm = getattr(sys.modules.get("tqdm"), "tqdm", None)  # imported by the command, if at all: not here

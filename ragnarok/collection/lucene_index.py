@@ -109,9 +109,9 @@ def _anserini(input_dir: Path, index_dir: Path, collection: str, threads: int, g
 
 
 def _put_in_place(new: Path, live: Path) -> None:
-    """``new`` (a complete index) becomes ``live``; the old one is removed. Where the kernel exchanges two paths
-    atomically (Linux ``renameat2``), ``live`` always holds one whole index, old or new; elsewhere two renames,
-    never cut apart by an interrupt."""
+    """``new`` (a complete index) becomes ``live``; the old one is removed. Where the kernel exchanges two
+    paths atomically (Linux ``renameat2``), ``live`` always holds one whole index, old or new; elsewhere two
+    renames, never cut apart by an interrupt."""
     from ragnarok.interrupt import writing  # noqa: PLC0415
 
     old = live.with_name(live.name + ".old")
@@ -208,7 +208,8 @@ def index_jsonl(input_path: Path, index_dir: Path, threads: int = 2, workers: in
 
 
 def _index_replacing(segments_dir: Path, index_dir: Path, threads: int, count: int) -> None:
-    """Index a JsonCollection directory of ``count`` segments in place of ``index_dir`` (:func:`index_collection`)."""
+    """Index a JsonCollection directory of ``count`` segments in place of ``index_dir``
+    (:func:`index_collection`)."""
     from ragnarok.java import is_verbose  # noqa: PLC0415
 
     if not is_verbose():  # Anserini's own progress lines are hidden: say what is running

@@ -64,7 +64,7 @@ def state_of(trial: FrozenTrial, all_trials: Sequence[FrozenTrial] = ()) -> str:
         load = trial.user_attrs.get("load")
         if isinstance(load, (int, float)) and load > 1.05:
             text += f" at load x{load:.1f}"
-    elif trial.state == TrialState.FAIL and "interrupted" in trial.user_attrs and "error" not in trial.user_attrs:
+    elif trial.state == TrialState.FAIL and "error" not in trial.user_attrs and "interrupted" in trial.user_attrs:
         again = [t for t in all_trials if t.user_attrs.get("rerun_of") == trial.number]
         text = "interrupted (given back" + (f"; run again as #{again[0].number}: " + (
             _num(again[0].value) if again[0].state == TrialState.COMPLETE else again[0].state.name.lower())
@@ -110,7 +110,8 @@ def table(trials: Sequence[FrozenTrial], space: Space, limit: int | None = None)
     for t in _rows(trials, limit):
         metrics = [_num(t.user_attrs.get(f"metric.{n}")) for n in nodes]
         spec = _cell(str(t.user_attrs.get("spec", "")))
-        lines.append("| " + " | ".join([str(t.number), _num(t.value), f"`{spec}`", *metrics, f"{seconds_per_query(t):.3f}",
+        lines.append("| " + " | ".join([str(t.number), _num(t.value), f"`{spec}`", *metrics,
+                                        f"{seconds_per_query(t):.3f}",
                                         _cell(shorten(state_of(t, trials), 200))]) + " |")
     return "\n".join(lines)
 

@@ -7,9 +7,9 @@
 * At most ``concurrency`` topics in flight, each finished one appended as a whole line at once
   (:class:`~ragnarok.track.output.JsonLinesLog`); running the same command again skips the topics already
   written. Resuming with another pipeline or index is refused, ``restart`` moves the old output aside
-  (:mod:`ragnarok.track.resume`). A topic that fails is retried (``retries`` attempts in all, waiting ``settings.topic_backoff_s``,
-  then twice that, ...); the ones that still fail are reported, each in one line (stage, status, cause), and
-  the run goes on. A timeout (504, 429) halves the topics in flight (not below 1; see
+  (:mod:`ragnarok.track.resume`). A topic that fails is retried (``retries`` attempts in all, waiting
+  ``settings.topic_backoff_s``, then twice that, ...); the ones that still fail are reported, each in one line
+  (stage, status, cause), and the run goes on. A timeout (504, 429) halves the topics in flight (not below 1; see
   :class:`ragnarok.batch.AdaptiveLimit`): load is not a verdict. A stage that refuses the pipeline itself
   (4xx: unknown component, missing key) stops the run at once.
 """
