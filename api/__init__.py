@@ -1,1 +1,2 @@
-"""HTTP services: the R service (retrieval) today; AG and the /rag gateway build on the same app factory."""
+"""HTTP services from one app factory (:func:`api.main.create_app`): R (retrieval, reranking, segments), AG
+(generation), the ``POST /rag`` gateway over them, evaluation, and the arena."""

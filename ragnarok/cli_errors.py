@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import typer
@@ -44,3 +45,19 @@ def fails_cleanly(func: Callable[..., Any]) -> Callable[..., Any]:
             raise typer.Exit(2) from None
 
     return wrapper
+
+
+def row_names(run_name: list[str] | None, runs: list[Path]) -> list[str]:
+    """The table's row names: ``--run-name`` (one per run, in order), else the run files' names.
+    ``--run-name a b`` gives ``b`` to the runs (a ``--run-name`` takes one value): refused, ``b`` named."""
+    names = run_name or [run.name for run in runs]
+    absent = [str(run) for run in runs if not run.exists()]
+    if run_name and (len(names) != len(runs) or absent):
+        hint = f"{', '.join(absent[:3])}: no such run file; a name after the first?" if absent else ""
+        said = f"{len(names)} --run-name for {len(runs)} runs" + (f" ({hint})" if hint else "") \
+            if len(names) != len(runs) else hint
+        raise ValueError(f"{said}: --run-name takes one name; repeat it, one per run in order: "
+                         "--run-name a --run-name b")
+    if len(set(names)) != len(names):
+        raise ValueError(f"the rows need distinct names: give one distinct --run-name per run, not {names}")
+    return names

@@ -252,8 +252,8 @@ class PipelineRunner:
     def check(self, pipeline: Pipeline) -> None:
         """Every query and passage stage exists and takes its argument, before anything runs (404/422 naming
         it); a query stage written after the retriever is named as such."""
-        from ragnarok.components import PASSAGE_STAGES, QUERY_STAGES  # noqa: PLC0415 - the registry
-        from ragnarok.registry import ComponentArgumentError  # noqa: PLC0415
+        from ragnarok.components import PASSAGE_STAGES, QUERY_STAGES, RERANKERS  # noqa: PLC0415 - the registry
+        from ragnarok.registry import ComponentArgumentError, lookup  # noqa: PLC0415
 
         for q in pipeline.query:
             QUERY_STAGES.get(q.name)
@@ -264,7 +264,7 @@ class PipelineRunner:
                 raise ComponentArgumentError(
                     f"{stage.name} is a query stage: it goes before the retriever, e.g. "
                     f"`{stage.name}:GENERATOR > {pipeline.retrieve}@{pipeline.depth}`, not after it ({stage})")
-            if stage.name in PASSAGE_STAGES.entries:
+            if lookup(stage.name, RERANKERS, PASSAGE_STAGES) is PASSAGE_STAGES:  # unknown: 404, did you mean
                 if stage.fuse:
                     raise ComponentArgumentError(f"a passage stage is not fused with its input: drop ~{stage.fuse} "
                                                  f"from {stage}")

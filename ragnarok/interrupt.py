@@ -203,12 +203,25 @@ def _flush() -> None:
 
 
 def _say(line: str) -> None:
-    data = (("\n" if _isatty(2) else "") + line).encode("utf-8", "replace")  # after a progress bar's partial line
+    data = (("\n" if _partial_line() else "") + line).encode("utf-8", "replace")
     try:
         while data:
             data = data[os.write(2, data):]
     except OSError:
         pass
+
+
+def _partial_line() -> bool:
+    """Whether stderr's last line may be unfinished, so the resume line must start on a new one: a terminal,
+    or a tqdm bar still open (it redraws its line with a carriage return, in a log file too, and ends it only
+    when it closes)."""
+    if _isatty(2):
+        return True
+    tqdm = getattr(sys.modules.get("tqdm"), "tqdm", None)  # imported by the command, if at all: not here
+    try:
+        return any(not getattr(bar, "disable", True) for bar in list(getattr(tqdm, "_instances", ())))
+    except RuntimeError:  # the set changed while read (a bar opened or closed in another thread)
+        return True
 
 
 def _isatty(fd: int) -> bool:

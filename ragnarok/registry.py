@@ -89,6 +89,17 @@ class Registry(Generic[T]):
         return sorted(self.entries)
 
 
+def lookup(name: str, first: Registry[Any], *others: Registry[Any]) -> Registry[Any]:
+    """The registry, of ``first`` and ``others``, that has ``name`` (a stage after the retriever: a reranker or a
+    passage stage); otherwise an :class:`UnknownComponentError` in ``first``'s role that lists, and suggests
+    from, the names of all of them (``neighbors`` -> ``neighbours``, a passage stage)."""
+    registries = (first, *others)
+    for registry in registries:
+        if name in registry.entries:
+            return registry
+    raise UnknownComponentError(first.role, name, sorted({n for r in registries for n in r.names()}))
+
+
 class Instances(Generic[T]):
     """Components created once per key (a name, a name and an index) and reused; thread-safe."""
 

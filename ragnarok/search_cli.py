@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ragnarok.cli_errors import fails_cleanly
+from ragnarok.cli_errors import fails_cleanly, row_names
 from ragnarok.interrupt import resume_with, stops_on_signals, writing
 from ragnarok.settings import Settings, get_settings
 from ragnarok.track import cli as track_cli
@@ -200,15 +200,21 @@ def evaluate_run(
     """nDCG@10, MAP@100, Recall@100 and MAP of run files, one row per run (the paper's Table 3 layout).
 
     Segment-level runs against document-level qrels are scored after MaxP (a document scores as its best
-    segment) unless --no-maxp; --maxp forces it."""
+    segment) unless --no-maxp; --maxp forces it. Every topic of the qrels counts: one a run does not cover
+    scores 0 (trec_eval -c), and a warning on stderr says how many it covers."""
     from ragnarok.evaluate import evaluate, format_table, read_qrels  # noqa: PLC0415
     from ragnarok.trec import read_run  # noqa: PLC0415
 
+    names = row_names(run_name, runs)
     judged = read_qrels(qrels)
-    names = run_name or [run.name for run in runs]
-    if len(names) != len(runs):
-        raise ValueError(f"{len(names)} --run-name for {len(runs)} runs")
-    if len(set(names)) != len(names):
-        raise ValueError("two rows would have the same name; give --run-name for each run")
-    rows = {name: evaluate(judged, read_run(run), maxp=maxp) for name, run in zip(names, runs)}
+    rows = {}
+    for name, path in zip(names, runs):
+        run = read_run(path)
+        scores = evaluate(judged, run, maxp=maxp)  # means over the topics the run covers
+        covered = sum(1 for qid, hits in run.items() if hits and qid in judged)
+        if covered < len(judged):
+            typer.echo(f"warning: {name} covers {covered} of the {len(judged)} topics of {qrels.name}; the "
+                       f"{len(judged) - covered} missing count as 0", err=True)
+            scores = {metric: value * covered / len(judged) for metric, value in scores.items()}
+        rows[name] = scores
     typer.echo(format_table(rows))

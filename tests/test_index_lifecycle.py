@@ -193,6 +193,20 @@ def test_index_a_jsonl_file_as_an_anserini_collection(tmp_path):
     assert out.returncode == 0 and (tmp_path / "run.txt").read_text().split()[2] == "a"
 
 
+def test_a_collection_rebuild_is_built_beside_and_swapped_in(tmp_path):
+    """``--collection`` builds beside INDEX and swaps it in (issue 35): rebuilt in place, nothing left beside it
+    (no ``.partial``, no ``.old``), and no file of the old build left in it."""
+    (tmp_path / "docs.jsonl").write_text('{"id": "a", "contents": "gzip compresses files"}\n')
+    idx = tmp_path / "idx"
+    out = ragnarok("index", str(tmp_path / "docs.jsonl"), str(idx), "--collection", "JsonCollection")
+    assert out.returncode == 0, out.stderr[-2000:]
+    (idx / "stale-file-of-the-old-build").write_text("x")
+    out = ragnarok("index", str(tmp_path / "docs.jsonl"), str(idx), "--collection", "JsonCollection")
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["docs.jsonl", "idx"]
+    assert not (idx / "stale-file-of-the-old-build").exists() and any(idx.glob("segments_*"))
+
+
 def test_bm25_search_is_quiet_and_never_imports_torch(demo_env, tmp_path):
     out = ragnarok("search", "--topics", "demo", "--retriever", "bm25", "--output", str(tmp_path / "run.txt"),
                    env=demo_env)

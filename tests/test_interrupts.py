@@ -187,6 +187,17 @@ nodes:
     resumed = subprocess.run(cmd, cwd=tmp_path / "cwd", env=env, capture_output=True, text=True, timeout=400)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert finished() >= 8
+    # the count goes on from what was kept (issue 35: it restarted at 1), and no pipeline ran twice (the seeded
+    # sampler replayed its proposals: 8 trials covered 4 pipelines)
+    counts = [line.split("[", 1)[1].split("/", 1)[0] for line in resumed.stderr.splitlines() if " [" in line
+              and "/8] " in line]
+    assert counts and counts[0] == str(kept + 1), resumed.stderr[-3000:]
+    with sqlite3.connect(out / "study.db") as db:
+        specs = [row[0] for row in db.execute(
+            "SELECT a.value_json FROM trials t JOIN trial_user_attributes a ON a.trial_id = t.trial_id "
+            "WHERE t.state = 'COMPLETE' AND a.key = 'spec' AND t.trial_id NOT IN "
+            "(SELECT trial_id FROM trial_user_attributes WHERE key = 'same_as')")]
+    assert len(specs) == 8 and len(set(specs)) == 8, specs
 
 
 def write_answers(path: Path, run_id: str, topics) -> None:
@@ -239,17 +250,81 @@ def test_index_stops_on_sigterm_and_leaves_the_old_index(tmp_path):
                                 "headings": "", "body": " ".join(f"{sentence} Word{n}x{i}." for i in range(40))})
                     + "\n")
     target = tmp_path / "index"
-    target.mkdir()
-    (target / "old-index-marker").write_text("kept")
+    from ragnarok.collection.lucene_index import index_documents
+    from test_index_lifecycle import docs as old_docs
+
+    index_documents(iter(old_docs(3)), target)
+    before = {p.name: p.read_bytes() for p in target.iterdir()}
     env = {**os.environ, "RAGNAROK_DATA_DIR": str(tmp_path / "data"), "PYTHONPATH": str(ROOT)}
     err_seen = tmp_path / "cwd"
     cmd = cli("index", str(docs), str(target), "--workers", "2")
     stopped = interrupt(cmd, env, err_seen, signal.SIGTERM,  # Anserini indexing, in Java on the main thread
                         lambda: any((tmp_path / "index.partial").glob("*")))
     assert_stopped(stopped, signal.SIGTERM, err_seen, "the index was not changed")
-    assert (target / "old-index-marker").read_text() == "kept"
+    assert {p.name: p.read_bytes() for p in target.iterdir()} == before
     time.sleep(0.5)
     assert not list(tmp_path.glob("index.partial")) and not list(tmp_path.glob("segments-*")), os.listdir(tmp_path)
+
+
+def test_an_interrupted_collection_rebuild_leaves_the_live_index_as_it_was(tmp_path):
+    """``ragnarok index DIR INDEX --collection ...`` builds beside INDEX and swaps it in when complete: stopped
+    half-way, INDEX holds exactly its files before (issue 35: Lucene's ``_1.*`` and ``*.tmp`` files were left in
+    it) and no partial index is left beside it."""
+    import hashlib
+
+    from ragnarok.collection.lucene_index import index_collection
+
+    def collection(folder: Path, docs: int) -> Path:
+        folder.mkdir()
+        words = [f"w{i}" for i in range(5000)]
+        with open(folder / "docs.jsonl", "w", encoding="utf-8") as f:
+            for n in range(docs):
+                text = " ".join(words[(n * 7 + i * 13) % len(words)] for i in range(120))
+                f.write(json.dumps({"id": f"doc{n}", "contents": text}) + "\n")
+        return folder
+
+    target = tmp_path / "index"
+    index_collection(collection(tmp_path / "small", 20), target, "JsonCollection", 1)
+
+    def snapshot() -> dict[str, str]:
+        return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(target.iterdir())}
+
+    before = snapshot()
+    big = collection(tmp_path / "big", 60_000)
+    env = {**os.environ, "RAGNAROK_DATA_DIR": str(tmp_path / "data"), "PYTHONPATH": str(ROOT)}
+    cmd = cli("index", str(big), str(target), "--collection", "JsonCollection", "--threads", "1")
+    stopped = interrupt(cmd, env, tmp_path / "cwd", signal.SIGTERM, lambda: any(
+        (tmp_path / "index.partial").glob("*")) or {p.name for p in target.iterdir()} != set(before))
+    assert_stopped(stopped, signal.SIGTERM, tmp_path / "cwd", "the index was not changed")
+    assert snapshot() == before
+    time.sleep(0.5)
+    assert not (tmp_path / "index.partial").exists(), os.listdir(tmp_path)
+
+
+def test_the_resume_line_starts_a_line_of_its_own_after_a_progress_bar(tmp_path):
+    """A tqdm bar writes its line with carriage returns, in a log file too: the resume line starts on the next
+    line, not glued to the bar (issue 35)."""
+    script = """
+import sys, time
+from tqdm import tqdm
+from ragnarok.interrupt import stop_on_signals
+with stop_on_signals("3 of 10 things kept; run the same command again"):
+    bar = tqdm(total=10, desc="work", file=sys.stderr, mininterval=0)
+    bar.update(3)
+    print("ready", flush=True)
+    time.sleep(60)
+"""
+    out, err = tmp_path / "out.txt", tmp_path / "err.txt"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    with open(out, "w") as stdout, open(err, "w") as stderr:  # a log file: no terminal
+        proc = subprocess.Popen([sys.executable, "-c", script], cwd=tmp_path, env=env, stdout=stdout, stderr=stderr)
+    deadline = time.monotonic() + 120
+    while "ready" not in out.read_text() and proc.poll() is None and time.monotonic() < deadline:
+        time.sleep(0.02)
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 143
+    said = err.read_text()
+    assert "3/10" in said and said.endswith("\ninterrupted: 3 of 10 things kept; run the same command again\n"), said
 
 
 def test_a_main_thread_blocked_in_java_stops_at_once(tmp_path):

@@ -53,17 +53,41 @@ def index_collection(
 ) -> Path:
     """Index ``input_dir`` (a directory of files of one Anserini collection class) into ``index_dir``.
 
-    ``buffer_mb``: Lucene's RAM buffer (default: the settings' ``index_buffer_mb``, 128). Anserini's own
-    default, 4096 MB, lets the JVM grow by gigabytes on a large collection (and fail with a smaller heap).
+    The index is built in a sibling directory (``INDEX.partial``) and put in place of ``index_dir`` only when
+    complete, in one atomic exchange where the kernel has one: an interrupted or failed build leaves
+    ``index_dir`` exactly as it was (and removes the partial one). ``buffer_mb``: Lucene's RAM buffer (default:
+    the settings' ``index_buffer_mb``, 128). Anserini's own default, 4096 MB, lets the JVM grow by gigabytes on
+    a large collection (and fail with a smaller heap).
     """
+    from ragnarok.interrupt import on_stop  # noqa: PLC0415
+
     input_dir, index_dir = Path(input_dir), Path(index_dir)
     if input_dir.is_file():  # Anserini reads directories: give it one holding a link to the file
         index_dir.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix="collection-", dir=index_dir.parent) as one:
+        with tempfile.TemporaryDirectory(prefix="collection-", dir=index_dir.parent) as one, \
+                on_stop(lambda: shutil.rmtree(one, ignore_errors=True)):
             (Path(one) / input_dir.name).symlink_to(input_dir.resolve())
             return index_collection(Path(one), index_dir, collection, threads, generator, extra_args, buffer_mb)
     if not input_dir.is_dir():
         raise FileNotFoundError(f"collection not found (neither a file nor a directory): {input_dir}")
+    if index_dir.exists() and not index_dir.is_dir():
+        raise FileExistsError(f"{index_dir} is a file, not an index directory")
+    index_dir.parent.mkdir(parents=True, exist_ok=True)
+    partial = index_dir.with_name(index_dir.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)  # a build killed before it could clean up
+    try:
+        with on_stop(lambda: shutil.rmtree(partial, ignore_errors=True)):  # interrupted: no half index left
+            _anserini(input_dir, partial, collection, threads, generator, extra_args, buffer_mb)
+    except BaseException:
+        shutil.rmtree(partial, ignore_errors=True)
+        raise
+    _put_in_place(partial, index_dir)
+    return index_dir
+
+
+def _anserini(input_dir: Path, index_dir: Path, collection: str, threads: int, generator: str,
+              extra_args: Iterable[str], buffer_mb: int | None) -> None:
+    """Anserini's IndexCollection, writing into ``index_dir`` (created)."""
     if buffer_mb is None:
         from ragnarok.settings import get_settings  # noqa: PLC0415 - read when indexing, not on import
 
@@ -82,7 +106,37 @@ def index_collection(
     if not is_lucene_index(index_dir):
         raise RuntimeError(f"Anserini wrote no index to {index_dir}; "
                            + ("see its log above" if is_verbose() else "run with --verbose to see its log"))
-    return index_dir
+
+
+def _put_in_place(new: Path, live: Path) -> None:
+    """``new`` (a complete index) becomes ``live``; the old one is removed. Where the kernel exchanges two
+    paths atomically (Linux ``renameat2``), ``live`` always holds one whole index, old or new; elsewhere two
+    renames, never cut apart by an interrupt."""
+    from ragnarok.interrupt import writing  # noqa: PLC0415
+
+    old = live.with_name(live.name + ".old")
+    shutil.rmtree(old, ignore_errors=True)
+    with writing():
+        if live.exists() and _exchange(new, live):
+            shutil.rmtree(new, ignore_errors=True)  # now the old index
+            return
+        if live.exists():
+            live.rename(old)
+        new.rename(live)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (``renameat2(RENAME_EXCHANGE)``); False where the kernel or libc has none."""
+    import ctypes  # noqa: PLC0415
+    import os  # noqa: PLC0415
+
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd, rename_exchange = -100, 2
+    return renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0
 
 
 def anserini_record(seg: dict[str, Any]) -> dict[str, Any]:
@@ -154,22 +208,11 @@ def index_jsonl(input_path: Path, index_dir: Path, threads: int = 2, workers: in
 
 
 def _index_replacing(segments_dir: Path, index_dir: Path, threads: int, count: int) -> None:
-    """Index a JsonCollection directory into ``index_dir.partial``, then put it in place of ``index_dir``."""
+    """Index a JsonCollection directory of ``count`` segments in place of ``index_dir``
+    (:func:`index_collection`)."""
     from ragnarok.java import is_verbose  # noqa: PLC0415
 
     if not is_verbose():  # Anserini's own progress lines are hidden: say what is running
         print(f"indexing {count:,} segments with Anserini ({threads} threads; --verbose shows its log)",
               file=sys.stderr, flush=True)
-    from ragnarok.interrupt import on_stop, writing  # noqa: PLC0415
-
-    tmp_index = index_dir.with_name(index_dir.name + ".partial")
-    shutil.rmtree(tmp_index, ignore_errors=True)
-    with on_stop(lambda: shutil.rmtree(tmp_index, ignore_errors=True)):  # interrupted: no half index left
-        index_collection(segments_dir, tmp_index, "JsonCollection", threads)
-    old = index_dir.with_name(index_dir.name + ".old")
-    shutil.rmtree(old, ignore_errors=True)
-    with writing():  # two renames: an interrupt leaves the old index or the new one in place, never neither
-        if index_dir.exists():
-            index_dir.rename(old)
-        tmp_index.rename(index_dir)
-    shutil.rmtree(old, ignore_errors=True)
+    index_collection(segments_dir, index_dir, "JsonCollection", threads)

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ragnarok.cli_errors import fails_cleanly
+from ragnarok.cli_errors import fails_cleanly, row_names
 from ragnarok.interrupt import stops_on_signals, writing
 from ragnarok.settings import Settings, get_settings
 
@@ -289,14 +289,7 @@ def eval_rag(
 
     if nuggets is None and not support and references is None and not geval:
         raise ValueError("nothing to score: give --nuggets FILE, --support, --references FILE and/or --geval")
-    names = run_name or [r.name for r in runs]
-    if run_name and len(names) != len(runs):
-        absent = [str(r) for r in runs if not r.exists()]
-        hint = f" ({', '.join(absent[:3])}: no such run file; a name after the first?)" if absent else ""
-        raise ValueError(f"{len(names)} --run-name for {len(runs)} runs{hint}: --run-name takes one name; repeat "
-                         "it, one per run in order: --run-name a --run-name b")
-    if len(set(names)) != len(names):
-        raise ValueError(f"the rows need distinct names: give one distinct --run-name per run, not {names}")
+    names = row_names(run_name, runs)
     settings = get_settings()
     loaded = {name: read_answers(path) for name, path in zip(names, runs)}
     nugget_sets = read_nuggets(nuggets) if nuggets else None

@@ -249,12 +249,14 @@ def save_preset_noting(name: str, spec: str, data_dir: Path) -> tuple[Path, str 
 
 
 class _Clock:
-    """One progress line per trial (when stderr is no terminal): its number, value, elapsed time and ETA."""
+    """One progress line per trial (when stderr is no terminal): its number (Optuna's, from 0), how many of the
+    budget are done (a resumed study's count goes on from what it kept), value, elapsed time and ETA."""
 
     def __init__(self, trials: int | None, seconds: float | None, already: int):
         import time  # noqa: PLC0415
 
         self.start, self.trials, self.seconds, self.done = time.monotonic(), trials, seconds, 0
+        self.already = already
         self.left = None if trials is None else max(0, trials - already)
 
     def line(self, name: str, trial, best) -> str:  # type: ignore[no-untyped-def]
@@ -276,4 +278,5 @@ class _Clock:
         eta = f"{min(etas):.0f}s" if etas else "?"
         of = f"/{self.trials}" if self.trials else ""
         top = f"{best.value:.4f}" if best else "-"
-        return f"{name}: trial {trial.number} [{self.done}{of}] {value}; best {top}; elapsed {elapsed:.0f}s; eta {eta}"
+        return (f"{name}: trial {trial.number} [{self.already + self.done}{of}] {value}; best {top}; "
+                f"elapsed {elapsed:.0f}s; eta {eta}")

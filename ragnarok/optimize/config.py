@@ -158,6 +158,16 @@ def _where(loc: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in loc)
 
 
+def one_line(error: BaseException) -> str:
+    """An error's whole message on one line: a spec's parse error (``... at position 30:``, then the spec and a
+    caret under the place, on lines of their own) as ``... at position 30: `bm25@10 | ,x` (here: `,x`)``."""
+    lines = str(error).splitlines()
+    if len(lines) == 3 and lines[0].endswith(":") and lines[2].strip() == "^":
+        window, caret = lines[1][2:], len(lines[2]) - 3  # both indented by two spaces
+        return f"{lines[0]} `{window}` (here: `{window[caret:].strip() or 'the end'}`)"
+    return "; ".join(line.strip() for line in lines if line.strip())
+
+
 def load_config(path: Path) -> tuple[OptimizeConfig, Located]:
     """The config at ``path``, checked; paths in it are taken relative to its directory."""
     path = Path(path)
@@ -248,4 +258,4 @@ def _check_baseline(located: Located, loc: tuple[Any, ...], spec: str) -> None:
     try:
         parse(resolve(spec))
     except (SpecError, ValueError, LookupError) as exc:
-        raise located.error(loc, f"{_where(loc)}: {str(exc).splitlines()[0]}", True) from None
+        raise located.error(loc, f"{_where(loc)}: {one_line(exc)}", True) from None

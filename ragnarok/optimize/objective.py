@@ -16,7 +16,7 @@ from typing import Any
 
 from ragnarok.evaluate import Qrels, needs_maxp, per_query, read_qrels
 from ragnarok.optimize.cache import CachingRunner, CachingServices, StageCache
-from ragnarok.optimize.config import NUGGET_METRICS, OptimizeConfig
+from ragnarok.optimize.config import NUGGET_METRICS, OptimizeConfig, one_line
 from ragnarok.optimize.space import NONE, Space
 from ragnarok.settings import Settings
 from ragnarok.spec import Pipeline, Source, parse
@@ -159,7 +159,7 @@ class Evaluator:
                         break
                     except Exception as exc:  # noqa: BLE001 - a stage failing twice fails the trial, named
                         if attempt == 2:
-                            raise TrialError(f"topic {qid}: {str(exc).splitlines()[0][:300]}") from None
+                            raise TrialError(f"topic {qid}: {one_line(exc)[:300]}") from None
             for node, ranking, ms in self._by_node(pipeline, run.traces) + alone:
                 seconds.setdefault(node, []).append(ms / 1000)
                 if ranking is not None:

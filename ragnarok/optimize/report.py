@@ -2,7 +2,11 @@
 each candidate's best metric as AutoRAG's bar plots, failed and too-slow candidates marked; parameter
 importance) and the trials table (spec, metric per node, seconds per query, state with the whole error), as
 Markdown and as an HTML page built as HTML (tables are ``<table>``, never Markdown run through a converter:
-a ``|`` inside a spec stays in its cell), beside PNG files."""
+a ``|`` inside a spec stays in its cell), beside PNG files.
+
+A trial is named by Optuna's number, from 0, everywhere: the table's ``#``, the plot's x axis, the progress
+lines. A trial given back by an interrupted command is listed as ``interrupted`` (with the trial that ran it
+again); a sampler's repeat of a finished trial (``same_as``: not run) is left out. Bars start at 0."""
 
 from __future__ import annotations
 
@@ -15,8 +19,7 @@ from pathlib import Path
 from optuna.trial import FrozenTrial, TrialState
 
 from ragnarok.optimize.space import Space
-
-STAGES = ("query", "retrieval", "rerank", "passage", "generator")
+from ragnarok.optimize.strategies import seconds_per_query
 
 
 @dataclass
@@ -33,18 +36,25 @@ class FoldResult:
 
 
 def best_so_far(trials: Sequence[FrozenTrial]) -> list[float]:
-    """The best objective after each trial, in trial order (NaN until the first complete one)."""
+    """The best objective after each trial that ran (:func:`ran`), in trial order (NaN until the first complete
+    one)."""
     out, best = [], -math.inf
-    for t in sorted(trials, key=lambda t: t.number):
+    for t in ran(trials):
         if t.state == TrialState.COMPLETE and t.value is not None:
             best = max(best, t.value)
         out.append(best if best > -math.inf else math.nan)
     return out
 
 
+def ran(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
+    """The trials in number order, less a sampler's repeats of finished trials (``same_as``: not run)."""
+    return sorted((t for t in trials if "same_as" not in t.user_attrs), key=lambda t: t.number)
+
+
 def finished(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
-    return [t for t in trials if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
-            or (t.state == TrialState.FAIL and "error" in t.user_attrs)]
+    """The trials the report lists: complete, too slow, failed by their pipeline, or interrupted."""
+    return [t for t in ran(trials) if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
+            or (t.state == TrialState.FAIL and ("error" in t.user_attrs or "interrupted" in t.user_attrs))]
 
 
 def state_of(trial: FrozenTrial, all_trials: Sequence[FrozenTrial] = ()) -> str:
@@ -54,6 +64,11 @@ def state_of(trial: FrozenTrial, all_trials: Sequence[FrozenTrial] = ()) -> str:
         load = trial.user_attrs.get("load")
         if isinstance(load, (int, float)) and load > 1.05:
             text += f" at load x{load:.1f}"
+    elif trial.state == TrialState.FAIL and "error" not in trial.user_attrs and "interrupted" in trial.user_attrs:
+        again = [t for t in all_trials if t.user_attrs.get("rerun_of") == trial.number]
+        text = "interrupted (given back" + (f"; run again as #{again[0].number}: " + (
+            _num(again[0].value) if again[0].state == TrialState.COMPLETE else again[0].state.name.lower())
+            if again else "") + ")"
     elif trial.state == TrialState.FAIL:
         text = "failed: " + str(trial.user_attrs.get("error", "?"))
     else:
@@ -81,11 +96,10 @@ def shorten(text: str, width: int) -> str:
 
 
 def _rows(trials: Sequence[FrozenTrial], limit: int | None) -> list[FrozenTrial]:
-    return sorted(finished(trials), key=lambda t: (-(t.value if t.value is not None else -math.inf), t.number))[:limit]
+    """Best first; ties: the faster, then the earlier."""
+    return sorted(finished(trials), key=lambda t: (-(t.value if t.value is not None else -math.inf),
+                                                   seconds_per_query(t), t.number))[:limit]
 
-
-def _seconds(t: FrozenTrial) -> float:
-    return sum((t.user_attrs.get("seconds") or {}).get(n, 0.0) for n in STAGES)
 
 
 def table(trials: Sequence[FrozenTrial], space: Space, limit: int | None = None) -> str:
@@ -96,7 +110,8 @@ def table(trials: Sequence[FrozenTrial], space: Space, limit: int | None = None)
     for t in _rows(trials, limit):
         metrics = [_num(t.user_attrs.get(f"metric.{n}")) for n in nodes]
         spec = _cell(str(t.user_attrs.get("spec", "")))
-        lines.append("| " + " | ".join([str(t.number), _num(t.value), f"`{spec}`", *metrics, f"{_seconds(t):.3f}",
+        lines.append("| " + " | ".join([str(t.number), _num(t.value), f"`{spec}`", *metrics,
+                                        f"{seconds_per_query(t):.3f}",
                                         _cell(shorten(state_of(t, trials), 200))]) + " |")
     return "\n".join(lines)
 
@@ -112,7 +127,7 @@ def html_table(trials: Sequence[FrozenTrial], space: Space, limit: int | None = 
         row = "".join(f'<td class="num">{_e(c)}</td>' for c in cells)
         row += f'<td class="spec"><code>{_e(str(t.user_attrs.get("spec", "")))}</code></td>'
         row += "".join(f'<td class="num">{_e(_num(t.user_attrs.get(f"metric.{n}")))}</td>' for n in nodes)
-        row += f'<td class="num">{_seconds(t):.3f}</td><td class="state">{_e(state_of(t, trials))}</td>'
+        row += f'<td class="num">{seconds_per_query(t):.3f}</td><td class="state">{_e(state_of(t, trials))}</td>'
         out.append(f'<tr class="{kind}">{row}</tr>')
     out.append("</tbody></table>")
     return "".join(out)
@@ -142,40 +157,42 @@ def _pyplot():  # type: ignore[no-untyped-def]
 
 def plot_best_so_far(curves: Mapping[str, Sequence[Sequence[float]]], path: Path, ylabel: str,
                      trials: Sequence[FrozenTrial] | None = None) -> Path:
-    """Mean (line) and min-max band (shaded) of each strategy's best-so-far curves; with ``trials`` (one
-    study), each complete trial's value as a dot and each failed / too-slow trial as a mark at the bottom."""
+    """Mean (line) and min-max band (shaded) of each strategy's best-so-far curves, over trial numbers from 0;
+    with ``trials`` (one study, its curve made by :func:`best_so_far`), at the trials' own numbers, each
+    complete trial's value as a dot and each failed / too-slow / interrupted trial as a mark at the bottom."""
     import numpy as np  # noqa: PLC0415
 
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 4))
+    numbers = [t.number for t in ran(trials)] if trials else []
     for name, runs in curves.items():
         length = max(len(r) for r in runs)
         data = np.array([list(r) + [r[-1]] * (length - len(r)) for r in runs], dtype=float)
-        x = np.arange(1, length + 1)
+        x = np.array(numbers) if len(numbers) == length else np.arange(length)
         mean = np.nanmean(data, axis=0) if np.isfinite(data).any() else data[0]
         ax.plot(x, mean, label=f"{name} best so far" + (f" (n={len(runs)})" if len(runs) > 1 else ""),
                 drawstyle="steps-post", linewidth=2)
         if len(runs) > 1:
             ax.fill_between(x, np.nanmin(data, axis=0), np.nanmax(data, axis=0), alpha=0.2, step="post")
     if trials:
-        ordered = sorted(trials, key=lambda t: t.number)
-        position = {t.number: i + 1 for i, t in enumerate(ordered)}
-        done = [(position[t.number], t.value) for t in ordered if t.state == TrialState.COMPLETE and t.value is not None]
+        ordered = finished(trials)
+        done = trial_points(trials)
         if done:
             ax.scatter(*zip(*done), s=18, color="#555", zorder=3, label="trial")
         bottom, top = ax.get_ylim()
         low = bottom - (top - bottom) * 0.04
         ax.set_ylim(low - (top - bottom) * 0.04, top)
-        for state, marker, color, label in ((TrialState.PRUNED, "v", "#e08a00", "too slow"),
-                                            (TrialState.FAIL, "x", "#c0392b", "failed")):
-            xs = [position[t.number] for t in ordered if t.state == state and (
-                state == TrialState.PRUNED or "error" in t.user_attrs)]
+        for marker, color, label, which in (
+                ("v", "#e08a00", "too slow", lambda t: t.state == TrialState.PRUNED),
+                ("x", "#c0392b", "failed", lambda t: t.state == TrialState.FAIL and "error" in t.user_attrs),
+                ("|", "#7f8c8d", "interrupted", lambda t: t.state == TrialState.FAIL and "error" not in t.user_attrs)):
+            xs = [t.number for t in ordered if which(t)]
             if xs:
                 ax.scatter(xs, [low] * len(xs), marker=marker, color=color, s=40, zorder=4, label=label, clip_on=False)
     from matplotlib.ticker import MaxNLocator  # noqa: PLC0415
 
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("trials")
+    ax.set_xlabel("trial # (from 0, as in the table)")
     ax.set_ylabel(ylabel)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
@@ -183,6 +200,18 @@ def plot_best_so_far(curves: Mapping[str, Sequence[Sequence[float]]], path: Path
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+def trial_points(trials: Sequence[FrozenTrial]) -> list[tuple[int, float]]:
+    """(trial number, value) of each complete trial that ran: the plot's dots, at the table's numbers."""
+    return [(t.number, float(t.value)) for t in ran(trials) if t.state == TrialState.COMPLETE and t.value is not None]
+
+
+def bar_span(values: Sequence[float]) -> tuple[float, float]:
+    """The value axis of a node's bars: from 0 (a bar's length is its value; below 0 when a value is), to the
+    largest value and a margin."""
+    lo, hi = (min(0.0, *values), max(0.0, *values)) if values else (0.0, 1.0)
+    return lo, ((hi + (hi - lo) * 0.05) if hi > lo else 1.0)
 
 
 def module_scores(trials: Sequence[FrozenTrial], space: Space) -> dict[str, dict[str, float | str]]:
@@ -211,8 +240,8 @@ def module_scores(trials: Sequence[FrozenTrial], space: Space) -> dict[str, dict
 
 
 def plot_modules(trials: Sequence[FrozenTrial], space: Space, path: Path) -> Path | None:
-    """Per node, the best node metric each candidate reached (AutoRAG's per-node bar plots): the axis spans
-    the values (not from 0: near-equal bars stay apart), each bar labelled with its value, failed and
+    """Per node, the best node metric each candidate reached (AutoRAG's per-node bar plots): bars from 0
+    (:func:`bar_span`), each labelled with its value (near-equal bars told apart by their labels), failed and
     too-slow candidates drawn hatched and named."""
     scores = module_scores(trials, space)
     nodes = [n for n in space.nodes if scores.get(n.name)]
@@ -224,10 +253,7 @@ def plot_modules(trials: Sequence[FrozenTrial], space: Space, path: Path) -> Pat
                              gridspec_kw={"height_ratios": heights})
     for ax, node in zip(axes[:, 0], nodes):
         items = scores[node.name]
-        values = [v for v in items.values() if isinstance(v, float)]
-        lo, hi = (min(values), max(values)) if values else (0.0, 1.0)
-        pad = (hi - lo) * 0.25 or max(abs(hi) * 0.05, 0.01)
-        left, right = lo - pad, hi + pad
+        left, right = bar_span([v for v in items.values() if isinstance(v, float)])
         ordered = sorted(items.items(), key=lambda kv: (not isinstance(kv[1], float),
                                                         -(kv[1] if isinstance(kv[1], float) else 0)))
         for y, (label, value) in enumerate(reversed(ordered)):
@@ -277,11 +303,15 @@ def plot_importance(study: object, path: Path) -> Path | None:
 
 def _counts(trials: Sequence[FrozenTrial]) -> str:
     done = finished(trials)
-    parts = [f"{sum(t.state == s for t in done)} {w}" for s, w in ((TrialState.COMPLETE, "complete"),
-                                                                   (TrialState.PRUNED, "too slow"),
-                                                                   (TrialState.FAIL, "failed"))]
+    cut = [t for t in done if t.state == TrialState.FAIL and "error" not in t.user_attrs]
+    parts = [f"{sum(t.state == s for t in done if t not in cut)} {w}" for s, w in (
+        (TrialState.COMPLETE, "complete"), (TrialState.PRUNED, "too slow"), (TrialState.FAIL, "failed"))]
+    if cut:
+        parts.append(f"{len(cut)} interrupted")
     retries = sum("retry_of" in t.user_attrs for t in done)
-    return f"{len(done)} trials: " + ", ".join(parts) + (f", including {retries} retried at the end" if retries else "")
+    repeats = sum("same_as" in t.user_attrs for t in trials)
+    return (f"{len(done)} trials: " + ", ".join(parts) + (f", including {retries} retried at the end" if retries else "")
+            + (f"; {repeats} proposals repeating a finished trial were not run" if repeats else ""))
 
 
 def write_report(out: Path, title: str, objective: str, folds: Sequence[FoldResult],

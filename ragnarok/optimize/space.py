@@ -23,7 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from ragnarok.optimize.config import NUGGET_METRICS, Located, OptimizeConfig
+from ragnarok.optimize.config import NUGGET_METRICS, Located, OptimizeConfig, one_line
 from ragnarok.quoting import quote
 from ragnarok.retrieve.bm25_args import format_args, keys_for
 from ragnarok.settings import Settings
@@ -261,4 +261,4 @@ def _check(candidate: Candidate, located: Located, loc: tuple[Any, ...]) -> None
         parse(build_spec({candidate.node: candidate}) if candidate.node not in ("lexical", "semantic")
               else candidate.label + "@10")
     except (ValueError, LookupError, SpecError) as exc:
-        raise located.error(loc, f"module {candidate.module}: {str(exc).splitlines()[0]}") from None
+        raise located.error(loc, f"module {candidate.module}: {one_line(exc)}") from None

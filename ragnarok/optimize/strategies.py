@@ -11,28 +11,73 @@
 The greedy walk is a function of the finished trials, so any number of workers share it: each computes the
 current step from the study, enqueues the step's missing candidates (Optuna's waiting trials) and claims one
 with ``study.ask()``.
+
+``random`` and ``tpe`` draw trial N's proposal with a seed made of the config's seed and N (:class:`Reseeded`),
+so a study resumed by a new process continues the sequence instead of replaying it from its start. Ties
+(equal scores) go to the faster pipeline (:func:`seconds_per_query`), then to the earlier trial.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
 from ragnarok.optimize.space import RETRIEVAL_SIDE, Space
 
 GREEDY = ("greedy", "greedy-m", "greedy-r")
+STAGES = ("query", "retrieval", "rerank", "passage", "generator")  # a trial's seconds per query, by stage
 
 
 def make_sampler(strategy: str, space: Space, seed: int) -> optuna.samplers.BaseSampler:
     if strategy == "tpe":
-        return optuna.samplers.TPESampler(seed=seed, n_startup_trials=5)
+        return Reseeded(lambda s: optuna.samplers.TPESampler(seed=s, n_startup_trials=5), seed)
     if strategy == "grid":
         return _Grid({n.name: [c.label for c in n.candidates] for n in space.nodes}, seed=seed)
-    return optuna.samplers.RandomSampler(seed=seed)  # random, and greedy's (its trials are all enqueued)
+    if strategy == "random":
+        return Reseeded(lambda s: optuna.samplers.RandomSampler(seed=s), seed)
+    return optuna.samplers.RandomSampler(seed=seed)  # greedy's (its trials are all enqueued)
+
+
+class Reseeded(optuna.samplers.BaseSampler):
+    """A sampler whose trial N is proposed by ``make(seed of (seed, N))``: its proposals depend on the trial's
+    number (and, for TPE, the finished trials), not on how many this process asked for before, so a study
+    resumed in a new process continues where it stopped. (A sampler seeded once replays its sequence from the
+    start in every process: 8 trials, resumed after 4, covered 4 pipelines.)"""
+
+    def __init__(self, make: Callable[[int], optuna.samplers.BaseSampler], seed: int):
+        self._make, self._seed = make, seed
+        self._current: tuple[int, optuna.samplers.BaseSampler] | None = None
+
+    def _for(self, trial: FrozenTrial) -> optuna.samplers.BaseSampler:
+        if self._current is None or self._current[0] != trial.number:
+            seed = int(np.random.SeedSequence([self._seed, trial.number]).generate_state(1)[0])
+            self._current = (trial.number, self._make(seed))
+        return self._current[1]
+
+    def infer_relative_search_space(self, study, trial):  # type: ignore[no-untyped-def]
+        return self._for(trial).infer_relative_search_space(study, trial)
+
+    def sample_relative(self, study, trial, search_space):  # type: ignore[no-untyped-def]
+        return self._for(trial).sample_relative(study, trial, search_space)
+
+    def sample_independent(self, study, trial, param_name, param_distribution):  # type: ignore[no-untyped-def]
+        return self._for(trial).sample_independent(study, trial, param_name, param_distribution)
+
+    def before_trial(self, study, trial):  # type: ignore[no-untyped-def]
+        self._for(trial).before_trial(study, trial)
+
+    def after_trial(self, study, trial, state, values):  # type: ignore[no-untyped-def]
+        self._for(trial).after_trial(study, trial, state, values)
+
+
+def seconds_per_query(trial: FrozenTrial) -> float:
+    """A trial's seconds per query, its stages together (0 when not measured)."""
+    return sum((trial.user_attrs.get("seconds") or {}).get(n, 0.0) for n in STAGES)
 
 
 class _Grid(optuna.samplers.GridSampler):
@@ -88,11 +133,9 @@ def greedy_step(strategy: str, space: Space, trials: Sequence[FrozenTrial]) -> G
         if missing:
             return GreedyStep(name, fixed, options)
         metric_node = name if strategy == "greedy" else None
-        scored = [(trial_score(finished[_key(o)], metric_node), i) for i, o in enumerate(options)]
-        scored = [(s, i) for s, i in scored if not math.isnan(s)]
-        if scored:
-            best = max(scored, key=lambda si: (si[0], -si[1]))[1]  # ties: the earlier candidate
-            fixed = options[best]
+        best = _best_option(options, finished, metric_node)
+        if best is not None:
+            fixed = best
     return None
 
 
@@ -104,13 +147,21 @@ def greedy_best(strategy: str, space: Space, trials: Sequence[FrozenTrial]) -> d
         node = space.node(name)
         assert node is not None
         options = [{**fixed, name: c.label} for c in node.candidates]
-        metric_node = name if strategy == "greedy" else None
-        scored = [(trial_score(finished[_key(o)], metric_node), i) for i, o in enumerate(options) if _key(o) in finished]
-        scored = [(s, i) for s, i in scored if not math.isnan(s)]
-        if not scored:
+        best = _best_option(options, finished, name if strategy == "greedy" else None)
+        if best is None:
             break
-        fixed = options[max(scored, key=lambda si: (si[0], -si[1]))[1]]
+        fixed = best
     return fixed
+
+
+def _best_option(options: list[dict[str, str]], finished: Mapping[tuple[tuple[str, str], ...], FrozenTrial],
+                 metric_node: str | None) -> dict[str, str] | None:
+    """The option whose finished trial scores best (ties: the faster, then the earlier candidate); None when
+    none scored."""
+    scored = [(trial_score(finished[_key(o)], metric_node), -seconds_per_query(finished[_key(o)]), -i)
+              for i, o in enumerate(options) if _key(o) in finished]
+    scored = [s for s in scored if not math.isnan(s[0])]
+    return options[-max(scored)[2]] if scored else None
 
 
 def _key(params: Mapping[str, object]) -> tuple[tuple[str, str], ...]:

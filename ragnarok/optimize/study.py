@@ -2,7 +2,10 @@
 many machines. Killing a worker and running it again resumes: a trial whose worker stopped sending heartbeats
 is failed and enqueued again (Optuna's ``RetryHeartbeatStaleTrialCallback``); the budget counts trials over all
 workers; a trial is claimed once (``study.ask``), and a greedy candidate that another worker already claimed is
-never run twice."""
+never run twice. A sampler's proposal identical to a finished trial is not run again nor counted in the budget:
+the trial is told the known result (``same_as``), as Optuna's FAQ suggests for repeated parameters. An
+interrupted command's trial in flight is given back: failed with ``interrupted``, its parameters enqueued to run
+first on resume (``rerun_of``); trial numbers go on across resumes (Optuna's, from 0)."""
 
 from __future__ import annotations
 
@@ -22,7 +25,7 @@ from optuna.trial import FrozenTrial, TrialState
 from ragnarok.optimize.config import NUGGET_METRICS, OptimizeConfig
 from ragnarok.optimize.objective import Evaluator, TrialError
 from ragnarok.optimize.space import Space
-from ragnarok.optimize.strategies import GREEDY, greedy_step, make_sampler, params_key, suggest
+from ragnarok.optimize.strategies import GREEDY, greedy_step, make_sampler, params_key, seconds_per_query, suggest
 
 HEARTBEAT_S = int(os.environ.get("RAGNAROK_OPTIMIZE_HEARTBEAT_S", "10"))
 
@@ -66,7 +69,10 @@ def quiet() -> None:
 
 
 def _counts(trial: FrozenTrial) -> bool:
-    """Whether a trial uses the budget: finished, running, or failed by its pipeline (not by a kill)."""
+    """Whether a trial uses the budget: finished, running, or failed by its pipeline (not by a kill, not a repeat
+    of a finished trial's parameters)."""
+    if "same_as" in trial.user_attrs:
+        return False
     return trial.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING) or (
         trial.state == TrialState.FAIL and "error" in trial.user_attrs)
 
@@ -131,7 +137,7 @@ def _search(study: optuna.Study, evaluator: Evaluator, space: Space, strategy: s
             trials: int | None, seconds: float | None,
             on_trial: Callable[[FrozenTrial], None] | None = None) -> int:
     deadline = time.monotonic() + seconds if seconds else math.inf
-    ran = 0
+    ran = repeats = 0
     me = worker_id()
     while time.monotonic() < deadline:
         fail_stale_trials(study)
@@ -154,6 +160,10 @@ def _search(study: optuna.Study, evaluator: Evaluator, space: Space, strategy: s
         elif strategy == "grid" and study.sampler.is_exhausted(study) and \
                 not any(t.state == TrialState.WAITING for t in current):  # type: ignore[attr-defined]
             break  # (a waiting trial: a killed worker's, enqueued again)
+        elif strategy not in GREEDY and strategy != "grid" and (
+                len({params_key(t.params) for t in current if _counts(t) and t.params}) >= space.size()
+                or repeats >= MAX_REPEATS):
+            break  # every pipeline of the space was tried (or the sampler proposes only those tried)
         trial = study.ask()
         _in_flight[:] = [(study, trial)]  # at once: interrupted while its parameters are chosen, it is given back
         study._storage.record_heartbeat(trial._trial_id)  # noqa: SLF001 - at once: a worker killed now is seen
@@ -164,20 +174,38 @@ def _search(study: optuna.Study, evaluator: Evaluator, space: Space, strategy: s
             trial.set_user_attr("surplus", True)
             study.tell(trial, state=TrialState.FAIL)  # another worker took the last trial of the budget
             break
-        if strategy in GREEDY or strategy == "grid":
-            # the same candidate finished, or claimed by a trial numbered before this one: not run twice
-            clash = [t for t in everyone if t.number != trial.number and params_key(t.params) == params_key(labels)
-                     and _counts(t) and (t.state != TrialState.RUNNING or t.number < trial.number)
-                     and t.user_attrs.get("retry_of") == trial.user_attrs.get("retry_of")]
-            if clash:
-                trial.set_user_attr("duplicate_of", clash[0].number)
-                study.tell(trial, state=TrialState.FAIL)
-                continue
+        # the same candidate finished, or claimed by a trial numbered before this one: not run twice
+        clash = [t for t in everyone if t.number != trial.number and params_key(t.params) == params_key(labels)
+                 and _counts(t) and (t.state != TrialState.RUNNING or t.number < trial.number)
+                 and t.user_attrs.get("retry_of") == trial.user_attrs.get("retry_of")]
+        if clash and (strategy in GREEDY or strategy == "grid" or clash[0].state == TrialState.RUNNING):
+            trial.set_user_attr("duplicate_of", clash[0].number)
+            study.tell(trial, state=TrialState.FAIL)
+            continue
+        if clash:  # a sampler's repeat of a finished trial: its known result, not run, not in the budget
+            _same_as(study, trial, clash[0])
+            repeats += 1
+            continue
+        repeats = 0
         ran += 1
         _run_trial(study, trial, evaluator, space.spec(labels), train, me)
         if on_trial is not None:
             on_trial(study._storage.get_trial(trial._trial_id))  # noqa: SLF001
     return ran
+
+
+MAX_REPEATS = 100  # proposals in a row that repeat finished trials: the sampler has nothing new to say
+
+
+def _same_as(study: optuna.Study, trial: optuna.Trial, known: FrozenTrial) -> None:
+    """Tell ``trial`` the result of the finished ``known`` with the same parameters (the sampler learns it again;
+    it is not run and uses no budget)."""
+    trial.set_user_attr("same_as", known.number)
+    trial.set_user_attr("spec", known.user_attrs.get("spec", ""))
+    if known.state == TrialState.COMPLETE and known.value is not None:
+        study.tell(trial, known.value)
+    else:
+        study.tell(trial, state=TrialState.PRUNED if known.state == TrialState.PRUNED else TrialState.FAIL)
 
 
 def _run_trial(study: optuna.Study, trial: optuna.Trial, evaluator: Evaluator, spec: str, train: Sequence[str],
@@ -218,20 +246,22 @@ _in_flight: list[tuple[optuna.Study, optuna.Trial]] = []  # the trial this proce
 
 
 def give_back_in_flight() -> None:
-    """An interrupted command's trial in flight: failed (not counted in the budget) and its parameters enqueued
-    again, so that running the command again scores it first (no waiting for its heartbeat to go stale). A
-    trial already told is left as it is. Through a storage of its own: the study's may be locked by the main
-    thread, which the signal stopped anywhere."""
+    """An interrupted command's trial in flight: failed as ``interrupted`` (not counted in the budget; the report
+    lists it) and its parameters enqueued again (``rerun_of``), so that running the command again scores it
+    first (no waiting for its heartbeat to go stale). A trial already told is left as it is. Through a storage
+    of its own: the study's may be locked by the main thread, which the signal stopped anywhere."""
     for study, trial in list(_in_flight):
         storage = _own_storage(study)
         try:
+            storage.set_trial_user_attr(trial._trial_id, "interrupted", True)  # noqa: SLF001
             storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)  # noqa: SLF001
         except (RuntimeError, optuna.exceptions.UpdateFinishedTrialError):
             continue
         params = dict(trial.params)
         if params:
             kept = {k: trial.user_attrs[k] for k in ("retry_of", "greedy_node") if k in trial.user_attrs}
-            optuna.load_study(study_name=study.study_name, storage=storage).enqueue_trial(params, user_attrs=kept or None)
+            optuna.load_study(study_name=study.study_name, storage=storage).enqueue_trial(
+                params, user_attrs={**kept, "rerun_of": trial.number})
 
 
 def used_now(study: optuna.Study) -> int:
@@ -248,8 +278,10 @@ def _own_storage(study: optuna.Study) -> RDBStorage:
 
 
 def best_trial(study: optuna.Study) -> FrozenTrial | None:
-    done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)) if t.value is not None]
-    return max(done, key=lambda t: (t.value, -t.number)) if done else None
+    """The best complete trial; a tie goes to the faster pipeline, then to the earlier trial."""
+    done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+            if t.value is not None and "same_as" not in t.user_attrs]
+    return max(done, key=lambda t: (t.value, -seconds_per_query(t), -t.number)) if done else None
 
 
 def _params(trial: FrozenTrial) -> dict[str, object]:

@@ -15,9 +15,9 @@ channel, reduced range for CPUs without VNNI): faster, but its vectors are not P
 demo segments), so an index built with it should be searched with it; docs/BENCHMARKS.md has its ranking
 overlap and nDCG@10 against PyTorch's.
 
-``auto`` is ``onnx`` where a model can be exported and runs on CPU, else ``torch``; the default setting is
-``torch`` for now (see the ``encoder_backend`` setting). Nothing is loaded at import. onnxruntime's telemetry
-(DNS lookups of Microsoft's event collector seconds after it loads) is switched off before it loads
+``auto`` (the ``encoder_backend`` setting's default) is ``onnx`` where a model can be exported and runs on
+CPU, else ``torch`` (a failed export falls back to PyTorch). Nothing is loaded at import. onnxruntime's
+telemetry (DNS lookups of Microsoft's event collector seconds after it loads) is switched off before it loads
 (:mod:`ragnarok.quiet`).
 """
 

@@ -53,8 +53,11 @@ def run(
     index: Annotated[Optional[str], typer.Option(help="Index name (default from settings).")] = None,
     progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Show a progress bar on "
                                                      "stderr (default: when stderr is a terminal).")] = None,
+    restart: Annotated[bool, typer.Option("--restart", help="Start over instead of resuming: the old output "
+                                                            "is moved aside (OUTPUT.old, .old2, ...).")] = False,
 ) -> None:
-    """Run a pipeline over a topic set and write a TREC RAG submission; re-run the same command to resume."""
+    """Run a pipeline over a topic set and write a TREC RAG submission; re-run the same command to resume
+    (another --pipeline or --index is refused: give another --output, or --restart)."""
     from ragnarok.presets import resolve  # noqa: PLC0415
     from ragnarok.track.formats import RUN_TYPES, YEARS  # noqa: PLC0415
     from ragnarok.track.run import (  # noqa: PLC0415
@@ -81,7 +84,7 @@ def run(
         raise ValueError("give --topics (or --requests for an AG-only run)")
     options = TrackOptions(run_id=run_id, output=output, task=task, year=year,  # type: ignore[arg-type]
                            concurrency=concurrency, retries=retries, team_id=team_id, run_type=run_type,
-                           index=index, progress=progress)
+                           index=index, progress=progress, restart=restart)
     resume_with(lambda: interrupted_run(options, len(loaded)))
     summary = asyncio.run(run_track(pipeline_, loaded, settings, options, given))
     typer.echo(f"{output}: {summary}", err=True)

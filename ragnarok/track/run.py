@@ -6,9 +6,10 @@
   pipeline then starts with ``given``.
 * At most ``concurrency`` topics in flight, each finished one appended as a whole line at once
   (:class:`~ragnarok.track.output.JsonLinesLog`); running the same command again skips the topics already
-  written. A topic that fails is retried (``retries`` attempts in all, waiting ``settings.topic_backoff_s``,
-  then twice that, ...); the ones that still fail are reported, each in one line (stage, status, cause), and
-  the run goes on. A timeout (504, 429) halves the topics in flight (not below 1; see
+  written. Resuming with another pipeline or index is refused, ``restart`` moves the old output aside
+  (:mod:`ragnarok.track.resume`). A topic that fails is retried (``retries`` attempts in all, waiting
+  ``settings.topic_backoff_s``, then twice that, ...); the ones that still fail are reported, each in one line
+  (stage, status, cause), and the run goes on. A timeout (504, 429) halves the topics in flight (not below 1; see
   :class:`ragnarok.batch.AdaptiveLimit`): load is not a verdict. A stage that refuses the pipeline itself
   (4xx: unknown component, missing key) stops the run at once.
 """
@@ -24,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from pydantic import ValidationError
 from tqdm import tqdm
 
 from ragnarok.progress import LineProgress
@@ -35,6 +37,7 @@ from ragnarok.spec import Pipeline, Source, parse
 from ragnarok.topics import Topic
 from ragnarok.track.formats import answer_record, record_run_id, record_topic, record_year
 from ragnarok.track.output import JsonLinesLog, atomic_write, in_topic_order, read_records
+from ragnarok.track.resume import check_same, made_with, move_aside, record
 from ragnarok.trec import format_run_lines
 from ragnarok.types import Query, RagAnswer, Request
 
@@ -54,6 +57,7 @@ class TrackOptions:
     index: str | None = None
     progress: bool | None = None  # None: when stderr is a terminal
     backoff_s: float | None = None  # the wait before a topic's first retry (None: settings.topic_backoff_s)
+    restart: bool = False  # start over: the old output moved aside (ragnarok.track.resume), not resumed
 
     @property
     def log_path(self) -> Path:
@@ -100,7 +104,7 @@ def check_names(pipeline: Pipeline, settings: Settings, index: str | None = None
     )
     from ragnarok.generate.prompts import load_templates  # noqa: PLC0415
     from ragnarok.model_paths import looks_like_path  # noqa: PLC0415
-    from ragnarok.registry import UnknownComponentError  # noqa: PLC0415
+    from ragnarok.registry import UnknownComponentError, lookup  # noqa: PLC0415
 
     for q in pipeline.query:  # query stages run in the gateway
         QUERY_STAGES.get(q.name)
@@ -114,8 +118,8 @@ def check_names(pipeline: Pipeline, settings: Settings, index: str | None = None
                 raise UnknownComponentError("embedding model", source.arg, list(choices))
         for stage in pipeline.rerank:
             # passage stages run in the gateway; a query stage written here is named as such by the gateway
-            if stage.name not in PASSAGE_STAGES.entries and stage.name not in QUERY_STAGES.entries:
-                RERANKERS.get(stage.name)
+            if stage.name not in QUERY_STAGES.entries:
+                lookup(stage.name, RERANKERS, PASSAGE_STAGES)
         indexes = settings.index_sources()
         if sources and (index or settings.default_index) not in indexes:
             raise UnknownComponentError("index", index or settings.default_index, sorted(indexes))
@@ -195,6 +199,12 @@ async def run_track(pipeline: Pipeline, topics: Sequence[Topic], settings: Setti
         missing = [t.qid for t in topics if t.qid not in requests]
         if missing:
             raise ValueError(f"no given candidates for {len(missing)} topics: {', '.join(missing[:5])}")
+    made = made_with(str(pipeline), options.index or settings.default_index)
+    if options.restart:
+        for old, new in move_aside(options.output, options.log_path):
+            print(f"--restart: moved {old} aside to {new}", file=sys.stderr)
+    elif (note := check_same(options.log_path, made)) is not None:
+        print(note, file=sys.stderr)
     topic_of = record_topic if options.task == "rag" else _r_topic
     log = JsonLinesLog(options.log_path, topic_of, _foreign(options) if options.task == "rag" else None).open()
     summary = Summary(topics=len(topics))
@@ -216,6 +226,7 @@ async def run_track(pipeline: Pipeline, topics: Sequence[Topic], settings: Setti
                        f"{new} topics in flight at once (was {old})", file=sys.stderr)
 
         limit = AdaptiveLimit(options.concurrency, lowered)
+        recorded: list[bool] = []
         backoff_s = settings.topic_backoff_s if options.backoff_s is None else options.backoff_s
 
         async def attempt(topic: Topic) -> RagAnswer | Request:
@@ -236,6 +247,9 @@ async def run_track(pipeline: Pipeline, topics: Sequence[Topic], settings: Setti
                 summary.failed[topic.qid] = describe(topic.qid, exc).reason()
                 bar.update(1)
                 return
+            if not recorded:  # this run's first line: what made it is recorded first
+                record(options.log_path, made)
+                recorded.append(True)
             log.append(_record(options.task, result, topic, options))
             summary.written += 1
             bar.update(1)
@@ -284,9 +298,11 @@ def read_requests(path: str | Path) -> dict[str, Request]:
             continue
         try:
             request = Request.model_validate_json(line)
-        except ValueError as exc:
-            first = str(exc).splitlines()[0]
-            raise ValueError(f"{path}:{n}: not a rank_llm Request line ({first})") from None
+        except ValidationError as exc:  # its first line says only "1 validation error for Request": the error
+            error = exc.errors()[0]
+            where = ".".join(str(part) for part in error["loc"])
+            raise ValueError(f"{path}:{n}: not a rank_llm Request line ({where + ': ' if where else ''}"
+                             f"{error['msg']})") from None
         qid = str(request.query.qid)
         if qid in out:
             raise ValueError(f"{path}:{n}: topic {qid!r} is given twice")
