@@ -279,8 +279,8 @@ def write_r_run(options: TrackOptions) -> None:
     if not options.log_path.exists():
         return
     ranking = {}
-    for record in read_records(options.log_path):
-        ranking[str(record["query"]["qid"])] = [(c["docid"], float(c["score"])) for c in record["candidates"]]
+    for logged in read_records(options.log_path):
+        ranking[str(logged["query"]["qid"])] = [(c["docid"], float(c["score"])) for c in logged["candidates"]]
     lines = "".join(line + "\n" for line in format_run_lines(ranking, options.run_id, R_DEPTH))
     atomic_write(options.output, lines.encode())
 
