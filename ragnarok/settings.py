@@ -191,7 +191,7 @@ class Settings(BaseSettings):
             # repetition controls, citations checked and attributed after the fact
             GeneratorConfig(name="smollm2", backend="llama-cpp", model="SmolLM2-135M-Instruct", context_tokens=4096,
                             max_tokens=400, template="small", max_contexts=5, prompt_tokens_per_s=150, prompt_s=4,
-                            max_answer_words=80, repeat_penalty=1.1, attribution="check",
+                            max_answer_words=80, repeat_penalty=1.1, attribution="check", uncited="no_answer",
                             description="embedded SmolLM2-135M-Instruct (llama.cpp)"),
             GeneratorConfig(name="gpt-4o", backend="openai", model="gpt-4o", api_key_env=self.openai_api_key_env,
                             context_tokens=128_000, description="OpenAI GPT-4o"),

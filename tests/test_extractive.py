@@ -1,9 +1,13 @@
 """The extractive baseline: prose only (no code or doctest lines, no fragments), a word budget, each sentence
 cited to the segment it comes from, redundancy controlled, deterministic; with MiniLM (offline) and BM25."""
 
+import re
+from pathlib import Path
+
 import pytest
 
 from ragnarok.generate.extractive import ExtractiveGenerator, is_code, prose_sentences
+from ragnarok.generate.finish import repeats
 from ragnarok.generate.prompts import get_template
 from ragnarok.types import Candidate, Doc, Query, word_count
 
@@ -31,6 +35,7 @@ CANDIDATES = [Candidate(docid="zipfile#0", score=3.0, doc=Doc(segment=ZIP_DOC)),
               Candidate(docid="csv#1", score=1.5, doc=Doc(segment=CSV_DOC)),  # an overlapping window: same text
               Candidate(docid="gzip#0", score=1.0, doc=Doc(segment=GZIP_DOC))]
 TOPIC = Query(text="read and write CSV files", qid="demo-05")
+ROOT = Path(__file__).resolve().parent.parent
 CODE = (">>>", "...", "csv.reader", "delimiter =", "writerow", "(1)", "| Python", "For example")
 
 
@@ -172,3 +177,77 @@ def test_no_rag24_topic_gets_an_empty_extractive_answer_on_the_demo(demo_setting
     uncited = {qid for qid, r in results.items() if not r.references}
     assert all(results[qid].answer[0].text == NO_ANSWER_TEXT for qid in uncited)
     assert len(uncited) <= 2, uncited
+
+
+#: A module page's contents listing, as the demo collection writes it (``name: summary`` lines, one newline
+#: apart), and a window of the member's own page that starts at the sentence the listing glues to the next.
+LISTING = ("gzip.compress: Compress data in one shot and return the compressed string.\n"
+           "gzip.decompress: Decompress a gzip compressed string in one shot. "
+           "Return the decompressed data as bytes.\n"
+           "gzip.open: Open a gzip-compressed file in binary or text mode, returning a file object.\n"
+           "gzip.BadGzipFile: An exception raised for invalid gzip files\n"
+           "gzip.GzipFile: The GzipFile class simulates most of the methods of a file object.")
+MEMBER = "Decompress a gzip compressed string in one shot.\nReturn the decompressed data as bytes."
+
+
+def test_a_line_break_after_a_sentence_end_or_before_a_listed_name_ends_the_sentence():
+    assert prose_sentences(LISTING) == [
+        "gzip.compress: Compress data in one shot and return the compressed string.",
+        "gzip.decompress: Decompress a gzip compressed string in one shot.",
+        "Return the decompressed data as bytes.",
+        "gzip.open: Open a gzip-compressed file in binary or text mode, returning a file object.",
+        "gzip.GzipFile: The GzipFile class simulates most of the methods of a file object."]
+    cands = [Candidate(docid="gzip#0", score=2.0, doc=Doc(segment=LISTING)),
+             Candidate(docid="gzip.decompress#0", score=1.0, doc=Doc(segment=MEMBER))]
+    for similarity in ("minilm", "bm25"):
+        answer = ExtractiveGenerator(similarity=similarity).generate(
+            Query(text="decompress a gzip string and open the file", qid="q"), cands, get_template("ragnarok"))
+        texts = [s.text for s in answer.answer]
+        assert_no_repeat_or_glue(texts, {r: c.doc.segment for r, c in zip(["gzip#0", "gzip.decompress#0"], cands)},
+                                 answer)
+        assert sum("Return the decompressed data" in t for t in texts) <= 1, texts
+
+
+#: A sentence end, then a line break (or a line break before a ``name: ...`` line), inside one sentence.
+_GLUE = re.compile(r"[.!?][\"')\]]*[ \t]*\n|\n[ \t]*[A-Za-z_][\w.]*: \S")
+
+
+def assert_no_repeat_or_glue(texts: list[str], segments: dict[str, str], answer) -> None:
+    """No sentence of the answer repeats another or says a part of it, and none spans a line break after a
+    sentence end (or before a listing's ``name:`` line) in the segment it cites."""
+    assert not any(repeats(texts)), texts
+    assert not [(a, b) for a in texts for b in texts if a != b and b in a], texts
+    for sentence in answer.answer:
+        for i in sentence.citations:
+            segment = segments[answer.references[i]].translate(str.maketrans("[]【】", "()()"))
+            # the words as the segment has them: any spacing, a list's bullet between lines
+            found = re.search(r"\s+(?:[-*•]\s+)?".join(map(re.escape, sentence.text.split())), segment)
+            assert found, (sentence.text, segment)
+            assert not _GLUE.search(found.group(0)), (sentence.text, found.group(0))
+
+
+def test_no_demo_answer_repeats_a_sentence_or_glues_two(demo_settings):
+    """Issue 35: over the demo topics through `bm25@100 | extractive`, no answer repeats a sentence (or one of
+    its parts), and no sentence is two of its segment's glued together ("Return the decompressed string.
+    gzip.open: Open …")."""
+    import asyncio
+
+    from ragnarok.batch import local_services
+    from ragnarok.gateway import PipelineRunner
+    from ragnarok.spec import parse
+    from ragnarok.topics import read_topics
+
+    topics = read_topics(ROOT / "topics" / "demo.tsv")
+    runner = PipelineRunner(local_services(demo_settings)[0])
+    pipeline = parse("bm25@100 | extractive")
+
+    async def answers() -> list:
+        return [await runner.run(pipeline, Query(text=t.text, qid=t.qid)) for t in topics]
+
+    runs = asyncio.run(answers())
+    assert len(runs) == len(topics) >= 50
+    for run in runs:
+        docs = run.cited_docs()
+        assert run.result.answer, run.result
+        assert_no_repeat_or_glue([s.text for s in run.result.answer],
+                                 {ref: doc.segment or "" for ref, doc in docs.items()}, run.result)

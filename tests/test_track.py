@@ -133,7 +133,7 @@ def test_missing_topic_is_a_warning_and_fix_trims(tmp_path):
     result = validate(path, TOPICS)
     assert [p.level for p in result.problems].count("warning") == 1 and "t2" in result.warnings[0].message
     assert not result.ok
-    assert fix(result, tmp_path / "fixed.jsonl") == 1
+    assert fix(result, tmp_path / "fixed.jsonl").lines == 1
     fixed = validate(tmp_path / "fixed.jsonl", TOPICS)
     assert fixed.ok and lines(tmp_path / "fixed.jsonl")[0]["response_length"] == 400
     with pytest.raises(ValueError, match="writes a new file"):

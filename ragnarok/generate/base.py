@@ -100,6 +100,9 @@ class GeneratorConfig(BaseModel):
         "off", description="Citations attached after the fact by matching each answer sentence to the "
         "context that best supports it (the /rag trace says how many were attributed): `missing` for sentences "
         "that cite nothing, `check` also replaces a citation of a context that does not support its sentence.")
+    uncited: Literal["keep", "no_answer"] = Field(
+        "keep", description="An answer none of whose sentences cites a context (after attribution): `keep` it, "
+        "or (`no_answer`) answer that the contexts do not hold the answer, citing nothing (the trace says so).")
 
     @property
     def costs_money(self) -> bool:

@@ -2,7 +2,7 @@
 
 1. Prose only: lines of code in a segment (doctest ``>>>``/``...`` lines, assignments, bare calls, ``def``/
    ``class`` lines, table rules, lines mostly of symbols) are left out before the text is split into sentences
-   (blingfire); sentences of fewer than 5 or more than 60 words, that do not end as sentences end (fragments
+   (blingfire; a line break after a sentence end, or before a ``name: ...`` line, ends one); sentences of fewer than 5 or more than 60 words, that do not end as sentences end (fragments
    before code, "(1)", lines that introduce a list with a colon), that hold code (``>>>``, ``<expr>``, tables,
    lists of ``f() -- …``), or that are mostly not letters are left out too. When no candidate holds a single
    punctuated sentence (keyword lists, titles), runs of 3-60 words are taken instead (``unpunctuated`` in the
@@ -12,7 +12,8 @@
    dense retriever's encoder), plus a small bonus for higher-ranked segments.
 3. Selection by maximal marginal relevance: each next sentence maximises ``lambda x relevance - (1 - lambda) x
    its similarity to the sentences already chosen`` (MiniLM cosines, or word-set Jaccard with ``bm25``), while it
-   fits the word budget (default 150); a sentence must share a topic term or be close to the topic, and reach
+   fits the word budget (default 150), and is no repeat of a chosen one (as ``finish.repeats`` counts them, or
+   all its content words in the other's, or the other's in its); a sentence must share a topic term or be close to the topic, and reach
    ``RELATIVE_FLOOR`` of the best sentence's relevance (an answer may be shorter than the budget).
 4. Order: the sentences of one segment stay together and in the segment's order; segments come in the order of
    their best sentence's relevance. Each sentence cites its segment.
@@ -34,7 +35,7 @@ import numpy as np
 
 from ragnarok.generate.cite import to_references
 from ragnarok.generate.code import is_code
-from ragnarok.generate.finish import REPEAT_JACCARD, GeneratedAnswer, Lexicon, terms
+from ragnarok.generate.finish import GeneratedAnswer, Lexicon, near, terms, word_set
 from ragnarok.generate.prompts import PromptTemplate
 from ragnarok.types import Candidate, Query, RagAnswer, word_count
 
@@ -51,6 +52,12 @@ NO_TEXT_SENTENCE = "The retrieved segments hold no readable text."
 _NOT_PROSE = re.compile(r">>>|<\w+>|\s--\s.*\s--\s|\(\).*\(\)|\|")
 _BULLET = re.compile(r"^[-*•]\s+")
 _ENDS = re.compile(r"[.!?][\"')\]]*$")
+#: A line that starts with a name and a colon (``gzip.open: Open a ...``, a module's contents listing). A line
+#: break after a sentence end, or before such a line, ends a sentence: wrapped lines are joined before blingfire
+#: splits them, and blingfire does not split before a lowercase word (``string. gzip.open: Open``), so without
+#: it one line's last sentence and the next line's first came out as one sentence, and the first of them again
+#: on its own from an overlapping window that starts between them (issue 35).
+_HEADED = re.compile(r"^[A-Za-z_][\w.]*: \S")
 
 
 def _is_prose(sentence: str, strict: bool = True) -> bool:
@@ -72,16 +79,25 @@ def prose_sentences(text: str, strict: bool = True) -> list[str]:
 
 @lru_cache(maxsize=4096)
 def _prose_sentences(text: str, strict: bool) -> tuple[str, ...]:
-    paragraphs, current = [], []
+    paragraphs: list[str] = []
+    current: list[str] = []
+
+    def flush() -> None:
+        if current:
+            paragraphs.append(" ".join(current))
+            current.clear()
+
     for line in text.split("\n"):
-        if not line.strip() or is_code(line):
-            if current:
-                paragraphs.append(" ".join(current))
-            current = []
-        else:
-            current.append(_BULLET.sub("", line.strip()))
-    if current:
-        paragraphs.append(" ".join(current))
+        stripped = line.strip()
+        if not stripped or is_code(line):
+            flush()
+            continue
+        if _HEADED.match(stripped):  # "gzip.open: Open a ..." (a listing's entry) starts a sentence
+            flush()
+        current.append(_BULLET.sub("", stripped))
+        if _ENDS.search(stripped):  # a line that ends as a sentence ends, ends it (see _HEADED)
+            flush()
+    flush()
     out = []
     for paragraph in paragraphs:
         for s in blingfire.text_to_sentences(" ".join(paragraph.split())).split("\n"):
@@ -178,6 +194,7 @@ class ExtractiveGenerator:
         """MMR over the pool: ``(index, relevance)`` of the chosen sentences, in the order chosen."""
         lexicon = Lexicon([s for s, _, _ in pool])
         bags = [set(terms(s)) for s, _, _ in pool]
+        words_of = [word_set(s) for s, _, _ in pool]
         lexical = np.array([lexicon.coverage(query, bag) for bag in bags])
         prior = np.array([0.02 / number for _, number, _ in pool])
         if self.similarity == "minilm":
@@ -203,8 +220,10 @@ class ExtractiveGenerator:
             chosen.append((i, float(relevance[i])))
             left -= int(words[i])
             redundancy = np.maximum(redundancy, similar[i])
-            repeat = np.array([len(bags[i] & b) / len(bags[i] | b) >= REPEAT_JACCARD if bags[i] | b else False
-                               for b in bags])  # what the answer checks count as a repeated sentence
+            # what the answer checks count as a repeated sentence (finish.repeats), or one that says a part of
+            # the other (all its content words in the other's)
+            repeat = np.array([near(words_of[i], w) or (bool(b) and (b <= bags[i] or bags[i] <= b))
+                               for b, w in zip(bags, words_of)])
             available &= (words <= left) & (similar[i] < 0.9) & ~repeat
             available[i] = False
         return chosen

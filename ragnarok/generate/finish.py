@@ -64,6 +64,16 @@ def _terms(text: str) -> tuple[str, ...]:
                  for w in words if w not in STOP)
 
 
+def word_set(sentence: str) -> set[str]:
+    """The words :func:`repeats` compares: all of them, lower-cased."""
+    return set(_WORD.findall(sentence.lower()))
+
+
+def near(a: set[str], b: set[str]) -> bool:
+    """Whether two word sets (:func:`word_set`) repeat each other: Jaccard >= REPEAT_JACCARD."""
+    return bool(a | b) and len(a & b) / len(a | b) >= REPEAT_JACCARD
+
+
 def repeats(sentences: Sequence[str]) -> list[bool]:
     """For each sentence, whether it repeats an earlier one (the same words, or Jaccard >= REPEAT_JACCARD)."""
     seen: list[set[str]] = []
@@ -72,8 +82,7 @@ def repeats(sentences: Sequence[str]) -> list[bool]:
     for s in sentences:
         words = _WORD.findall(s.lower())
         bag = set(words)
-        out.append(bool(words) and (tuple(words) in keys or any(
-            len(bag & b) / len(bag | b) >= REPEAT_JACCARD for b in seen)))
+        out.append(bool(words) and (tuple(words) in keys or any(near(bag, b) for b in seen)))
         keys.add(tuple(words))
         seen.append(bag)
     return out

@@ -7,7 +7,8 @@ Streamed (:meth:`LlamaCppGenerator.astream`): the model writes one token per ste
 backend's worker threads, asked for by the event loop only when the previous piece was taken; so a stream that
 is closed (a client that went away, a deadline) stops the model at the token it is writing, and its slot frees.
 The same stops as the non-streamed answer (the word cap, a repeated sentence, ``max_tokens``) give the same
-answer.
+answer. Every answer is computed from an empty cache (:meth:`LlamaCppGenerator._complete`), so at temperature 0
+the same prompt gets the same answer whatever the model answered before.
 """
 
 from __future__ import annotations
@@ -95,6 +96,14 @@ class LlamaCppGenerator:
                 options[name] = getattr(c, name)
         return options
 
+    def _complete(self, llm: Any, messages: Messages) -> Any:
+        """The model's streamed chat completion, from an empty cache: llama-cpp-python reuses the evaluation of
+        the longest prompt prefix it still holds, and a prompt it holds whole has its last token evaluated
+        again on its own, which gives other logits than the batch did; so the same prompt answered twice in a
+        row gave another answer (issue 35). From an empty cache the answer depends on the prompt alone."""
+        llm.reset()
+        return llm.create_chat_completion(messages=messages, stream=True, **self.sampling())
+
     def complete(self, messages: Messages) -> str:
         """The model's whole answer (up to ``max_tokens``), for any prompt."""
         return self.stream(messages)[0]
@@ -113,7 +122,7 @@ class LlamaCppGenerator:
             notes: dict[str, Any] = {"stop": "end"}
             tokens, first = 0, None
             try:
-                chunks = llm.create_chat_completion(messages=messages, stream=True, **self.sampling())
+                chunks = self._complete(llm, messages)
                 try:
                     for chunk in chunks:
                         choice = chunk["choices"][0]
@@ -195,8 +204,7 @@ class LlamaCppGenerator:
 
         self.guard.count_attempt()
         try:
-            chunks = await self._in_thread(
-                lambda: llm.create_chat_completion(messages=messages, stream=True, **self.sampling()))
+            chunks = await self._in_thread(self._complete, llm, messages)
         except (ValueError, RuntimeError, KeyError) as exc:
             raise failed(exc) from None
         try:

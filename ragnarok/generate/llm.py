@@ -3,7 +3,9 @@
 Per generator (:class:`~ragnarok.generate.base.GeneratorConfig`): the top ``max_contexts`` candidates within the
 prompt budget (``prompt_budget``), the answer capped at ``max_answer_words`` (the prompt asks for it, and the
 answer keeps its leading sentences that fit), repeated sentences dropped (``drop_repeats``) and citations
-attributed after the fact (``attribution``); what was done goes into the answer's notes.
+attributed after the fact (``attribution``); an answer that then cites nothing is, with ``uncited="no_answer"``,
+replaced by :data:`~ragnarok.generate.cite.NO_ANSWER_TEXT` citing nothing (a streamed answer's sentences wait
+for a citing one: until then the replacement stands); what was done goes into the answer's notes.
 """
 
 from __future__ import annotations
@@ -12,12 +14,15 @@ from collections.abc import Callable
 from typing import Any
 
 from ragnarok.generate.base import GeneratorConfig
-from ragnarok.generate.cite import sentences, to_references, truncate
+from ragnarok.generate.cite import NO_ANSWER_TEXT, sentences, to_references, truncate
 from ragnarok.generate.finish import GeneratedAnswer, attribute, citation_origin, drop_repeats
 from ragnarok.generate.prompts import PromptTemplate, build_messages
 from ragnarok.types import Candidate, CitedSentence, Query, RagAnswer
 
 Messages = list[dict[str, str]]
+#: ``notes["fallback"]`` of an answer that ``uncited="no_answer"`` replaced.
+UNCITED_FALLBACK = ("no sentence of the model's answer cites a context or is supported by one: the answer says "
+                    "the contexts do not hold the answer")
 
 
 def sized(template: PromptTemplate, config: GeneratorConfig | None) -> PromptTemplate:
@@ -40,6 +45,9 @@ def _pairs(text: str, candidates: list[Candidate], max_words: int, config: Gener
         notes.update(counts)
     citing = sum(1 for _, numbers in pairs if numbers)  # sentences that cite, after attribution
     notes["citations"] = citation_origin(citing - counts["citations_attributed"], counts["citations_attributed"])
+    if pairs and not citing and config is not None and config.uncited == "no_answer":
+        notes["fallback"] = UNCITED_FALLBACK  # an invention the contexts do not support: say they lack it
+        return [(NO_ANSWER_TEXT, [])]
     return pairs
 
 

@@ -51,6 +51,8 @@ def run(
     team_id: Annotated[Optional[str], typer.Option(help="2025 metadata.team_id (default: the run id).")] = None,
     run_type: Annotated[str, typer.Option(help="2025 metadata.type: automatic or manual.")] = "automatic",
     index: Annotated[Optional[str], typer.Option(help="Index name (default from settings).")] = None,
+    with_prompt: Annotated[bool, typer.Option("--with-prompt", help="2025: write the generator's rendered "
+                                              "prompt into each line's metadata.prompt.")] = False,
     progress: Annotated[Optional[bool], typer.Option("--progress/--no-progress", help="Show a progress bar on "
                                                      "stderr (default: when stderr is a terminal).")] = None,
     restart: Annotated[bool, typer.Option("--restart", help="Start over instead of resuming: the old output "
@@ -72,6 +74,9 @@ def run(
         raise ValueError(f"--run-id must be one word, got {run_id[:200]!r}")
     if run_type not in RUN_TYPES:
         raise ValueError(f"--run-type must be one of {', '.join(RUN_TYPES)}, got {run_type[:200]!r}")
+    if with_prompt and (year != 2025 or task != "rag"):
+        raise ValueError("--with-prompt writes metadata.prompt, a field of 2025 answers: give --year 2025 "
+                         "(and --task rag)")
     settings = get_settings()
     pipeline_ = track_pipeline(resolve(pipeline), given=requests is not None)
     check_names(pipeline_, settings, index)  # before anything slow: a typo fails at once
@@ -84,7 +89,7 @@ def run(
         raise ValueError("give --topics (or --requests for an AG-only run)")
     options = TrackOptions(run_id=run_id, output=output, task=task, year=year,  # type: ignore[arg-type]
                            concurrency=concurrency, retries=retries, team_id=team_id, run_type=run_type,
-                           index=index, progress=progress, restart=restart)
+                           index=index, progress=progress, restart=restart, with_prompt=with_prompt)
     resume_with(lambda: interrupted_run(options, len(loaded)))
     summary = asyncio.run(run_track(pipeline_, loaded, settings, options, given))
     typer.echo(f"{output}: {summary}", err=True)
@@ -105,7 +110,8 @@ def validate(
     run_file: Annotated[Path, typer.Argument(metavar="RUN", help="A submission (JSONL, 2024 or 2025 format).")],
     topics: Annotated[Optional[str], typer.Option(help="Topic file or set name: checks coverage and text.")] = None,
     year: Annotated[Optional[int], typer.Option(help="Force the format (default: from the first line).")] = None,
-    fix: Annotated[Optional[Path], typer.Option(help="Write a fixed copy here (over-long answers trimmed).")] = None,
+    fix: Annotated[Optional[Path], typer.Option(help="Write a fixed copy here (over-long answers trimmed, "
+                                                      "out-of-range citations dropped).")] = None,
     v21: Annotated[Optional[bool], typer.Option("--v21/--no-v21", help="Check MS MARCO V2.1 segment ids "
                                                                       "(default: when the run uses them).")] = None,
 ) -> None:
@@ -122,7 +128,7 @@ def validate(
     if fix is not None:
         changed = checks.fix(result, fix)
         again = checks.validate(fix, expected, year, v21)
-        typer.echo(f"fixed copy: {fix} ({changed} lines changed); {again.summary()}")
+        typer.echo(f"fixed copy: {fix} ({changed}); {again.summary()}")
         if not again.ok:
             raise typer.Exit(1)
         return

@@ -31,13 +31,14 @@ from tqdm import tqdm
 from ragnarok.progress import LineProgress
 
 from ragnarok.batch import AdaptiveLimit, PipelineRefused, describe, local_services, refusal, with_retries
-from ragnarok.gateway import GIVEN, PipelineRunner, StageError
+from ragnarok.gateway import GIVEN, PipelineRun, PipelineRunner, StageError
 from ragnarok.settings import DEMO_INDEX, Settings
 from ragnarok.spec import Pipeline, Source, parse
 from ragnarok.topics import Topic
 from ragnarok.track.formats import answer_record, record_run_id, record_topic, record_year
 from ragnarok.track.output import JsonLinesLog, atomic_write, in_topic_order, read_records
 from ragnarok.track.resume import check_same, made_with, move_aside, record
+from ragnarok.track.prompt import rendered_prompt
 from ragnarok.trec import format_run_lines
 from ragnarok.types import Query, RagAnswer, Request
 
@@ -58,6 +59,7 @@ class TrackOptions:
     progress: bool | None = None  # None: when stderr is a terminal
     backoff_s: float | None = None  # the wait before a topic's first retry (None: settings.topic_backoff_s)
     restart: bool = False  # start over: the old output moved aside (ragnarok.track.resume), not resumed
+    with_prompt: bool = False  # 2025: the generator's rendered prompt in metadata.prompt (ragnarok.track.prompt)
 
     @property
     def log_path(self) -> Path:
@@ -138,7 +140,8 @@ def check_names(pipeline: Pipeline, settings: Settings, index: str | None = None
             raise UnknownComponentError("prompt template", template, sorted(templates))
 
 
-def _record(task: str, result: RagAnswer | Request, topic: Topic, options: TrackOptions) -> dict[str, Any]:
+def _record(task: str, result: RagAnswer | Request, topic: Topic, options: TrackOptions,
+            prompt: str | None = None) -> dict[str, Any]:
     if task == "r":
         assert isinstance(result, Request)
         request = result.model_copy(update={"query": Query(text=topic.text, qid=topic.qid),
@@ -146,7 +149,7 @@ def _record(task: str, result: RagAnswer | Request, topic: Topic, options: Track
         return request.model_dump(mode="json", exclude_none=True)  # pure rank_llm Request: AG-only runs read it
     assert isinstance(result, RagAnswer)
     return answer_record(result, year=options.year, run_id=options.run_id, topic_text=topic.text,
-                         team_id=options.team_id, run_type=options.run_type)
+                         team_id=options.team_id, run_type=options.run_type, prompt=prompt)
 
 
 def _r_topic(record: dict[str, Any]) -> str | None:
@@ -229,10 +232,10 @@ async def run_track(pipeline: Pipeline, topics: Sequence[Topic], settings: Setti
         recorded: list[bool] = []
         backoff_s = settings.topic_backoff_s if options.backoff_s is None else options.backoff_s
 
-        async def attempt(topic: Topic) -> RagAnswer | Request:
+        async def attempt(topic: Topic) -> PipelineRun:
             try:
                 given = requests[topic.qid] if requests is not None else None
-                return (await runner.run(pipeline, Query(text=topic.text, qid=topic.qid), given)).result
+                return await runner.run(pipeline, Query(text=topic.text, qid=topic.qid), given)
             except StageError as exc:
                 if (refused := refusal(exc)) is not None:
                     raise refused from None
@@ -240,7 +243,7 @@ async def run_track(pipeline: Pipeline, topics: Sequence[Topic], settings: Setti
 
         async def one(topic: Topic) -> None:
             try:
-                result = await with_retries(lambda: attempt(topic), limit, max(1, options.retries) - 1, backoff_s)
+                done = await with_retries(lambda: attempt(topic), limit, max(1, options.retries) - 1, backoff_s)
             except PipelineRefused:
                 raise
             except Exception as exc:  # noqa: BLE001 - reported per topic in the summary; the others go on
@@ -250,7 +253,10 @@ async def run_track(pipeline: Pipeline, topics: Sequence[Topic], settings: Setti
             if not recorded:  # this run's first line: what made it is recorded first
                 record(options.log_path, made)
                 recorded.append(True)
-            log.append(_record(options.task, result, topic, options))
+            prompt = None
+            if options.with_prompt and options.task == "rag" and options.year == 2025:
+                prompt = rendered_prompt(pipeline, settings, topic.text, done.ranking.candidates)
+            log.append(_record(options.task, done.result, topic, options, prompt))
             summary.written += 1
             bar.update(1)
 

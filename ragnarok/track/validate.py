@@ -1,11 +1,12 @@
 """``ragnarok validate``: check a submission against the track's rules, and optionally fix what can be fixed.
 
 Errors make the file invalid; warnings (a topic with no answer; a 2025 line without the optional
-``metadata.type`` or ``narrative``, as for the official validator) do not. An empty file is invalid. Words are
-counted as the official checkers count them (``ragnarok.types.word_count``). ``fix`` rewrites what has one
-right answer: an answer over 400 words is trimmed from the end, ``response_length`` recomputed, repeated
-citations in a sentence dropped. Everything else (a wrong topic text, a repeated topic, a missing field)
-stays an error for a person to look at.
+``metadata.type``, ``narrative`` or ``prompt``: one warning per line and field, worded as the official 2025
+validator words them) do not. An empty file is invalid. Words are counted as the official checkers count them
+(``ragnarok.types.word_count``). ``fix`` rewrites what has one right answer: an answer over 400 words is
+trimmed from the end, ``response_length`` recomputed, repeated citations in a sentence dropped, citations
+outside ``references`` (< 0 or >= its length) dropped. Everything else (a wrong topic text, a repeated topic, a
+missing field) stays an error for a person to look at.
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ from ragnarok.track.output import atomic_write
 from ragnarok.types import CitedSentence, word_count
 
 V21_SEGMENT = re.compile(r"^msmarco_v2\.1_doc_\d+_\d+#\d+_\d+$")
+#: 2025 metadata fields the official validator warns about (once per line) when they are missing.
+OPTIONAL_METADATA = ("type", "narrative", "prompt")
 WINDOW = 30  # characters shown each side of the first difference between two topic texts
 
 
@@ -102,9 +105,10 @@ class _Checker:
                 if not isinstance(meta.get(key), str) or not meta.get(key):
                     self.add("error", f"metadata.{key} is missing or not a non-empty string", n, record_topic(record))
                     return False
-            for key in ("type", "narrative"):  # optional for the official checker: a warning when missing
+            for key in OPTIONAL_METADATA:  # optional for the official checker: a warning when missing
                 if key not in meta:
-                    self.add("warning", f"metadata.{key} is missing", n, record_topic(record))
+                    self.add("warning", f"optional field {key!r} is missing from metadata", n,
+                             record_topic(record))
             if "type" in meta and meta["type"] not in RUN_TYPES:
                 got = quote(meta["type"]) if isinstance(meta["type"], str) else f"a {type(meta['type']).__name__}"
                 self.add("error", f"metadata.type must be one of {', '.join(RUN_TYPES)}, got {got}", n,
@@ -254,30 +258,52 @@ def validate(path: str | Path, topics: dict[str, str] | None = None, year: int |
     return result
 
 
-def fix(validation: Validation, output: str | Path) -> int:
+@dataclass(frozen=True)
+class Fixed:
+    """What :func:`fix` changed: lines, and citations dropped for pointing outside ``references``."""
+
+    lines: int = 0
+    citations_dropped: int = 0
+
+    def __str__(self) -> str:
+        dropped = f", {self.citations_dropped} out-of-range citations dropped" if self.citations_dropped else ""
+        return f"{self.lines} lines changed{dropped}"
+
+
+def fix(validation: Validation, output: str | Path) -> Fixed:
     """Write ``validation``'s lines to ``output`` with over-long answers trimmed from the end, repeated
-    citations dropped and ``response_length`` recomputed; returns how many lines changed. Lines that are not
-    JSON objects are left out. ``output`` is replaced atomically, and never when it is the input."""
+    citations and citations outside ``references`` dropped and ``response_length`` recomputed; returns what
+    changed. Lines that are not JSON objects are left out. ``output`` is replaced atomically, and never when it
+    is the input."""
     output = Path(output)
     if output.resolve() == validation.path.resolve():
         raise ValueError(f"--fix writes a new file; {output} is the run being checked")
-    changed, lines = 0, []
+    changed = dropped = 0
+    lines = []
     for _, record in validation.records:
-        fixed = _fixed(record)
+        fixed, outside = _fixed(record)
         changed += fixed != record
+        dropped += outside
         lines.append(json.dumps(fixed, ensure_ascii=False) + "\n")
     atomic_write(output, "".join(lines).encode())
-    return changed
+    return Fixed(changed, dropped)
 
 
-def _fixed(record: dict[str, Any]) -> dict[str, Any]:
+def _fixed(record: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """The record fixed, and how many out-of-range citations it lost."""
     answer = record.get("answer")
     if not isinstance(answer, list) or not all(isinstance(s, dict) and isinstance(s.get("text"), str) for s in answer):
-        return record
-    sentences = [CitedSentence(text=s["text"], citations=list(dict.fromkeys(
-        c for c in s.get("citations") or [] if isinstance(c, int)))) for s in answer]
+        return record, 0
+    references = record.get("references")
+    size = len(references) if isinstance(references, list) else 0
+    sentences, outside = [], 0
+    for s in answer:
+        cites = [c for c in s.get("citations") or [] if isinstance(c, int) and not isinstance(c, bool)]
+        inside = [c for c in cites if 0 <= c < size]
+        outside += len(cites) - len(inside)
+        sentences.append(CitedSentence(text=s["text"], citations=list(dict.fromkeys(inside))))
     trimmed = [s.model_dump(mode="json") for s in trim_words(sentences, MAX_WORDS)]
     out = {**record, "answer": trimmed}
     if "response_length" in record or record_year(record) == 2024:
         out["response_length"] = sum(word_count(s["text"]) for s in trimmed)
-    return out
+    return out, outside
