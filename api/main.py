@@ -11,12 +11,13 @@ import httpx
 from fastapi import Depends, FastAPI
 
 from api import observability
-from api.auth import Auth, AuthMiddleware, ForwardedFor, needs
+from api.auth import Auth, AuthMiddleware, needs
 from api.errors import install_error_handlers
 from api.routes import evaluate, generate, health, rag, rerank, retrieve, stages
 from api.shutdown import ShutdownAnswer
 from api.timing import ServerTiming
 from ragnarok.auth.principal import Principal, forwarded_credentials
+from ragnarok.proxies import ForwardedFor
 from ragnarok.cancel import InFlight
 from ragnarok.gateway import Services
 from ragnarok.judge.cache import JudgeCache

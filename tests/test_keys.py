@@ -448,3 +448,18 @@ def test_a_generator_not_granted_is_named_only_when_it_exists(service):
     assert answers[0].json()["detail"] == ("key 'free-only-names' may not use generator (not echoed) (it may use: "
                                            "extractive)")
     assert "may not use generator 'paid'" in _generate(url, free, "paid").json()["detail"]  # configured: named
+
+
+def test_the_arena_served_alone_refuses_a_forwarded_address_that_is_no_ip(tmp_path):
+    """``python -m webui`` reads X-Forwarded-For through the same middleware as the API (ragnarok.proxies)."""
+    from ragnarok.settings import Settings
+    from webui.app import standalone_app
+
+    app = standalone_app(Settings(data_dir=tmp_path / "data", trusted_proxies="127.0.0.1"), "http://127.0.0.1:9")
+    with serve_app(app) as url:
+        ok = httpx.get(url + "/healthz", headers={"X-Forwarded-For": "203.0.113.7"}, timeout=T)
+        assert ok.status_code == 200, ok.text
+        for forwarded in ("new-client-1", "203.0.113.7, unknown"):
+            answer = httpx.get(url + "/healthz", headers={"X-Forwarded-For": forwarded}, timeout=T)
+            assert answer.status_code == 400, (forwarded, answer.text)
+            assert answer.json()["detail"].startswith("X-Forwarded-For from a trusted proxy must end in"), answer.text

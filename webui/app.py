@@ -368,12 +368,11 @@ def standalone_app(settings: Settings, rag_url: str, topics_path: Path | None = 
     import os  # noqa: PLC0415
 
     from fastapi import FastAPI  # noqa: PLC0415
-    from uvicorn.middleware.proxy_headers import ProxyHeadersMiddleware  # noqa: PLC0415
-
+    from ragnarok.proxies import ForwardedFor  # noqa: PLC0415
     from ragnarok.redact import register_env  # noqa: PLC0415
 
     app = FastAPI(title=TITLE)
-    app.add_middleware(ProxyHeadersMiddleware, trusted_hosts=settings.trusted_proxy_list() or "")
+    app.add_middleware(ForwardedFor, trusted_hosts=settings.trusted_proxy_list() or "")
     register_env(settings.arena_api_key_env)  # the key is masked in every message and log line
 
     @app.get("/healthz")
