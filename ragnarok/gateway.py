@@ -258,16 +258,20 @@ class PipelineRunner:
         for q in pipeline.query:
             QUERY_STAGES.get(q.name)
             if q.name in ("hyde", "query2doc") and q.n is not None:
-                raise ComponentArgumentError(f"{q.name} writes one passage: drop the count in {q}")
+                raise ComponentArgumentError(f"{q.name} writes one passage: drop the count in {q}",
+                                             public=f"{q.name} writes one passage: drop its count")
         for stage in pipeline.rerank:
             if stage.name in QUERY_STAGES.entries:
                 raise ComponentArgumentError(
                     f"{stage.name} is a query stage: it goes before the retriever, e.g. "
-                    f"`{stage.name}:GENERATOR > {pipeline.retrieve}@{pipeline.depth}`, not after it ({stage})")
+                    f"`{stage.name}:GENERATOR > {pipeline.retrieve}@{pipeline.depth}`, not after it ({stage})",
+                    public=f"{stage.name} is a query stage: it goes before the retriever (`{stage.name}:GENERATOR > "
+                           "RETRIEVER@K`), not after it")
             if lookup(stage.name, RERANKERS, PASSAGE_STAGES) is PASSAGE_STAGES:  # unknown: 404, did you mean
                 if stage.fuse:
                     raise ComponentArgumentError(f"a passage stage is not fused with its input: drop ~{stage.fuse} "
-                                                 f"from {stage}")
+                                                 f"from {stage}", public=f"a passage stage is not fused with its "
+                                                 f"input: drop the ~ after {stage.name}")
                 PASSAGE_STAGES.create(stage.name, arg=stage.arg)
 
     async def ranking(self, pipeline: Pipeline, topic: Query,

@@ -86,6 +86,19 @@ def test_spec_errors_name_the_problem_and_position_never_the_text(oracle):
     assert answer.status_code == 422 and "sk-" not in answer.text and "no generation stage" in answer.text
 
 
+def test_stage_order_errors_do_not_echo_the_stages_arguments(oracle):
+    """The gateway's own checks (a count on hyde, a query stage after the retriever, a fused passage stage)
+    name the stage's kind, never the argument the caller wrote after it."""
+    client, _, _ = oracle
+    guess = "Zq9guessname"
+    for spec, words in ((f"hyde:{guess}:2 > bm25@10 | extractive", "hyde writes one passage"),
+                        (f"bm25@10 | hyde:{guess}@5 | extractive", "hyde is a query stage"),
+                        (f"bm25@10 | cutoff:0.5@5~rrf | {guess}", "not fused with its input")):
+        answer = client.post("/rag", json={"topic": "gzip", "pipeline": spec})
+        assert answer.status_code == 422 and words in answer.text, (spec, answer.text)
+        assert guess not in answer.text and "0.5" not in answer.text, (spec, answer.text)
+
+
 def test_did_you_mean_names_only_what_exists(oracle):
     client, _, _ = oracle
     near = client.post("/v1/generate", json={"request": REQUEST, "generator": "extractiv"}).json()["detail"]
