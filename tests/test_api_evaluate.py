@@ -124,7 +124,7 @@ def test_cited_segments_from_the_demo_index(tmp_path, demo_settings):
     ({"segments": SEGMENTS, "index": "demo"}, 422, "not both"),
     ({"nuggets": [{"text": "x"}] * (MAX_NUGGETS + 1)}, 413, f"the limit is {MAX_NUGGETS}"),
     ({"segments": {"a": "x" * 200_000}}, 413, "the limit is 100,000"),
-    ({"nuggets": NUGGETS, "judge": "nope"}, 404, "nope"),
+    ({"nuggets": NUGGETS, "judge": "nope"}, 404, "unknown generator (the name is not echoed); available: "),
     ({"nuggets": NUGGETS, "judge": "extractive"}, 422, "not an LLM"),
     ({"nuggets": NUGGETS, "judge": "down"}, 502, "down"),
     ({"nuggets": [{"text": "x", "importance": "essential"}]}, 422, "importance"),
