@@ -174,8 +174,9 @@ def _search(study: optuna.Study, evaluator: Evaluator, space: Space, strategy: s
             trial.set_user_attr("surplus", True)
             study.tell(trial, state=TrialState.FAIL)  # another worker took the last trial of the budget
             break
-        # the same candidate finished, or claimed by a trial numbered before this one: not run twice
-        clash = [t for t in everyone if t.number != trial.number and params_key(t.params) == params_key(labels)
+        # the same candidate finished, or claimed by a trial numbered before this one: not run twice (a claimed
+        # greedy trial is known by the labels it was enqueued with before its worker writes its parameters)
+        clash = [t for t in everyone if t.number != trial.number and params_key(_params(t)) == params_key(labels)
                  and _counts(t) and (t.state != TrialState.RUNNING or t.number < trial.number)
                  and t.user_attrs.get("retry_of") == trial.user_attrs.get("retry_of")]
         if clash and (strategy in GREEDY or strategy == "grid" or clash[0].state == TrialState.RUNNING):
