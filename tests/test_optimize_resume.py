@@ -20,6 +20,7 @@ from ragnarok.optimize.config import ConfigError, load_config
 from ragnarok.optimize.objective import TrialResult
 from ragnarok.optimize.space import build_space
 from ragnarok.settings import Settings
+from test_optimize import LEXICAL as NARROW  # two bm25 settings and bm25+rocchio, depth 20
 
 ROOT = Path(__file__).resolve().parent.parent
 TOPICS = ROOT / "topics" / "demo.tsv"
@@ -29,15 +30,6 @@ WIDE = """nodes:
     modules:
       - {module: bm25, k1: [0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.3, 1.4]}
       - {module: bm25+rocchio, terms: [5, 10, 20]}
-  - node: retrieval
-    modules:
-      - {module: lexical, depth: 20}
-"""
-NARROW = """nodes:
-  - node: lexical
-    modules:
-      - {module: bm25, k1: [0.9, 1.2]}
-      - {module: bm25+rocchio, terms: 10}
   - node: retrieval
     modules:
       - {module: lexical, depth: 20}

@@ -18,6 +18,7 @@ import httpx
 import pytest
 
 from servers import ragnarok_serve, serve_app
+from test_keys import fake  # noqa: F401 - the flaky OpenAI-shaped backend, once per module
 
 T = 120  # seconds: the first /rag loads MiniLM
 KEY_ENV = "RAGNAROK_TEST_SPEND_KEY"
@@ -30,15 +31,6 @@ ZERO = ("0", "0", "0")
 def _config(name: str, base: str, model: str, **extra) -> dict:
     return {"name": name, "backend": "openai", "base_url": base + "/v1", "model": model,
             "api_key_env": KEY_ENV, "max_retries": 0, **extra}
-
-
-@pytest.fixture(scope="module")
-def fake():
-    from fakes import flaky_openai_app
-
-    backend = flaky_openai_app()
-    with serve_app(backend) as base:
-        yield backend, base
 
 
 @pytest.fixture(scope="module")
