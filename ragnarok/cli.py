@@ -189,7 +189,13 @@ def index(
     demo: Annotated[bool, typer.Option("--demo", help="Build the demo index (Python documentation).")] = False,
     dense: Annotated[Optional[str], typer.Option(help="Also build a dense (FAISS) index with this model "
                                                       "(minilm offline; any sentence-transformers name).")] = None,
-    hnsw: Annotated[bool, typer.Option("--hnsw", help="HNSW instead of a flat dense index (large collections).")] = False,
+    dense_kind: Annotated[str, typer.Option(help="The --dense index's kind: flat (exact), hnsw, hnsw-sq8 (HNSW "
+                                                 "over 8-bit codes, 4x smaller), lucene-hnsw (Anserini), or auto "
+                                                 "(flat up to RAGNAROK_DENSE_EXACT_MAX_SEGMENTS, then hnsw-sq8)."
+                                            )] = "auto",
+    hnsw: Annotated[bool, typer.Option("--hnsw", help="Same as --dense-kind hnsw.")] = False,
+    shards: Annotated[int, typer.Option(min=1, help="The --dense index in this many shards (row ranges) "
+                                                    "searched in parallel.")] = 1,
     from_lucene: Annotated[Optional[Path], typer.Option(help="Build only the --dense index, from the segments "
                                                             "stored in this existing Lucene index.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Rebuild the --dense index even when it is up to date "
@@ -206,14 +212,18 @@ def index(
     from ragnarok.collection.demo_index import ensure_dense_index  # noqa: PLC0415
     from ragnarok.java import set_verbose  # noqa: PLC0415
 
+    from ragnarok.retrieve.dense_kinds import check_kind  # noqa: PLC0415
+
     set_verbose(verbose)
-    kind = "hnsw" if hnsw else "flat"
+    if hnsw and dense_kind not in ("auto", "hnsw"):
+        raise ValueError(f"--hnsw is --dense-kind hnsw: give one of them, not --hnsw with --dense-kind {dense_kind}")
+    kind = check_kind("hnsw" if hnsw else dense_kind)
     if from_lucene is not None:
         if not dense:
             raise ValueError("--from-lucene builds a dense index: give --dense MODEL")
         if not lucene_index.is_lucene_index(from_lucene):
             raise FileNotFoundError(f"no Lucene index at {from_lucene}")
-        built = ensure_dense_index(from_lucene, dense, kind, force, sentence_store=sentence_store)
+        built = ensure_dense_index(from_lucene, dense, kind, force, sentence_store=sentence_store, shards=shards)
         typer.echo(f"dense index at {built}")
         return
     if demo:
@@ -230,16 +240,17 @@ def index(
         n = lucene_index.index_jsonl(input, output, threads, workers, skip_bad)
         typer.echo(f"indexed {n:,} segments into {output}")
     if dense:
-        typer.echo(f"dense index at {ensure_dense_index(output, dense, kind, force, sentence_store=sentence_store)}")
+        typer.echo(f"dense index at "
+                   f"{ensure_dense_index(output, dense, kind, force, sentence_store=sentence_store, shards=shards)}")
     _warn_stale_dense(output, dense)
 
 
 def _warn_stale_dense(lucene_dir: Path, built: str | None) -> None:
     """Name the dense indexes beside ``lucene_dir`` that its rebuild made stale (they refuse to load)."""
-    from ragnarok.retrieve.dense import rebuild_command, stale_reason  # noqa: PLC0415
+    from ragnarok.retrieve.dense import is_dense_index, rebuild_command, stale_reason  # noqa: PLC0415
 
     root = Path(f"{lucene_dir}.dense")
-    for path in sorted(root.glob("*/index.faiss")) if root.is_dir() else []:
+    for path in sorted(p / "meta.json" for p in root.iterdir() if is_dense_index(p)) if root.is_dir() else []:
         model = path.parent.name.replace("__", "/")
         if model != built and stale_reason(path.parent, lucene_dir) is not None:
             typer.echo(f"note: the dense index at {path.parent} is now stale; rebuild it with "

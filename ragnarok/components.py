@@ -113,12 +113,19 @@ def _embedding_model(base: str, arg: str, settings: Settings) -> tuple[str, bool
 def _dense(name: str, source: str, settings: Settings, arg: str | None = None) -> Retriever:
     if source.startswith(("http://", "https://", "prebuilt:")):
         raise UnknownComponentError("retriever", name, ["dense needs a local index (built with --dense)"])
+    if arg and arg.startswith("prebuilt:"):  # dense:prebuilt:NAME, a Lucene HNSW index in prebuilt_dir
+        prebuilt = arg.removeprefix("prebuilt:")
+        if not prebuilt or looks_like_path(prebuilt) or prebuilt.startswith("."):
+            raise UnknownComponentError("prebuilt dense index", prebuilt, ["a name in RAGNAROK_PREBUILT_DIR"])
+        return DenseRetriever(name, source, allow_downloads=settings.allow_downloads, prebuilt=prebuilt,
+                              prebuilt_dir=str(settings.prebuilt_dir or settings.data_dir / "prebuilt"))
     model, _ = _embedding_model("dense", arg or "minilm", settings)
     # a hub model not in the local cache: 503 once its dense index is found, unless allow_downloads
     return DenseRetriever(name, source, model, allow_downloads=settings.allow_downloads)
 
 
-RETRIEVERS.register("dense", _dense, "dense retrieval: dense:MODEL (minilm offline; arctic-l, gte-l online)")
+RETRIEVERS.register("dense", _dense, "dense retrieval: dense:MODEL (minilm offline; arctic-l, gte-l online), "
+                    "dense:prebuilt:NAME (a Lucene HNSW index unpacked in RAGNAROK_PREBUILT_DIR)")
 
 
 def _extractive(config: GeneratorConfig) -> Generator:

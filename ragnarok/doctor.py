@@ -83,7 +83,7 @@ def check_java(settings: Settings, needed: bool) -> Check:
 def check_index(settings: Settings, name: str, source: str) -> Check:
     from ragnarok.collection.demo_index import dense_build_reason  # noqa: PLC0415
     from ragnarok.collection.lucene_index import is_lucene_index  # noqa: PLC0415
-    from ragnarok.retrieve.dense import rebuild_command  # noqa: PLC0415
+    from ragnarok.retrieve.dense import is_dense_index, rebuild_command  # noqa: PLC0415
 
     if source.startswith(("http://", "https://")):
         return _check_remote_index(settings, name, source)
@@ -98,7 +98,8 @@ def check_index(settings: Settings, name: str, source: str) -> Check:
     # the Lucene documents are the collection's segments (passages)
     detail: dict[str, Any] = {"path": str(path), "exists": True, "segments": lucene_documents(path), "dense": {}}
     root = Path(f"{path}.dense")
-    models = sorted(p.parent.name.replace("__", "/") for p in root.glob("*/index.faiss")) if root.is_dir() else []
+    models = sorted(p.name.replace("__", "/") for p in root.glob("*") if is_dense_index(p)
+                    and not p.name.startswith(".")) if root.is_dir() else []
     if name == DEMO_INDEX and "minilm" not in models:
         models.append("minilm")
     stale = []

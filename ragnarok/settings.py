@@ -107,6 +107,11 @@ class Settings(BaseSettings):
     dense_build_batch_size: int = Field(64, ge=1, le=100_000, description="`ragnarok serve`'s background "
                                         "build of the demo's dense index: segments encoded per step (the "
                                         "progress GET /v1/retrievers shows moves per step).")
+    dense_exact_max_segments: int = Field(50_000, ge=0, description="`--dense-kind auto` (the default): exact "
+                                          "(flat) search up to this many segments, HNSW over 8-bit codes "
+                                          "(hnsw-sq8) past it.")
+    prebuilt_dir: Path | None = Field(None, description="Where prebuilt Lucene HNSW indexes are unpacked, one "
+                                      "directory per name (`dense:prebuilt:NAME`); default data_dir/prebuilt.")
     dense_build_pause_s: float = Field(0.0, ge=0, le=60, description="`ragnarok serve`'s background dense build: "
                                        "seconds it pauses after each step, leaving the CPU to requests.")
     retrieval_url: str | None = Field(None, description="Base URL of the R service the gateway calls; "

@@ -109,10 +109,11 @@ def test_meta_and_files(indexes, lucene_dir):
     from ragnarok.collection.lucene_index import index_identity
 
     for kind, path in indexes.items():
-        assert json.loads((path / "meta.json").read_text()) == {"model": "minilm", "dim": 384, "kind": kind,
-                                                                 "count": len(DOCS),
-                                                                 "lucene": {**index_identity(lucene_dir),
-                                                                            "count": len(DOCS)}}
+        assert json.loads((path / "meta.json").read_text()) == {
+            "model": "minilm", "dim": 384, "kind": kind, "count": len(DOCS),
+            "params": {} if kind == "flat" else {"M": 32, "efConstruction": 100, "efSearch": 128},
+            "shards": [{"dir": ".", "start": 0, "count": len(DOCS)}],
+            "lucene": {**index_identity(lucene_dir), "count": len(DOCS)}}
         assert len((path / "docids.txt").read_text().splitlines()) == len(DOCS)
         assert (path / "index.faiss").stat().st_size > 0
         assert not [p for p in path.parent.iterdir() if ".partial" in p.name or ".old" in p.name]

@@ -29,28 +29,29 @@ from cachetools import LRUCache
 from ragnarok import cancel
 from ragnarok.cancel import FairLock
 from ragnarok.registry import UnknownComponentError
+from ragnarok.retrieve.dense_errors import DenseIndexMismatchError, DenseIndexNotFoundError, StaleDenseIndexError
+from ragnarok.retrieve.dense_kinds import HNSW_EF_SEARCH, HNSW_M
 from ragnarok.types import Candidate, Doc, Query, Request
 
-Kind = Literal["flat", "hnsw"]
+Kind = Literal["flat", "hnsw", "hnsw-sq8", "lucene-hnsw", "auto"]
+__all__ = ["HNSW_M", "DenseIndexMismatchError", "DenseIndexNotFoundError", "StaleDenseIndexError"]  # re-exported
 PACKAGED = ("minilm", "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
 REMOTE_MODELS = {"arctic-l": "Snowflake/snowflake-arctic-embed-l", "gte-l": "Alibaba-NLP/gte-large-en-v1.5"}
 # Query instructions, keyed by the resolved model name (documents are encoded without one).
 QUERY_PREFIXES = {"Snowflake/snowflake-arctic-embed-l": "Represent this sentence for searching relevant passages: "}
 TRUST_REMOTE_CODE = {"Alibaba-NLP/gte-large-en-v1.5"}  # GTE v1.5 ships its own modelling code
-HNSW_M = 32
 DOC_CACHE = 20_000  # parsed segments a dense retriever keeps (a few KB each)
 
 
-class DenseIndexNotFoundError(FileNotFoundError):
-    """No dense index (or no embedding model) where one was expected."""
-
-
-class StaleDenseIndexError(DenseIndexNotFoundError):
-    """A dense index that no longer matches its Lucene index (or its model): as good as missing."""
-
-
 def rebuild_command(lucene_dir: str | Path, model: str, kind: str = "flat") -> str:
-    return f"ragnarok index --dense {model} --from-lucene {lucene_dir}" + (" --hnsw" if kind == "hnsw" else "")
+    return f"ragnarok index --dense {model} --from-lucene {lucene_dir}" + \
+        (f" --dense-kind {kind}" if kind not in ("flat", "auto") else "")
+
+
+def is_dense_index(path: Path) -> bool:
+    """Whether ``path`` holds a finished dense index (its meta.json, written last; ``index.faiss`` for one
+    built before meta.json recorded sharded and Lucene kinds)."""
+    return (path / "meta.json").is_file() or (path / "index.faiss").is_file()
 
 
 def stale_reason(path: Path, lucene_dir: str | Path, model: str | None = None, kind: str | None = None) -> str | None:
@@ -72,7 +73,11 @@ def stale_reason(path: Path, lucene_dir: str | Path, model: str | None = None, k
                 f"{now['commit']} {now['sha256'][:12]})")
     if model is not None and meta.get("model") != model:
         return f"it was built with the model {meta.get('model')!r}, not {model!r}"
-    if kind is not None and meta.get("kind") != kind:
+    if kind == "auto":
+        from ragnarok.retrieve.dense_kinds import resolve_kind  # noqa: PLC0415
+
+        kind = resolve_kind(kind, int(meta.get("count") or 0))
+    if kind is not None and meta.get("kind", "flat") != kind:
         return f"it is a {meta.get('kind')} index, not {kind}"
     return None
 
@@ -198,19 +203,24 @@ def dense_dir(lucene_dir: str | Path, model: str) -> Path:
 
 @dataclass
 class DenseRetriever:
-    """FAISS search over a dense index; candidates' fields come from the Lucene index's stored raw JSON.
+    """Search over a dense index of any kind (:mod:`ragnarok.retrieve.dense_kinds`; FAISS shards searched in
+    parallel, or Lucene HNSW); candidates' fields come from the Lucene index's stored raw JSON.
 
     ``index_dir`` defaults to the index of ``model`` beside ``lucene_dir`` (:func:`dense_dir`); the model that
-    encodes queries is the one named in the index's ``meta.json``.
+    encodes queries is the one named in the index's ``meta.json``. ``prebuilt``: the name of a prebuilt Lucene
+    HNSW index in ``prebuilt_dir`` (``dense:prebuilt:NAME``; its query encoder comes with it:
+    :func:`ragnarok.retrieve.lucene_hnsw.resolve_prebuilt`).
     """
 
     name: str
     lucene_dir: str
     model: str = "minilm"
     index_dir: str | None = None
-    ef_search: int = 128  # HNSW search breadth (raised to k when k is larger)
+    ef_search: int = HNSW_EF_SEARCH  # HNSW search breadth (raised to k when k is larger)
     allow_downloads: bool = True  # False (a server's default): a hub model that is not cached is refused (503)
-    _index: Any = field(default=None, init=False, repr=False)
+    prebuilt: str | None = None
+    prebuilt_dir: str | None = None
+    _index: Any = field(default=None, init=False, repr=False)  # FaissShards or LuceneHnsw
     _docids: list[str] = field(default_factory=list, init=False, repr=False)
     _meta: dict[str, Any] = field(default_factory=dict, init=False, repr=False)
     _searcher: Any = field(default=None, init=False, repr=False)
@@ -219,42 +229,77 @@ class DenseRetriever:
 
     @property
     def path(self) -> Path:
+        if self.prebuilt is not None:
+            return Path(self.prebuilt_dir or ".") / self.prebuilt
         return Path(self.index_dir) if self.index_dir else dense_dir(self.lucene_dir, self.model)
 
     def _load(self) -> None:
         with self._lock:
             if self._index is not None:
                 return
-            path = self.path
-            if not (path / "index.faiss").exists():
-                raise DenseIndexNotFoundError(
-                    f"no dense index for {self.model} at {path}; build it with "
-                    f"`ragnarok index --dense {self.model} --from-lucene {self.lucene_dir}`")
-            import faiss  # noqa: PLC0415
-
             from ragnarok.collection.lucene_index import is_lucene_index  # noqa: PLC0415
             from ragnarok.retrieve.anserini import LuceneSearcher  # noqa: PLC0415
 
+            meta = self._read_meta()
             if not is_lucene_index(Path(self.lucene_dir)):
                 raise DenseIndexNotFoundError(f"no Lucene index at {self.lucene_dir} (it holds the segments' text)")
-            meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
-            reason = stale_reason(path, self.lucene_dir, None if self.index_dir else self.model)
-            if reason:
-                raise StaleDenseIndexError(
-                    f"the dense index at {path} is stale: {reason}; rebuild it with "
-                    f"`{rebuild_command(self.lucene_dir, self.model, meta.get('kind', 'flat'))}`")
             if not self.allow_downloads and (refused := download_refused(meta.get("model", self.model))):
                 raise DenseIndexNotFoundError(refused)
-            docids = (path / "docids.txt").read_text(encoding="utf-8").splitlines()
-            index = faiss.read_index(str(path / "index.faiss"))
-            if index.ntotal != len(docids):
-                raise DenseIndexNotFoundError(f"corrupt dense index at {path}: {index.ntotal} vectors, "
-                                              f"{len(docids)} docids")
+            index, docids = self._open(meta)
             self._searcher = LuceneSearcher(self.lucene_dir)
             self._meta, self._docids, self._index = meta, docids, index
-        from ragnarok.retrieve.vectors import STORE_DIR, text_vectors  # noqa: PLC0415
+        if self.prebuilt is None:
+            from ragnarok.retrieve.vectors import STORE_DIR, text_vectors  # noqa: PLC0415
 
-        text_vectors(self._meta.get("model", self.model)).add_store(self.path / STORE_DIR)
+            text_vectors(self._meta.get("model", self.model)).add_store(self.path / STORE_DIR)
+
+    def _read_meta(self) -> dict[str, Any]:
+        """The index's meta.json, checked: present, not stale, of a known kind (a prebuilt index: what its
+        name resolves to)."""
+        from ragnarok.retrieve.dense_kinds import KINDS  # noqa: PLC0415
+
+        path = self.path
+        if self.prebuilt is not None:
+            from ragnarok.retrieve.lucene_hnsw import resolve_prebuilt  # noqa: PLC0415
+
+            return resolve_prebuilt(self.prebuilt, Path(self.prebuilt_dir or "."))
+        if not is_dense_index(path):
+            raise DenseIndexNotFoundError(
+                f"no dense index for {self.model} at {path}; build it with "
+                f"`ragnarok index --dense {self.model} --from-lucene {self.lucene_dir}`")
+        try:
+            meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            meta = {}
+        reason = stale_reason(path, self.lucene_dir, None if self.index_dir else self.model)
+        if reason:
+            raise StaleDenseIndexError(
+                f"the dense index at {path} is stale: {reason}; rebuild it with "
+                f"`{rebuild_command(self.lucene_dir, self.model, meta.get('kind', 'flat'))}`")
+        if meta.get("kind", "flat") not in KINDS:
+            raise DenseIndexMismatchError(f"the dense index at {path} is of an unknown kind {meta.get('kind')!r} "
+                                          f"(this version knows {', '.join(KINDS)}); rebuild it with "
+                                          f"`{rebuild_command(self.lucene_dir, self.model)}`")
+        return meta
+
+    def _open(self, meta: dict[str, Any]) -> tuple[Any, list[str]]:
+        """The loaded index of ``meta``'s kind and its docids (by row; none for Lucene HNSW, whose hits carry
+        them)."""
+        path = self.path
+        if meta.get("kind") == "lucene-hnsw":
+            from ragnarok.retrieve.lucene_hnsw import LuceneHnsw  # noqa: PLC0415
+
+            return LuceneHnsw(Path(meta.get("dir", path / "lucene-hnsw")), int(meta.get("dim") or 0)), []
+        from ragnarok.retrieve.dense_shards import FaissShards  # noqa: PLC0415
+
+        meta.setdefault("kind", "flat")
+        meta.setdefault("dim", 0)
+        index = FaissShards.load(path, meta)
+        docids = (path / "docids.txt").read_text(encoding="utf-8").splitlines()
+        if index.ntotal != len(docids):
+            raise DenseIndexNotFoundError(f"corrupt dense index at {path}: {index.ntotal} vectors, "
+                                          f"{len(docids)} docids")
+        return index, docids
 
     def warm_up(self) -> None:
         """Load the index, the Lucene searcher and the model now rather than on the first query."""
@@ -267,20 +312,31 @@ class DenseRetriever:
 
     def search(self, text: str, k: int) -> list[tuple[str, float]]:
         """``(docid, score)`` of the ``k`` nearest segments (cosine similarity), best first."""
-        import faiss  # noqa: PLC0415
-
         self._load()
-        k = min(k, len(self._docids))
-        if k <= 0:
-            return []
         from ragnarok.retrieve.vectors import text_vectors  # noqa: PLC0415
 
         # cached: the extractive generator and the rerankers read this query's vector too
-        vector = text_vectors(self._meta.get("model", self.model)).encode([text], query=True)
-        params = faiss.SearchParametersHNSW(efSearch=max(self.ef_search, k)) \
-            if self._meta.get("kind") == "hnsw" else None
-        scores, ids = self._index.search(vector, k, params=params)
-        return [(self._docids[i], float(s)) for s, i in zip(scores[0], ids[0]) if i >= 0]
+        return self.search_vector(text_vectors(self._meta.get("model", self.model)).encode([text], query=True), k)
+
+    def search_vector(self, vector: np.ndarray, k: int) -> list[tuple[str, float]]:
+        """``(docid, score)`` of the ``k`` segments nearest to ``vector`` (a query vector already encoded,
+        L2-normalised, ``(dim,)`` or ``(1, dim)``), best first, ties by row. A vector of another dimension than
+        the index's is a :class:`DenseIndexMismatchError` naming both."""
+        self._load()
+        vector = np.asarray(vector, dtype=np.float32).reshape(-1)
+        dim = int(self._meta.get("dim") or 0)  # 0: a prebuilt index's (Lucene checks it)
+        if dim and vector.shape[0] != dim:
+            raise DenseIndexMismatchError(
+                f"the dense index at {self.path} holds {dim}-dimensional vectors but the query encoder "
+                f"{self._meta.get('model', self.model)} gives {vector.shape[0]}-dimensional ones: build the index "
+                "with the model that encodes the queries")
+        if self._meta.get("kind") == "lucene-hnsw":
+            return self._index.search(vector, k, self.ef_search)
+        k = min(k, len(self._docids))
+        if k <= 0:
+            return []
+        scores, rows = self._index.search(vector, k, self.ef_search)
+        return [(self._docids[row], float(score)) for score, row in zip(scores.tolist(), rows.tolist())]
 
     def retrieve(self, query: Query, k: int) -> Request:
         return Request(query=query, candidates=[Candidate(docid=docid, score=score, doc=self._doc(docid))

@@ -14,7 +14,7 @@ from ragnarok.model_paths import ModelLRU
 from ragnarok.protocols import Reranker, Retriever
 from ragnarok.registry import Instances, UnknownComponentError
 from ragnarok.retrieve.building import DenseBuild, DenseBuilds, Progress
-from ragnarok.retrieve.dense import dense_dir, rebuild_command, stale_reason
+from ragnarok.retrieve.dense import dense_dir, is_dense_index, rebuild_command, stale_reason
 from ragnarok.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -184,7 +184,7 @@ class RetrievalService:
     def _dense_models(source: str) -> list[str]:
         """Models with a dense index built beside this Lucene index."""
         root = Path(f"{source}.dense")
-        return sorted(p.name for p in root.glob("*") if (p / "index.faiss").exists() and not p.name.startswith(".")) \
+        return sorted(p.name for p in root.glob("*") if is_dense_index(p) and not p.name.startswith(".")) \
             if root.is_dir() else []
 
 

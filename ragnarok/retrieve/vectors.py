@@ -65,7 +65,10 @@ class StoreWriter:
         self._file = open(self.directory / "vectors.f32", "wb")  # noqa: SIM115 - closed by finish()
 
     def add(self, texts: list[str], vectors: np.ndarray) -> None:
-        keys = text_keys(texts)
+        self.add_keys(text_keys(texts), vectors)
+
+    def add_keys(self, keys: np.ndarray, vectors: np.ndarray) -> None:
+        """Add texts by their keys (:func:`text_keys`), e.g. from a resumed build's saved chunks."""
         fresh = [i for i, key in enumerate(keys.tolist()) if not (key in self._seen or self._seen.add(key))]
         if fresh:
             self._file.write(np.ascontiguousarray(vectors[fresh], dtype=np.float32).tobytes())
