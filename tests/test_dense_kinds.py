@@ -1,0 +1,190 @@
+"""Dense index kinds at scale (issue 36): flat (memory-mapped), hnsw, hnsw-sq8, lucene-hnsw and auto, written from
+vectors computed elsewhere (`write_dense_index`), sharded and merged by score, searched by vector; an index of
+another kind or dimension than it says is one clear error; a prebuilt Lucene HNSW index by name. Synthetic
+clustered vectors over a real tiny Lucene index (the model is not the point), MiniLM where it is."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ragnarok.collection.lucene_index import index_documents
+from ragnarok.retrieve.dense import DenseIndexMismatchError, DenseIndexNotFoundError, DenseRetriever, Encoder
+from ragnarok.retrieve.dense_build import write_dense_index
+from ragnarok.retrieve.dense_kinds import resolve_kind
+from ragnarok.types import Query
+from test_dense import DOCS, PARAPHRASES
+
+N, DIM = 2000, 64
+
+
+def clustered(n: int, dim: int, seed: int = 0) -> np.ndarray:
+    """Unit vectors around 60 centres (as embeddings of a collection cluster by topic), float32."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((60, dim))
+    vectors = centres[rng.integers(0, 60, n)] + 0.6 * rng.standard_normal((n, dim))
+    return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def lucene_dir(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("kinds")
+    docs = [{"docid": d, "title": t, "body": b, "url": "", "headings": ""} for d, t, b in DOCS]
+    index_documents(iter(docs), root / "idx")
+    return root / "idx"
+
+
+@pytest.fixture(scope="module")
+def built(lucene_dir) -> dict[str, Path]:
+    """One synthetic collection written as every FAISS kind, and flat in 4 shards."""
+    vectors, docids = clustered(N, DIM), [f"seg{i}" for i in range(N)]
+    out = {}
+    for name, kind, shards in [("flat", "flat", 1), ("flat4", "flat", 4), ("hnsw", "hnsw", 1),
+                               ("sq8", "hnsw-sq8", 1), ("sq8x3", "hnsw-sq8", 3)]:
+        out[name] = lucene_dir.parent / name
+        meta = write_dense_index(vectors, docids, out[name], model="minilm", kind=kind, shards=shards,
+                                 lucene_dir=lucene_dir)
+        assert meta["kind"] == kind and meta["dim"] == DIM and len(meta["shards"]) == shards
+    return out
+
+
+def dense(lucene_dir: Path, index_dir: Path) -> DenseRetriever:
+    return DenseRetriever("dense:minilm", str(lucene_dir), "minilm", index_dir=str(index_dir))
+
+
+def queries(n: int = 30) -> np.ndarray:
+    rng = np.random.default_rng(7)
+    base = clustered(N, DIM)[rng.integers(0, N, n)] + 0.3 * rng.standard_normal((n, DIM)).astype(np.float32)
+    return (base / np.linalg.norm(base, axis=1, keepdims=True)).astype(np.float32)
+
+
+def test_exact_search_over_4_shards_ranks_as_one_flat_index(lucene_dir, built):
+    one, four = dense(lucene_dir, built["flat"]), dense(lucene_dir, built["flat4"])
+    assert [s["dir"] for s in json.loads((built["flat4"] / "meta.json").read_text())["shards"]] == \
+        ["shard-000", "shard-001", "shard-002", "shard-003"]
+    for q in queries():
+        expected = one.search_vector(q, 100)
+        assert four.search_vector(q, 100) == expected  # same docids, same scores, same order
+        exact = np.argsort(-(clustered(N, DIM) @ q), kind="stable")[:100]
+        assert [d for d, _ in expected] == [f"seg{i}" for i in exact]
+
+
+def test_flat_is_memory_mapped_and_sq8_is_smaller_with_recall(lucene_dir, built):
+    flat = dense(lucene_dir, built["flat"])
+    flat.search_vector(queries(1)[0], 5)
+    maps = Path("/proc/self/maps").read_text()
+    assert str(built["flat"] / "index.faiss") in maps  # mapped, not read onto the heap
+    size = {name: sum(f.stat().st_size for f in path.rglob("index.faiss")) for name, path in built.items()}
+    assert size["hnsw"] - size["sq8"] >= 0.7 * size["flat"]  # 8-bit codes instead of 32-bit floats
+    for name in ("hnsw", "sq8", "sq8x3"):
+        approx = dense(lucene_dir, built[name])
+        recall = np.mean([len({d for d, _ in approx.search_vector(q, 100)} & {d for d, _ in flat.search_vector(q, 100)})
+                          / 100 for q in queries()])
+        assert recall >= 0.95, (name, recall)
+
+
+def test_auto_is_exact_up_to_the_setting_then_hnsw_sq8(lucene_dir, tmp_path, monkeypatch):
+    assert resolve_kind("auto", 50, exact_max=100) == "flat" and resolve_kind("auto", 101, exact_max=100) == "hnsw-sq8"
+    assert resolve_kind("hnsw", 10, exact_max=100) == "hnsw"
+    with pytest.raises(ValueError, match="unknown dense index kind 'ivf'.*flat, hnsw, hnsw-sq8, lucene-hnsw, auto"):
+        resolve_kind("ivf", 10)
+    from ragnarok.settings import get_settings
+
+    get_settings.cache_clear()
+    monkeypatch.setenv("RAGNAROK_DENSE_EXACT_MAX_SEGMENTS", "500")
+    try:
+        vectors = clustered(600, DIM)
+        meta = write_dense_index(vectors, [f"s{i}" for i in range(600)], tmp_path / "a", lucene_dir=lucene_dir)
+        assert meta["kind"] == "hnsw-sq8" and meta["params"]["M"] == 32
+        meta = write_dense_index(vectors[:500], [f"s{i}" for i in range(500)], tmp_path / "b", lucene_dir=lucene_dir)
+        assert meta["kind"] == "flat"
+    finally:
+        get_settings.cache_clear()
+
+
+def test_an_index_of_another_kind_or_dimension_is_one_clear_error(lucene_dir, built, tmp_path):
+    wrong = tmp_path / "wrong"
+    shutil.copytree(built["flat"], wrong)
+    meta = json.loads((wrong / "meta.json").read_text())
+    (wrong / "meta.json").write_text(json.dumps({**meta, "kind": "hnsw"}))
+    with pytest.raises(DenseIndexMismatchError, match="says it is hnsw .meta.json. but its file holds a "
+                                                      "IndexFlatIP, not a IndexHNSWFlat"):
+        dense(lucene_dir, wrong).search_vector(queries(1)[0], 3)
+    (wrong / "meta.json").write_text(json.dumps({**meta, "kind": "ivf-pq"}))
+    with pytest.raises(DenseIndexMismatchError, match="unknown kind 'ivf-pq'"):
+        dense(lucene_dir, wrong).search_vector(queries(1)[0], 3)
+    (wrong / "meta.json").write_text(json.dumps({**meta, "dim": 384}))
+    with pytest.raises(DenseIndexMismatchError, match="holds 64-dimensional vectors but its meta.json says 384"):
+        dense(lucene_dir, wrong).search_vector(queries(1)[0], 3)
+    # the query encoder (MiniLM, 384) against 64-dimensional vectors: named, not a crash in FAISS
+    with pytest.raises(DenseIndexMismatchError, match="holds 64-dimensional vectors but the query encoder minilm "
+                                                      "gives 384-dimensional ones"):
+        dense(lucene_dir, built["sq8"]).search("a string instrument", 3)
+
+
+def test_the_api_answers_503_naming_the_mismatch(lucene_dir, built, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from api.main import create_app
+    from ragnarok.retrieve.dense import dense_dir
+    from ragnarok.settings import Settings
+
+    lucene = tmp_path / "idx"
+    shutil.copytree(lucene_dir, lucene)
+    shutil.copytree(built["flat"], dense_dir(lucene, "minilm"))  # 64-dimensional vectors where MiniLM's go
+    meta = json.loads((dense_dir(lucene, "minilm") / "meta.json").read_text())
+    from ragnarok.collection.lucene_index import index_identity
+
+    (dense_dir(lucene, "minilm") / "meta.json").write_text(json.dumps({**meta, "lucene": {
+        **index_identity(lucene), "count": N}}))
+    with TestClient(create_app(Settings(data_dir=tmp_path / "data", indexes={"x": str(lucene)},
+                                        default_index="x"))) as client:
+        r = client.post("/v1/retrieve", json={"query": "violin", "retriever": "dense:minilm", "k": 3})
+    assert r.status_code == 503 and "64-dimensional vectors but the query encoder minilm gives 384" in r.text, r.text
+
+
+def test_lucene_hnsw_and_a_prebuilt_index_by_name(lucene_dir, built, tmp_path):
+    """Anserini's HNSW index, written by write_dense_index and searched by vector, finds what exact search
+    finds; the same index unpacked under a name is `dense:prebuilt:NAME` with its query encoder."""
+    from ragnarok.retrieve.service import RetrievalService
+    from ragnarok.settings import Settings
+
+    vectors = clustered(N, DIM)[:600]
+    meta = write_dense_index(vectors, [f"seg{i}" for i in range(600)], tmp_path / "lh", kind="lucene-hnsw",
+                             lucene_dir=lucene_dir)
+    assert meta["kind"] == "lucene-hnsw" and meta["params"] == {"M": 16, "efConstruction": 100, "efSearch": 128}
+    lucene_hnsw = dense(lucene_dir, tmp_path / "lh")
+    for q in queries(5):
+        exact = np.argsort(-(vectors @ q))[:10]
+        hits = lucene_hnsw.search_vector(q, 10)
+        assert len({d for d, _ in hits} & {f"seg{i}" for i in exact}) >= 9
+        assert abs(hits[0][1] - float(vectors[int(hits[0][0][3:])] @ q)) < 1e-3  # a cosine, as FAISS gives
+    with pytest.raises(DenseIndexMismatchError, match="holds 64-dimensional vectors but the query encoder minilm"):
+        lucene_hnsw.search("a string instrument", 3)
+
+    # a prebuilt index: MiniLM vectors of the Lucene index's segments, as Anserini builds them
+    settings = Settings(data_dir=tmp_path / "data", prebuilt_dir=tmp_path / "prebuilt",
+                        indexes={"x": str(lucene_dir)}, default_index="x")
+    missing = RetrievalService(settings).get("dense:prebuilt:tiny-minilm.hnsw")
+    with pytest.raises(DenseIndexNotFoundError, match=r"prebuilt index tiny-minilm.hnsw is not on this machine: "
+                                                      r"download it .* unpack it so that its Lucene files are in "
+                                                      + str(tmp_path / "prebuilt" / "tiny-minilm.hnsw")):
+        missing.retrieve(Query(text="x"), 3)
+    texts = [f"{t}\n{b}" for _, t, b in DOCS]
+    write_dense_index(Encoder("minilm").encode(texts), [f"{d}#0_0" for d, _, _ in DOCS], tmp_path / "built",
+                      kind="lucene-hnsw")
+    (tmp_path / "prebuilt").mkdir()
+    (tmp_path / "built" / "lucene-hnsw").rename(tmp_path / "prebuilt" / "tiny-minilm.hnsw")
+    (tmp_path / "prebuilt" / "tiny-minilm.hnsw" / "ragnarok-prebuilt.json").write_text('{"encoder": "minilm"}')
+    prebuilt = RetrievalService(settings).get("dense:prebuilt:tiny-minilm.hnsw")
+    for text, expected in PARAPHRASES:
+        top = prebuilt.retrieve(Query(text=text), 3).candidates[0]
+        assert top.docid == expected and top.doc.title, text
+    (tmp_path / "prebuilt" / "tiny-minilm.hnsw" / "ragnarok-prebuilt.json").unlink()
+    with pytest.raises(DenseIndexMismatchError, match="query encoder of the prebuilt index tiny-minilm.hnsw is "
+                                                      "not known"):
+        RetrievalService(settings).get("dense:prebuilt:tiny-minilm.hnsw").search("x", 1)
