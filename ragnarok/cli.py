@@ -196,6 +196,9 @@ def index(
     hnsw: Annotated[bool, typer.Option("--hnsw", help="Same as --dense-kind hnsw.")] = False,
     shards: Annotated[int, typer.Option(min=1, help="The --dense index in this many shards (row ranges) "
                                                     "searched in parallel.")] = 1,
+    dense_batch_size: Annotated[int, typer.Option(min=1, help="Segments encoded per batch for the --dense "
+                                                              "index (a checkpoint every 10 batches: an "
+                                                              "interrupted build resumes from it).")] = 256,
     from_lucene: Annotated[Optional[Path], typer.Option(help="Build only the --dense index, from the segments "
                                                             "stored in this existing Lucene index.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Rebuild the --dense index even when it is up to date "
@@ -223,7 +226,8 @@ def index(
             raise ValueError("--from-lucene builds a dense index: give --dense MODEL")
         if not lucene_index.is_lucene_index(from_lucene):
             raise FileNotFoundError(f"no Lucene index at {from_lucene}")
-        built = ensure_dense_index(from_lucene, dense, kind, force, sentence_store=sentence_store, shards=shards)
+        built = ensure_dense_index(from_lucene, dense, kind, force, sentence_store=sentence_store, shards=shards,
+                                   batch_size=dense_batch_size)
         typer.echo(f"dense index at {built}")
         return
     if demo:
@@ -240,8 +244,9 @@ def index(
         n = lucene_index.index_jsonl(input, output, threads, workers, skip_bad)
         typer.echo(f"indexed {n:,} segments into {output}")
     if dense:
-        typer.echo(f"dense index at "
-                   f"{ensure_dense_index(output, dense, kind, force, sentence_store=sentence_store, shards=shards)}")
+        built = ensure_dense_index(output, dense, kind, force, sentence_store=sentence_store, shards=shards,
+                                   batch_size=dense_batch_size)
+        typer.echo(f"dense index at {built}")
     _warn_stale_dense(output, dense)
 
 

@@ -13,6 +13,7 @@ import itertools
 import json
 import os
 import shutil
+import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -168,6 +169,8 @@ def build_dense_index(texts: Iterable[tuple[str, ...]], out_dir: Path, model: st
     from ragnarok.retrieve.vectors import STORE_DIR, StoreWriter, text_keys  # noqa: PLC0415
 
     check_kind(kind)
+    if total is not None:
+        shard_ranges(total, shards)  # a number of shards the collection cannot fill: refused before encoding
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     built_from = index_identity(Path(lucene_dir)) if lucene_dir is not None else None
@@ -179,6 +182,9 @@ def build_dense_index(texts: Iterable[tuple[str, ...]], out_dir: Path, model: st
                               "lucene": built_from})
         if total is not None:
             check_disk(out_dir.parent, total, encoder.dim, kind, sentence_store, done)
+        if done:
+            print(f"resuming the dense build of {out_dir} after the {done:,} segments encoded before",
+                  file=sys.stderr, flush=True)
         items = iter(texts)
         skipped = sum(1 for _ in itertools.islice(items, done))
         if skipped < done:  # fewer texts than the chunks hold: not the same input
