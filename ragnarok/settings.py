@@ -107,7 +107,7 @@ class Settings(BaseSettings):
     dense_build_batch_size: int = Field(64, ge=1, le=100_000, description="`ragnarok serve`'s background "
                                         "build of the demo's dense index: segments encoded per step (the "
                                         "progress GET /v1/retrievers shows moves per step).")
-    dense_exact_max_segments: int = Field(50_000, ge=0, description="`--dense-kind auto` (the default): exact "
+    dense_exact_max_segments: int = Field(20_000, ge=0, description="`--dense-kind auto` (the default): exact "
                                           "(flat) search up to this many segments, HNSW over 8-bit codes "
                                           "(hnsw-sq8) past it.")
     prebuilt_dir: Path | None = Field(None, description="Where prebuilt Lucene HNSW indexes are unpacked, one "

@@ -66,9 +66,8 @@ def write_dense_index(vectors: np.ndarray | Path | Rows, docids: Sequence[str], 
     """
     from ragnarok.collection.lucene_index import _put_in_place, index_identity  # noqa: PLC0415
 
-    if isinstance(vectors, (str, Path)):
-        vectors = np.load(vectors, mmap_mode="r")
-    rows = vectors if isinstance(vectors, Rows) else Rows([vectors])
+    rows = vectors if isinstance(vectors, Rows) else Rows([Path(vectors) if isinstance(vectors, (str, Path))
+                                                           else vectors])
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_dir.with_name(f".{out_dir.name}.partial-{os.getpid()}")
@@ -105,14 +104,17 @@ def _write_index(rows: Rows, docids: list[str], tmp: Path, model: str, kind: str
 
         write_lucene_hnsw(rows, docids, tmp / "lucene-hnsw")
     for i, (start, stop) in enumerate(shard_ranges(count, shards) if kind != "lucene-hnsw" else []):
+        (tmp / shard_dir(i, shards)).mkdir(exist_ok=True)
+        layout.append({"dir": shard_dir(i, shards), "start": start, "count": stop - start})
+        if kind == "flat":
+            _write_flat(rows, start, stop, tmp / shard_dir(i, shards) / "index.faiss")
+            continue
         index = new_index(kind, dim)
         if not index.is_trained:  # hnsw-sq8: the quantiser's ranges, from rows spread over the shard
             index.train(rows.take(np.linspace(start, stop - 1, min(stop - start, SQ8_TRAIN_ROWS)).astype(int)))
         for at in range(start, stop, ADD_ROWS):
             index.add(rows[at:min(at + ADD_ROWS, stop)])
-        (tmp / shard_dir(i, shards)).mkdir(exist_ok=True)
         faiss.write_index(index, str(tmp / shard_dir(i, shards) / "index.faiss"))
-        layout.append({"dir": shard_dir(i, shards), "start": start, "count": stop - start})
         del index
     (tmp / "docids.txt").write_text("".join(d + "\n" for d in docids), encoding="utf-8")
     meta: dict[str, Any] = {"model": model, "dim": dim, "kind": kind, "count": count, "params": params(kind),
@@ -121,6 +123,25 @@ def _write_index(rows: Rows, docids: list[str], tmp: Path, model: str, kind: str
         meta["lucene"] = {**built_from, "count": count}
     (tmp / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
     return meta
+
+
+def _write_flat(rows: Rows, start: int, stop: int, path: Path) -> None:
+    """The ``IndexFlatIP`` of rows ``start:stop`` written to ``path`` :data:`ADD_ROWS` rows at a time, never
+    held in memory: FAISS's own serialisation of an empty index (its header and the codes' size, which follows
+    it), with the row count and the size (in floats) set, then the rows as they are (a flat index's codes are
+    its float32 vectors). The same bytes as ``faiss.write_index`` of the index built in memory (tested)."""
+    import struct  # noqa: PLC0415
+
+    import faiss  # noqa: PLC0415
+
+    empty = faiss.serialize_index(faiss.IndexFlatIP(rows.dim)).tobytes()
+    ntotal_at = 8  # fourcc (4 bytes), d (int32), then ntotal (int64)
+    count = stop - start
+    header = empty[:ntotal_at] + struct.pack("<q", count) + empty[ntotal_at + 8:-8]
+    with open(path, "wb") as out:
+        out.write(header + struct.pack("<Q", count * rows.dim))  # a vector of count x dim floats
+        for at in range(start, stop, ADD_ROWS):
+            out.write(rows[at:min(at + ADD_ROWS, stop)].tobytes())
 
 
 def disk_needed(count: int, dim: int, kind: str, sentence_store: bool) -> int:

@@ -119,7 +119,7 @@ class Chunks:
 
     def vectors(self) -> Rows:
         """The encoded vectors of every chunk, memory-mapped, as one sequence of rows."""
-        return Rows([np.load(chunk / "vectors.npy", mmap_mode="r") for chunk in self.done()])
+        return Rows([chunk / "vectors.npy" for chunk in self.done()])
 
     def docids(self) -> list[str]:
         return [d for chunk in self.done() for d in (chunk / "docids.txt").read_text(encoding="utf-8").splitlines()]
@@ -132,28 +132,45 @@ class Chunks:
 
 
 class Rows:
-    """Row blocks (memory-mapped arrays) read as one ``(n, dim)`` sequence: ``rows[a:b]`` is a float32 array
-    of those rows only (read from the blocks they lie in), ``rows.take(indices)`` picks rows."""
+    """Row blocks read as one ``(n, dim)`` sequence: ``rows[a:b]`` is a float32 array of those rows only (read
+    from the blocks they lie in), ``rows.take(indices)`` picks rows. A block is an array, or the path of a
+    ``.npy`` file, memory-mapped for each read and unmapped after it: reading every row once (to build an
+    index) leaves none of the file's pages in this process."""
 
-    def __init__(self, blocks: list[np.ndarray]):
-        self.blocks = [b for b in blocks if len(b)]
-        self.starts = np.cumsum([0, *[len(b) for b in self.blocks]])
-        self.dim = int(self.blocks[0].shape[1]) if self.blocks else 0
+    def __init__(self, blocks: list[np.ndarray | Path]):
+        shapes = [_shape(b) for b in blocks]
+        self.blocks = [b for b, shape in zip(blocks, shapes) if shape[0]]
+        self.starts = np.cumsum([0, *[shape[0] for shape in shapes if shape[0]]])
+        self.dim = int(shapes[0][1]) if shapes else 0
 
     def __len__(self) -> int:
         return int(self.starts[-1])
 
+    def _block(self, i: int) -> np.ndarray:
+        block = self.blocks[i]
+        return np.load(block, mmap_mode="r") if isinstance(block, Path) else block
+
     def __getitem__(self, window: slice) -> np.ndarray:
         start, stop, _ = window.indices(len(self))
         parts = []
-        for i, block in enumerate(self.blocks):
+        for i in range(len(self.blocks)):
             a, b = max(start, int(self.starts[i])), min(stop, int(self.starts[i + 1]))
             if a < b:
-                parts.append(block[a - self.starts[i]:b - self.starts[i]])
+                parts.append(np.array(self._block(i)[a - self.starts[i]:b - self.starts[i]], dtype=np.float32))
         if not parts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return np.ascontiguousarray(np.concatenate(parts) if len(parts) > 1 else parts[0], dtype=np.float32)
+        return np.ascontiguousarray(np.concatenate(parts) if len(parts) > 1 else parts[0])
 
     def take(self, indices: np.ndarray) -> np.ndarray:
         which = np.searchsorted(self.starts, indices, side="right") - 1
-        return np.stack([self.blocks[w][i - self.starts[w]] for w, i in zip(which, indices)]).astype(np.float32)
+        rows = np.empty((len(indices), self.dim), dtype=np.float32)
+        for w in np.unique(which):
+            block = self._block(int(w))
+            rows[which == w] = block[indices[which == w] - self.starts[w]]
+        return rows
+
+
+def _shape(block: np.ndarray | Path) -> tuple[int, int]:
+    if isinstance(block, Path):
+        return tuple(np.load(block, mmap_mode="r").shape)  # type: ignore[return-value]
+    return (len(block), int(block.shape[1]) if block.ndim == 2 else 0)

@@ -27,7 +27,7 @@ FAISS_KINDS = ("flat", "hnsw", "hnsw-sq8")
 HNSW_M = 32
 HNSW_EF_CONSTRUCTION = 100
 HNSW_EF_SEARCH = 128
-SQ8_TRAIN_ROWS = 100_000  # the scalar quantiser's per-dimension ranges are learnt on at most this many rows
+SQ8_TRAIN_ROWS = 20_000  # the scalar quantiser's per-dimension ranges (min, max) are learnt on this many rows
 # the FAISS class each kind's file holds (what `faiss.read_index` returns)
 FAISS_CLASSES = {"flat": "IndexFlatIP", "hnsw": "IndexHNSWFlat", "hnsw-sq8": "IndexHNSWSQ"}
 
