@@ -116,8 +116,8 @@ def test_bm25_answers_while_the_dense_index_builds_then_dense_answers(tmp_path):
 @pytest.mark.slow
 def test_from_an_empty_data_dir_killed_and_stopped_builds_leave_no_index(tmp_path):
     """The real demo: BM25 answers once the Lucene index is built while dense builds; a SIGKILLed build leaves
-    only a temporary directory that is never taken for an index and is removed by the next build; SIGTERM
-    stops the server promptly mid-build and removes the build's temporary directory."""
+    only its checkpoints (``.minilm.partial``), never taken for an index, from which the next build resumes;
+    SIGTERM stops the server promptly mid-build and leaves no index (its checkpoints stay, to resume)."""
     data = tmp_path / "data"
     out = dense_dir(Settings(data_dir=data).demo_index_dir, "minilm")
     # a long grace, so the process waits for the build to clean up: what is timed is how soon the build stops
@@ -131,9 +131,9 @@ def test_from_an_empty_data_dir_killed_and_stopped_builds_leave_no_index(tmp_pat
         assert dense.status_code == 503 and BUILDING.search(dense.json()["detail"]), dense.text
         total = int(BUILDING.search(dense.json()["detail"]).group(3).replace(",", ""))
         assert total > 5000  # the whole demo, counted before encoding starts
-        wait_for(lambda: dense_info(base)["progress"]["done"] > 0, 240, "a first batch encoded")
-        partial = out.with_name(f".minilm.partial-{first[0].pid}")
-        assert partial.is_dir() and not out.exists()
+        partial = out.with_name(".minilm.partial")
+        wait_for(lambda: (partial / "chunk-00000").is_dir(), 240, "a first checkpoint written")
+        assert (partial / "lock").read_text() == str(first[0].pid) and not out.exists()
         first[0].send_signal(signal.SIGKILL)  # killed mid-build
         first[0].wait(timeout=30)
     assert partial.is_dir() and not out.exists()  # what it left does not look like an index
@@ -141,18 +141,20 @@ def test_from_an_empty_data_dir_killed_and_stopped_builds_leave_no_index(tmp_pat
     second: list[subprocess.Popen] = []
     with ragnarok_serve(env, output=tmp_path / "second.log", dense=True, started=second) as base:
         info = dense_info(base)
-        assert info["status"] == "building", info  # rebuilt from the start, not taken from the leftover
+        assert info["status"] == "building", info  # built on, not taken for an index
         names = [r["name"] for r in httpx.get(f"{base}/v1/retrievers", timeout=30).json()]
         assert not [name for name in names if "partial" in name], names
-        wait_for(lambda: not partial.exists(), 60, "the killed build's leftover is removed")
-        wait_for(lambda: dense_info(base)["progress"]["done"] > 0, 240, "a first batch encoded")
+        wait_for(lambda: (partial / "lock").is_file() and (partial / "lock").read_text() == str(second[0].pid),
+                 60, "the killed build's lock taken over")
+        wait_for(lambda: dense_info(base)["progress"]["done"] >= 160, 240, "resumed after the first checkpoint")
         server = second[0]
         start = time.monotonic()
         server.send_signal(signal.SIGTERM)
         server.wait(timeout=60)
         stopped_s = time.monotonic() - start
     assert stopped_s < 20, f"SIGTERM mid-build took {stopped_s:.1f} s"
-    assert not out.exists() and not list(out.parent.iterdir())  # no index, no temporary directory left
+    assert not out.exists() and [p.name for p in out.parent.iterdir()] == [".minilm.partial"]  # no index
+    assert "resuming the dense build" in (tmp_path / "second.log").read_text(errors="replace")
     assert "the dense index build of minilm stopped" in (tmp_path / "second.log").read_text(errors="replace")
 
 
