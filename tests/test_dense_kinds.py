@@ -132,7 +132,7 @@ def test_an_index_of_another_kind_or_dimension_is_one_clear_error(lucene_dir, bu
         dense(lucene_dir, built["sq8"]).search("a string instrument", 3)
 
 
-def test_the_api_answers_503_naming_the_mismatch(lucene_dir, built, tmp_path):
+def test_the_api_answers_503_and_the_cli_one_error_line_naming_the_mismatch(lucene_dir, built, tmp_path):
     from fastapi.testclient import TestClient
 
     from api.main import create_app
@@ -151,6 +151,14 @@ def test_the_api_answers_503_naming_the_mismatch(lucene_dir, built, tmp_path):
                                         default_index="x"))) as client:
         r = client.post("/v1/retrieve", json={"query": "violin", "retriever": "dense:minilm", "k": 3})
     assert r.status_code == 503 and "64-dimensional vectors but the query encoder minilm gives 384" in r.text, r.text
+    from test_index_lifecycle import _topics, ragnarok
+
+    out = ragnarok("search", "--topics", str(_topics(tmp_path)), "--index", str(lucene), "--retriever",
+                   "dense:minilm", "--output", str(tmp_path / "run.txt"))
+    errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
+    assert out.returncode == 2 and len(errors) == 1, out.stderr[-2000:]
+    assert "holds 64-dimensional vectors but the query encoder minilm gives 384-dimensional ones" in errors[0]
+    assert not (tmp_path / "run.txt").exists()
 
 
 def test_lucene_hnsw_and_a_prebuilt_index_by_name(lucene_dir, built, tmp_path):
