@@ -60,7 +60,8 @@ def write_dense_index(vectors: np.ndarray | Path | Rows, docids: Sequence[str], 
     ``lucene-hnsw`` or ``auto`` (:func:`~ragnarok.retrieve.dense_kinds.resolve_kind`); ``shards``: contiguous
     row ranges, each its own FAISS index (``shard-000/`` ...). ``lucene_dir``: the Lucene index holding the
     segments' text, whose identity the meta records (a :class:`~ragnarok.retrieve.dense.DenseRetriever` over
-    ``lucene_dir`` with ``index_dir=out_dir`` then serves it). ``model``: the model the vectors are of (the
+    ``lucene_dir`` with ``index_dir=out_dir`` then serves it; without it the index records no source and a
+    retriever refuses it as stale). ``model``: the model the vectors are of (the
     one that encodes queries). Same layout and meta as ``ragnarok index --dense``; written aside and put in
     place whole.
     """
