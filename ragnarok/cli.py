@@ -203,8 +203,10 @@ def index(
                                                             "stored in this existing Lucene index.")] = None,
     force: Annotated[bool, typer.Option("--force", help="Rebuild the --dense index even when it is up to date "
                                                         "(it is rebuilt anyway when its Lucene index changed).")] = False,
-    sentence_store: Annotated[bool, typer.Option(help="With the --dense index, store its segments' sentence "
-                                                     "vectors (answers read them; ~1.5 KB per sentence).")] = True,
+    sentence_store: Annotated[Optional[bool], typer.Option(
+        help="With the --dense index, store its segments' sentence vectors (answers read them; ~1.5 KB per "
+             "sentence). Default: on up to RAGNAROK_SENTENCE_STORE_MAX_SEGMENTS segments (8,000), off past it.",
+        show_default=False)] = None,
     verbose: Annotated[bool, typer.Option("--verbose", help="Show Anserini's and the JVM's log lines.")] = False,
 ) -> None:
     """Segment MS MARCO V2.1-style documents (10 sentences, stride 5) and build a Lucene index (and a dense one).

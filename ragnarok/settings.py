@@ -110,6 +110,11 @@ class Settings(BaseSettings):
     dense_exact_max_segments: int = Field(20_000, ge=0, description="`--dense-kind auto` (the default): exact "
                                           "(flat) search up to this many segments, HNSW over 8-bit codes "
                                           "(hnsw-sq8) past it.")
+    sentence_store_max_segments: int = Field(8_000, ge=0, description="Dense builds write the sentence store "
+                                             "(ragnarok.retrieve.vectors) by default for collections of at most "
+                                             "this many segments (the demo's 6,282 included): it costs ~4.5 KB "
+                                             "and ~65 % more encoding per segment and saves ~70-200 ms per "
+                                             "extractive answer (docs/SCALE.md); `--sentence-store` forces it.")
     prebuilt_dir: Path | None = Field(None, description="Where prebuilt Lucene HNSW indexes are unpacked, one "
                                       "directory per name (`dense:prebuilt:NAME`); default data_dir/prebuilt.")
     dense_build_pause_s: float = Field(0.0, ge=0, le=60, description="`ragnarok serve`'s background dense build: "

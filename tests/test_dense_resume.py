@@ -97,3 +97,21 @@ def test_cli_builds_the_kind_and_shards_asked_and_refuses_a_bad_kind(tmp_path):
         assert bad.returncode == 2 and len(errors) == 1 and errors[0].startswith(message), bad.stderr[-2000:]
     assert json.loads((dense_dir(lucene, "minilm") / "meta.json").read_text()) == meta  # left as it was
     assert os.listdir(dense_dir(lucene, "minilm").parent) == ["minilm"]
+
+
+def test_the_sentence_store_is_off_by_default_past_the_threshold_and_says_so(tmp_path, monkeypatch):
+    lucene = tmp_path / "idx"
+    index_documents(iter(docs(30)), lucene)
+    store = dense_dir(lucene, "minilm") / "sentences"
+    monkeypatch.setenv("RAGNAROK_SENTENCE_STORE_MAX_SEGMENTS", "29")
+    off = ragnarok("index", "--dense", "minilm", "--from-lucene", str(lucene), "--dense-kind", "flat")
+    assert off.returncode == 0, off.stderr[-2000:]
+    assert "sentence store: off (30 segments, more than 29: it would take ~0 MB" in off.stderr
+    assert "--sentence-store builds it" in off.stderr and not store.exists()
+    monkeypatch.setenv("RAGNAROK_SENTENCE_STORE_MAX_SEGMENTS", "30")
+    on = ragnarok("index", "--dense", "minilm", "--from-lucene", str(lucene), "--dense-kind", "flat", "--force")
+    assert on.returncode == 0 and "sentence store: on (30 segments, at most 30;" in on.stderr, on.stderr[-2000:]
+    assert (store / "vectors.f32").stat().st_size > 30 * 384 * 4  # the segments and their sentences
+    forced = ragnarok("index", "--dense", "minilm", "--from-lucene", str(lucene), "--dense-kind", "flat", "--force",
+                      "--no-sentence-store")
+    assert forced.returncode == 0 and "sentence store:" not in forced.stderr and not store.exists()

@@ -28,14 +28,15 @@ def ensure_demo_index(settings: Settings, threads: int = 2, dense_model: str | N
 
 def ensure_dense_index(lucene_dir: Path, model: str, kind: str = "auto", force: bool = False,
                        batch_size: int = 256, progress: Callable[[int, int], None] | None = None,
-                       sentence_store: bool = True, shards: int = 1) -> Path:
+                       sentence_store: bool | None = None, shards: int = 1) -> Path:
     """The dense index of ``model`` beside ``lucene_dir``, encoded from its stored segments when it is missing,
     stale (the Lucene index was rebuilt since, or it is of another kind: :func:`~ragnarok.retrieve.dense.
     stale_reason`), or ``force``. ``kind``: :mod:`ragnarok.retrieve.dense_kinds` (``auto``: by the number of
     segments); ``shards``: FAISS shards searched in parallel. ``progress(done, total)`` is called once the total
     is known (done 0, or what a resumed build had encoded), then after each ``batch_size`` segments.
     ``sentence_store``: with its sentence store (:mod:`ragnarok.retrieve.vectors`; a dense index without one
-    answers the same, encoding sentences as answers need them). A build interrupted or killed resumes from its
+    answers the same, encoding sentences as answers need them); None: when the collection has at most
+    ``sentence_store_max_segments`` segments (:func:`store_by_default`, which says what it chose and why). A build interrupted or killed resumes from its
     last checkpoint (:mod:`ragnarok.retrieve.dense_chunks`)."""
     from ragnarok.retrieve.anserini import LuceneSearcher  # noqa: PLC0415
     from ragnarok.retrieve.dense import dense_dir  # noqa: PLC0415
@@ -53,6 +54,8 @@ def ensure_dense_index(lucene_dir: Path, model: str, kind: str = "auto", force: 
     searcher = LuceneSearcher(lucene_dir)
     total = searcher.num_docs
     searcher.close()
+    if sentence_store is None:
+        sentence_store = store_by_default(total)
     if progress is not None:
         progress(0, total)
     build_dense_index(segments_from_lucene(lucene_dir, with_segment=True), out, model, kind,  # type: ignore[arg-type]
@@ -60,6 +63,25 @@ def ensure_dense_index(lucene_dir: Path, model: str, kind: str = "auto", force: 
                       progress=None if progress is None else lambda done: progress(done, total),
                       sentence_store=sentence_store, shards=shards)
     return out
+
+
+def store_by_default(segments: int) -> bool:
+    """Whether a dense build of ``segments`` segments writes the sentence store when not told: up to the
+    ``sentence_store_max_segments`` setting. Says on stderr what it chose and what the store costs."""
+    from ragnarok.retrieve.dense_build import STORE_BYTES_PER_SEGMENT  # noqa: PLC0415
+    from ragnarok.settings import get_settings  # noqa: PLC0415
+
+    limit = get_settings().sentence_store_max_segments
+    size = segments * STORE_BYTES_PER_SEGMENT / 1e6
+    cost = f"~{size:,.0f} MB" if size < 1000 else f"~{size / 1000:,.1f} GB"
+    if segments <= limit:
+        print(f"sentence store: on ({segments:,} segments, at most {limit:,}; {cost}, about 65 % more encoding; "
+              "--no-sentence-store leaves it out)", file=sys.stderr, flush=True)
+        return True
+    print(f"sentence store: off ({segments:,} segments, more than {limit:,}: it would take {cost} and about 65 % "
+          "more encoding; answers encode their sentences instead; --sentence-store builds it)",
+          file=sys.stderr, flush=True)
+    return False
 
 
 def _shards(out: Path) -> int:
