@@ -173,7 +173,7 @@ def _serve(app: Any, host: str, port: int, grace_s: float) -> None:
 @app.command()
 @fails_cleanly
 @stops_on_signals("the index was not changed (a new one is put in place only when complete); run the same "
-                  "command again to build it")
+                  "command again to build it (a JSONL build resumes at its first shard not done)")
 def index(
     input: Annotated[Optional[Path], typer.Argument(help="JSONL documents (file or directory, .gz ok).")] = None,
     output: Annotated[Optional[Path], typer.Argument(help="Index directory to create.")] = None,
@@ -197,8 +197,11 @@ def index(
     sentence_store: Annotated[bool, typer.Option(help="With the --dense index, store its segments' sentence "
                                                      "vectors (answers read them; ~1.5 KB per sentence).")] = True,
     verbose: Annotated[bool, typer.Option("--verbose", help="Show Anserini's and the JVM's log lines.")] = False,
+    shard_segments: Annotated[int, typer.Option(min=1, help="Segments per shard: a killed build resumes at its "
+                                                            "first shard not done.")] = 1_000_000,
 ) -> None:
-    """Segment MS MARCO V2.1-style documents (10 sentences, stride 5) and build a Lucene index (and a dense one).
+    """Segment MS MARCO V2.1-style documents (10 sentences, stride 5; V2.1 segments are indexed as they are) and
+    build a Lucene index (and a dense one), resumably, in shards merged at the end.
 
     A dense index records which build of its Lucene index it was encoded from: `--dense MODEL --from-lucene
     INDEX` rebuilds it when the Lucene index changed since (and returns at once when nothing changed)."""
@@ -227,8 +230,10 @@ def index(
         lucene_index.index_collection(input, output, collection, threads)
         typer.echo(f"indexed {input} as {collection} into {output}")
     else:
-        n = lucene_index.index_jsonl(input, output, threads, workers, skip_bad)
-        typer.echo(f"indexed {n:,} segments into {output}")
+        from ragnarok.collection.sharded_build import build_index  # noqa: PLC0415
+
+        built = build_index(input, output, threads, workers, skip_bad, shard_segments)
+        typer.echo(f"indexed {built.describe()} into {output}")
     if dense:
         typer.echo(f"dense index at {ensure_dense_index(output, dense, kind, force, sentence_store=sentence_store)}")
     _warn_stale_dense(output, dense)

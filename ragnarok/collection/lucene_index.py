@@ -184,27 +184,13 @@ def index_documents(
 
 def index_jsonl(input_path: Path, index_dir: Path, threads: int = 2, workers: int | None = None,
                 skip_bad: bool = False) -> int:
-    """Segment a JSONL collection (a file or a directory, ``.gz`` ok) streaming, in ``workers`` processes
-    (:func:`~ragnarok.collection.parallel_segment.segment_collection`: the same segments as
-    :func:`index_documents`), then index them; returns the number of segments. Bad lines fail with their
-    file and line before the index is touched, unless ``skip_bad``."""
-    from ragnarok.collection.parallel_segment import segment_collection  # noqa: PLC0415
+    """Index a JSONL collection (documents, segmented as :func:`index_documents` does, or V2.1 segments,
+    indexed as they are) resumably (:func:`~ragnarok.collection.sharded_build.build_index`); returns the
+    number of segments. Bad lines fail with their file and line before the index is touched, unless
+    ``skip_bad``."""
+    from ragnarok.collection.sharded_build import build_index  # noqa: PLC0415
 
-    index_dir = Path(index_dir)
-    index_dir.parent.mkdir(parents=True, exist_ok=True)
-    from ragnarok.interrupt import on_stop  # noqa: PLC0415
-
-    work = Path(tempfile.mkdtemp(prefix="segments-", dir=index_dir.parent))
-    try:
-        with on_stop(lambda: shutil.rmtree(work, ignore_errors=True)):  # interrupted: the segments go too
-            report = segment_collection(Path(input_path), work / "segments.jsonl", workers=workers,
-                                        skip_bad=skip_bad, anserini=True)
-            if report.segments == 0:
-                raise ValueError(NO_SEGMENTS)
-            _index_replacing(work, index_dir, threads, report.segments)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return report.segments
+    return build_index(Path(input_path), Path(index_dir), threads, workers, skip_bad).segments
 
 
 def _index_replacing(segments_dir: Path, index_dir: Path, threads: int, count: int) -> None:
