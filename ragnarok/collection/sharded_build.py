@@ -227,7 +227,7 @@ def _index_one(work: Path, chunks: Path, target: Path, threads: int, expected: i
 
     log = work / "anserini.log"
     try:
-        with _stdout_to(log):
+        with _output_to(log):
             _anserini(chunks, target, "JsonCollection", threads, "DefaultLuceneDocumentGenerator", (), None)
         indexed = num_docs(target)
     except Exception as exc:  # noqa: BLE001 - Java's exceptions come as JavaException
@@ -252,21 +252,34 @@ def _read(path: Path) -> str:
 
 
 @contextmanager
-def _stdout_to(log: Path) -> Iterator[None]:
-    """The process's stdout (where the JVM and Anserini's log write) into ``log`` for the block, so that a
-    failure can be read in it; shown on stderr afterwards with ``--verbose``."""
+def _output_to(log: Path) -> Iterator[None]:
+    """The process's stdout and stderr (where Anserini's log and its stack traces go) into ``log`` for the
+    block, so that a failure can be read there and the terminal gets one clear line; with ``--verbose`` only
+    stdout is kept, and shown on stderr afterwards. Interrupted, the streams come back first (``on_stop``),
+    so that the ``interrupted: ...`` line is seen."""
+    from ragnarok.interrupt import on_stop  # noqa: PLC0415
     from ragnarok.java import is_verbose  # noqa: PLC0415
 
+    streams = (1,) if is_verbose() else (1, 2)
     sys.stdout.flush()
-    saved = os.dup(1)
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-    os.dup2(fd, 1)
-    os.close(fd)
+    sys.stderr.flush()
+    saved = {fd: os.dup(fd) for fd in streams}
+    target = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+
+    def restore() -> None:
+        for fd, copy in saved.items():
+            os.dup2(copy, fd)
+
+    for fd in streams:
+        os.dup2(target, fd)
+    os.close(target)
     try:
-        yield
+        with on_stop(restore):
+            yield
     finally:
-        os.dup2(saved, 1)
-        os.close(saved)
+        restore()
+        for copy in saved.values():
+            os.close(copy)
         if is_verbose():
             sys.stderr.write(_read(log))
 
