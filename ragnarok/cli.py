@@ -183,7 +183,7 @@ def index(
     ] = None,
     threads: Annotated[int, typer.Option(min=1, help="Indexing threads.")] = 2,
     workers: Annotated[Optional[int], typer.Option(min=1, help="Segmenting processes (default: CPU cores, "
-                                                               "at most 4).")] = None,
+                                                               "at most 4; 1 for V2.1 segments).")] = None,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Leave bad lines (malformed JSON, invalid UTF-8, "
                                                               "repeated docid) out instead of failing.")] = False,
     demo: Annotated[bool, typer.Option("--demo", help="Build the demo index (Python documentation).")] = False,

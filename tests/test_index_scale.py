@@ -215,3 +215,20 @@ def test_a_disk_that_fills_while_writing_chunks_is_one_clear_error(tmp_path):
         "error: the disk filled while writing the chunk files; nothing was put in place; free space and run the "
         "same command again: it resumes"), r.stderr
     assert snapshot(out) == {"marker": b"old index"}
+
+
+def test_a_v21_line_becomes_the_same_anserini_record_without_being_serialised_again():
+    """The fast path (the line as read, ``id`` and ``contents`` put in front) gives the JSON object of
+    ``anserini_record``; a record that validation changed (a numeric docid, a null title) goes the slow way."""
+    from ragnarok.collection.jsonl import to_segment
+    from ragnarok.collection.lucene_index import anserini_record
+    from ragnarok.collection.parallel_segment import segmented_lines
+
+    lines = [json.dumps(segments(1)[0]), json.dumps({**segments(1)[0], "title": "Ünïcödé \u2028 \"q\""}, ensure_ascii=False),
+             '  {"docid": "a#0_0", "segment": "x\\ny \\ud83d\\ude00", "title": null}  ',
+             '{"docid": 7, "segment": "seven", "url": 3}']
+    for line in lines:
+        record = json.loads(line)
+        segment = to_segment(record, "here")
+        out, n = segmented_lines(segment, True, line.encode() if segment == record else None)
+        assert n == 1 and out.endswith(b"\n") and json.loads(out) == anserini_record(segment)

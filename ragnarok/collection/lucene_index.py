@@ -142,8 +142,12 @@ def _exchange(a: Path, b: Path) -> bool:
 def anserini_record(seg: dict[str, Any]) -> dict[str, Any]:
     """A segment as a JsonCollection record: ``id``, ``contents`` (title, headings and segment, one per line,
     what BM25 sees) and every segment field (stored in the raw document)."""
-    contents = "\n".join(part for part in (seg["title"], seg["headings"], seg["segment"]) if part)
-    return {"id": seg["docid"], "contents": contents, **seg}
+    return {"id": seg["docid"], "contents": record_contents(seg), **seg}
+
+
+def record_contents(seg: dict[str, Any]) -> str:
+    """What BM25 sees of a segment: its title, headings and text, one per line."""
+    return "\n".join(part for part in (seg["title"], seg["headings"], seg["segment"]) if part)
 
 
 def segment_records(documents: Iterable[dict[str, Any]], segmenter: Segmenter) -> Iterator[dict[str, Any]]:

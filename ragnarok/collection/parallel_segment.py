@@ -38,7 +38,7 @@ from ragnarok.collection.jsonl import (
     to_segment,
     total_bytes,
 )
-from ragnarok.collection.lucene_index import anserini_record
+from ragnarok.collection.lucene_index import anserini_record, record_contents
 from ragnarok.collection.segment import STRIDE, WINDOW, Segmenter
 from ragnarok.collection.workers import batches, default_workers, map_batches, write_atomically
 
@@ -199,13 +199,20 @@ def segment_lines(document: dict[str, Any], segmenter: Segmenter, anserini: bool
     return ("\n".join(parts) + "\n").encode("utf-8", "surrogatepass"), len(parts)
 
 
-def segmented_lines(record: dict[str, Any], anserini: bool = False) -> tuple[bytes, int]:
+def segmented_lines(record: dict[str, Any], anserini: bool = False, raw: bytes | None = None) -> tuple[bytes, int]:
     """The JSONL bytes of one already-made segment (:func:`~ragnarok.collection.jsonl.to_segment`): itself,
-    as :func:`anserini_record` with ``anserini``; none when its text is empty."""
+    as :func:`anserini_record` with ``anserini``; none when its text is empty. ``raw``: its line as read, when
+    ``record`` is exactly what it holds: the Anserini record is then that line with ``id`` and ``contents``
+    put in front (the same JSON object, not serialised again: a fifth of the cost of checking a segment)."""
     if not record["segment"].strip():
         return b"", 0
-    out = anserini_record(record) if anserini else record
-    return (json.dumps(out, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass"), 1
+    if not anserini:
+        return (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass"), 1
+    line = raw.strip() if raw is not None else b""
+    if line.startswith(b"{") and "id" not in record and "contents" not in record:
+        head = json.dumps({"id": record["docid"], "contents": record_contents(record)}, ensure_ascii=False)
+        return head[:-1].encode("utf-8", "surrogatepass") + b", " + line[1:].lstrip() + b"\n", 1
+    return (json.dumps(anserini_record(record), ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass"), 1
 
 
 def _segment_batch(items: list[tuple[str, int, bytes]]) -> _Done:
@@ -215,7 +222,8 @@ def _segment_batch(items: list[tuple[str, int, bytes]]) -> _Done:
     for pos, (file, line_no, data) in enumerate(items):
         try:
             where = f"{file}:{line_no}"
-            document = to_segment(parse_record(data, where), where) if _segmented else parse_document(data, where)
+            parsed = parse_record(data, where) if _segmented else None
+            document = to_segment(parsed, where) if parsed is not None else parse_document(data, where)
         except CollectionFormatError as exc:
             bad.append((pos, BadLine(classify(exc), str(exc))))
             docids.append(None)
@@ -224,7 +232,10 @@ def _segment_batch(items: list[tuple[str, int, bytes]]) -> _Done:
             continue
         docids.append(document["docid"])
         hashes[pos] = docid_hash(document["docid"])
-        out, n = segmented_lines(document, _anserini) if _segmented else segment_lines(document, _segmenter, _anserini)
+        if parsed is not None:
+            out, n = segmented_lines(document, _anserini, data if document == parsed else None)
+        else:
+            out, n = segment_lines(document, _segmenter, _anserini)
         outputs.append(out)
         counts.append(n)
     return _Done(docids, hashes, outputs, counts, bad, [(f, n) for f, n, _ in items],

@@ -78,6 +78,8 @@ def build_index(input_path: Path, output: Path, threads: int = 2, workers: int |
     if output.exists() and not output.is_dir():
         raise FileExistsError(f"{output} is a file, not an index directory")
     segmented = is_segmented(input_path)
+    if segmented and workers is None:  # checking a segment costs less than shipping it to a worker process
+        workers = 1
     ident = identity(input_path, {"segmented": segmented, "window": WINDOW, "stride": STRIDE,
                                   "skip_bad": skip_bad, "shard_segments": shard_segments})
     work = work_dir(output)
