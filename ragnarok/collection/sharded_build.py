@@ -313,8 +313,10 @@ def _merge(work: Path, counts: list[int], output: Path) -> None:
     shutil.rmtree(merged, ignore_errors=True)
     shards = [work / "shards" / f"{k:05d}" for k in range(len(counts))]
     try:
-        if len(shards) == 1:
-            os.replace(shards[0], merged)  # nothing to merge
+        if len(shards) == 1:  # nothing to merge: hard links (Lucene never rewrites a file), the shard kept
+            merged.mkdir()
+            for file in shards[0].iterdir():
+                os.link(file, merged / file.name)
         else:
             add_indexes(shards, merged)
         if num_docs(merged) != sum(counts):
