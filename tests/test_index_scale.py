@@ -146,6 +146,7 @@ def test_a_killed_build_resumes_by_shard_and_gives_the_same_index(tmp_path):
         deadline = time.monotonic() + 240
         while len(list(shards.glob("*.done"))) < 2 and proc.poll() is None and time.monotonic() < deadline:
             time.sleep(0.01)
+        proc.send_signal(signal.SIGSTOP)  # held still (its lock with it) while a second build is tried
         second = runner.invoke(app, ["index", str(src), str(out), "--shard-segments", "400"])
         proc.kill()
     finally:

@@ -7,6 +7,9 @@ Two entry points:
 * :func:`index_documents` segments MS MARCO V2.1-style documents (10-sentence windows, stride 5), writes the
   segments as a JsonCollection (``id`` + ``contents`` for Lucene, every field kept in the stored raw JSON),
   then indexes them with positions, docvectors and raw documents.
+
+``ragnarok index IN.jsonl OUT`` builds resumably, in shards merged at the end:
+:mod:`ragnarok.collection.sharded_build`, on the parts here.
 """
 
 from __future__ import annotations
@@ -184,17 +187,6 @@ def index_documents(
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return count
-
-
-def index_jsonl(input_path: Path, index_dir: Path, threads: int = 2, workers: int | None = None,
-                skip_bad: bool = False) -> int:
-    """Index a JSONL collection (documents, segmented as :func:`index_documents` does, or V2.1 segments,
-    indexed as they are) resumably (:func:`~ragnarok.collection.sharded_build.build_index`); returns the
-    number of segments. Bad lines fail with their file and line before the index is touched, unless
-    ``skip_bad``."""
-    from ragnarok.collection.sharded_build import build_index  # noqa: PLC0415
-
-    return build_index(Path(input_path), Path(index_dir), threads, workers, skip_bad).segments
 
 
 def _index_replacing(segments_dir: Path, index_dir: Path, threads: int, count: int) -> None:

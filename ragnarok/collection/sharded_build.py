@@ -40,10 +40,10 @@ from ragnarok.collection.build_dir import (
     write_json,
 )
 from ragnarok.collection.jsonl import CollectionFormatError, is_segmented
+from ragnarok.collection.lucene_index import NO_SEGMENTS, _anserini, _put_in_place
 from ragnarok.collection.segment import STRIDE, WINDOW
 
 SHARD_SEGMENTS = 1_000_000
-NO_SEGMENTS = "no segments: the input holds no document with a non-empty body"
 
 
 @dataclass
@@ -225,8 +225,6 @@ def _index_shards(work: Path, counts: list[int], threads: int) -> None:
 
 def _index_one(work: Path, chunks: Path, target: Path, threads: int, expected: int) -> None:
     """One shard's sub-index, checked; a disk that filled is :func:`disk_full`."""
-    from ragnarok.collection.lucene_index import _anserini  # noqa: PLC0415
-
     log = work / "anserini.log"
     try:
         with _output_to(log):
@@ -307,8 +305,6 @@ def num_docs(index: Path) -> int:
 
 def _merge(work: Path, counts: list[int], output: Path) -> None:
     """The shards as one index (``addIndexes``: segments copied, not analysed again), put in place."""
-    from ragnarok.collection.lucene_index import _put_in_place  # noqa: PLC0415
-
     merged = work / "merged"
     shutil.rmtree(merged, ignore_errors=True)
     shards = [work / "shards" / f"{k:05d}" for k in range(len(counts))]
