@@ -53,7 +53,7 @@ def progress(total: int, desc: str, unit: str = "topic", initial: int = 0) -> An
     if sys.stderr.isatty():
         from tqdm import tqdm  # noqa: PLC0415
 
-        return tqdm(total=total, desc=desc, unit=unit, initial=initial, unit_scale=initial > 0 or total >= 10_000)
+        return tqdm(total=total, desc=desc, unit=unit, initial=initial, unit_scale=total >= 10_000)
     return LineProgress(total, desc, unit, initial=initial)
 
 
