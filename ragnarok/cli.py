@@ -173,7 +173,7 @@ def _serve(app: Any, host: str, port: int, grace_s: float) -> None:
 @app.command()
 @fails_cleanly
 @stops_on_signals("the index was not changed (a new one is put in place only when complete); run the same "
-                  "command again to build it")
+                  "command again to build it (a JSONL build resumes at its first shard not done)")
 def index(
     input: Annotated[Optional[Path], typer.Argument(help="JSONL documents (file or directory, .gz ok).")] = None,
     output: Annotated[Optional[Path], typer.Argument(help="Index directory to create.")] = None,
@@ -183,7 +183,7 @@ def index(
     ] = None,
     threads: Annotated[int, typer.Option(min=1, help="Indexing threads.")] = 2,
     workers: Annotated[Optional[int], typer.Option(min=1, help="Segmenting processes (default: CPU cores, "
-                                                               "at most 4).")] = None,
+                                                               "at most 4; 1 for V2.1 segments).")] = None,
     skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Leave bad lines (malformed JSON, invalid UTF-8, "
                                                               "repeated docid) out instead of failing.")] = False,
     demo: Annotated[bool, typer.Option("--demo", help="Build the demo index (Python documentation).")] = False,
@@ -208,8 +208,11 @@ def index(
              "sentence). Default: on up to RAGNAROK_SENTENCE_STORE_MAX_SEGMENTS segments (8,000), off past it.",
         show_default=False)] = None,
     verbose: Annotated[bool, typer.Option("--verbose", help="Show Anserini's and the JVM's log lines.")] = False,
+    shard_segments: Annotated[int, typer.Option(min=1, help="Segments per shard: a killed build resumes at its "
+                                                            "first shard not done.")] = 1_000_000,
 ) -> None:
-    """Segment MS MARCO V2.1-style documents (10 sentences, stride 5) and build a Lucene index (and a dense one).
+    """Segment MS MARCO V2.1-style documents (10 sentences, stride 5; V2.1 segments are indexed as they are) and
+    build a Lucene index (and a dense one), resumably, in shards merged at the end.
 
     A dense index records which build of its Lucene index it was encoded from: `--dense MODEL --from-lucene
     INDEX` rebuilds it when the Lucene index changed since (and returns at once when nothing changed)."""
@@ -243,8 +246,10 @@ def index(
         lucene_index.index_collection(input, output, collection, threads)
         typer.echo(f"indexed {input} as {collection} into {output}")
     else:
-        n = lucene_index.index_jsonl(input, output, threads, workers, skip_bad)
-        typer.echo(f"indexed {n:,} segments into {output}")
+        from ragnarok.collection.sharded_build import build_index  # noqa: PLC0415
+
+        built = build_index(input, output, threads, workers, skip_bad, shard_segments)
+        typer.echo(f"indexed {built.describe()} into {output}")
     if dense:
         built = ensure_dense_index(output, dense, kind, force, sentence_store=sentence_store, shards=shards,
                                    batch_size=dense_batch_size)

@@ -28,7 +28,8 @@ class LineProgress:
     def update(self, n: int = 1) -> None:
         self.n += n
         now = time.monotonic()
-        if self.n >= self.total or self.n % self.step == 0 or now - self.last >= self.every_s:
+        tenth = self.n // self.step != (self.n - n) // self.step  # crossed a tenth of the work (any step size)
+        if self.n >= self.total or tenth or now - self.last >= self.every_s:
             self.last = now
             elapsed = now - self.start
             done = self.n - self.initial
@@ -47,13 +48,13 @@ class LineProgress:
         self.close()
 
 
-def progress(total: int, desc: str, unit: str = "topic") -> Any:
-    """A bar on a terminal, lines otherwise."""
+def progress(total: int, desc: str, unit: str = "topic", initial: int = 0) -> Any:
+    """A bar on a terminal, lines otherwise; ``initial``: done before (a resumed run), not in the rate."""
     if sys.stderr.isatty():
         from tqdm import tqdm  # noqa: PLC0415
 
-        return tqdm(total=total, desc=desc, unit=unit)
-    return LineProgress(total, desc, unit)
+        return tqdm(total=total, desc=desc, unit=unit, initial=initial, unit_scale=total >= 10_000)
+    return LineProgress(total, desc, unit, initial=initial)
 
 
 def progress_iter(items: Iterable[T], total: int, desc: str, unit: str = "topic") -> Iterator[T]:

@@ -259,11 +259,14 @@ def test_index_stops_on_sigterm_and_leaves_the_old_index(tmp_path):
     err_seen = tmp_path / "cwd"
     cmd = cli("index", str(docs), str(target), "--workers", "2")
     stopped = interrupt(cmd, env, err_seen, signal.SIGTERM,  # Anserini indexing, in Java on the main thread
-                        lambda: any((tmp_path / "index.partial").glob("*")))
-    assert_stopped(stopped, signal.SIGTERM, err_seen, "the index was not changed")
+                        lambda: any((tmp_path / "index.partial" / "shards").glob("*")))
+    assert_stopped(stopped, signal.SIGTERM, err_seen, "the index was not changed", "resumes")
     assert {p.name: p.read_bytes() for p in target.iterdir()} == before
     time.sleep(0.5)
-    assert not list(tmp_path.glob("index.partial")) and not list(tmp_path.glob("segments-*")), os.listdir(tmp_path)
+    # the build's work directory is kept for the next run to resume (issue 36), and nothing else is left
+    assert (tmp_path / "index.partial" / "chunked.json").exists(), os.listdir(tmp_path)
+    assert sorted(os.listdir(tmp_path)) == ["cwd", "data", "docs.jsonl", "index", "index.partial"] or \
+        sorted(os.listdir(tmp_path)) == ["cwd", "docs.jsonl", "index", "index.partial"], os.listdir(tmp_path)
 
 
 def test_an_interrupted_collection_rebuild_leaves_the_live_index_as_it_was(tmp_path):

@@ -150,6 +150,38 @@ def to_document(record: dict[str, Any], where: str) -> dict[str, Any]:
     }
 
 
+SEGMENT_FIELDS = ("url", "title", "headings")
+
+
+def to_segment(record: dict[str, Any], where: str) -> dict[str, Any]:
+    """An MS MARCO V2.1 *segmented* record (docid, url, title, headings, segment, start_char, end_char) as it
+    is, every field kept; its docid and ``segment`` text are required, the text fields default to ""."""
+    docid = record.get("docid", record.get("id"))
+    if docid is None or docid == "":
+        raise CollectionFormatError(f"{where}: a segment has no docid: {str(record)[:80]}")
+    text = record.get("segment")
+    if not isinstance(text, str):
+        raise CollectionFormatError(f"{where}: malformed segment (its \"segment\" is not a string): {str(record)[:80]}")
+    segment = {**record, "docid": str(docid)}
+    for name in SEGMENT_FIELDS:
+        value = segment.get(name)
+        segment[name] = "" if value is None else value if isinstance(value, str) else str(value)
+    return segment
+
+
+def is_segmented(path: Path) -> bool:
+    """Whether the collection under ``path`` holds MS MARCO V2.1 *segments* rather than documents, judged
+    from its first record: a ``segment`` field and no ``body``. A first line that does not parse says
+    documents (its error then comes with its file and line)."""
+    for _, _, data in iter_raw_lines(path):
+        try:
+            record = json.loads(data)
+        except ValueError:
+            return False
+        return isinstance(record, dict) and "segment" in record and "body" not in record
+    return False
+
+
 def parse_document(data: bytes, where: str) -> dict[str, Any]:
     return to_document(parse_record(data, where), where)
 

@@ -7,6 +7,9 @@ Two entry points:
 * :func:`index_documents` segments MS MARCO V2.1-style documents (10-sentence windows, stride 5), writes the
   segments as a JsonCollection (``id`` + ``contents`` for Lucene, every field kept in the stored raw JSON),
   then indexes them with positions, docvectors and raw documents.
+
+``ragnarok index IN.jsonl OUT`` builds resumably, in shards merged at the end:
+:mod:`ragnarok.collection.sharded_build`, on the parts here.
 """
 
 from __future__ import annotations
@@ -142,8 +145,12 @@ def _exchange(a: Path, b: Path) -> bool:
 def anserini_record(seg: dict[str, Any]) -> dict[str, Any]:
     """A segment as a JsonCollection record: ``id``, ``contents`` (title, headings and segment, one per line,
     what BM25 sees) and every segment field (stored in the raw document)."""
-    contents = "\n".join(part for part in (seg["title"], seg["headings"], seg["segment"]) if part)
-    return {"id": seg["docid"], "contents": contents, **seg}
+    return {"id": seg["docid"], "contents": record_contents(seg), **seg}
+
+
+def record_contents(seg: dict[str, Any]) -> str:
+    """What BM25 sees of a segment: its title, headings and text, one per line."""
+    return "\n".join(part for part in (seg["title"], seg["headings"], seg["segment"]) if part)
 
 
 def segment_records(documents: Iterable[dict[str, Any]], segmenter: Segmenter) -> Iterator[dict[str, Any]]:
@@ -180,31 +187,6 @@ def index_documents(
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return count
-
-
-def index_jsonl(input_path: Path, index_dir: Path, threads: int = 2, workers: int | None = None,
-                skip_bad: bool = False) -> int:
-    """Segment a JSONL collection (a file or a directory, ``.gz`` ok) streaming, in ``workers`` processes
-    (:func:`~ragnarok.collection.parallel_segment.segment_collection`: the same segments as
-    :func:`index_documents`), then index them; returns the number of segments. Bad lines fail with their
-    file and line before the index is touched, unless ``skip_bad``."""
-    from ragnarok.collection.parallel_segment import segment_collection  # noqa: PLC0415
-
-    index_dir = Path(index_dir)
-    index_dir.parent.mkdir(parents=True, exist_ok=True)
-    from ragnarok.interrupt import on_stop  # noqa: PLC0415
-
-    work = Path(tempfile.mkdtemp(prefix="segments-", dir=index_dir.parent))
-    try:
-        with on_stop(lambda: shutil.rmtree(work, ignore_errors=True)):  # interrupted: the segments go too
-            report = segment_collection(Path(input_path), work / "segments.jsonl", workers=workers,
-                                        skip_bad=skip_bad, anserini=True)
-            if report.segments == 0:
-                raise ValueError(NO_SEGMENTS)
-            _index_replacing(work, index_dir, threads, report.segments)
-    finally:
-        shutil.rmtree(work, ignore_errors=True)
-    return report.segments
 
 
 def _index_replacing(segments_dir: Path, index_dir: Path, threads: int, count: int) -> None:

@@ -34,9 +34,11 @@ from ragnarok.collection.jsonl import (
     docid_hash,
     iter_raw_lines,
     parse_document,
+    parse_record,
+    to_segment,
     total_bytes,
 )
-from ragnarok.collection.lucene_index import anserini_record
+from ragnarok.collection.lucene_index import anserini_record, record_contents
 from ragnarok.collection.segment import STRIDE, WINDOW, Segmenter
 from ragnarok.collection.workers import batches, default_workers, map_batches, write_atomically
 
@@ -178,11 +180,12 @@ class FastSegmenter(Segmenter):
 
 _segmenter: Segmenter = FastSegmenter()
 _anserini = False
+_segmented = False  # the input is already segmented (MS MARCO V2.1 segmented): validate, do not re-segment
 
 
-def _init(window: int, stride: int, anserini: bool = False) -> None:
-    global _segmenter, _anserini
-    _segmenter, _anserini = FastSegmenter(window, stride), anserini
+def _init(window: int, stride: int, anserini: bool = False, segmented: bool = False) -> None:
+    global _segmenter, _anserini, _segmented
+    _segmenter, _anserini, _segmented = FastSegmenter(window, stride), anserini, segmented
 
 
 def segment_lines(document: dict[str, Any], segmenter: Segmenter, anserini: bool = False) -> tuple[bytes, int]:
@@ -196,13 +199,31 @@ def segment_lines(document: dict[str, Any], segmenter: Segmenter, anserini: bool
     return ("\n".join(parts) + "\n").encode("utf-8", "surrogatepass"), len(parts)
 
 
+def segmented_lines(record: dict[str, Any], anserini: bool = False, raw: bytes | None = None) -> tuple[bytes, int]:
+    """The JSONL bytes of one already-made segment (:func:`~ragnarok.collection.jsonl.to_segment`): itself,
+    as :func:`anserini_record` with ``anserini``; none when its text is empty. ``raw``: its line as read, when
+    ``record`` is exactly what it holds: the Anserini record is then that line with ``id`` and ``contents``
+    put in front (the same JSON object, not serialised again: a fifth of the cost of checking a segment)."""
+    if not record["segment"].strip():
+        return b"", 0
+    if not anserini:
+        return (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass"), 1
+    line = raw.strip() if raw is not None else b""
+    if line.startswith(b"{") and "id" not in record and "contents" not in record:
+        head = json.dumps({"id": record["docid"], "contents": record_contents(record)}, ensure_ascii=False)
+        return head[:-1].encode("utf-8", "surrogatepass") + b", " + line[1:].lstrip() + b"\n", 1
+    return (json.dumps(anserini_record(record), ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass"), 1
+
+
 def _segment_batch(items: list[tuple[str, int, bytes]]) -> _Done:
     docids: list[str | None] = []
     hashes = np.zeros(len(items), np.uint64)
     outputs, counts, bad = [], [], []
     for pos, (file, line_no, data) in enumerate(items):
         try:
-            document = parse_document(data, f"{file}:{line_no}")
+            where = f"{file}:{line_no}"
+            parsed = parse_record(data, where) if _segmented else None
+            document = to_segment(parsed, where) if parsed is not None else parse_document(data, where)
         except CollectionFormatError as exc:
             bad.append((pos, BadLine(classify(exc), str(exc))))
             docids.append(None)
@@ -211,7 +232,10 @@ def _segment_batch(items: list[tuple[str, int, bytes]]) -> _Done:
             continue
         docids.append(document["docid"])
         hashes[pos] = docid_hash(document["docid"])
-        out, n = segment_lines(document, _segmenter, _anserini)
+        if parsed is not None:
+            out, n = segmented_lines(document, _anserini, data if document == parsed else None)
+        else:
+            out, n = segment_lines(document, _segmenter, _anserini)
         outputs.append(out)
         counts.append(n)
     return _Done(docids, hashes, outputs, counts, bad, [(f, n) for f, n, _ in items],
@@ -221,29 +245,43 @@ def _segment_batch(items: list[tuple[str, int, bytes]]) -> _Done:
 def segment_collection(
     input_path: Path, output: Path, workers: int | None = None, skip_bad: bool = False,
     window: int = WINDOW, stride: int = STRIDE, batch_size: int = BATCH, progress: bool | None = None,
-    anserini: bool = False,
+    anserini: bool = False, segmented: bool = False,
 ) -> SegmentReport:
     """Segment every document under ``input_path`` into the JSONL file ``output`` (``.gz`` compresses).
 
     ``anserini`` writes each segment as :func:`anserini_record` (what ``ragnarok index`` feeds Lucene), so that
     ``ragnarok index --collection JsonCollection DIR INDEX`` can index the output's directory as it is.
+    ``segmented``: the input holds segments already (MS MARCO V2.1 segmented): each is validated and written
+    as it is, not segmented again.
 
     Bad lines (malformed JSON, invalid UTF-8, no docid, a repeated docid) raise
     :class:`CollectionFormatError` with their file and line before ``output`` is touched, unless
     ``skip_bad``: then they are left out and counted. Documents with an empty body give no segments.
     """
+    report = SegmentReport()
+    stream = segment_stream(input_path, report, workers, skip_bad, window, stride, batch_size, progress,
+                            anserini, segmented)
+    write_atomically(Path(output), (out for out, _ in stream))
+    return report
+
+
+def segment_stream(
+    input_path: Path, report: SegmentReport, workers: int | None = None, skip_bad: bool = False,
+    window: int = WINDOW, stride: int = STRIDE, batch_size: int = BATCH, progress: bool | None = None,
+    anserini: bool = False, segmented: bool = False,
+) -> Iterator[tuple[bytes, int]]:
+    """The JSONL bytes of each input line's segments and their number, in input order, validated as
+    :func:`segment_collection` says (``report`` counts as it goes)."""
     Segmenter(window, stride)  # validates the window before any work
     input_path = Path(input_path)
     workers = default_workers() if workers is None else workers
-    report = SegmentReport()
     seen = DocidSet()
     counter = _ByteCounter()
     bar = tqdm(total=total_bytes(input_path), unit="B", unit_scale=True, desc="segmenting",
                disable=None if progress is None else not progress, mininterval=0.5)
-
-    def lines() -> Iterator[bytes]:
+    try:
         chunks = batches(iter_raw_lines(input_path, counter), batch_size)
-        for done in map_batches(_segment_batch, chunks, workers, _init, (window, stride, anserini)):
+        for done in map_batches(_segment_batch, chunks, workers, _init, (window, stride, anserini, segmented)):
             bad_at = dict(done.bad)
             fresh = seen.add_many(done.hashes)
             report.bytes_in += done.bytes_in
@@ -264,11 +302,7 @@ def segment_collection(
                     continue
                 report.segments += done.counts[pos]
                 report.bytes_out += len(out)
-                yield out
+                yield out, done.counts[pos]
             bar.update(counter.update() - bar.n)
-
-    try:
-        write_atomically(Path(output), lines())
     finally:
         bar.close()
-    return report
