@@ -18,7 +18,7 @@ Per size, in one run (bench/scale_corpus.py makes the collection, bench/scale_me
    4 shards ranks the real topics as one exact index does;
 5. ``ragnarok serve`` (its own process, a free loopback port, the index configured as ``RAGNAROK_INDEXES`` and
    the default index), after its start-up work: ``POST /v1/retrieve`` k=100 with each of the 301 TREC RAG 2024
-   topics once after 20 warm-up queries, BM25 (``bm25_p50_ms``/``bm25_p95_ms``) then ``dense:minilm``
+   topics once after 20 warm-up queries (TREC-RAGgy dev topics: no cache holds a timed query), BM25 (``bm25_p50_ms``/``bm25_p95_ms``) then ``dense:minilm``
    (``dense_p50_ms``, and ``dense_recall_at_100``: its top 100 against exact search on the same vectors with
    faiss IndexFlatIP in this process); ``POST /rag`` without a pipeline (the ``offline`` preset) on
    ``--rag-queries`` topics (``rag_offline_p50_ms``; ``rag_pipeline`` names what ran); then
@@ -85,9 +85,14 @@ def _stop(signum: int, frame: Any) -> None:
     raise KeyboardInterrupt  # SIGTERM as Ctrl-C: the servers and the work directory are cleaned up
 
 
+def _on_signals() -> None:
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    signal.signal(signal.SIGTERM, _stop)
+    _on_signals()
     try:
         need = sm.check_disk(args.work or Path(tempfile.gettempdir()), args.sizes, args.keep)
     except OSError as exc:
@@ -103,6 +108,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted: servers stopped", file=sys.stderr)
         return 130
+    except Exception:
+        if (log := work / "serve.log").exists():  # the server's own words, before the work directory goes
+            print("the server's last lines:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-30:]),
+                  file=sys.stderr)
+        raise
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)
@@ -111,6 +121,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def run(args: argparse.Namespace, work: Path, result: dict[str, Any]) -> None:
     queries = load_queries()[:args.queries]
+    args.warmup = load_queries(name="topics.rag24.raggy-dev.txt")[:20]
     vocab = Vocabulary.from_text(real_passages())
     real: np.ndarray | None = None  # the first real vectors: what synthetic ones are made from
     for size in args.sizes:
@@ -156,7 +167,8 @@ def measure_size(args: argparse.Namespace, work: Path, size: int, vocab: Vocabul
     t = time.perf_counter()
     theirs = sm.pyserini_index(collection.parent, here / "pyserini", args.threads)
     phase("pyserini index", t)
-    m.update(pyserini_segments_per_s=round(size / theirs["s"], 1), pyserini_peak_rss_mb=round(theirs["peak_rss_mb"], 1))
+    m.update(pyserini_segments_per_s=round(size / theirs["s"], 1), pyserini_peak_rss_mb=round(theirs["peak_rss_mb"], 1),
+             pyserini_cpu_s=round(theirs["cpu_s"], 1))
     m["disk_mb"]["pyserini"] = round(sm.disk_mb(here / "pyserini"), 1)
     shutil.rmtree(here / "pyserini", ignore_errors=True)
 
@@ -164,10 +176,10 @@ def measure_size(args: argparse.Namespace, work: Path, size: int, vocab: Vocabul
     minilm = size <= (10_000 if args.quick else MINILM_UP_TO)
     if minilm:
         vectors = sm.minilm_vectors(collection, here / "vectors.npy", size)
-        real = vectors if real is None else real
+        real = np.array(vectors) if real is None else real
     else:
         if real is None:  # no small size ran first: real vectors of this collection's first 10k segments
-            real = sm.minilm_vectors(collection, here / "real.npy", 10_000)
+            real = np.array(sm.minilm_vectors(collection, here / "real.npy", 10_000))
         vectors = sm.synthetic_vectors(real, here / "vectors.npy", size, args.seed)
     m["vectors"] = "minilm" if minilm else "synthetic"
     phase("vectors", t)
@@ -190,12 +202,13 @@ def measure_size(args: argparse.Namespace, work: Path, size: int, vocab: Vocabul
         except Exception as exc:  # noqa: BLE001
             result["shards_error"] = f"{type(exc).__name__}: {exc}"
             print(f"  shards_identical not measured: {result['shards_error']}", file=sys.stderr, flush=True)
+        _on_signals()  # the JVM that check started replaced the handlers: Ctrl-C and SIGTERM clean up again
         phase("shards check", t)
 
     serve_and_query(args, work, m, lucene, queries, vectors, docids, phase)
     if not args.keep:
         shutil.rmtree(here, ignore_errors=True)
-    return m, None if real is None else np.array(real)
+    return m, real
 
 
 def serve_and_query(args: argparse.Namespace, work: Path, m: dict[str, Any], lucene: Path, queries: list[str],
@@ -212,20 +225,21 @@ def serve_and_query(args: argparse.Namespace, work: Path, m: dict[str, Any], luc
 
         t = time.perf_counter()
         times, _ = sm.timed_queries(
-            lambda q: client.post("/v1/retrieve", {"query": q, "k": sm.K, "retriever": "bm25"}), queries)
+            lambda q: client.post("/v1/retrieve", {"query": q, "k": sm.K, "retriever": "bm25"}), queries,
+            args.warmup)
         m.update(bm25_p50_ms=round(sm.pct(times, 50), 2), bm25_p95_ms=round(sm.pct(times, 95), 2))
         phase("bm25 queries", t)
         if "dense_error" not in m:
             t = time.perf_counter()
             times, answers = sm.timed_queries(
                 lambda q: client.post("/v1/retrieve", {"query": q, "k": sm.K, "retriever": f"dense:{sm.MODEL}"}),
-                queries)
+                queries, args.warmup)
             m.update(dense_p50_ms=round(sm.pct(times, 50), 2), dense_p95_ms=round(sm.pct(times, 95), 2))
             m["dense_recall_at_100"] = round(recall(answers, queries, vectors, docids), 4)
             phase("dense queries", t)
         t = time.perf_counter()
         topics = queries[:args.rag_queries]
-        times, answers = sm.timed_queries(lambda q: client.post("/rag", {"topic": q}), topics, warmup=5)
+        times, answers = sm.timed_queries(lambda q: client.post("/rag", {"topic": q}), topics, args.warmup[:5])
         m["rag_offline_p50_ms"] = round(sm.pct(times, 50), 2)
         m["rag_offline_p95_ms"] = round(sm.pct(times, 95), 2)
         pipelines = {({k.lower(): v for k, v in h.items()}).get("ragnarok-pipeline") for _, _, h in answers}

@@ -173,9 +173,10 @@ def write_collection(path: Path, size: int, seed: int = 0, vocab: Vocabulary | N
     raise AssertionError("unreachable: the document stream is endless")
 
 
-def load_queries(shared: Path | None = None) -> list[str]:
-    """The TREC RAG 2024 test topics (301), the real queries the bench searches with."""
-    path = (shared or shared_data()) / "trec-rag" / "topics.rag24.test.txt"
+def load_queries(shared: Path | None = None, name: str = "topics.rag24.test.txt") -> list[str]:
+    """The TREC RAG 2024 test topics (301), the real queries the bench searches with (``name``: another topic
+    file of ``trec-rag``, e.g. ``topics.rag24.raggy-dev.txt``, whose queries warm the server up)."""
+    path = (shared or shared_data()) / "trec-rag" / name
     if not path.exists():
         raise FileNotFoundError(f"the TREC RAG 2024 topics are not at {path} (see its README)")
     return [line.partition("\t")[2] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
