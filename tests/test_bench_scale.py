@@ -138,3 +138,11 @@ def test_tiny_run_writes_the_json_shape(tmp_path, demo_settings, slowdown):
         assert m["dense_p50_ms"] > 0 and m["dense_recall_at_100"] >= 0.95 and result["shards_identical"] is True
     else:
         assert "write_dense_index" in m["dense_error"] and result["shards_identical"] is None
+
+
+def test_same_ranking_allows_reordering_only_within_equal_scores():
+    a = [("d1", 0.9), ("d2", 0.5), ("d3", 0.5), ("d4", 0.1)]
+    assert sm.same_ranking(a, [("d1", 0.9), ("d3", 0.5), ("d2", 0.5), ("d4", 0.1)])
+    assert not sm.same_ranking(a, [("d2", 0.9), ("d1", 0.5), ("d3", 0.5), ("d4", 0.1)])
+    assert not sm.same_ranking(a, [("d1", 0.9), ("d2", 0.5), ("d3", 0.5), ("d5", 0.1)])
+    assert not sm.same_ranking(a, a[:3])
