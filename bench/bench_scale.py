@@ -2,6 +2,7 @@
 
     python bench/bench_scale.py --sizes 10000,100000[,1000000] [--quick] [--seed N] --json OUT
         [--plot OUT.png] [--work DIR] [--keep] [--threads T] [--queries N] [--rag-queries N] [--data-dir DIR]
+        [--minilm-up-to N] [--real-sample N]
 
 Per size, in one run (bench/scale_corpus.py makes the collection, bench/scale_measure.py measures):
 
@@ -11,8 +12,9 @@ Per size, in one run (bench/scale_corpus.py makes the collection, bench/scale_me
 2. ``ragnarok index`` on it (``index_segments_per_s``, ``build_peak_rss_mb``: the summed RSS of the build's
    process tree, JVM included) and pyserini's indexer on the same file, same threads
    (``pyserini_segments_per_s``; its index is then removed);
-3. vectors: real MiniLM vectors at 10k, and at 100k unless ``--quick``; past that synthetic ones made from the
-   real ones (mixtures of two plus noise, normalised): ``"vectors": "minilm"|"synthetic"`` says which;
+3. vectors: real MiniLM vectors at 10k, and at 100k unless ``--quick`` (``--minilm-up-to N``); past that
+   synthetic ones made from real ones (``--real-sample``, 10k: mixtures of two plus noise, normalised):
+   ``"vectors": "minilm"|"synthetic"`` says which, ``minilm_segments_per_s`` how fast MiniLM encoded here;
 4. the dense index, default kind (``write_dense_index(..., kind="auto")``), where ``ragnarok serve`` finds it
    for the index (``<lucene>.dense/minilm``); at the smallest size also ``shards_identical``: exact search over
    4 shards ranks the real topics as one exact index does;
@@ -61,6 +63,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="10000,100000", help="segments per collection, comma-separated")
     ap.add_argument("--quick", action="store_true", help="real MiniLM vectors at 10k only (synthetic past it)")
+    ap.add_argument("--minilm-up-to", type=int, help="real MiniLM vectors for sizes up to this many segments "
+                    f"(default {MINILM_UP_TO:,}; 10,000 with --quick; 0: synthetic vectors everywhere)")
+    ap.add_argument("--real-sample", type=int, default=10_000, help="synthetic vectors are made from the real "
+                    "vectors of this many segments (the first size's, or the collection's first ones)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, required=True, help="where to write the results")
     ap.add_argument("--plot", type=Path, help="a PNG of latency and memory against collection size")
@@ -78,6 +84,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         ap.error(f"--sizes takes segment counts separated by commas, got {args.sizes!r}")
     if not args.sizes or min(args.sizes) < 100:
         ap.error("--sizes: each size at least 100 segments")
+    if args.minilm_up_to is None:
+        args.minilm_up_to = 10_000 if args.quick else MINILM_UP_TO
+    if args.real_sample < 100:
+        ap.error("--real-sample: at least 100 segments")
     return args
 
 
@@ -173,13 +183,16 @@ def measure_size(args: argparse.Namespace, work: Path, size: int, vocab: Vocabul
     shutil.rmtree(here / "pyserini", ignore_errors=True)
 
     t = time.perf_counter()
-    minilm = size <= (10_000 if args.quick else MINILM_UP_TO)
+    minilm = size <= args.minilm_up_to
     if minilm:
         vectors = sm.minilm_vectors(collection, here / "vectors.npy", size)
-        real = np.array(vectors) if real is None else real
+        m["minilm_segments_per_s"] = round(size / (time.perf_counter() - t), 1)
+        real = np.array(vectors[:args.real_sample]) if real is None else real
     else:
-        if real is None:  # no small size ran first: real vectors of this collection's first 10k segments
-            real = np.array(sm.minilm_vectors(collection, here / "real.npy", 10_000))
+        if real is None:  # no real vectors yet: those of this collection's first segments
+            sample = min(size, args.real_sample)
+            real = np.array(sm.minilm_vectors(collection, here / "real.npy", sample))
+            m["minilm_segments_per_s"] = round(sample / (time.perf_counter() - t), 1)
         vectors = sm.synthetic_vectors(real, here / "vectors.npy", size, args.seed)
     m["vectors"] = "minilm" if minilm else "synthetic"
     phase("vectors", t)
@@ -281,6 +294,7 @@ def plot(sizes: dict[str, dict[str, Any]], out: Path) -> None:
         ax.set_ylabel(ylabel)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
+    lat.set_yscale("log")  # BM25's milliseconds beside /rag's hundreds
     lat.set_title("latency")
     mem.set_title("memory")
     fig.tight_layout()
