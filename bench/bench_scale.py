@@ -9,8 +9,9 @@ Per size, in one run (bench/scale_corpus.py makes the collection, bench/scale_me
 1. a V2.1-style segmented collection of that many segments (real docid shape, overlapping 10-sentence windows,
    Zipfian vocabulary sampled from the text shipped here; deterministic with ``--seed``), one JSONL file that
    carries both V2.1's fields and JsonCollection's ``id``/``contents``;
-2. ``ragnarok index`` on it (``index_segments_per_s``, ``build_peak_rss_mb``: the summed RSS of the build's
-   process tree, JVM included) and pyserini's indexer on the same file, same threads
+2. ``ragnarok index`` on it (V2.1 segments indexed as they are where ragnarok can, else ``--collection
+   JsonCollection``: ``index_command`` says which; ``index_segments_per_s``, ``build_peak_rss_mb``: the summed
+   RSS of the build's process tree, JVM included) and pyserini's indexer on the same file, same threads
    (``pyserini_segments_per_s``; its index is then removed);
 3. vectors: real MiniLM vectors at 10k, and at 100k unless ``--quick`` (``--minilm-up-to N``); past that
    synthetic ones made from real ones (``--real-sample``, 10k: mixtures of two plus noise, normalised):
@@ -169,10 +170,10 @@ def measure_size(args: argparse.Namespace, work: Path, size: int, vocab: Vocabul
 
     lucene = here / "lucene"
     t = time.perf_counter()
-    built = sm.ragnarok_index(collection.parent, lucene, args.threads)
+    built = sm.ragnarok_index(collection, lucene, args.threads)
     phase("ragnarok index", t)
     m.update(index_segments_per_s=round(size / built["s"], 1), build_peak_rss_mb=round(built["peak_rss_mb"], 1),
-             index_cpu_s=round(built["cpu_s"], 1))
+             index_cpu_s=round(built["cpu_s"], 1), index_command=built["command"])
     m["disk_mb"]["lucene"] = round(sm.disk_mb(lucene), 1)
     t = time.perf_counter()
     theirs = sm.pyserini_index(collection.parent, here / "pyserini", args.threads)

@@ -91,12 +91,22 @@ def check_disk(work: Path, sizes: list[int], keep: bool) -> int:
 
 # -- builds ----------------------------------------------------------------------------------------------------
 
-def ragnarok_index(collection_dir: Path, out: Path, threads: int) -> dict[str, float]:
-    """``ragnarok index`` on the V2.1 records as they are (``--collection JsonCollection``: the records carry
-    Anserini's ``id``/``contents`` beside V2.1's fields)."""
-    m = measured(ragnarok("index", "--collection", "JsonCollection", str(collection_dir), str(out),
-                          "--threads", str(threads)))
-    return {"s": m[0], "peak_rss_mb": m.rss_sum, "cpu_s": m.cpu}
+def index_command(collection: Path, out: Path, threads: int) -> list[str]:
+    """``ragnarok index FILE OUT``: V2.1 segments indexed as they are, by the resumable sharded build, where
+    this ragnarok has it (``ragnarok.collection.jsonl.is_segmented``); else ``--collection JsonCollection``
+    (the records carry Anserini's ``id``/``contents`` beside V2.1's fields)."""
+    from ragnarok.collection import jsonl  # noqa: PLC0415
+
+    if hasattr(jsonl, "is_segmented"):
+        return ["index", str(collection), str(out), "--threads", str(threads)]
+    return ["index", "--collection", "JsonCollection", str(collection.parent), str(out), "--threads", str(threads)]
+
+
+def ragnarok_index(collection: Path, out: Path, threads: int) -> dict[str, Any]:
+    """``ragnarok index`` on the collection file (:func:`index_command`), timed, with its tree's peak RSS."""
+    cmd = index_command(collection, out, threads)
+    m = measured(ragnarok(*cmd))
+    return {"s": m[0], "peak_rss_mb": m.rss_sum, "cpu_s": m.cpu, "command": "ragnarok " + " ".join(cmd)}
 
 
 def pyserini_index(collection_dir: Path, out: Path, threads: int) -> dict[str, float]:

@@ -128,6 +128,7 @@ def test_tiny_run_writes_the_json_shape(tmp_path, demo_settings, slowdown):
                 "bm25_p95_ms", "rag_offline_p50_ms", "service_rss_mb"):
         assert isinstance(m[key], float) and m[key] > 0, key
     assert m["disk_mb"]["lucene"] > 0 and m["disk_mb"]["pyserini"] > 0 and m["vectors"] == "minilm"
+    assert m["index_command"].startswith("ragnarok index ")
     assert "index_over_pyserini_300" in result["ratios"]
     assert any(line.startswith(("PASS  ", "FAIL  ")) for line in out.stdout.splitlines())
     assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
