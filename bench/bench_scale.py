@@ -71,8 +71,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, required=True, help="where to write the results")
     ap.add_argument("--plot", type=Path, help="a PNG of latency and memory against collection size")
-    ap.add_argument("--work", type=Path, help="work directory (default: a temporary one)")
-    ap.add_argument("--keep", action="store_true", help="keep the work directory (every size's files)")
+    ap.add_argument("--work", type=Path, help="where the run's work directory is made (default: the system's "
+                    "temporary directory)")
+    ap.add_argument("--keep", action="store_true", help="keep the run's work directory (every size's files)")
     ap.add_argument("--threads", type=int, default=min(os.cpu_count() or 1, 16), help="indexing threads")
     ap.add_argument("--queries", type=int, default=None, help="search with the first N topics (default: all 301)")
     ap.add_argument("--rag-queries", type=int, default=100, help="topics posted to /rag per size")
@@ -109,8 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    work = args.work or Path(tempfile.mkdtemp(prefix="bench-scale-"))
-    work.mkdir(parents=True, exist_ok=True)
+    if args.work:
+        args.work.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="bench-scale-", dir=args.work))  # only what this run made is removed
     print(f"# {sm.machine()}; work {work} (~{need / 1e9:.1f} GB needed)", flush=True)
     result: dict[str, Any] = {"sizes": {}, "shards_identical": None, "machine": sm.machine(),
                               "seed": args.seed, "threads": args.threads, "queries": "TREC RAG 2024 test topics"}
