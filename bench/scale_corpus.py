@@ -11,8 +11,11 @@ real text shipped here (the demo collection's documents, CACM's abstracts, every
 rank/frequency curve is Zipfian, with 6 % of tokens from a Zipfian tail of made-up rare words (so the vocabulary
 keeps growing with the collection, Heaps-like, as a web collection's does); each document also dwells on the
 words of one real passage (a demo document, an abstract or a TREC topic: bursty terms, so BM25 sees term
-frequencies above 1 and real queries match some documents better than others). Documents are segmented as V2.1
-was, 10 sentences with a stride of 5 (``ragnarok.collection.segment.Segmenter``), with lognormal sentence
+frequencies above 1 and real queries match some documents better than others). Half of a document's sentences
+are real sentences of that passage (and of another, for a passage of one or two sentences: a TREC topic's own
+words then appear in some documents, as a real query's do in its relevant segments), so that an encoder does not
+see every document alike, as it sees word salad. Documents are segmented as V2.1 was, 10 sentences with a
+stride of 5 (``ragnarok.collection.segment.Segmenter``), with lognormal sentence
 lengths (mean about 25 words) and document lengths (mean about 9 segments): segments average about 1,500
 characters with a long tail. Everything is streamed: memory holds one document, and output is deterministic
 for a given ``seed`` (and interpreter: the demo's text comes from its standard library).
@@ -25,10 +28,11 @@ import os
 import re
 import tarfile
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import blingfire
 import numpy as np
 
 from ragnarok.collection.lucene_index import anserini_record
@@ -38,9 +42,11 @@ ROOT = Path(__file__).resolve().parent.parent
 FILES = 59  # msmarco_v2.1_doc_00 .. _58
 TAIL_SHARE = 0.06  # tokens drawn from the made-up rare words
 FOCUS_SHARE = 0.2  # tokens drawn from the document's own passage
+REAL_SHARE = 0.5  # sentences that are real ones of the document's passage (and another's, if it has under 3)
 DOCID = re.compile(r"^msmarco_v2\.1_doc_(\d\d)_(\d+)#(\d+)_(\d+)$")
 _WORD = re.compile(r"[a-z]+")
 _TAG = re.compile(r"<[^>]+>")
+_NOT_PLAIN = re.compile(r"[^A-Za-z0-9, ]+")
 _STOP = frozenset("the of and to a in is for on with as by it that this be are or an from at which what how "
                   "can do does why when who".split())
 
@@ -79,9 +85,11 @@ class Vocabulary:
     words: np.ndarray  # real words, most frequent first
     cumulative: np.ndarray  # their cumulative probabilities
     focus: list[np.ndarray]  # per real passage: the indexes of its content words
+    sentences: list[list[str]]  # per real passage: its sentences (letters, digits and commas; no full stop)
 
     @classmethod
-    def from_text(cls, passages: Iterator[str]) -> Vocabulary:
+    def from_text(cls, passages: Iterable[str]) -> Vocabulary:
+        passages = list(passages)
         tokenised = [_WORD.findall(p.lower()) for p in passages]
         counts = Counter(w for words in tokenised for w in words)
         ranked = sorted(counts, key=lambda w: (-counts[w], w))
@@ -89,7 +97,9 @@ class Vocabulary:
         freq = np.array([counts[w] for w in ranked], dtype=np.float64)
         focus = [np.array(sorted({rank[w] for w in words if w not in _STOP and len(w) > 2}), dtype=np.int64)
                  for words in tokenised]
-        return cls(np.array(ranked, dtype=object), np.cumsum(freq) / freq.sum(), [f for f in focus if len(f)])
+        keep = [i for i, f in enumerate(focus) if len(f)]
+        return cls(np.array(ranked, dtype=object), np.cumsum(freq) / freq.sum(), [focus[i] for i in keep],
+                   [_sentences(passages[i]) for i in keep])
 
     def draw(self, rng: np.random.Generator, n: int, focus: np.ndarray) -> list[str]:
         """``n`` words: the real unigram distribution, the document's focus words, and the rare tail."""
@@ -99,6 +109,17 @@ class Vocabulary:
         for i in np.flatnonzero(pick > 1 - TAIL_SHARE):
             words[i] = _rare(min(int(1000 * (1 + rng.pareto(0.5))), 5_000_000))
         return words
+
+
+def _sentences(passage: str) -> list[str]:
+    """A real passage's sentences of 4 words or more, with only letters, digits and commas (full stops end
+    the sentences this module writes)."""
+    out = []
+    for sentence in blingfire.text_to_sentences(" ".join(passage.split())).split("\n"):
+        clean = " ".join(_NOT_PLAIN.sub(" ", sentence).split())
+        if len(clean.split()) >= 4:
+            out.append(clean[0].upper() + clean[1:])
+    return out
 
 
 def _rare(rank: int) -> str:
@@ -121,7 +142,9 @@ class _KnownSentences(Segmenter):
         return [m.span() for m in re.finditer(r"[^.\s][^.]*\.", body)]
 
 
-def _sentence(rng: np.random.Generator, vocab: Vocabulary, focus: np.ndarray) -> str:
+def _sentence(rng: np.random.Generator, vocab: Vocabulary, focus: np.ndarray, real: list[str]) -> str:
+    if len(real) >= 3 and rng.random() < REAL_SHARE:
+        return real[int(rng.integers(len(real)))] + "."
     n = max(3, int(rng.lognormal(3.0, 0.45)))  # words: median 20, mean ~22, long tail
     if rng.random() < 0.03:
         n *= 4  # a list or table flattened into one "sentence", as web pages have
@@ -135,15 +158,19 @@ def _sentence(rng: np.random.Generator, vocab: Vocabulary, focus: np.ndarray) ->
 def documents(vocab: Vocabulary, seed: int) -> Iterator[dict[str, str]]:
     """An endless stream of V2.1-shaped documents ``{docid, url, title, headings, body}``."""
     rng = np.random.default_rng(seed)
+    rich = [i for i, sentences in enumerate(vocab.sentences) if len(sentences) >= 3]
     offsets = [0] * FILES
     n = 0
     while True:
-        focus = vocab.focus[int(rng.integers(len(vocab.focus)))]
+        passage = int(rng.integers(len(vocab.focus)))
+        focus, real = vocab.focus[passage], vocab.sentences[passage]
+        if len(real) < 3:  # a topic or a short abstract: its own sentences among another passage's
+            real = real + vocab.sentences[rich[int(rng.integers(len(rich)))]]
         title = " ".join(vocab.draw(rng, int(rng.integers(3, 10)), focus)).title()
         headings = "\n".join([title, *(" ".join(vocab.draw(rng, int(rng.integers(2, 6)), focus)).capitalize()
                                        for _ in range(int(rng.integers(0, 4))))])
         sentences = max(1, min(3000, int(rng.lognormal(3.5, 0.9))))
-        body = " ".join(_sentence(rng, vocab, focus) for _ in range(sentences))
+        body = " ".join(_sentence(rng, vocab, focus, real) for _ in range(sentences))
         url = f"https://www.{''.join(vocab.draw(rng, 2, focus))}.com/{'/'.join(vocab.draw(rng, 2, focus))}"
         file = n % FILES
         doc = {"docid": f"msmarco_v2.1_doc_{file:02d}_{offsets[file]}", "url": url, "title": title,
