@@ -22,8 +22,10 @@ Per size, in one run (bench/scale_corpus.py makes the collection, bench/scale_me
 5. ``ragnarok serve`` (its own process, a free loopback port, the index configured as ``RAGNAROK_INDEXES`` and
    the default index), after its start-up work: ``POST /v1/retrieve`` k=100 with each of the 301 TREC RAG 2024
    topics once after 20 warm-up queries (TREC-RAGgy dev topics: no cache holds a timed query), BM25 (``bm25_p50_ms``/``bm25_p95_ms``) then ``dense:minilm``
-   (``dense_p50_ms``, and ``dense_recall_at_100``: its top 100 against exact search on the same vectors with
-   faiss IndexFlatIP in this process); ``POST /rag`` without a pipeline (the ``offline`` preset) on
+   (``dense_p50_ms``; ``dense_recall_at_100``: its top 100 against exact search on the same vectors with
+   faiss IndexFlatIP in this process, for 100 in-domain queries, a sentence of each of 100 segments
+   (:func:`scale_measure.collection_queries`), and ``dense_recall_at_100_trec`` for the TREC topics, which are
+   far from every segment of a synthetic collection: HNSW's recall on such out-of-domain queries is lower); ``POST /rag`` without a pipeline (the ``offline`` preset) on
    ``--rag-queries`` topics (``rag_offline_p50_ms``; ``rag_pipeline`` names what ran); then
    ``service_rss_mb``: the server's process tree;
 6. ``disk_mb`` of each index (lucene, pyserini, dense, sentences: the dense index's sentence store, if any).
@@ -221,7 +223,9 @@ def measure_size(args: argparse.Namespace, work: Path, size: int, vocab: Vocabul
         _on_signals()  # the JVM that check started replaced the handlers: Ctrl-C and SIGTERM clean up again
         phase("shards check", t)
 
+    m["recall_queries"] = sm.collection_queries(collection, min(size, args.real_sample), seed=args.seed)
     serve_and_query(args, work, m, lucene, queries, vectors, docids, phase)
+    m["recall_queries"] = len(m["recall_queries"])
     if not args.keep:
         shutil.rmtree(here, ignore_errors=True)
     return m, real
@@ -251,7 +255,12 @@ def serve_and_query(args: argparse.Namespace, work: Path, m: dict[str, Any], luc
                 lambda q: client.post("/v1/retrieve", {"query": q, "k": sm.K, "retriever": f"dense:{sm.MODEL}"}),
                 queries, args.warmup)
             m.update(dense_p50_ms=round(sm.pct(times, 50), 2), dense_p95_ms=round(sm.pct(times, 95), 2))
-            m["dense_recall_at_100"] = round(recall(answers, queries, vectors, docids), 4)
+            m["dense_recall_at_100_trec"] = round(recall(answers, queries, vectors, docids), 4)
+            near = m["recall_queries"]  # sentences of the collection: queries near their documents
+            _, answers = sm.timed_queries(
+                lambda q: client.post("/v1/retrieve", {"query": q, "k": sm.K, "retriever": f"dense:{sm.MODEL}"}),
+                near, [])
+            m["dense_recall_at_100"] = round(recall(answers, near, vectors, docids), 4)
             phase("dense queries", t)
         t = time.perf_counter()
         topics = queries[:args.rag_queries]

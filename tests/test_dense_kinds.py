@@ -170,7 +170,7 @@ def test_lucene_hnsw_and_a_prebuilt_index_by_name(lucene_dir, built, tmp_path):
     vectors = clustered(N, DIM)[:600]
     meta = write_dense_index(vectors, [f"seg{i}" for i in range(600)], tmp_path / "lh", kind="lucene-hnsw",
                              lucene_dir=lucene_dir)
-    assert meta["kind"] == "lucene-hnsw" and meta["params"] == {"M": 16, "efConstruction": 100, "efSearch": 128}
+    assert meta["kind"] == "lucene-hnsw" and meta["params"] == {"M": 16, "efConstruction": 100, "efSearch": 256}
     lucene_hnsw = dense(lucene_dir, tmp_path / "lh")
     for q in queries(5):
         exact = np.argsort(-(vectors @ q))[:10]

@@ -87,7 +87,7 @@ def test_cli_builds_the_kind_and_shards_asked_and_refuses_a_bad_kind(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     meta = json.loads((dense_dir(lucene, "minilm") / "meta.json").read_text())
     assert meta["kind"] == "hnsw-sq8" and [s["count"] for s in meta["shards"]] == [15, 15]
-    assert meta["params"] == {"M": 32, "efConstruction": 100, "efSearch": 128, "quantizer": "QT_8bit"}
+    assert meta["params"] == {"M": 32, "efConstruction": 100, "efSearch": 256, "quantizer": "QT_8bit"}
     for args, message in [(["--dense-kind", "ivf"], "error: unknown dense index kind 'ivf': choose one of flat, "
                                                     "hnsw, hnsw-sq8, lucene-hnsw, auto"),
                           (["--hnsw", "--dense-kind", "flat"], "error: --hnsw is --dense-kind hnsw"),
