@@ -271,6 +271,8 @@ def serve_and_query(args: argparse.Namespace, work: Path, m: dict[str, Any], luc
         m["rag_pipeline"] = ",".join(sorted(map(str, pipelines)))
         phase("rag queries", t)
         m["service_rss_mb"] = round(sm.tree_rss_mb(pid), 1)
+        m["service_rss_anon_mb"] = round(sm.tree_rss_mb(pid, "RssAnon"), 1)  # the rest: mapped index files
+        m["service_rss_file_mb"] = round(sm.tree_rss_mb(pid, "RssFile"), 1)
 
 
 def recall(answers: list, queries: list[str], vectors: np.ndarray, docids: list[str]) -> float:

@@ -47,8 +47,9 @@ def _meminfo() -> dict[str, int]:
     return out
 
 
-def tree_rss_mb(pid: int) -> float:
-    """The summed resident sets (MiB) of process ``pid`` and all its descendants, from /proc."""
+def tree_rss_mb(pid: int, field: str = "") -> float:
+    """The summed resident sets (MiB) of process ``pid`` and all its descendants, from /proc; ``field``
+    ``RssAnon`` or ``RssFile``: that part of it (/proc/PID/status), anonymous memory or mapped files' pages."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
@@ -62,8 +63,12 @@ def tree_rss_mb(pid: int) -> float:
         p = todo.pop()
         todo.extend(children.get(p, []))
         try:
-            total += int((Path(f"/proc/{p}/statm")).read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-        except OSError:
+            if field:
+                line = next(x for x in Path(f"/proc/{p}/status").read_text().splitlines() if x.startswith(field))
+                total += int(line.split()[1]) * 1024
+            else:
+                total += int((Path(f"/proc/{p}/statm")).read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+        except (OSError, StopIteration):
             continue
     return total / 2**20
 
@@ -313,7 +318,8 @@ def goals(sizes: dict[str, dict[str, Any]]) -> tuple[dict[str, float], list[tupl
     if (m := sizes.get("1000000")) and m.get("service_rss_mb") is not None:
         checks.append(("service_rss_mb at 1M", m["service_rss_mb"], "<= 2560", m["service_rss_mb"] <= 2560))
     peaks = {int(s): m["build_peak_rss_mb"] for s, m in sizes.items() if m.get("build_peak_rss_mb")}
-    if len(peaks) > 1:  # bounded by the batch: the largest build's peak within 1.5 x the smallest's
+    peaks = {s: p for s, p in peaks.items() if s >= 100_000} if len(peaks) > 2 else peaks  # the issue: 100k and 1M
+    if len(peaks) > 1:  # bounded by the batch: the largest build's peak within 1.5 x the smaller one's
         r = round(peaks[max(peaks)] / peaks[min(peaks)], 3)
         ratios[f"build_peak_rss_{max(peaks)}_over_{min(peaks)}"] = r
         checks.append((f"build_peak_rss_{max(peaks)}_over_{min(peaks)}", r, "<= 1.5", r <= 1.5))

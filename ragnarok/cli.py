@@ -218,11 +218,12 @@ def index(
     INDEX` rebuilds it when the Lucene index changed since (and returns at once when nothing changed)."""
     from ragnarok.collection import lucene_index  # noqa: PLC0415
     from ragnarok.collection.demo_index import ensure_dense_index  # noqa: PLC0415
-    from ragnarok.java import set_verbose  # noqa: PLC0415
+    from ragnarok.java import set_heap, set_verbose  # noqa: PLC0415
 
     from ragnarok.retrieve.dense_kinds import check_kind  # noqa: PLC0415
 
     set_verbose(verbose)
+    set_heap(get_settings().index_jvm_heap)  # a build's memory stays flat as the collection grows
     if hnsw and dense_kind not in ("auto", "hnsw"):
         raise ValueError(f"--hnsw is --dense-kind hnsw: give one of them, not --hnsw with --dense-kind {dense_kind}")
     kind = check_kind("hnsw" if hnsw else dense_kind)

@@ -23,6 +23,14 @@ MIN_JAVA = 21
 _lock = threading.Lock()
 _started: "JavaRuntime | None" = None
 _verbose = False  # quiet by default: no JVM warnings, Lucene's java.util.logging or Anserini's INFO lines
+_heap: str | None = None  # set_heap's: the JVM's maximum heap when start_jvm is not given one
+
+
+def set_heap(heap: str | None) -> None:
+    """The JVM's maximum heap when it starts (before the settings' ``jvm_heap``); call before the JVM starts
+    (``ragnarok index`` gives the settings' ``index_jvm_heap``)."""
+    global _heap
+    _heap = heap
 
 
 def set_verbose(verbose: bool) -> None:
@@ -101,16 +109,17 @@ def find_java() -> JavaRuntime:
 
 def start_jvm(heap: str | None = None) -> JavaRuntime:
     """Start the JVM with Anserini's jar on the classpath (idempotent, thread-safe). The JVM is one per process:
-    its maximum heap is ``heap``, else the settings' ``jvm_heap`` (RAGNAROK_JVM_HEAP, e.g. ``4g``), else Java's
-    default (a quarter of RAM)."""
+    its maximum heap is ``heap``, else :func:`set_heap`'s, else the settings' ``jvm_heap`` (RAGNAROK_JVM_HEAP,
+    1g by default), else (empty) Java's default (a quarter of RAM)."""
     global _started
     with _lock:
         if _started is not None:
             return _started
+        heap = heap or _heap
         if heap is None:
             from ragnarok.settings import get_settings  # noqa: PLC0415 - read when the JVM starts, not on import
 
-            heap = get_settings().jvm_heap
+            heap = get_settings().jvm_heap or None
         runtime = find_java()
         os.environ["JAVA_HOME"] = str(runtime.home)
         import jnius_config  # noqa: PLC0415 - must run before jnius is imported

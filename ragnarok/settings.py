@@ -36,7 +36,12 @@ class Settings(BaseSettings):
     port: int = 8000
     max_query_chars: int = 4096
     max_k: int = 10_000
-    jvm_heap: str | None = Field(None, description="Maximum JVM heap for Lucene (e.g. 4g); Java's default when unset.")
+    jvm_heap: str | None = Field("1g", pattern=r"^(\d+[kKmMgG]?)?$", description="Maximum JVM heap for Lucene (e.g. 4g): searching needs little "
+                                 "(Lucene reads its index memory-mapped); unset (empty), Java's default, a quarter of "
+                                 "RAM, which a JVM fills lazily (docs/SCALE.md).")
+    index_jvm_heap: str = Field("512m", pattern=r"^\d+[kKmMgG]?$", description="Maximum JVM heap of `ragnarok index`: a build needs Lucene's RAM "
+                                "buffer (index_buffer_mb) and little else, so its memory stays flat as the "
+                                "collection grows (docs/SCALE.md).")
     index_buffer_mb: int = Field(
         128, ge=16, description="Lucene's indexing RAM buffer in MB (Anserini's -memoryBuffer, whose own default is "
         "4096): what bounds the JVM's memory while indexing a large collection. Keep it below the JVM heap.")

@@ -71,6 +71,10 @@ def test_exact_search_over_4_shards_ranks_as_one_flat_index(lucene_dir, built):
         assert four.search_vector(q, 100) == expected  # same docids, same scores, same order
         exact = np.argsort(-(clustered(N, DIM) @ q), kind="stable")[:100]
         assert [d for d, _ in expected] == [f"seg{i}" for i in exact]
+        # the scores are the float64 inner products, row by row: the same whatever the shard boundaries (FAISS's
+        # float32 ones can differ in the last bit with a row's place in its SIMD blocks, and swap near-ties)
+        vectors = clustered(N, DIM).astype(np.float64)
+        assert [s for _, s in expected] == [float((vectors[i] * q.astype(np.float64)).sum()) for i in exact]
 
 
 def test_flat_is_memory_mapped_and_sq8_is_smaller_with_recall(lucene_dir, built):

@@ -3,8 +3,10 @@
 A sharded index (``ragnarok index --dense MODEL --shards N``) holds ``shard-000/index.faiss`` ...: contiguous row
 ranges of the collection (meta.json's ``shards``: ``[{dir, start, count}, ...]``); an index of one shard keeps
 its ``index.faiss`` at the top. Each shard is searched for the ``k`` best in a thread pool (FAISS releases the
-GIL) and the hits are merged by score, ties broken by global row: exact search over any number of shards ranks
-exactly as one flat index does (the scores are the same inner products, computed vector by vector).
+GIL) and the hits are merged by score, ties broken by global row. For ``flat`` (exact) search each shard gives
+its ``k + RESCORE_MARGIN`` best and their scores are computed again in float64, row by row (FAISS's float32 inner
+products can differ in the last bit with how a row falls into its SIMD blocks, which moves with the shard
+boundaries and swaps near-ties): exact search over any number of shards ranks exactly as one flat index does.
 """
 
 from __future__ import annotations
@@ -19,6 +21,8 @@ import numpy as np
 
 from ragnarok.retrieve.dense_errors import DenseIndexMismatchError
 from ragnarok.retrieve.dense_kinds import read_index, search_params
+
+RESCORE_MARGIN = 16  # extra hits per shard rescored for exact search: near-ties at the k-th place stay in
 
 
 def shard_layout(meta: dict[str, Any]) -> list[dict[str, Any]]:
@@ -72,13 +76,18 @@ class FaissShards:
         """``(scores, rows)`` of the ``k`` best rows for one query vector ``(dim,)``, best first (ties: lower
         row first)."""
         query = np.ascontiguousarray(vector.reshape(1, -1), dtype=np.float32)
+        exact = self.kind == "flat"
+        wanted = k + RESCORE_MARGIN if exact else k
 
         def one(i: int) -> tuple[np.ndarray, np.ndarray]:
             index = self.indexes[i]
-            scores, ids = index.search(query, min(k, int(index.ntotal)),
+            scores, ids = index.search(query, min(wanted, int(index.ntotal)),
                                        params=search_params(self.kind, k, ef_search))
-            keep = ids[0] >= 0
-            return scores[0][keep], ids[0][keep] + self.starts[i]
+            ids = ids[0][ids[0] >= 0]
+            if exact:  # float64, row by row: the same score for a row whatever the shard boundaries
+                found = index.reconstruct_batch(ids).astype(np.float64)
+                return (found * query[0].astype(np.float64)).sum(axis=1), ids + self.starts[i]
+            return scores[0][: len(ids)], ids + self.starts[i]
 
         parts = list(self._pool.map(one, range(len(self.indexes)))) if self._pool else [one(0)]
         scores = np.concatenate([s for s, _ in parts])
