@@ -14,7 +14,8 @@ Per size, in one run (bench/scale_corpus.py makes the collection, bench/scale_me
    RSS of the build's process tree, JVM included) and pyserini's indexer on the same file, same threads
    (``pyserini_segments_per_s``; its index is then removed);
 3. vectors: real MiniLM vectors at 10k, and at 100k unless ``--quick`` (``--minilm-up-to N``); past that
-   synthetic ones made from real ones (``--real-sample``, 10k: mixtures of two plus noise, normalised):
+   synthetic ones made from real MiniLM vectors of real text (the demo index's 6,282, built in the data dir if
+   missing: :func:`scale_measure.demo_bases`; mixtures of two plus noise, normalised):
    ``"vectors": "minilm"|"synthetic"`` says which, ``minilm_segments_per_s`` how fast MiniLM encoded here;
 4. the dense index, default kind (``write_dense_index(..., kind="auto")``), where ``ragnarok serve`` finds it
    for the index (``<lucene>.dense/minilm``); at the smallest size also ``shards_identical``: exact search over
@@ -68,8 +69,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--quick", action="store_true", help="real MiniLM vectors at 10k only (synthetic past it)")
     ap.add_argument("--minilm-up-to", type=int, help="real MiniLM vectors for sizes up to this many segments "
                     f"(default {MINILM_UP_TO:,}; 10,000 with --quick; 0: synthetic vectors everywhere)")
-    ap.add_argument("--real-sample", type=int, default=10_000, help="synthetic vectors are made from the real "
-                    "vectors of this many segments (the first size's, or the collection's first ones)")
+    ap.add_argument("--real-sample", type=int, default=10_000, help="recall's in-domain queries (sizes with real "
+                    "MiniLM vectors) are sentences of segments drawn from the collection's first N")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, required=True, help="where to write the results")
     ap.add_argument("--plot", type=Path, help="a PNG of latency and memory against collection size")
@@ -193,12 +194,9 @@ def measure_size(args: argparse.Namespace, work: Path, size: int, vocab: Vocabul
         vectors = sm.minilm_vectors(collection, here / "vectors.npy", size)
         m["minilm_segments_per_s"] = round(size / (time.perf_counter() - t), 1)
         real = np.array(vectors[:args.real_sample]) if real is None else real
-    else:
-        if real is None:  # no real vectors yet: those of this collection's first segments
-            sample = min(size, args.real_sample)
-            real = np.array(sm.minilm_vectors(collection, here / "real.npy", sample))
-            m["minilm_segments_per_s"] = round(sample / (time.perf_counter() - t), 1)
-        vectors = sm.synthetic_vectors(real, here / "vectors.npy", size, args.seed)
+    else:  # made from real MiniLM vectors of real text (sm.demo_bases says why not of this collection's)
+        bases, args.base_queries = sm.demo_bases(args.data_dir or work / "data", seed=args.seed)
+        vectors = sm.synthetic_vectors(bases, here / "vectors.npy", size, args.seed)
     m["vectors"] = "minilm" if minilm else "synthetic"
     phase("vectors", t)
     docids = sm.docids_of(collection)
@@ -223,7 +221,8 @@ def measure_size(args: argparse.Namespace, work: Path, size: int, vocab: Vocabul
         _on_signals()  # the JVM that check started replaced the handlers: Ctrl-C and SIGTERM clean up again
         phase("shards check", t)
 
-    m["recall_queries"] = sm.collection_queries(collection, min(size, args.real_sample), seed=args.seed)
+    m["recall_queries"] = sm.collection_queries(collection, min(size, args.real_sample), seed=args.seed) \
+        if minilm else args.base_queries
     serve_and_query(args, work, m, lucene, queries, vectors, docids, phase)
     m["recall_queries"] = len(m["recall_queries"])
     if not args.keep:

@@ -133,6 +133,32 @@ def records(path: Path) -> Iterator[dict[str, Any]]:
             yield json.loads(line)
 
 
+def demo_bases(data_dir: Path, n_queries: int = 100, seed: int = 0) -> tuple[np.ndarray, list[str]]:
+    """Real MiniLM vectors of real text, what synthetic vectors are made from: the demo index's dense vectors
+    (6,282 segments of the Python documentation; built in ``data_dir`` if missing), and ``n_queries`` in-domain
+    queries near them: a prose sentence of each of ``n_queries`` demo segments. The bench's own collection is
+    word salad drawn from one vocabulary: its MiniLM vectors crowd together (every segment is about everything),
+    which no real collection's do, and HNSW's recall on them says nothing about V2.1's."""
+    import faiss  # noqa: PLC0415
+
+    from ragnarok.collection.demo_index import ensure_demo_index  # noqa: PLC0415
+    from ragnarok.generate.extractive import prose_sentences  # noqa: PLC0415
+    from ragnarok.retrieve.anserini import LuceneSearcher  # noqa: PLC0415
+    from ragnarok.retrieve.dense import dense_dir  # noqa: PLC0415
+    from ragnarok.settings import Settings  # noqa: PLC0415
+
+    lucene = ensure_demo_index(Settings(data_dir=data_dir), 2, MODEL)
+    index = faiss.read_index(str(dense_dir(lucene, MODEL) / "index.faiss"))
+    vectors = index.reconstruct_n(0, index.ntotal)
+    searcher, found = LuceneSearcher(str(lucene)), []
+    for row in np.random.default_rng(seed).permutation(searcher.num_docs):
+        sentences = prose_sentences(json.loads(searcher.doc(int(row)).raw())["segment"])
+        found += [s for s in sentences if 6 <= len(s.split()) <= 30][:1]
+        if len(found) == n_queries:
+            break
+    return np.ascontiguousarray(vectors, dtype=np.float32), found
+
+
 def collection_queries(path: Path, among: int, n: int = 100, seed: int = 0) -> list[str]:
     """``n`` in-domain queries: one sentence (6-30 words) of each of ``n`` segments drawn from the collection's
     first ``among`` (those whose real vectors the synthetic ones are made from). The TREC topics are far from
