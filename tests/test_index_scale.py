@@ -233,3 +233,19 @@ def test_a_v21_line_becomes_the_same_anserini_record_without_being_serialised_ag
         segment = to_segment(record, "here")
         out, n = segmented_lines(segment, True, line.encode() if segment == record else None)
         assert n == 1 and out.endswith(b"\n") and json.loads(out) == anserini_record(segment)
+
+
+def test_every_indexing_thread_gets_a_chunk_file_however_small_the_shard(tmp_path):
+    from ragnarok.collection.sharded_build import _ChunkWriter
+
+    writer = _ChunkWriter(tmp_path, shard_segments=1_000_000, parts=2)  # one shard, two threads
+    for i in range(5):
+        writer.add(f'{{"id": "s{i}"}}\n'.encode())
+    writer.finish()
+    parts = sorted((tmp_path / "00000").iterdir())
+    assert [p.name for p in parts] == ["part-000.jsonl", "part-001.jsonl"] and writer.counts == [5]
+    assert [len(p.read_text().splitlines()) for p in parts] == [3, 2]  # dealt in turn: both threads have work
+    single = _ChunkWriter(tmp_path / "one", shard_segments=10, parts=4)
+    single.add(b'{"id": "only"}\n')
+    single.finish()
+    assert [p.name for p in (tmp_path / "one" / "00000").iterdir()] == ["part-000.jsonl"]  # no empty files

@@ -130,15 +130,15 @@ def _empty(work: Path) -> None:
 
 
 class _ChunkWriter:
-    """Segment lines into ``chunks/k/part-j.jsonl``: ``shard_segments`` per shard, split into ``parts``
-    files; a shard's directory is written as ``k.tmp`` and renamed when complete."""
+    """Segment lines into ``chunks/k/part-j.jsonl``: ``shard_segments`` per shard, dealt in turn into ``parts``
+    files (Anserini indexes one file per thread: every thread has work, however few segments the shard holds);
+    a shard's directory is written as ``k.tmp`` and renamed when complete."""
 
     def __init__(self, root: Path, shard_segments: int, parts: int):
-        self.root, self.shard_segments = root, shard_segments
-        self.part_size = -(-shard_segments // parts)
+        self.root, self.shard_segments, self.parts = root, shard_segments, parts
         self.counts: list[int] = []
         self.in_shard = 0
-        self.handle: BinaryIO | None = None
+        self.handles: list[BinaryIO] = []
         self.tmp: Path | None = None
 
     def add(self, line: bytes) -> None:
@@ -147,18 +147,16 @@ class _ChunkWriter:
             self.tmp = self.root / f"{len(self.counts):05d}.tmp"
             shutil.rmtree(self.tmp, ignore_errors=True)
             self.tmp.mkdir(parents=True)
-        if self.in_shard % self.part_size == 0:
-            if self.handle is not None:
-                self.handle.close()
-            self.handle = open(self.tmp / f"part-{self.in_shard // self.part_size:03d}.jsonl", "wb",
-                               buffering=1 << 20)
-        self.handle.write(line)  # type: ignore[union-attr]
+        part = self.in_shard % self.parts
+        if part == len(self.handles):  # opened as the first segment comes: no empty file
+            self.handles.append(open(self.tmp / f"part-{part:03d}.jsonl", "wb", buffering=1 << 20))
+        self.handles[part].write(line)
         self.in_shard += 1
 
     def finish(self) -> None:
-        if self.handle is not None:
-            self.handle.close()
-            self.handle = None
+        for handle in self.handles:
+            handle.close()
+        self.handles = []
         if self.tmp is not None:
             os.replace(self.tmp, self.root / f"{len(self.counts):05d}")
             self.counts.append(self.in_shard)
