@@ -13,7 +13,8 @@ model is built from its architecture alone (a BERT config with random weights, n
 Batches of ``--batch`` full-length inputs run forward (mean pooling, as both models pool) for ``--seconds``
 after a warm-up; float16 on a GPU (as encoding at scale runs there), float32 on a CPU. Tokenisation is not
 timed (a fast tokenizer does tens of thousands of segments/s per core, off the GPU). Prints one JSON object:
-segments/s per model and the hours 113.5 M segments take at that rate, on one device.
+segments/s per model and the hours 113.5 M segments take at that rate, on one device, and the p50 latency of
+encoding one 32-token query (what a service pays per request).
 
 Needs only torch and transformers (it runs on a bare GPU machine without this project installed).
 """
@@ -27,6 +28,7 @@ import platform
 import time
 
 V21_SEGMENTS = 113_520_750
+QUERY_TOKENS = 32
 SHAPES = {  # BERT shapes: (layers, hidden, heads, intermediate, tokens)
     "minilm": (6, 384, 12, 1536, 256),
     "arctic-l": (24, 1024, 16, 4096, 512),
@@ -58,8 +60,15 @@ def measure(name: str, device: str, batch: int, seconds: float) -> dict[str, flo
         step()
         done += batch
     rate = done / (time.perf_counter() - start)
+    ids, mask = ids[:1, :QUERY_TOKENS], mask[:1, :QUERY_TOKENS]  # one query of 32 tokens, as a service encodes
+    latencies = []
+    for _ in range(23):
+        start = time.perf_counter()
+        step()
+        latencies.append((time.perf_counter() - start) * 1000)
     return {"model": name, "tokens": tokens, "batch": batch, "dtype": str(dtype).removeprefix("torch."),
-            "segments_per_s": round(rate, 1), "v21_hours": round(V21_SEGMENTS / rate / 3600, 2)}
+            "segments_per_s": round(rate, 1), "v21_hours": round(V21_SEGMENTS / rate / 3600, 2),
+            "query_p50_ms": round(sorted(latencies[3:])[10], 2)}
 
 
 def main() -> None:
@@ -69,8 +78,12 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=0, help="inputs per batch (0: 256 on cuda, 16 on cpu)")
     parser.add_argument("--seconds", type=float, default=20.0, help="timed seconds per model")
     parser.add_argument("--json", default=None, help="also write the result here")
+    parser.add_argument("--threads", type=int, default=0, help="CPU threads torch uses (0: its default)")
     args = parser.parse_args()
     import torch  # noqa: PLC0415
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
 
     batch = args.batch or (256 if args.device == "cuda" else 16)
     machine = {"cpu_cores": os.cpu_count(), "platform": platform.platform(),
