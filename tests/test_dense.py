@@ -111,7 +111,7 @@ def test_meta_and_files(indexes, lucene_dir):
     for kind, path in indexes.items():
         assert json.loads((path / "meta.json").read_text()) == {
             "model": "minilm", "dim": 384, "kind": kind, "count": len(DOCS),
-            "params": {} if kind == "flat" else {"M": 32, "efConstruction": 100, "efSearch": 128},
+            "params": {} if kind == "flat" else {"M": 32, "efConstruction": 100, "efSearch": 256},
             "shards": [{"dir": ".", "start": 0, "count": len(DOCS)}],
             "lucene": {**index_identity(lucene_dir), "count": len(DOCS)}}
         assert len((path / "docids.txt").read_text().splitlines()) == len(DOCS)
