@@ -4,6 +4,7 @@ factories build objects whose heavy parts (indexes, models, clients) load on fir
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 from ragnarok.generate.base import GeneratorConfig
 from ragnarok.generate.cohere_chat import CohereGenerator
@@ -115,10 +116,14 @@ def _dense(name: str, source: str, settings: Settings, arg: str | None = None) -
         raise UnknownComponentError("retriever", name, ["dense needs a local index (built with --dense)"])
     if arg and arg.startswith("prebuilt:"):  # dense:prebuilt:NAME, a Lucene HNSW index in prebuilt_dir
         prebuilt = arg.removeprefix("prebuilt:")
-        if not prebuilt or looks_like_path(prebuilt) or prebuilt.startswith("."):
-            raise UnknownComponentError("prebuilt dense index", prebuilt, ["a name in RAGNAROK_PREBUILT_DIR"])
+        where = Path(settings.prebuilt_dir or settings.data_dir / "prebuilt")
+        unpacked = sorted(p.name for p in where.glob("*/") if any(p.glob("segments_*"))) if where.is_dir() else []
+        if prebuilt not in unpacked:  # neither a path nor a name missing here is echoed (an API error body)
+            raise UnknownComponentError("prebuilt dense index", prebuilt, unpacked or [
+                "none unpacked in RAGNAROK_PREBUILT_DIR (download one, e.g. msmarco-v2.1-doc-segmented-shard00."
+                "arctic-embed-l.hnsw-int8, where there is network)"])
         return DenseRetriever(name, source, allow_downloads=settings.allow_downloads, prebuilt=prebuilt,
-                              prebuilt_dir=str(settings.prebuilt_dir or settings.data_dir / "prebuilt"))
+                              prebuilt_dir=str(where))
     model, _ = _embedding_model("dense", arg or "minilm", settings)
     # a hub model not in the local cache: 503 once its dense index is found, unless allow_downloads
     return DenseRetriever(name, source, model, allow_downloads=settings.allow_downloads)

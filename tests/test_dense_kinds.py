@@ -15,7 +15,9 @@ import pytest
 from ragnarok.collection.lucene_index import index_documents
 from ragnarok.retrieve.dense import DenseIndexMismatchError, DenseIndexNotFoundError, DenseRetriever, Encoder
 from ragnarok.retrieve.dense_build import write_dense_index
+from ragnarok.registry import UnknownComponentError
 from ragnarok.retrieve.dense_kinds import resolve_kind
+from ragnarok.retrieve.lucene_hnsw import resolve_prebuilt
 from ragnarok.types import Query
 from test_dense import DOCS, PARAPHRASES
 
@@ -187,11 +189,17 @@ def test_lucene_hnsw_and_a_prebuilt_index_by_name(lucene_dir, built, tmp_path):
     # a prebuilt index: MiniLM vectors of the Lucene index's segments, as Anserini builds them
     settings = Settings(data_dir=tmp_path / "data", prebuilt_dir=tmp_path / "prebuilt",
                         indexes={"x": str(lucene_dir)}, default_index="x")
-    missing = RetrievalService(settings).get("dense:prebuilt:tiny-minilm.hnsw")
+    for name in ("tiny-minilm.hnsw", "../" + str(lucene_dir), ".hidden"):  # missing, or a path: never echoed
+        with pytest.raises(UnknownComponentError) as missing:
+            RetrievalService(settings).get(f"dense:prebuilt:{name}")
+        assert "not echoed" in missing.value.public and name not in missing.value.public
+    assert missing.value.public == ("unknown prebuilt dense index (the name is not echoed); available: none "
+                                    "unpacked in RAGNAROK_PREBUILT_DIR (download one, e.g. msmarco-v2.1-doc-"
+                                    "segmented-shard00.arctic-embed-l.hnsw-int8, where there is network)")
     with pytest.raises(DenseIndexNotFoundError, match=r"prebuilt index tiny-minilm.hnsw is not on this machine: "
                                                       r"download it .* unpack it so that its Lucene files are in "
                                                       + str(tmp_path / "prebuilt" / "tiny-minilm.hnsw")):
-        missing.retrieve(Query(text="x"), 3)
+        resolve_prebuilt("tiny-minilm.hnsw", tmp_path / "prebuilt")  # the library call says what to download
     texts = [f"{t}\n{b}" for _, t, b in DOCS]
     write_dense_index(Encoder("minilm").encode(texts), [f"{d}#0_0" for d, _, _ in DOCS], tmp_path / "built",
                       kind="lucene-hnsw")
