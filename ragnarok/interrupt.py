@@ -63,6 +63,15 @@ def writing() -> Iterator[None]:
         stop._park()
 
 
+def wait_for_writes(seconds: float) -> bool:
+    """For an ``on_stop`` callback: wait (at most ``seconds``) until no :func:`writing` block is in progress, so
+    that what such a block records (an Optuna trial just asked for) is there for the callback to see."""
+    if _write_lock.acquire(timeout=seconds):
+        _write_lock.release()
+        return True
+    return False
+
+
 @contextmanager
 def on_stop(callback: Callable[[], object]) -> Iterator[None]:
     """Run ``callback`` (bounded, in another thread) if the command is interrupted while inside this block."""

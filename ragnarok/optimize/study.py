@@ -22,6 +22,7 @@ import optuna
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback, fail_stale_trials
 from optuna.trial import FrozenTrial, TrialState
 
+from ragnarok.interrupt import wait_for_writes, writing
 from ragnarok.optimize.config import NUGGET_METRICS, OptimizeConfig
 from ragnarok.optimize.objective import Evaluator, TrialError
 from ragnarok.optimize.space import Space
@@ -164,8 +165,9 @@ def _search(study: optuna.Study, evaluator: Evaluator, space: Space, strategy: s
                 len({params_key(t.params) for t in current if _counts(t) and t.params}) >= space.size()
                 or repeats >= MAX_REPEATS):
             break  # every pipeline of the space was tried (or the sampler proposes only those tried)
-        trial = study.ask()
-        _in_flight[:] = [(study, trial)]  # at once: interrupted while its parameters are chosen, it is given back
+        with writing():  # an interrupt waits for both: a trial asked for is always known, so given back
+            trial = study.ask()
+            _in_flight[:] = [(study, trial)]  # interrupted while its parameters are chosen, it is given back
         study._storage.record_heartbeat(trial._trial_id)  # noqa: SLF001 - at once: a worker killed now is seen
         labels = suggest(trial, space)  # stored at once: other workers see what this trial runs
         everyone = study.get_trials(deepcopy=False)
@@ -250,7 +252,9 @@ def give_back_in_flight() -> None:
     """An interrupted command's trial in flight: failed as ``interrupted`` (not counted in the budget; the report
     lists it) and its parameters enqueued again (``rerun_of``), so that running the command again scores it
     first (no waiting for its heartbeat to go stale). A trial already told is left as it is. Through a storage
-    of its own: the study's may be locked by the main thread, which the signal stopped anywhere."""
+    of its own: the study's may be locked by the main thread, which the signal stopped anywhere. A trial being
+    asked for when the signal came is waited for (its ``writing`` block), then given back too."""
+    wait_for_writes(0.5)
     for study, trial in list(_in_flight):
         storage = _own_storage(study)
         try:
