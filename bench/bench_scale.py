@@ -139,9 +139,8 @@ def run(args: argparse.Namespace, work: Path, result: dict[str, Any]) -> None:
     queries = load_queries()[:args.queries]
     args.warmup = load_queries(name="topics.rag24.raggy-dev.txt")[:20]
     vocab = Vocabulary.from_text(real_passages())
-    real: np.ndarray | None = None  # the first real vectors: what synthetic ones are made from
     for size in args.sizes:
-        measures, real = measure_size(args, work, size, vocab, queries, real, result)
+        measures = measure_size(args, work, size, vocab, queries, result)
         result["sizes"][str(size)] = measures
         result["machine"]["load_1m_end"] = round(os.getloadavg()[0], 2)
         result["ratios"], checks = sm.goals(result["sizes"])
@@ -157,7 +156,7 @@ def run(args: argparse.Namespace, work: Path, result: dict[str, Any]) -> None:
 
 
 def measure_size(args: argparse.Namespace, work: Path, size: int, vocab: Vocabulary, queries: list[str],
-                 real: np.ndarray | None, result: dict[str, Any]) -> tuple[dict[str, Any], np.ndarray | None]:
+                 result: dict[str, Any]) -> dict[str, Any]:
     here = work / str(size)
     (here / "collection").mkdir(parents=True, exist_ok=True)
     phases: dict[str, float] = {}
@@ -193,7 +192,6 @@ def measure_size(args: argparse.Namespace, work: Path, size: int, vocab: Vocabul
     if minilm:
         vectors = sm.minilm_vectors(collection, here / "vectors.npy", size)
         m["minilm_segments_per_s"] = round(size / (time.perf_counter() - t), 1)
-        real = np.array(vectors[:args.real_sample]) if real is None else real
     else:  # made from real MiniLM vectors of real text (sm.demo_bases says why not of this collection's)
         bases, args.base_queries = sm.demo_bases(args.data_dir or work / "data", seed=args.seed)
         vectors = sm.synthetic_vectors(bases, here / "vectors.npy", size, args.seed)
@@ -227,7 +225,7 @@ def measure_size(args: argparse.Namespace, work: Path, size: int, vocab: Vocabul
     m["recall_queries"] = len(m["recall_queries"])
     if not args.keep:
         shutil.rmtree(here, ignore_errors=True)
-    return m, real
+    return m
 
 
 def serve_and_query(args: argparse.Namespace, work: Path, m: dict[str, Any], lucene: Path, queries: list[str],

@@ -94,7 +94,8 @@ def _fake_config(tmp_path: Path, objective: str = "nDCG@10", extra: str = ""):
 
 
 def test_a_changed_config_gets_a_new_study_or_is_refused_by_name(tmp_path):
-    from ragnarok.optimize.study import StudyConflict, fingerprint, mark, open_study, study_name
+    from ragnarok.optimize.study import open_study
+    from ragnarok.optimize.study_keys import StudyConflict, fingerprint, mark, study_name
 
     url = f"sqlite:///{tmp_path / 'study.db'}"
     config, space = _fake_config(tmp_path)

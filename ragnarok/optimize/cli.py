@@ -98,7 +98,8 @@ def _study_names(config, space, out: Path, only: int | None, explicit: bool, loc
     """Per fold, the study for this config (keyed by what changes results) and its fingerprint; a one-line note
     when the config changed since the study of its default name was made. The same explicit name with
     another config is refused (exit 2), the difference shown."""
-    from ragnarok.optimize.study import StudyConflict, fingerprint, storage_url, study_name  # noqa: PLC0415
+    from ragnarok.optimize.study import storage_url  # noqa: PLC0415
+    from ragnarok.optimize.study_keys import StudyConflict, fingerprint, study_name  # noqa: PLC0415
 
     url = storage_url(config, out)
     print_ = fingerprint(config, space)
@@ -124,13 +125,13 @@ def _search(config, space, evaluator, out: Path, worker: bool, only: int | None,
     from ragnarok.optimize.report import FoldResult, finished, write_report  # noqa: PLC0415
     from ragnarok.optimize.study import (  # noqa: PLC0415
         best_trial,
-        mark,
         open_study,
         search,
         storage_url,
         used,
         used_now,
     )
+    from ragnarok.optimize.study_keys import mark  # noqa: PLC0415
 
     splits = evaluator.splits()
     if only is not None and not 0 <= only < len(splits):
