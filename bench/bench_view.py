@@ -1,13 +1,15 @@
 """How long ``ragnarok view --html`` takes on a TREC-sized pair of runs, and how long its page takes to open.
 
-    python bench/bench_view.py [--topics ../shared/data/trec-rag/topics.rag24.test.txt] [--refs 20] [--repeat 3]
+    python bench/bench_view.py [--topics ../shared/data/trec-rag/topics.rag24.test.txt] [--refs 20] \
+        [--repeat 3]
 
 Builds two synthetic 2024-format runs over the real topics (301 for 2024's test set): each topic's references
 are BM25's top ``--refs`` segments of the demo index for the topic's text (so every one is looked up in Lucene
 as a real run's are; one in ten replaced by a docid the index lacks), six sentences citing them, and nugget
 assignments for both runs (so the page has score bars). Run B cites differently from A on every third topic.
 Then times ``ragnarok view A B --assignments X --html OUT`` as a subprocess (the JVM's start included), and
-the page's load in Chromium from ``file://`` to its ready marker (``body[data-ready]``), plus expanding one topic.
+the page's load in Chromium from ``file://`` to its ready marker (``body[data-ready]``), plus expanding one
+topic.
 """
 
 from __future__ import annotations
@@ -49,7 +51,8 @@ def build_runs(topics_file: Path, index_dir: Path, out: Path, refs: int) -> tupl
         for run in runs:
             cited = docids if run == "A" or n % 3 else list(reversed(docids))
             answer = [{"text": f"Sentence {s} of run {run} on {topic.text}, with <b>markup</b> & co.",
-                       "citations": sorted(rng.sample(range(len(cited)), min(3, len(cited))))} for s in range(6)]
+                       "citations": sorted(rng.sample(range(len(cited)), min(3, len(cited))))}
+                      for s in range(6)]
             runs[run].append({"run_id": run, "topic_id": topic.qid, "topic": topic.text, "references": cited,
                               "response_length": 90, "answer": answer})
             labels.append({"qid": topic.qid, "run_id": run, "nuggets": [
@@ -83,7 +86,8 @@ def main() -> None:
         subprocess.run([sys.executable, "-m", "ragnarok.cli", "view", str(a), str(b), "--assignments",
                         str(assignments), "--html", str(page)], env=env, check=True, capture_output=True)
         print(f"ragnarok view --html ({topics} topics x 2 runs, {args.refs} references each): "
-              f"{time.monotonic() - start:.2f} s, {page.stat().st_size / 1e6:.2f} MB; load {os.getloadavg()[0]:.1f}")
+              f"{time.monotonic() - start:.2f} s, {page.stat().st_size / 1e6:.2f} MB; "
+              f"load {os.getloadavg()[0]:.1f}")
     with chromium(work / "profile") as context:
         for _ in range(args.repeat):
             tab = context.new_page()
@@ -97,7 +101,8 @@ def main() -> None:
             tab.wait_for_selector("#t-150 .cols")
             expand = time.monotonic() - start
             print(f"page open to ready: {wall:.2f} s (goto to the marker; the page's own clock at ready "
-                  f"{ready / 1000:.2f} s after navigation start); expanding one topic {expand * 1000:.0f} ms; "
+                  f"{ready / 1000:.2f} s after navigation start); "
+                  f"expanding one topic {expand * 1000:.0f} ms; "
                   f"load {os.getloadavg()[0]:.1f}")
             tab.close()
 

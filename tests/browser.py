@@ -33,8 +33,9 @@ def chromium(profile: Path, width: int = 1280, height: int = 900) -> Iterator[An
     if not (Path(CHROMIUM).exists() or shutil.which("chromium")):
         _missing(f"{CHROMIUM} not found")
     with sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(str(profile), executable_path=CHROMIUM, args=ARGS,
-                                                        headless=True, viewport={"width": width, "height": height})
+        context = pw.chromium.launch_persistent_context(
+            str(profile), executable_path=CHROMIUM, args=ARGS, headless=True,
+            viewport={"width": width, "height": height})
         try:
             yield context
         finally:

@@ -100,23 +100,28 @@ def test_nugget_labels_and_scores(demo_env, runs):
     assert "strict_vital 1.00 · vital 1.00 · strict_all 0.50 · all 0.75" in labelled
 
 
-@pytest.mark.parametrize("case", ["not-jsonl", "nuggets-as-run", "missing-run", "unknown-topic", "assignments"])
+@pytest.mark.parametrize("case", ["not-jsonl", "empty", "labels-as-nuggets", "nuggets-as-run", "missing-run",
+                                  "unknown-topic", "assignments"])
 def test_bad_input_is_one_error_line(tmp_path, runs, case):
     a = runs[0]
     args, expected = {
         "not-jsonl": ([tmp_path / "x.tsv"], "x.tsv:1: not JSON"),
+        "empty": ([tmp_path / "x.tsv"], "x.tsv: empty, or a line that is no JSON object: not a TREC RAG run"),
+        "labels-as-nuggets": ([a, "--nuggets", runs[2]], "topic demo-01 appears twice; labels of several "
+                                                         "runs? give them with --assignments"),
         "nuggets-as-run": ([NUGGETS], "it looks like a nugget file: give it with --nuggets"),
         "missing-run": ([tmp_path / "a.jsnl"], f"no such run file: {tmp_path / 'a.jsnl'}; did you mean "
                                               f"{tmp_path / 'a.jsonl'}?"),
-        "unknown-topic": ([a, "--topics", "demo-1"], "topic 'demo-1' is not in a.jsonl; did you mean demo-01?"),
-        "assignments": ([a, "--assignments", NUGGETS], "no nugget carries an assignment; a nugget file without "
-                                                       "labels goes to --nuggets"),
+        "unknown-topic": ([a, "--topics", "demo-1"],
+                          "topic 'demo-1' is not in a.jsonl; did you mean demo-01?"),
+        "assignments": ([a, "--assignments", NUGGETS],
+                        "no nugget carries an assignment; a nugget file without labels goes to --nuggets"),
     }[case]
-    if case == "not-jsonl":
-        args[0].write_text("demo-01\thow do I parse\n")
+    if case in ("not-jsonl", "empty"):
+        args[0].write_text("demo-01\thow do I parse\n" if case == "not-jsonl" else "\n")
     result = CliRunner().invoke(app, ["view", *map(str, args)])
-    assert result.exit_code == 2, result.output
-    lines = result.output.strip().splitlines()
+    assert result.exit_code == 2 and not result.stdout, result.output
+    lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and expected in lines[0], result.output
 
 

@@ -1,5 +1,5 @@
-"""``ragnarok view``: a run (or two) rendered for people: each topic's answer, every citation resolved to the cited
-segment's text (looked up in an index; a docid the index lacks is shown as such) and, given nuggets or
+"""``ragnarok view``: a run (or two) rendered for people: each topic's answer, every citation resolved to the
+cited segment's text (looked up in an index; a docid the index lacks is shown as such) and, given nuggets or
 assignments, each nugget's label and the topic's scores. Plain text at 80 columns, or with ``--html`` one
 self-contained page (:mod:`ragnarok.track.view_html`)."""
 
@@ -69,9 +69,9 @@ class View:
         why = []
         if len({frozenset(cited(a)) for a in answers if a}) > 1:
             why.append("cites differently")
-        scores = [labels[qid].scores if qid in labels else None for labels in self.labels]
-        if scores[0] is not None and scores[1] is not None and abs(scores[0]["all"] - scores[1]["all"]) > 1e-9:
-            why.append(f"scores differ ({scores[0]['all']:.2f} vs {scores[1]['all']:.2f})")
+        first, second = (labels[qid].scores if qid in labels else None for labels in self.labels)
+        if first is not None and second is not None and abs(first["all"] - second["all"]) > 1e-9:
+            why.append(f"scores differ ({first['all']:.2f} vs {second['all']:.2f})")
         return "; ".join(why)
 
 
@@ -85,17 +85,19 @@ def read_run(path: Path) -> Run:
     """A 2024 or 2025 run file; a missing file, a file that is not JSONL or JSONL that is not a run is a
     ValueError (with a hint when the file looks like something else the command takes)."""
     if not path.is_file():
-        near = suggest(path.name, [p.name for p in path.parent.glob("*.jsonl")]) if path.parent.is_dir() else None
+        siblings = [p.name for p in path.parent.glob("*.jsonl")] if path.parent.is_dir() else []
+        near = suggest(path.name, siblings)
         hint = f"; did you mean {path.parent / near}?" if near else ""
         raise ValueError(f"no such run file: {path}{hint}")
-    first = next(json_lines(path), (None, None))[1]
-    if not isinstance(first, dict):
-        raise ValueError(f"{path}: empty, or not a run (JSONL, one answer object a line)")
+    first = None
     try:
+        first = next(json_lines(path), (None, None))[1]
+        if not isinstance(first, dict):
+            raise ValueError(f"{path}: empty, or a line that is no JSON object")
         answers = read_answers(path)
     except ValueError as exc:
         hint = ""
-        if "nuggets" in first and "qid" in first:
+        if isinstance(first, dict) and "nuggets" in first and "qid" in first:
             hint = ("; it looks like a nugget file: give it with --assignments" if
                     any(isinstance(n, dict) and "assignment" in n for n in first["nuggets"] or [])
                     else "; it looks like a nugget file: give it with --nuggets")
@@ -115,7 +117,8 @@ def read_assignments(path: Path, runs: list[Run]) -> list[dict[str, Labels]]:
         tag = data.get("run_id", data.get("variant"))
         tagged.setdefault(None if tag is None else str(tag), {})[topic.qid] = Labels(topic.nuggets)
     if not any(labels.assessed for group in tagged.values() for labels in group.values()):
-        raise ValueError(f"{path}: no nugget carries an assignment; a nugget file without labels goes to --nuggets")
+        raise ValueError(f"{path}: no nugget carries an assignment; a nugget file without labels goes to "
+                         "--nuggets")
     out = []
     for run in runs:
         names = {run.run_id, run.name, run.path.stem}
@@ -131,7 +134,8 @@ def read_assignments(path: Path, runs: list[Run]) -> list[dict[str, Labels]]:
 
 def chosen_topics(topics: str | None, runs: list[Run], resolve: Callable[[str], list[str]]) -> list[str]:
     """The topics to show, in the first run's order: all, or ``topics`` (comma-separated ids, or a topic
-    set/file as ``--topics`` takes it elsewhere, resolved by ``resolve``). An id no run answers is an error."""
+    set/file as ``--topics`` takes it elsewhere, resolved by ``resolve``). An id no run answers is an
+    error."""
     answered = list(dict.fromkeys(q for run in runs for q in run.answers))
     if topics is None:
         return answered
@@ -167,7 +171,12 @@ def load_view(paths: list[Path], topics: str | None, nuggets: Path | None, assig
     if assignments is not None:
         view.labels = read_assignments(assignments, runs)
     elif nuggets is not None:
-        plain = {qid: Labels(t.nuggets) for qid, t in read_nuggets(nuggets).items()}
+        try:
+            plain = {qid: Labels(t.nuggets) for qid, t in read_nuggets(nuggets).items()}
+        except ValueError as exc:
+            twice = "appears twice" in str(exc)
+            hint = "; labels of several runs? give them with --assignments" if twice else ""
+            raise ValueError(f"{exc}{hint}") from None
         view.labels = [plain for _ in runs]
     else:
         view.labels = [{} for _ in runs]
@@ -182,8 +191,9 @@ def load_view(paths: list[Path], topics: str | None, nuggets: Path | None, assig
 
 
 def _wrap(text: str, indent: str, first: str = "") -> list[str]:
-    return textwrap.wrap(" ".join(text.split()), WIDTH, initial_indent=indent + first,
-                         subsequent_indent=indent + " " * len(first), break_on_hyphens=False) or [indent + first.rstrip()]
+    lines = textwrap.wrap(" ".join(text.split()), WIDTH, initial_indent=indent + first,
+                          subsequent_indent=indent + " " * len(first), break_on_hyphens=False)
+    return lines or [indent + first.rstrip()]
 
 
 def _snippet(text: str) -> str:
@@ -231,7 +241,8 @@ def topic_text(view: View, qid: str) -> list[str]:
 
 
 def terminal(view: View) -> str:
-    head = [f"{run.name}: TREC RAG {run.year} run {run.run_id!r}, {len(run.answers)} topics" for run in view.runs]
+    head = [f"{run.name}: TREC RAG {run.year} run {run.run_id!r}, {len(run.answers)} topics"
+            for run in view.runs]
     body = [line for qid in view.qids for line in ["", *topic_text(view, qid)]]
     return "\n".join(head + body) + "\n"
 
@@ -258,18 +269,22 @@ def view_json(view: View) -> str:
 
 @fails_cleanly
 def view(
-    runs: Annotated[list[Path], typer.Argument(metavar="RUN [RUN2]", help="One or two runs (JSONL, the 2024 or "
-                                                                         "2025 format).")],
-    nuggets: Annotated[Optional[Path], typer.Option(help="Nugget file (ours or nuggetizer's): each topic's "
-                                                         "nuggets, labelled when they carry assignments.")] = None,
-    assignments: Annotated[Optional[Path], typer.Option(help="Assigned nuggets (eval-rag --assignments, "
-                                                             "nuggetizer's assign output): labels and scores.")] = None,
-    topics: Annotated[Optional[str], typer.Option(help="Topic ids (comma-separated), or a topic set or file: "
-                                                       "only those topics.")] = None,
-    html: Annotated[Optional[Path], typer.Option(help="Write one self-contained HTML page here instead "
-                                                      "(score bars, filters, two runs side by side).")] = None,
-    index: Annotated[Optional[str], typer.Option(help="Index name or Lucene index directory the cited "
-                                                      "segments are read from (default from settings).")] = None,
+    runs: Annotated[list[Path], typer.Argument(
+        metavar="RUN [RUN2]", help="One or two runs (JSONL, the 2024 or 2025 format).")],
+    nuggets: Annotated[Optional[Path], typer.Option(
+        help="Nugget file (ours or nuggetizer's): each topic's nuggets, labelled when they carry "
+             "assignments.")] = None,
+    assignments: Annotated[Optional[Path], typer.Option(
+        help="Assigned nuggets (eval-rag --assignments, nuggetizer's assign output): labels and "
+             "scores.")] = None,
+    topics: Annotated[Optional[str], typer.Option(
+        help="Topic ids (comma-separated), or a topic set or file: only those topics.")] = None,
+    html: Annotated[Optional[Path], typer.Option(
+        help="Write one self-contained HTML page here instead (score bars, filters, two runs side by "
+             "side).")] = None,
+    index: Annotated[Optional[str], typer.Option(
+        help="Index name or Lucene index directory the cited segments are read from (default from "
+             "settings).")] = None,
 ) -> None:
     """Show a run for people: each topic's answer, its citations resolved to the cited segments' text, and
     nugget labels; give two runs to compare them."""
