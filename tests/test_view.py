@@ -54,16 +54,19 @@ def run_2025(qid: str, topic: str, refs: list[str], answer: list[tuple[str, list
 
 @pytest.fixture
 def runs(tmp_path) -> tuple[Path, Path, Path]:
-    """Run A (2024), run B (2025) on demo-01 and demo-02, and assignments for both (tagged by run id)."""
+    """Run A (2024), run B (2025) on demo-01, demo-02 (cited differently) and demo-03 (the same), and
+    assignments for both runs on demo-01 and demo-02 (tagged by run id)."""
     a = write(tmp_path / "a.jsonl", [
         run_2024("demo-01", "how do I parse command-line arguments", [ARGPARSE, GETOPT, MISSING],
                  [(f"Use argparse {UNTRUSTED}.", [0]), ("getopt is the C-style one.", [1, 2])]),
-        run_2024("demo-02", "compress a file with gzip", [GZIP], [("Use gzip.open.", [0])])])
+        run_2024("demo-02", "compress a file with gzip", [GZIP], [("Use gzip.open.", [0])]),
+        run_2024("demo-03", "run a shell command and capture its output", [SHUTIL], [("Same.", [0])])])
     b = write(tmp_path / "b.jsonl", [
         run_2025("demo-01", "how do I parse command-line arguments", [ARGPARSE, GETOPT],
                  [("Use argparse.", [0]), ("getopt is the C-style one.", [1])]),
         run_2025("demo-02", "compress a file with gzip", [GZIP, SHUTIL],
-                 [("Use gzip.open.", [0]), ("Copy with shutil.copyfileobj.", [1])])])
+                 [("Use gzip.open.", [0]), ("Copy with shutil.copyfileobj.", [1])]),
+        run_2025("demo-03", "run a shell command and capture its output", [SHUTIL], [("Same.", [0])])])
     labels = []
     for run, verdicts in (("A", ("support", "not_support")), ("B", ("support", "support"))):
         for qid, verdict in zip(("demo-01", "demo-02"), verdicts):
@@ -85,7 +88,7 @@ def test_terminal_resolves_citations_in_the_index_and_marks_a_missing_docid(demo
     assert UNTRUSTED in flat and "demo-02" not in out  # the text as written; --topics kept one topic
     assert all(len(line) <= 80 for line in out.splitlines()), max(out.splitlines(), key=len)
     two = invoke(a, b, "--topics", "demo")  # a topic set, as --topics takes elsewhere; a 2025 run beside
-    assert "b.jsonl: TREC RAG 2025 run 'B', 2 topics" in two
+    assert "b.jsonl: TREC RAG 2025 run 'B', 3 topics" in two and "== demo-03" in two
     assert two.count("≠ the runs differ: cites differently") == 2
 
 
@@ -140,15 +143,18 @@ def test_html_page_in_chromium(demo_env, runs, tmp_path):
         page.goto(page_path.as_uri())
         page.wait_for_selector("body[data-ready='1']")
         topics = page.locator("details.topic")
-        expect(topics).to_have_count(2)
-        expect(page.locator("#count")).to_have_text("2 of 2 topics")
-        expect(page.locator("details.topic.differs")).to_have_count(2)
-        expect(page.locator("details.topic .bar .num")).to_have_text(["0.75", "0.75", "0.25", "0.75"])
+        expect(topics).to_have_count(3)
+        expect(page.locator("#count")).to_have_text("3 of 3 topics")
+        expect(page.locator("details.topic.differs")).to_have_count(2)  # demo-03: the same in both
+        expect(page.locator("details.topic .bar .num")).to_have_text(["0.75", "0.75", "0.25", "0.75", "–", "–"])
+        page.check("#diffonly")
+        expect(page.locator("#count")).to_have_text("2 of 3 topics")
+        page.uncheck("#diffonly")
         page.fill("#filter", "gzip")  # by topic text
         expect(page.locator("details.topic:visible")).to_have_count(1)
         page.fill("#filter", "")
         page.eval_on_selector("#min", "e => { e.value = '0.5'; e.dispatchEvent(new Event('input')); }")
-        expect(page.locator("#count")).to_have_text("2 of 2 topics")  # either run's score counts: B has 0.75
+        expect(page.locator("#count")).to_have_text("2 of 3 topics")  # either run's score counts: B has 0.75
         page.eval_on_selector("#min", "e => { e.value = '0.8'; e.dispatchEvent(new Event('input')); }")
         expect(page.locator("details.topic:visible")).to_have_count(0)
         page.eval_on_selector("#min", "e => { e.value = '0'; e.dispatchEvent(new Event('input')); }")

@@ -271,20 +271,18 @@ def view_json(view: View) -> str:
 def view(
     runs: Annotated[list[Path], typer.Argument(
         metavar="RUN [RUN2]", help="One or two runs (JSONL, the 2024 or 2025 format).")],
-    nuggets: Annotated[Optional[Path], typer.Option(
-        help="Nugget file (ours or nuggetizer's): each topic's nuggets, labelled when they carry "
-             "assignments.")] = None,
+    nuggets: Annotated[Optional[Path], typer.Option(help="Nugget file (ours or nuggetizer's): each "
+                                                         "topic's nuggets, labelled if assigned.")] = None,
     assignments: Annotated[Optional[Path], typer.Option(
         help="Assigned nuggets (eval-rag --assignments, nuggetizer's assign output): labels and "
              "scores.")] = None,
-    topics: Annotated[Optional[str], typer.Option(
-        help="Topic ids (comma-separated), or a topic set or file: only those topics.")] = None,
+    topics: Annotated[Optional[str], typer.Option(help="Topic ids (comma-separated), or a topic set or "
+                                                       "file: only those topics.")] = None,
     html: Annotated[Optional[Path], typer.Option(
         help="Write one self-contained HTML page here instead (score bars, filters, two runs side by "
              "side).")] = None,
-    index: Annotated[Optional[str], typer.Option(
-        help="Index name or Lucene index directory the cited segments are read from (default from "
-             "settings).")] = None,
+    index: Annotated[Optional[str], typer.Option(help="Index name or Lucene index directory the cited "
+                                                      "segments are read from (default: settings').")] = None,
 ) -> None:
     """Show a run for people: each topic's answer, its citations resolved to the cited segments' text, and
     nugget labels; give two runs to compare them."""
