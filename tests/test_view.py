@@ -87,7 +87,8 @@ def test_terminal_resolves_citations_in_the_index_and_marks_a_missing_docid(demo
     assert f"[2] {MISSING}: (not in the index)" in flat
     assert UNTRUSTED in flat and "demo-02" not in out  # the text as written; --topics kept one topic
     assert all(len(line) <= 80 for line in out.splitlines()), max(out.splitlines(), key=len)
-    two = invoke(a, b, "--topics", "demo")  # a topic set, as --topics takes elsewhere; a 2025 run beside
+    index_dir = demo_env.index_sources()["demo"]  # --index as `ragnarok search` takes it: a directory too
+    two = invoke(a, b, "--topics", "demo", "--index", index_dir)  # a topic set; a 2025 run beside
     assert "b.jsonl: TREC RAG 2025 run 'B', 3 topics" in two and "== demo-03" in two
     assert two.count("≠ the runs differ: cites differently") == 2
 
@@ -104,7 +105,7 @@ def test_nugget_labels_and_scores(demo_env, runs):
 
 
 @pytest.mark.parametrize("case", ["not-jsonl", "empty", "labels-as-nuggets", "nuggets-as-run", "missing-run",
-                                  "unknown-topic", "assignments"])
+                                  "unknown-topic", "assignments", "unknown-index"])
 def test_bad_input_is_one_error_line(tmp_path, runs, case):
     a = runs[0]
     args, expected = {
@@ -112,6 +113,7 @@ def test_bad_input_is_one_error_line(tmp_path, runs, case):
         "empty": ([tmp_path / "x.tsv"], "x.tsv: empty, or a line that is no JSON object: not a TREC RAG run"),
         "labels-as-nuggets": ([a, "--nuggets", runs[2]], "topic demo-01 appears twice; labels of several "
                                                          "runs? give them with --assignments"),
+        "unknown-index": ([a, "--index", "nope"], "unknown index 'nope' (configured: "),
         "nuggets-as-run": ([NUGGETS], "it looks like a nugget file: give it with --nuggets"),
         "missing-run": ([tmp_path / "a.jsnl"], f"no such run file: {tmp_path / 'a.jsnl'}; did you mean "
                                               f"{tmp_path / 'a.jsonl'}?"),
