@@ -76,7 +76,7 @@ class Evaluator:
     """Runs specs over topics; one per process (it holds the app, the event loop and the cache)."""
 
     def __init__(self, config: OptimizeConfig, space: Space, settings: Settings):
-        from ragnarok.track.cli import resolve_topics  # noqa: PLC0415
+        from ragnarok.topic_sets import qrels_path, resolve_topics  # noqa: PLC0415
 
         self.config, self.space = config, space
         index = config.index
@@ -85,7 +85,7 @@ class Evaluator:
             index = f"path:{index}"
         self.settings, self.index = settings, index
         self.nuggets = None
-        self.qrels: Qrels | None = read_qrels(config.qrels) if config.qrels else None
+        self.qrels: Qrels | None = read_qrels(qrels_path(config.qrels, settings)) if config.qrels else None
         if config.nuggets:
             from ragnarok.judge.nuggets import read_nuggets  # noqa: PLC0415
 
