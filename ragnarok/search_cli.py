@@ -203,7 +203,7 @@ def evaluate_run(
     Segment-level runs against document-level qrels are scored after MaxP (a document scores as its best
     segment) unless --no-maxp; --maxp forces it. Every topic of the qrels counts: one a run does not cover
     scores 0 (trec_eval -c), and a warning on stderr says how many it covers."""
-    from ragnarok.evaluate import evaluate, format_table, read_qrels  # noqa: PLC0415
+    from ragnarok.evaluate import evaluate_all, format_table, read_qrels  # noqa: PLC0415
     from ragnarok.trec import read_run  # noqa: PLC0415
 
     names = row_names(run_name, runs)
@@ -211,12 +211,9 @@ def evaluate_run(
     judged = read_qrels(qrels_file)
     rows = {}
     for name, path in zip(names, runs):
-        run = read_run(path)
-        scores = evaluate(judged, run, maxp=maxp)  # means over the topics the run covers
-        covered = sum(1 for qid, hits in run.items() if hits and qid in judged)
+        scores, covered = evaluate_all(judged, read_run(path), maxp=maxp)
         if covered < len(judged):
             typer.echo(f"warning: {name} covers {covered} of the {len(judged)} topics of {qrels_file.name}; the "
                        f"{len(judged) - covered} missing count as 0", err=True)
-            scores = {metric: value * covered / len(judged) for metric, value in scores.items()}
         rows[name] = scores
     typer.echo(format_table(rows))
