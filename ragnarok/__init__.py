@@ -22,7 +22,7 @@ from types import ModuleType as _ModuleType  # not `import types`: the submodule
 from typing import Any
 
 #: The API's names, all in :mod:`ragnarok.notebook`.
-__all__ = ["Pipeline", "evaluate", "rag", "retrieve", "search"]
+__all__ = ["Pipeline", "evaluate", "load_topics", "rag", "retrieve", "search"]
 #: API names that are also submodules: the submodule, made callable.
 _CALLABLE_SUBMODULES = ("retrieve", "evaluate")
 

@@ -267,8 +267,8 @@ def evaluate(run: Mapping[str, Any] | Iterable[RagAnswer] | str | Path, *, qrels
 
     With ``qrels`` (a set name such as ``demo`` or ``rag24``, a qrels file, or ``{qid: {docid: grade}}``):
     ``run`` is ``{qid: {docid: score}}`` (:func:`search`'s) or a TREC run file; the result is nDCG@10, MAP@100,
-    Recall@100 and MAP over every topic of the qrels (one the run misses scores 0). With ``nuggets`` (a nugget
-    file, or what :func:`ragnarok.judge.nuggets.read_nuggets` gives): ``run`` is answers (``{qid: RagAnswer}``, a
+    Recall@100 and MAP over every topic of the qrels (one the run misses scores 0). With ``nuggets`` (a set
+    name such as ``demo``, a nugget file, or what :func:`ragnarok.judge.nuggets.read_nuggets` gives): ``run`` is answers (``{qid: RagAnswer}``, a
     list of them, or a run file) and the result each nugget score's mean, judged by ``judge`` (a configured
     generator; default the settings' judge, else the proxy judge, no LLM).
 
@@ -295,6 +295,7 @@ def _nugget_scores(run: Any, nuggets: Any, judge: str | None, settings: Settings
     from ragnarok.judge.evalrag import evaluate_run, metrics_of  # noqa: PLC0415
     from ragnarok.judge.nuggets import read_nuggets  # noqa: PLC0415
     from ragnarok.judge.service import make_judge  # noqa: PLC0415
+    from ragnarok.topic_sets import nuggets_path  # noqa: PLC0415
 
     if isinstance(run, (str, Path)):
         answers = read_answers(run)
@@ -302,7 +303,7 @@ def _nugget_scores(run: Any, nuggets: Any, judge: str | None, settings: Settings
         given = list(run.values()) if isinstance(run, Mapping) else list(run)
         answers = answers_from((f"answer {n}", a.model_dump() if isinstance(a, RagAnswer) else a)
                                for n, a in enumerate(given, 1))
-    topics = read_nuggets(nuggets) if isinstance(nuggets, (str, Path)) else nuggets
+    topics = read_nuggets(nuggets_path(nuggets, settings)) if isinstance(nuggets, (str, Path)) else nuggets
     result = evaluate_run("run", answers, make_judge(settings, judge), nuggets=topics, progress=False)
     if not result.topics:
         raise ValueError(f"no answered topic has nuggets (answered: {', '.join(sorted(answers)[:5])}...): "

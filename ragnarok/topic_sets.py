@@ -100,3 +100,18 @@ def qrels_path(source: str | Path, settings: Settings) -> Path:
             if (folder / pattern.format(name)).is_file():
                 return folder / pattern.format(name)
     raise _unknown("qrels set or file", str(source), qrels_names(settings), False)
+
+
+def nuggets_path(source: str | Path, settings: Settings) -> Path:
+    """The nugget file ``source`` names: a file path as it is, else a set name (``demo`` ->
+    ``eval/demo.nuggets.jsonl``) looked up where topic sets are."""
+    if Path(source).is_file() or "/" in str(source) or "\\" in str(source):
+        return Path(source)
+    name = ALIASES.get(str(source), str(source))
+    for folder in topic_dirs(settings):
+        for candidate in (folder / "eval" / f"{name}.nuggets.jsonl", folder / f"{name}.nuggets.jsonl"):
+            if candidate.is_file():
+                return candidate
+    known = sorted({p.name.removesuffix(".nuggets.jsonl") for d in topic_dirs(settings)
+                    for p in [*d.glob("*.nuggets.jsonl"), *d.glob("eval/*.nuggets.jsonl")]})
+    raise _unknown("nugget set or file", str(source), known, False)
