@@ -87,3 +87,20 @@ def test_the_cli_takes_set_names_for_topics_and_qrels(track, tmp_path):
     answers.write_text("")
     out = invoke("validate", answers, "--topics", "rag25")  # resolved: the empty run is what fails
     assert "unknown topic set" not in out.output and out.exit_code != 0, out.output
+
+
+def test_an_optimize_config_takes_set_names(tmp_path):
+    from ragnarok.optimize.config import load_config
+    from ragnarok.optimize.objective import Evaluator
+    from ragnarok.optimize.space import build_space
+
+    path = tmp_path / "search.yaml"
+    path.write_text("index: demo\ntopics: demo\nqrels: demo\nnuggets: demo\nobjective: nDCG@10\nbudget: {trials: 1}\n"
+                    "nodes:\n  - node: lexical\n    modules:\n      - {module: bm25}\n", encoding="utf-8")
+    config, located = load_config(path)
+    settings = Settings(data_dir=tmp_path / "data")
+    evaluator = Evaluator(config, build_space(config, located, settings), settings)
+    try:
+        assert len(evaluator.topics) == 50 and len(evaluator.judged) == 50 and "demo-01" in evaluator.nuggets
+    finally:
+        evaluator.close()
