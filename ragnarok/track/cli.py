@@ -10,7 +10,7 @@ import typer
 
 from ragnarok.cli_errors import fails_cleanly
 from ragnarok.interrupt import resume_with, stops_on_signals
-from ragnarok.settings import Settings, get_settings
+from ragnarok.settings import get_settings
 from ragnarok.topic_sets import PACKAGE_TOPICS, resolve_topics
 from ragnarok.topics import Topic
 
