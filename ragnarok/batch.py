@@ -189,12 +189,15 @@ async def run_topics(
     concurrency: int = 4, on_result: Callable[[Topic, Result], Awaitable[None] | None] | None = None,
     on_failure: Callable[[TopicFailure], None] | None = None, retries: int | None = None,
     backoff_s: float | None = None, on_limit: Callable[[int, int], None] | None = None,
+    services: Services | None = None,
 ) -> dict[str, Result]:
     """Every topic through ``pipeline`` with at most ``concurrency`` in flight (fewer after timeouts);
     ``on_result`` sees each one as it finishes (to write it out at once). A topic that still fails after
     ``retries`` (default: ``settings.topic_retries``) is left out of the results and given to ``on_failure``;
-    a refused pipeline raises :class:`PipelineRefused`."""
-    services, _app = local_services(settings)
+    a refused pipeline raises :class:`PipelineRefused`. ``services``: the R and AG clients to call (default:
+    :func:`local_services`, loaded for this call)."""
+    if services is None:
+        services, _app = local_services(settings)
     runner = PipelineRunner(services, index)
     limit = AdaptiveLimit(concurrency, on_limit)
     retries = settings.topic_retries if retries is None else retries

@@ -89,6 +89,17 @@ def evaluate(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Mapping[s
     return {name: float(values.get(m, 0.0)) for name, m in parsed.items()}
 
 
+def evaluate_all(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Mapping[str, float]],
+                 metrics: Metrics = DEFAULT_METRICS, maxp: bool | None = None) -> tuple[dict[str, float], int]:
+    """Means over every topic of the qrels (trec_eval -c: a topic the run does not cover scores 0), and how
+    many of the qrels' topics the run covers."""
+    scores = evaluate(qrels, run, metrics, maxp)  # means over the topics the run covers
+    covered = sum(1 for qid, hits in run.items() if hits and qid in qrels)
+    if qrels and covered < len(qrels):
+        scores = {metric: value * covered / len(qrels) for metric, value in scores.items()}
+    return scores, covered
+
+
 def per_query(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Mapping[str, float]],
               metrics: Metrics = DEFAULT_METRICS, maxp: bool | None = None) -> dict[str, dict[str, float]]:
     """Each metric per topic (topics in both qrels and run): ``{qid: {display name: value}}``."""

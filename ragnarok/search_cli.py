@@ -12,14 +12,15 @@ import typer
 from ragnarok.cli_errors import fails_cleanly, row_names
 from ragnarok.interrupt import resume_with, stops_on_signals, writing
 from ragnarok.settings import Settings, get_settings
-from ragnarok.track import cli as track_cli
+from ragnarok.topic_sets import qrels_path, resolve_topics
 
 
 @fails_cleanly
 @stops_on_signals("nothing written yet (the run file is written once every topic is searched); run the same "
                   "command again")
 def search(
-    topics: Annotated[str, typer.Option(help="Topic file or topic-set name (see topics/).")],
+    topics: Annotated[str, typer.Option(help="Topic file or set name (demo, rag24, rag25, ...: `ragnarok topics "
+                                             "list`).")],
     output: Annotated[Path, typer.Option(help="TREC run file to write.")],
     index: Annotated[Optional[str], typer.Option(help="Index name or Lucene index directory.")] = None,
     retriever: Annotated[str, typer.Option(help="bm25, bm25+rocchio, bm25+rm3 or dense:MODEL.")] = "bm25",
@@ -43,7 +44,7 @@ def search(
     if index is not None and not Path(index).is_dir() and index not in settings.index_sources() \
             and ("/" in index or index.startswith(".")):
         raise FileNotFoundError(f"no index directory {index} (and no configured index of that name)")
-    loaded = track_cli.resolve_topics(topics, settings)
+    loaded = resolve_topics(topics, settings)
     parsed = None
     if pipeline:
         if k is not None:
@@ -188,7 +189,7 @@ def _with_index_path(settings: Settings, index: str | None) -> Settings:
 
 @fails_cleanly
 def evaluate_run(
-    qrels: Annotated[Path, typer.Argument(help="TREC qrels file.")],
+    qrels: Annotated[str, typer.Argument(help="TREC qrels file, or a set name (demo, rag24, rag25, ...).")],
     runs: Annotated[list[Path], typer.Argument(help="One or more TREC run files.")],
     run_name: Annotated[Optional[list[str]], typer.Option(help="Row names, one per run in order "
                                                                "(default: the file names).")] = None,
@@ -202,19 +203,17 @@ def evaluate_run(
     Segment-level runs against document-level qrels are scored after MaxP (a document scores as its best
     segment) unless --no-maxp; --maxp forces it. Every topic of the qrels counts: one a run does not cover
     scores 0 (trec_eval -c), and a warning on stderr says how many it covers."""
-    from ragnarok.evaluate import evaluate, format_table, read_qrels  # noqa: PLC0415
+    from ragnarok.evaluate import evaluate_all, format_table, read_qrels  # noqa: PLC0415
     from ragnarok.trec import read_run  # noqa: PLC0415
 
     names = row_names(run_name, runs)
-    judged = read_qrels(qrels)
+    qrels_file = qrels_path(qrels, get_settings())
+    judged = read_qrels(qrels_file)
     rows = {}
     for name, path in zip(names, runs):
-        run = read_run(path)
-        scores = evaluate(judged, run, maxp=maxp)  # means over the topics the run covers
-        covered = sum(1 for qid, hits in run.items() if hits and qid in judged)
+        scores, covered = evaluate_all(judged, read_run(path), maxp=maxp)
         if covered < len(judged):
-            typer.echo(f"warning: {name} covers {covered} of the {len(judged)} topics of {qrels.name}; the "
+            typer.echo(f"warning: {name} covers {covered} of the {len(judged)} topics of {qrels_file.name}; the "
                        f"{len(judged) - covered} missing count as 0", err=True)
-            scores = {metric: value * covered / len(judged) for metric, value in scores.items()}
         rows[name] = scores
     typer.echo(format_table(rows))

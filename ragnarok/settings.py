@@ -130,6 +130,10 @@ class Settings(BaseSettings):
     gateway_timeout_s: float = 300.0
     topics_source_url: str = Field("https://raw.githubusercontent.com/castorini/anserini-tools/master/topics-and-qrels",
                                    description="Where `ragnarok topics fetch` downloads the track's topic files.")
+    topics_dir: Path | None = Field(None, description="A folder of topic files and qrels (e.g. a copy of the track's "
+                                    "topics.rag24.test.txt, qrels.rag24.test.txt): set names (`--topics rag24`) resolve "
+                                    "there after the project's own and the fetched ones. Default: the shared copies "
+                                    "beside a checkout, ../shared/data/trec-rag, when there are some.")
     database_url: str | None = Field(
         default=None, description="The arena's vote log: a SQLite or PostgreSQL URL (postgresql://user@host/db "
         "needs the 'postgres' extra); default SQLite arena.db in data_dir.")

@@ -215,7 +215,9 @@ def test_failing_topics_are_retried_then_reported(env, tmp_path):
     (["--output", "/nonexistent/dir/run.jsonl"], "output folder /nonexistent/dir does not exist"),
     (["--year", "2023"], "--year must be one of"),
 ])
-def test_bad_input_is_one_line_and_loses_nothing(env, tmp_path, args, message):
+def test_bad_input_is_one_line_and_loses_nothing(env, tmp_path, monkeypatch, args, message):
+    monkeypatch.setenv("RAGNAROK_TOPICS_DIR", str(tmp_path / "no-shared-copies"))  # rag24.test not beside us
+    get_settings.cache_clear()
     out_path = tmp_path / "run.jsonl"
     out_path.write_text(json.dumps(good()) + "\n")
     before = out_path.read_bytes()

@@ -74,7 +74,7 @@ from webui.warmup import WARM_UP_TOPIC, WarmUp, measure
 
 __all__ = ["WINNERS", "Arena", "BattleView", "VoteView", "arena_principal", "database_url", "pool_generators"]
 
-DEFAULT_TOPICS = Path(__file__).resolve().parent.parent / "topics" / "demo.tsv"
+DEFAULT_TOPICS = Path(__file__).resolve().parent.parent / "ragnarok" / "data" / "topics" / "demo.tsv"  # installed too
 #: How long a pool built from what the services report is reused (a dense index may finish building).
 POOL_TTL_S = 30.0
 

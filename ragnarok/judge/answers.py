@@ -3,7 +3,7 @@ nuggetizer's answer shape (``{"topic_id", "answer": [{"text"}]}``); and the text
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -51,8 +51,14 @@ def _answer(record: object, where: str) -> Answer:
 
 
 def read_answers(path: str | Path) -> dict[str, Answer]:
+    return answers_from(json_lines(path))
+
+
+def answers_from(records: Iterable[tuple[str, object]]) -> dict[str, Answer]:
+    """``(where, record)`` pairs (a record: one line of a run file, or ``RagAnswer.model_dump()``) as answers by
+    topic id; a topic answered twice is a ValueError naming where."""
     out: dict[str, Answer] = {}
-    for where, record in json_lines(path):
+    for where, record in records:
         answer = _answer(record, where)
         if answer.qid in out:
             raise ValueError(f"{where}: topic {answer.qid} answered twice")

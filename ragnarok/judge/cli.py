@@ -67,9 +67,17 @@ def _index_dir(settings: Settings, index: str | None) -> str:
 def _topics(source: str | None, settings: Settings) -> dict[str, str]:
     if source is None:
         return {}
-    from ragnarok.track.cli import resolve_topics
+    from ragnarok.topic_sets import resolve_topics
 
     return {t.qid: t.text for t in resolve_topics(source, settings)}
+
+
+def _qrels(source: str, settings: Settings):  # type: ignore[no-untyped-def]
+    """The judgments of a qrels file or set name (``demo``, ``rag24``: :mod:`ragnarok.topic_sets`)."""
+    from ragnarok.evaluate import read_qrels
+    from ragnarok.topic_sets import qrels_path
+
+    return read_qrels(qrels_path(source, settings))
 
 
 def _report_stats(judge) -> None:  # type: ignore[no-untyped-def]
@@ -83,7 +91,8 @@ def nuggets(
     output: Annotated[Path, typer.Option(help="Nugget JSONL to write ({qid, query, nuggets: [{text, importance}]}, "
                                               "nuggetizer's shape).")],
     topics: Annotated[str | None, typer.Option(help="Topic file or set (with --qrels).")] = None,
-    qrels: Annotated[Path | None, typer.Option(help="Nuggets from the segments judged >= --min-grade.")] = None,
+    qrels: Annotated[str | None, typer.Option(help="Nuggets from the segments judged >= --min-grade (a qrels "
+                                                   "file or set name: demo, rag24, ...).")] = None,
     candidates: Annotated[Path | None, typer.Option(help="Nuggets from given candidates (nuggetizer's create "
                                                            "input / rank_llm Request JSONL).")] = None,
     min_grade: Annotated[int, typer.Option(min=0, help="With --qrels: the lowest relevance grade whose segments "
@@ -95,7 +104,6 @@ def nuggets(
     retry_failed: RetryFailed = False,
 ) -> None:
     """Create nuggets per topic (AutoNuggetizer: iterative over batches of 10 segments, then vital/okay)."""
-    from ragnarok.evaluate import read_qrels
     from ragnarok.judge.create import create_nuggets, read_candidates, relevant_segments
     from ragnarok.judge.nuggets import write_nuggets
 
@@ -119,7 +127,7 @@ def nuggets(
             return [(d, " ".join(p for p in (doc.title, doc.segment) if p))
                     for d, _, raw in bm25.search(query, k) for doc in [doc_from_raw(raw.get("raw"))]]
 
-        sources = relevant_segments(read_qrels(qrels), _topics(topics, settings), min_grade,
+        sources = relevant_segments(_qrels(qrels, settings), _topics(topics, settings), min_grade,
                                     lucene_segments(directory), search)
     chosen = _judge(settings, judge, retry_failed)
     made = create_nuggets(chosen, sources, max_nuggets, concurrency)
@@ -135,7 +143,8 @@ def relevance(
     run: Annotated[Path, typer.Argument(help="TREC run file (segment ids).")],
     topics: Annotated[str, typer.Option(help="Topic file or set.")],
     output: Annotated[Path, typer.Option(help="Qrels file to write: the given judgments plus the new labels.")],
-    qrels: Annotated[Path | None, typer.Option(help="Existing judgments (left as they are).")] = None,
+    qrels: Annotated[str | None, typer.Option(help="Existing judgments (left as they are): a qrels file or set "
+                                                   "name.")] = None,
     depth: Annotated[int, typer.Option(min=1, max=1000, help="Label the top DEPTH of each topic.")] = 20,
     index: IndexOpt = None,
     judge: JudgeOpt = None,
@@ -147,7 +156,6 @@ def relevance(
                                                    "and an unreadable grade is not labelled.")] = "umbrela",
 ) -> None:
     """UMBRELA-style 0-3 grades for the retrieved segments the qrels do not judge, written as qrels."""
-    from ragnarok.evaluate import read_qrels
     from ragnarok.judge.answers import lucene_segments
     from ragnarok.judge.create import relevance_labels, write_qrels
     from ragnarok.trec import read_run
@@ -155,7 +163,7 @@ def relevance(
     settings = get_settings()
     if umbrela_mode not in ("umbrela", "strict"):
         raise ValueError(f"--umbrela-mode: umbrela or strict, not {umbrela_mode!r}")
-    given = read_qrels(qrels) if qrels else {}
+    given = _qrels(qrels, settings) if qrels else {}
     chosen = _judge(settings, judge, retry_failed)
     style = "segment" if umbrela_mode == "umbrela" else "title segment"
     labels, problems = relevance_labels(chosen, read_run(run), given, _topics(topics, settings),

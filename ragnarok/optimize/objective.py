@@ -76,7 +76,7 @@ class Evaluator:
     """Runs specs over topics; one per process (it holds the app, the event loop and the cache)."""
 
     def __init__(self, config: OptimizeConfig, space: Space, settings: Settings):
-        from ragnarok.track.cli import resolve_topics  # noqa: PLC0415
+        from ragnarok.topic_sets import nuggets_path, qrels_path, resolve_topics  # noqa: PLC0415
 
         self.config, self.space = config, space
         index = config.index
@@ -85,11 +85,11 @@ class Evaluator:
             index = f"path:{index}"
         self.settings, self.index = settings, index
         self.nuggets = None
-        self.qrels: Qrels | None = read_qrels(config.qrels) if config.qrels else None
+        self.qrels: Qrels | None = read_qrels(qrels_path(config.qrels, settings)) if config.qrels else None
         if config.nuggets:
             from ragnarok.judge.nuggets import read_nuggets  # noqa: PLC0415
 
-            self.nuggets = read_nuggets(config.nuggets)
+            self.nuggets = read_nuggets(nuggets_path(config.nuggets, settings))
         self.generation = config.objective in NUGGET_METRICS
         self.topics = {t.qid: t for t in resolve_topics(config.topics, settings)}
         judged = self.nuggets if self.generation else self.qrels

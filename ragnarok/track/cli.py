@@ -10,28 +10,12 @@ import typer
 
 from ragnarok.cli_errors import fails_cleanly
 from ragnarok.interrupt import resume_with, stops_on_signals
-from ragnarok.settings import Settings, get_settings
-from ragnarok.topics import Topic, available_sets, load_topics
+from ragnarok.settings import get_settings
+from ragnarok.topic_sets import PACKAGE_TOPICS, resolve_topics
+from ragnarok.topics import Topic
 
-TOPICS_DIR = Path(__file__).resolve().parent.parent.parent / "topics"
+TOPICS_DIR = PACKAGE_TOPICS  # the project's own topic sets (``topics/`` in a checkout links to them)
 topics_app = typer.Typer(no_args_is_help=True, add_completion=False, help="Topic sets: list them, fetch the track's.")
-
-
-def resolve_topics(source: str, settings: Settings) -> list[Topic]:
-    """A topic file, or a set name: the project's ``topics/``, then sets fetched into the data directory."""
-    from ragnarok.track.fetch import TRACK_TOPICS, fetched_dir  # noqa: PLC0415
-
-    try:
-        return load_topics(source, TOPICS_DIR)
-    except FileNotFoundError:
-        if fetched_dir(settings).is_dir():
-            try:
-                return load_topics(source, fetched_dir(settings))
-            except FileNotFoundError:
-                pass
-    known = sorted(set(available_sets(TOPICS_DIR)) | set(available_sets(fetched_dir(settings))))
-    hint = f"; fetch it with `ragnarok topics fetch {source}`" if source in TRACK_TOPICS else ""
-    raise FileNotFoundError(f"unknown topic set or file {source!r} (available: {', '.join(known)}){hint}")
 
 
 @fails_cleanly
@@ -139,12 +123,14 @@ def validate(
 @topics_app.command("list")
 @fails_cleanly
 def list_topics() -> None:
-    """The topic-set names available here (project topics and fetched track topics)."""
-    from ragnarok.track.fetch import TRACK_TOPICS, fetched_dir  # noqa: PLC0415
+    """The topic-set names available here (project topics, fetched track topics, RAGNAROK_TOPICS_DIR, the shared
+    copies beside a checkout) and the track's sets that can be fetched."""
+    from ragnarok.topic_sets import ALIASES, TRACK_TOPICS, set_names  # noqa: PLC0415
 
-    here = set(available_sets(TOPICS_DIR)) | set(available_sets(fetched_dir(get_settings())))
-    for name in sorted(here | set(TRACK_TOPICS)):
-        typer.echo(f"{name}\t{'available' if name in here else 'fetch with `ragnarok topics fetch ' + name + '`'}")
+    here = set(set_names(get_settings()))
+    for name in sorted((here - set(ALIASES)) | set(TRACK_TOPICS)):
+        alias = next((f" (also {a})" for a, target in ALIASES.items() if target == name and a in here), "")
+        typer.echo(f"{name}\t{'available' + alias if name in here else 'fetch with `ragnarok topics fetch ' + name + '`'}")
 
 
 @topics_app.command("fetch")

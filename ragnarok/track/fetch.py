@@ -12,24 +12,13 @@ from pathlib import Path
 import httpx
 
 from ragnarok.settings import Settings
+from ragnarok.topic_sets import ALIASES, TRACK_TOPICS, fetched_dir
 from ragnarok.topics import Topic, read_topics
 from ragnarok.track.output import atomic_write
 
-#: Topic-set name -> file name at the source.
-TRACK_TOPICS = {
-    "rag24.test": "topics.rag24.test.txt",
-    "rag24.raggy-dev": "topics.rag24.raggy-dev.txt",
-    "rag24.researchy-dev": "topics.rag24.researchy-dev.txt",
-    "rag25.test": "topics.rag25.test.jsonl",
-}
-
-
-def fetched_dir(settings: Settings) -> Path:
-    return settings.data_dir / "topics"
-
-
 def fetch_topics(name: str, settings: Settings, timeout: float = 60.0) -> tuple[Path, list[Topic]]:
     """Download topic set ``name`` into :func:`fetched_dir`; returns the file and its topics."""
+    name = ALIASES.get(name, name)  # rag24: rag24.test
     if name not in TRACK_TOPICS:
         raise LookupError(f"unknown track topic set {name!r}; known: {', '.join(TRACK_TOPICS)}")
     filename = TRACK_TOPICS[name]
