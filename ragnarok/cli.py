@@ -15,6 +15,7 @@ import typer
 from ragnarok import quiet
 from ragnarok.auth.cli import keys_app
 from ragnarok.cli_errors import fails_cleanly
+from ragnarok.cli_output import Format, OutputOpt
 from ragnarok.interrupt import stops_on_signals
 from ragnarok.netaddr import bare_host, bind_error, http_url, is_loopback
 from ragnarok.collection.cli import collection_app
@@ -51,6 +52,7 @@ def _main(
 @fails_cleanly
 def doctor(
     json_out: Annotated[bool, typer.Option("--json", help="One JSON object instead of text.")] = False,
+    output_format: OutputOpt = Format.text,
 ) -> None:
     """Why something is or is not available here: Java, each index (documents, dense status), each generator
     (reachable, key present: never its value), the database (reachable, migration version), optional

@@ -8,7 +8,9 @@ from typing import Annotated, Optional
 
 import typer
 
+from ragnarok import cli_output
 from ragnarok.cli_errors import fails_cleanly
+from ragnarok.cli_output import Format, OutputFormatOpt, OutputOpt
 from ragnarok.interrupt import resume_with, stops_on_signals
 from ragnarok.settings import Settings, get_settings
 from ragnarok.topics import Topic, available_sets, load_topics
@@ -57,6 +59,7 @@ def run(
                                                      "stderr (default: when stderr is a terminal).")] = None,
     restart: Annotated[bool, typer.Option("--restart", help="Start over instead of resuming: the old output "
                                                             "is moved aside (OUTPUT.old, .old2, ...).")] = False,
+    output_format: OutputFormatOpt = Format.text,
 ) -> None:
     """Run a pipeline over a topic set and write a TREC RAG submission; re-run the same command to resume
     (another --pipeline or --index is refused: give another --output, or --restart)."""
@@ -93,7 +96,10 @@ def run(
     resume_with(lambda: interrupted_run(options, len(loaded)))
     summary = asyncio.run(run_track(pipeline_, loaded, settings, options, given))
     typer.echo(f"{output}: {summary}", err=True)
+    cli_output.result({"output": str(output), "topics": summary.topics, "written": summary.written,
+                       "skipped": summary.skipped, "failed": summary.failed})
     if summary.failed:
+        cli_output.error(f"{len(summary.failed)} of {summary.topics} topics failed")
         raise typer.Exit(1)
 
 
@@ -114,6 +120,7 @@ def validate(
                                                       "out-of-range citations dropped).")] = None,
     v21: Annotated[Optional[bool], typer.Option("--v21/--no-v21", help="Check MS MARCO V2.1 segment ids "
                                                                       "(default: when the run uses them).")] = None,
+    output_format: OutputOpt = Format.text,
 ) -> None:
     """Check a submission against the track's rules; exit 1 when it has errors."""
     from ragnarok.track import validate as checks  # noqa: PLC0415
@@ -125,15 +132,39 @@ def validate(
     if len(result.problems) > 200:
         typer.echo(f"... and {len(result.problems) - 200} more", err=True)
     typer.echo(result.summary())
+    report = _validation_report(result)
+    if fix is None:
+        _envelope_problems(result)
+    cli_output.result(report)
     if fix is not None:
         changed = checks.fix(result, fix)
         again = checks.validate(fix, expected, year, v21)
         typer.echo(f"fixed copy: {fix} ({changed}); {again.summary()}")
+        _envelope_problems(again)  # what is left once fixed decides, as the exit code does
+        cli_output.result({**report, "fixed": {"path": str(fix), "changes": vars(changed),
+                                               **_validation_report(again)}})
         if not again.ok:
             raise typer.Exit(1)
         return
     if not result.ok:
         raise typer.Exit(1)
+
+
+def _envelope_problems(result) -> None:  # type: ignore[no-untyped-def]
+    """A validation's problems in the ``--output json`` envelope's errors and warnings (said on stderr)."""
+    for problem in result.problems:
+        if problem.level == "error":
+            cli_output.error(str(problem))
+        else:
+            cli_output.warn(str(problem), echo=False)
+
+
+def _validation_report(result) -> dict:  # type: ignore[no-untyped-def]
+    """A validation as the ``--output json`` envelope's result."""
+    return {"path": str(result.path), "ok": result.ok, "year": result.year, "lines": result.lines,
+            "errors": len(result.errors), "warnings": len(result.warnings),
+            "problems": [{"level": p.level, "message": p.message, "line": p.line, "topic_id": p.topic_id}
+                         for p in result.problems]}
 
 
 @topics_app.command("list")
