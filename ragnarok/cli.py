@@ -12,7 +12,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ragnarok import quiet
+from ragnarok import prompt_cli, quiet
 from ragnarok.auth.cli import keys_app
 from ragnarok.cli_errors import fails_cleanly
 from ragnarok.cli_output import Format, OutputOpt
@@ -282,6 +282,7 @@ app.command("optimize")(optimize_cli.optimize)
 app.command("run")(track_cli.run)
 app.command("validate")(track_cli.validate)
 app.add_typer(track_cli.topics_app, name="topics")
+app.command("prompt")(prompt_cli.prompt)
 
 
 def main() -> None:  # pragma: no cover - console entry point

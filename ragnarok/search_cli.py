@@ -111,12 +111,7 @@ def _retrieval_part(spec: str, settings: Settings | None = None, index: str | No
     ``/rag`` and ``ragnarok run`` check it: an unknown name fails with "did you mean ...?"."""
     import dataclasses  # noqa: PLC0415
 
-    from ragnarok.presets import resolve  # noqa: PLC0415
-    from ragnarok.spec import parse  # noqa: PLC0415
-    from ragnarok.spec_mapping import load  # noqa: PLC0415
-
-    parsed = load(Path(spec)) if Path(spec).suffix in {".toml", ".yaml", ".yml"} and Path(spec).is_file() \
-        else parse(resolve(spec))
+    parsed = load_pipeline(spec)
     if settings is not None:
         from ragnarok.track.run import check_names  # noqa: PLC0415
 
@@ -125,6 +120,16 @@ def _retrieval_part(spec: str, settings: Settings | None = None, index: str | No
         parsed = dataclasses.replace(parsed, generate=None)
         typer.echo(f"search writes rankings: using the retrieval part of the pipeline, {parsed}", err=True)
     return parsed
+
+
+def load_pipeline(spec: str) -> Any:
+    """The pipeline named by ``spec``: a preset, a spec, or a TOML/YAML file."""
+    from ragnarok.presets import resolve  # noqa: PLC0415
+    from ragnarok.spec import parse  # noqa: PLC0415
+    from ragnarok.spec_mapping import load  # noqa: PLC0415
+
+    return load(Path(spec)) if Path(spec).suffix in {".toml", ".yaml", ".yml"} and Path(spec).is_file() \
+        else parse(resolve(spec))
 
 
 def _retriever_ranking(retriever: str, topics: list, settings: Settings, index: str | None, k: int,

@@ -171,6 +171,7 @@ def flaky_openai_app() -> FastAPI:
     app.state.hanging = Counter()
     app.state.in_flight = 0
     app.state.max_in_flight = 0
+    app.state.bodies = []  # every chat request's JSON body, in order (what a generator sent)
     ids = itertools.count()
 
     def completion(model: str, text: str) -> dict:
@@ -213,6 +214,7 @@ def flaky_openai_app() -> FastAPI:
         body = await request.json()
         model = body["model"]
         app.state.calls[model] += 1
+        app.state.bodies.append(body)
         def error(message: str) -> dict:
             return {"error": {"message": message, "type": "invalid_request_error"}}
 

@@ -181,7 +181,7 @@ def _foreign(options: TrackOptions) -> Callable[[dict[str, Any]], str | None]:
     return why
 
 
-def _prepare_demo_index(pipeline: Pipeline, settings: Settings, index: str | None) -> None:
+def prepare_demo_index(pipeline: Pipeline, settings: Settings, index: str | None) -> None:
     """The demo index (and its dense MiniLM index when the pipeline retrieves densely), built on first use:
     only once the output is known to be resumable and topics are left to run."""
     if (index or settings.default_index) == DEMO_INDEX:
@@ -215,7 +215,7 @@ async def run_track(pipeline: Pipeline, topics: Sequence[Topic], settings: Setti
         todo = [t for t in topics if t.qid not in log.done]
         summary.skipped = len(topics) - len(todo)
         if todo and requests is None:
-            _prepare_demo_index(pipeline, settings, options.index)
+            prepare_demo_index(pipeline, settings, options.index)
         services, _app = local_services(settings)
         runner = PipelineRunner(services, options.index)
         if options.progress or (options.progress is None and os.isatty(2)):
