@@ -12,7 +12,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ragnarok import prompt_cli, quiet
+from ragnarok import prompt_cli, quiet, schema_cli
 from ragnarok.auth.cli import keys_app
 from ragnarok.cli_errors import fails_cleanly
 from ragnarok.cli_output import Format, OutputOpt
@@ -283,6 +283,7 @@ app.command("run")(track_cli.run)
 app.command("validate")(track_cli.validate)
 app.add_typer(track_cli.topics_app, name="topics")
 app.command("prompt")(prompt_cli.prompt)
+app.command("schema")(schema_cli.schema)
 
 
 def main() -> None:  # pragma: no cover - console entry point
