@@ -282,6 +282,7 @@ app.command("optimize")(optimize_cli.optimize)
 app.command("run")(track_cli.run)
 app.command("validate")(track_cli.validate)
 app.add_typer(track_cli.topics_app, name="topics")
+app.add_typer(track_cli.convert_app, name="convert")
 app.command("prompt")(prompt_cli.prompt)
 app.command("schema")(schema_cli.schema)
 

@@ -72,10 +72,12 @@ def render(sent: dict[str, Any]) -> str:
     backend's separate ``documents`` as JSON lines."""
     import json  # noqa: PLC0415
 
-    blocks = [f"{m['role']}: {m['content']}" for m in sent["messages"]]
+    from ragnarok.track.prompt import as_text  # noqa: PLC0415
+
+    text = as_text(sent["messages"])
     if sent.get("documents"):
-        blocks.append("documents:\n" + "\n".join(json.dumps(d, ensure_ascii=False) for d in sent["documents"]))
-    return "\n\n".join(blocks)
+        text += "\n\ndocuments:\n" + "\n".join(json.dumps(d, ensure_ascii=False) for d in sent["documents"])
+    return text
 
 
 def _topic_text(topic: str | None, topics: str | None, qid: str | None, settings: Settings) -> str:

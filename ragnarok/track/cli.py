@@ -17,6 +17,7 @@ from ragnarok.topics import Topic, available_sets, load_topics
 
 TOPICS_DIR = Path(__file__).resolve().parent.parent.parent / "topics"
 topics_app = typer.Typer(no_args_is_help=True, add_completion=False, help="Topic sets: list them, fetch the track's.")
+convert_app = typer.Typer(no_args_is_help=True, add_completion=False, help="Convert submissions between formats.")
 
 
 def resolve_topics(source: str, settings: Settings) -> list[Topic]:
@@ -186,3 +187,27 @@ def fetch(name: Annotated[str, typer.Argument(help="rag24.test, rag24.raggy-dev,
 
     path, topics = fetch_topics(name, get_settings())
     typer.echo(f"{len(topics)} topics in {path}")
+
+
+@convert_app.command("trec25-format")
+@fails_cleanly
+def trec25_format(
+    source: Annotated[Path, typer.Argument(metavar="IN", help="A TREC RAG 2024 submission (JSONL).")],
+    target: Annotated[Path, typer.Argument(metavar="OUT", help="The 2025-format file to write (never IN).")],
+    prompts: Annotated[Optional[Path], typer.Option(help="JSONL of prompts per topic ({query: {qid}, "
+                                                         "rag_exec_summary: {prompt}} or {qid, prompt}): "
+                                                         "written as metadata.prompt.")] = None,
+    team_id: Annotated[Optional[str], typer.Option(help="metadata.team_id (default: the run id).")] = None,
+    run_type: Annotated[str, typer.Option(help="metadata.type: automatic or manual.")] = "automatic",
+    output_format: OutputOpt = Format.text,
+) -> None:
+    """2024 answers in the 2025 format (metadata, references, answer), normalised as `run --year 2025` writes
+    them, written at once; IN is never written."""
+    from ragnarok.track.convert import convert_trec25, read_prompts  # noqa: PLC0415
+
+    done = convert_trec25(source, target, read_prompts(prompts) if prompts else None, team_id, run_type)
+    for warning in done.warnings:
+        cli_output.warn(warning)
+    cli_output.result({"output": str(target), "lines": done.lines, "prompts": done.prompts,
+                       "citations_dropped": done.citations_dropped})
+    typer.echo(f"{target}: {done}")
