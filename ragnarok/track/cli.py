@@ -117,8 +117,10 @@ def validate(
     run_file: Annotated[Path, typer.Argument(metavar="RUN", help="A submission (JSONL, 2024 or 2025 format).")],
     topics: Annotated[Optional[str], typer.Option(help="Topic file or set name: checks coverage and text.")] = None,
     year: Annotated[Optional[int], typer.Option(help="Force the format (default: from the first line).")] = None,
-    fix: Annotated[Optional[Path], typer.Option(help="Write a fixed copy here (over-long answers trimmed, "
-                                                      "out-of-range citations dropped).")] = None,
+    fix: Annotated[Optional[Path], typer.Option(help="Write a fixed copy here, fixed as the official checkers "
+                                                      "fix (README: Track submissions).")] = None,
+    apply_fixes: Annotated[bool, typer.Option("--apply-fixes", help="The official validator's flag: --fix "
+                                              "RUN.fixed.")] = False,
     v21: Annotated[Optional[bool], typer.Option("--v21/--no-v21", help="Check MS MARCO V2.1 segment ids "
                                                                       "(default: when the run uses them).")] = None,
     output_format: OutputOpt = Format.text,
@@ -126,6 +128,10 @@ def validate(
     """Check a submission against the track's rules; exit 1 when it has errors."""
     from ragnarok.track import validate as checks  # noqa: PLC0415
 
+    if apply_fixes:
+        if fix is not None and fix != Path(f"{run_file}.fixed"):
+            raise ValueError(f"--apply-fixes writes {run_file}.fixed: give it or --fix OUT, not both")
+        fix = Path(f"{run_file}.fixed")
     expected = {t.qid: t.text for t in resolve_topics(topics, get_settings())} if topics else None
     result = checks.validate(run_file, expected, year, v21)
     for problem in result.problems[:200]:
@@ -138,7 +144,7 @@ def validate(
         _envelope_problems(result)
     cli_output.result(report)
     if fix is not None:
-        changed = checks.fix(result, fix)
+        changed = checks.fix(result, fix, expected)
         again = checks.validate(fix, expected, year, v21)
         typer.echo(f"fixed copy: {fix} ({changed}); {again.summary()}")
         _envelope_problems(again)  # what is left once fixed decides, as the exit code does
