@@ -17,6 +17,7 @@ KEYS = {"command", "ok", "result", "errors", "warnings"}
 
 @pytest.fixture
 def demo_env(demo_settings, monkeypatch):
+    """The CLI in this process on the session's demo index (settings read again)."""
     monkeypatch.setenv("RAGNAROK_DATA_DIR", str(demo_settings.data_dir))
     get_settings.cache_clear()
     yield demo_settings

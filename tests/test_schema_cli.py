@@ -16,6 +16,7 @@ from api.main import create_app
 from ragnarok.cli import app
 from ragnarok.schema_cli import SCHEMAS
 from ragnarok.settings import Settings, get_settings
+from test_cli_output import demo_env  # noqa: F401 - the fixture: the CLI on the session's demo index
 from test_track_parity import SEGS, official_2024, official_2025, record_2025, write_lines
 
 cli = CliRunner()
@@ -75,14 +76,6 @@ def test_the_schemas_are_the_apis(demo_settings):
         ours("answer")["properties"]
     done = next(e for e in ours("stream-events")["oneOf"] if e["properties"]["event"]["const"] == "done")
     assert done["properties"]["data"] == route("/rag", "answer")
-
-
-@pytest.fixture
-def demo_env(demo_settings, monkeypatch):
-    monkeypatch.setenv("RAGNAROK_DATA_DIR", str(demo_settings.data_dir))
-    get_settings.cache_clear()
-    yield demo_settings
-    get_settings.cache_clear()
 
 
 def lines(path) -> list[dict]:
