@@ -126,6 +126,7 @@ def cohere_app(api_key: str = "test-key") -> FastAPI:
     app.state.calls = Counter()
     app.state.times = defaultdict(list)
     app.state.hanging = Counter()
+    app.state.bodies = []  # every chat request's JSON body, in order (what a generator sent)
 
     @app.get("/healthz")
     def health() -> dict:
@@ -134,6 +135,7 @@ def cohere_app(api_key: str = "test-key") -> FastAPI:
     @app.post("/v2/chat")
     async def chat(request: Request) -> Response:
         body = await request.json()
+        app.state.bodies.append(body)
         empty = {"id": "stub-0", "finish_reason": "COMPLETE",
                  "message": {"role": "assistant", "content": [{"type": "text", "text": ""}], "citations": []}}
         if (found := await fault(app, body["model"], request, lambda m: {"message": m}, empty)) is not None:

@@ -8,7 +8,7 @@ import json
 import pytest
 from typer.testing import CliRunner
 
-from fakes import flaky_openai_app
+from fakes import cohere_app, flaky_openai_app
 from ragnarok.cli import app
 from ragnarok.prompt_cli import render
 from ragnarok.settings import get_settings
@@ -50,6 +50,31 @@ def test_printed_messages_are_those_sent(stub, tmp_path):
     one.write_text("demo-02\tcompress a file with gzip\n")
     invoke("run", "--topics", one, "--pipeline", "bm25@20 | stub:chatqa", "--output", tmp_path / "run.jsonl")
     assert len(stub.state.bodies) == 1 and stub.state.bodies[0]["messages"] == result["messages"]
+
+
+def test_cohere_messages_and_documents_are_those_sent(demo_settings, monkeypatch, tmp_path):
+    """Cohere sends the contexts apart from the messages (``documents``): both shown, both as sent."""
+    fake = cohere_app()
+    with serve_app(fake) as url:
+        monkeypatch.setenv("RAGNAROK_DATA_DIR", str(demo_settings.data_dir))
+        monkeypatch.setenv("COHERE_TEST_KEY", "test-key")
+        monkeypatch.setenv("RAGNAROK_GENERATORS", json.dumps([
+            {"name": "co", "backend": "cohere", "base_url": url, "model": "command-r",
+             "api_key_env": "COHERE_TEST_KEY"}]))
+        get_settings.cache_clear()
+        try:
+            shown = invoke("prompt", "--generator", "co", "--topic", "compress a file with gzip", "--pipeline",
+                           "bm25@20", "--output", "json")
+            one = tmp_path / "one.tsv"
+            one.write_text("topic\tcompress a file with gzip\n")
+            invoke("run", "--topics", one, "--pipeline", "bm25@20 | co", "--output", tmp_path / "run.jsonl")
+        finally:
+            get_settings.cache_clear()
+    result = json.loads(shown.stdout)["result"]
+    assert len(fake.state.bodies) == 1 and len(result["documents"]) == 20
+    assert {k: fake.state.bodies[0][k] for k in ("messages", "documents")} == \
+        {k: result[k] for k in ("messages", "documents")}
+    assert "test-key" not in shown.stdout + shown.stderr  # the key is never shown
 
 
 @pytest.mark.parametrize(("args", "message"), [
