@@ -48,14 +48,15 @@ def test_search_eval_run_validate_envelopes(demo_env, tmp_path):
     assert len(scored["warnings"]) == 1 and "half.txt covers 25 of the 50 topics" in scored["warnings"][0]
     assert "nDCG@10" in text and "warning: half.txt covers" in text  # the table and the warning, on stderr
 
-    answers = tmp_path / "ext.jsonl"
-    ran, text = envelope("run", "--topics", "demo", "--pipeline", "bm25@20 | extractive", "--run-id", "ext",
+    answers, topics = tmp_path / "ext.jsonl", tmp_path / "two.tsv"
+    topics.write_text("demo-01\thow do I parse command-line arguments\ndemo-02\tcompress a file with gzip\n")
+    ran, text = envelope("run", "--topics", topics, "--pipeline", "bm25@20 | extractive", "--run-id", "ext",
                          "--output", answers, "--output-format", "json")
-    assert ran["ok"] and ran["result"] == {"output": str(answers), "topics": 50, "written": 50, "skipped": 0,
+    assert ran["ok"] and ran["result"] == {"output": str(answers), "topics": 2, "written": 2, "skipped": 0,
                                            "failed": {}}
-    assert "50 topics written" in text
-    checked, text = envelope("validate", answers, "--topics", "demo", "--output", "json")
-    assert checked["ok"] and checked["result"]["year"] == 2024 and checked["result"]["lines"] == 50
+    assert "2 topics written" in text
+    checked, text = envelope("validate", answers, "--topics", topics, "--output", "json")
+    assert checked["ok"] and checked["result"]["year"] == 2024 and checked["result"]["lines"] == 2
     assert "valid TREC RAG 2024 run" in text
 
 
