@@ -12,9 +12,10 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ragnarok import quiet
+from ragnarok import prompt_cli, quiet, schema_cli
 from ragnarok.auth.cli import keys_app
 from ragnarok.cli_errors import fails_cleanly
+from ragnarok.cli_output import Format, OutputOpt
 from ragnarok.interrupt import stops_on_signals
 from ragnarok.netaddr import bare_host, bind_error, http_url, is_loopback
 from ragnarok.collection.cli import collection_app
@@ -52,6 +53,7 @@ def _main(
 @fails_cleanly
 def doctor(
     json_out: Annotated[bool, typer.Option("--json", help="One JSON object instead of text.")] = False,
+    output_format: OutputOpt = Format.text,
 ) -> None:
     """Why something is or is not available here: Java, each index (documents, dense status), each generator
     (reachable, key present: never its value), the database (reachable, migration version), optional
@@ -282,6 +284,9 @@ app.command("run")(track_cli.run)
 app.command("validate")(track_cli.validate)
 app.command("view")(track_view.view)
 app.add_typer(track_cli.topics_app, name="topics")
+app.add_typer(track_cli.convert_app, name="convert")
+app.command("prompt")(prompt_cli.prompt)
+app.command("schema")(schema_cli.schema)
 
 
 def main() -> None:  # pragma: no cover - console entry point

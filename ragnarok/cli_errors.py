@@ -9,6 +9,8 @@ from typing import Any
 
 import typer
 
+from ragnarok import cli_output
+
 
 def _no_type_shown_for_flags() -> None:
     """Typer >= 0.2x shows every option's type in help, flags too (``--verbose <bool>``, ``--progress /
@@ -32,17 +34,21 @@ _no_type_shown_for_flags()
 
 
 def fails_cleanly(func: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn expected errors into ``error: ...`` on stderr and exit code 2 (no traceback)."""
+    """Turn expected errors into ``error: ...`` on stderr and exit code 2 (no traceback). A command that takes
+    ``--output json`` (:mod:`ragnarok.cli_output`) writes its envelope on stdout however it ends, the error in
+    the envelope's ``errors``."""
 
     @functools.wraps(func)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return func(*args, **kwargs)
-        except typer.Exit:  # a chosen exit code (click's Exit is a RuntimeError)
-            raise
-        except (ValueError, LookupError, OSError, RuntimeError) as exc:
-            typer.echo(f"error: {exc}", err=True)
-            raise typer.Exit(2) from None
+        with cli_output.enveloped(kwargs):
+            try:
+                return func(*args, **kwargs)
+            except typer.Exit:  # a chosen exit code (click's Exit is a RuntimeError)
+                raise
+            except (ValueError, LookupError, OSError, RuntimeError) as exc:
+                typer.echo(f"error: {exc}", err=True)
+                cli_output.error(str(exc))
+                raise typer.Exit(2) from None
 
     return wrapper
 

@@ -29,6 +29,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from ragnarok import cli_output
 from ragnarok.settings import DEMO_INDEX, Settings
 
 Status = Literal["ok", "warn", "fail", "off"]
@@ -360,6 +361,10 @@ def _short(value: Any) -> str:
 def main(settings: Settings, as_json: bool) -> int:
     """Print the report (text or JSON); the exit code: 0 when the default setup can serve, else 1."""
     checks = run_checks(settings)
+    found = report(checks)
+    cli_output.result(found)  # the envelope of --output json
+    for missing in found["missing"]:
+        cli_output.error(missing)
     if as_json:
         print(json.dumps(report(checks), indent=2, default=str))
     else:

@@ -9,7 +9,9 @@ from typing import Annotated, Any, Optional
 
 import typer
 
+from ragnarok import cli_output
 from ragnarok.cli_errors import fails_cleanly, row_names
+from ragnarok.cli_output import Format, OutputFormatOpt, OutputOpt
 from ragnarok.interrupt import resume_with, stops_on_signals, writing
 from ragnarok.settings import Settings, get_settings
 from ragnarok.topic_sets import qrels_path, resolve_topics
@@ -35,6 +37,7 @@ def search(
     threads: Annotated[int, typer.Option(min=1, help="Java search threads (one retriever), or topics in flight "
                                                      "at once (a --pipeline).")] = 2,
     verbose: Annotated[bool, typer.Option("--verbose", help="Show the JVM's and Lucene's log lines.")] = False,
+    output_format: OutputFormatOpt = Format.text,
 ) -> None:
     """Run every topic through a retriever (or a retrieval pipeline) and write a TREC run file."""
     from ragnarok.java import set_verbose  # noqa: PLC0415
@@ -69,14 +72,18 @@ def search(
 
     output.parent.mkdir(parents=True, exist_ok=True)
     resume_with(f"{output} was written whole; nothing left to do")
+    tag = run_id or (retriever.replace(" ", "") if parsed is None else run_tag(parsed))
     with writing():  # an interrupt waits for the whole file
-        write_run(output, ranking, run_id or (retriever.replace(" ", "") if parsed is None else run_tag(parsed)))
+        write_run(output, ranking, tag)
+    cli_output.result({"output": str(output), "run_id": tag, "topics": len(ranking),
+                       "lines": sum(map(len, ranking.values())), "failed": [f.qid for f in failures]})
     typer.echo(f"wrote {sum(map(len, ranking.values())):,} lines for {len(ranking)} topics to {output}")
     if failures:
         typer.echo(f"{len(failures)} of {len(loaded)} topics failed: "
                    + ", ".join(f.qid for f in failures[:20])
                    + (f" and {len(failures) - 20} more" if len(failures) > 20 else "")
                    + f" (each named above; left out of {output}; run the same command again for all of them)", err=True)
+        cli_output.error(f"{len(failures)} of {len(loaded)} topics failed")
         raise typer.Exit(1)
 
 
@@ -105,12 +112,7 @@ def _retrieval_part(spec: str, settings: Settings | None = None, index: str | No
     ``/rag`` and ``ragnarok run`` check it: an unknown name fails with "did you mean ...?"."""
     import dataclasses  # noqa: PLC0415
 
-    from ragnarok.presets import resolve  # noqa: PLC0415
-    from ragnarok.spec import parse  # noqa: PLC0415
-    from ragnarok.spec_mapping import load  # noqa: PLC0415
-
-    parsed = load(Path(spec)) if Path(spec).suffix in {".toml", ".yaml", ".yml"} and Path(spec).is_file() \
-        else parse(resolve(spec))
+    parsed = load_pipeline(spec)
     if settings is not None:
         from ragnarok.track.run import check_names  # noqa: PLC0415
 
@@ -119,6 +121,16 @@ def _retrieval_part(spec: str, settings: Settings | None = None, index: str | No
         parsed = dataclasses.replace(parsed, generate=None)
         typer.echo(f"search writes rankings: using the retrieval part of the pipeline, {parsed}", err=True)
     return parsed
+
+
+def load_pipeline(spec: str) -> Any:
+    """The pipeline named by ``spec``: a preset, a spec, or a TOML/YAML file."""
+    from ragnarok.presets import resolve  # noqa: PLC0415
+    from ragnarok.spec import parse  # noqa: PLC0415
+    from ragnarok.spec_mapping import load  # noqa: PLC0415
+
+    return load(Path(spec)) if Path(spec).suffix in {".toml", ".yaml", ".yml"} and Path(spec).is_file() \
+        else parse(resolve(spec))
 
 
 def _retriever_ranking(retriever: str, topics: list, settings: Settings, index: str | None, k: int,
@@ -197,6 +209,7 @@ def evaluate_run(
         Optional[bool], typer.Option("--maxp/--no-maxp", help="Score documents by their best segment "
                                                             "(default: when qrels are document-level and runs segment-level).")
     ] = None,
+    output_format: OutputOpt = Format.text,
 ) -> None:
     """nDCG@10, MAP@100, Recall@100 and MAP of run files, one row per run (the paper's Table 3 layout).
 
@@ -213,7 +226,8 @@ def evaluate_run(
     for name, path in zip(names, runs):
         scores, covered = evaluate_all(judged, read_run(path), maxp=maxp)
         if covered < len(judged):
-            typer.echo(f"warning: {name} covers {covered} of the {len(judged)} topics of {qrels_file.name}; the "
-                       f"{len(judged) - covered} missing count as 0", err=True)
+            cli_output.warn(f"{name} covers {covered} of the {len(judged)} topics of {qrels_file.name}; the "
+                            f"{len(judged) - covered} missing count as 0")
         rows[name] = scores
+    cli_output.result(rows)
     typer.echo(format_table(rows))

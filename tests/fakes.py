@@ -126,6 +126,7 @@ def cohere_app(api_key: str = "test-key") -> FastAPI:
     app.state.calls = Counter()
     app.state.times = defaultdict(list)
     app.state.hanging = Counter()
+    app.state.bodies = []  # every chat request's JSON body, in order (what a generator sent)
 
     @app.get("/healthz")
     def health() -> dict:
@@ -134,6 +135,7 @@ def cohere_app(api_key: str = "test-key") -> FastAPI:
     @app.post("/v2/chat")
     async def chat(request: Request) -> Response:
         body = await request.json()
+        app.state.bodies.append(body)
         empty = {"id": "stub-0", "finish_reason": "COMPLETE",
                  "message": {"role": "assistant", "content": [{"type": "text", "text": ""}], "citations": []}}
         if (found := await fault(app, body["model"], request, lambda m: {"message": m}, empty)) is not None:
@@ -171,6 +173,7 @@ def flaky_openai_app() -> FastAPI:
     app.state.hanging = Counter()
     app.state.in_flight = 0
     app.state.max_in_flight = 0
+    app.state.bodies = []  # every chat request's JSON body, in order (what a generator sent)
     ids = itertools.count()
 
     def completion(model: str, text: str) -> dict:
@@ -213,6 +216,7 @@ def flaky_openai_app() -> FastAPI:
         body = await request.json()
         model = body["model"]
         app.state.calls[model] += 1
+        app.state.bodies.append(body)
         def error(message: str) -> dict:
             return {"error": {"message": message, "type": "invalid_request_error"}}
 

@@ -12,7 +12,9 @@ import typer
 
 from ragnarok.auth.records import check_fields
 from ragnarok.auth.records import when as _when
+from ragnarok import cli_output
 from ragnarok.cli_errors import fails_cleanly
+from ragnarok.cli_output import Format, OutputOpt
 
 keys_app = typer.Typer(no_args_is_help=True, add_completion=False,
                        help="API keys: scopes, generators, rates and budgets (RAGNAROK_AUTH=keys).")
@@ -96,15 +98,19 @@ def create(
 
 @keys_app.command("list")
 @fails_cleanly
-def list_keys(as_json: Annotated[bool, typer.Option("--json", help="One JSON object per key.")] = False) -> None:
+def list_keys(as_json: Annotated[bool, typer.Option("--json", help="One JSON object per key.")] = False,
+              output_format: OutputOpt = Format.text) -> None:
     """Every key: id, name, prefix, scopes, limits, status (never the secret)."""
     now = time.time()
+    rows: list[dict] = []
+    cli_output.result(rows)  # filled below
     for k in _store().keys():
         row = {"id": k.id, "name": k.name, "prefix": k.prefix, "scopes": list(k.scopes),
                "generators": None if k.generators is None else list(k.generators), "rpm": k.rpm,
                "parallel": k.parallel, "budget_calls": k.budget_calls, "budget_tokens": k.budget_tokens,
                "period_s": k.period_s, "created_at": k.created_at, "expires_at": _when(k.expires_epoch) or None,
                "status": k.status(now), **({"problems": list(k.problems)} if k.problems else {})}
+        rows.append(row)
         if as_json:
             typer.echo(json.dumps(row))
         else:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
+from ragnarok import cli_output
 from ragnarok.cli_errors import fails_cleanly, row_names
+from ragnarok.cli_output import Format, OutputOpt
 from ragnarok.interrupt import stops_on_signals, writing
 from ragnarok.settings import Settings, get_settings
 
@@ -280,6 +282,7 @@ def eval_rag(
                                                              "nuggetizer's assign output shape).")] = None,
     concurrency: Concurrency = 4,
     retry_failed: RetryFailed = False,
+    output_format: OutputOpt = Format.text,
 ) -> None:
     """Score RAG runs: the four AutoNuggetizer scores, citation support, reference metrics; means with 95 %
     bootstrap intervals, one row per run, and a paired t-test of the first run against each other."""
@@ -354,6 +357,20 @@ def eval_rag(
         typer.echo(measured_line(chosen.name))
     typer.echo(f"means with 95% bootstrap intervals{label}:")
     typer.echo(format_report(results, metrics_of(results), resamples))
-    if len(results) > 1:
-        for test in paired_tests(results, test_metric):
-            typer.echo(str(test))
+    tests = paired_tests(results, test_metric) if len(results) > 1 else []
+    for test in tests:
+        typer.echo(str(test))
+    cli_output.result(_eval_rag_result(results, tests, resamples, chosen))
+
+
+def _eval_rag_result(results: list, tests: list, resamples: int, chosen: Any) -> dict:
+    """eval-rag's scores for the ``--output json`` envelope: per run, each metric's mean and 95 % interval."""
+    from dataclasses import asdict
+
+    from ragnarok.judge.evalrag import metrics_of
+
+    metrics = metrics_of(results)
+    return {"judge": None if chosen is None else chosen.name, "proxy": bool(chosen is not None and chosen.proxy),
+            "runs": [{"name": r.name, "topics": len(r.topics), "failed": sum(t.failed for t in r.topics.values()),
+                      "means": {m: asdict(i) for m, i in r.means(metrics, resamples).items()}} for r in results],
+            "paired_tests": [asdict(t) for t in tests]}

@@ -8,7 +8,9 @@ from typing import Annotated, Optional
 
 import typer
 
+from ragnarok import cli_output
 from ragnarok.cli_errors import fails_cleanly
+from ragnarok.cli_output import Format, OutputFormatOpt, OutputOpt
 from ragnarok.interrupt import resume_with, stops_on_signals
 from ragnarok.settings import get_settings
 from ragnarok.topic_sets import PACKAGE_TOPICS, resolve_topics
@@ -16,6 +18,7 @@ from ragnarok.topics import Topic
 
 TOPICS_DIR = PACKAGE_TOPICS  # the project's own topic sets (``topics/`` in a checkout links to them)
 topics_app = typer.Typer(no_args_is_help=True, add_completion=False, help="Topic sets: list them, fetch the track's.")
+convert_app = typer.Typer(no_args_is_help=True, add_completion=False, help="Convert submissions between formats.")
 
 
 @fails_cleanly
@@ -41,6 +44,7 @@ def run(
                                                      "stderr (default: when stderr is a terminal).")] = None,
     restart: Annotated[bool, typer.Option("--restart", help="Start over instead of resuming: the old output "
                                                             "is moved aside (OUTPUT.old, .old2, ...).")] = False,
+    output_format: OutputFormatOpt = Format.text,
 ) -> None:
     """Run a pipeline over a topic set and write a TREC RAG submission; re-run the same command to resume
     (another --pipeline or --index is refused: give another --output, or --restart)."""
@@ -77,7 +81,10 @@ def run(
     resume_with(lambda: interrupted_run(options, len(loaded)))
     summary = asyncio.run(run_track(pipeline_, loaded, settings, options, given))
     typer.echo(f"{output}: {summary}", err=True)
+    cli_output.result({"output": str(output), "topics": summary.topics, "written": summary.written,
+                       "skipped": summary.skipped, "failed": summary.failed})
     if summary.failed:
+        cli_output.error(f"{len(summary.failed)} of {summary.topics} topics failed")
         raise typer.Exit(1)
 
 
@@ -94,14 +101,21 @@ def validate(
     run_file: Annotated[Path, typer.Argument(metavar="RUN", help="A submission (JSONL, 2024 or 2025 format).")],
     topics: Annotated[Optional[str], typer.Option(help="Topic file or set name: checks coverage and text.")] = None,
     year: Annotated[Optional[int], typer.Option(help="Force the format (default: from the first line).")] = None,
-    fix: Annotated[Optional[Path], typer.Option(help="Write a fixed copy here (over-long answers trimmed, "
-                                                      "out-of-range citations dropped).")] = None,
+    fix: Annotated[Optional[Path], typer.Option(help="Write a fixed copy here, fixed as the official checkers "
+                                                      "fix (README: Track submissions).")] = None,
+    apply_fixes: Annotated[bool, typer.Option("--apply-fixes", help="The official validator's flag: --fix "
+                                              "RUN.fixed.")] = False,
     v21: Annotated[Optional[bool], typer.Option("--v21/--no-v21", help="Check MS MARCO V2.1 segment ids "
                                                                       "(default: when the run uses them).")] = None,
+    output_format: OutputOpt = Format.text,
 ) -> None:
     """Check a submission against the track's rules; exit 1 when it has errors."""
     from ragnarok.track import validate as checks  # noqa: PLC0415
 
+    if apply_fixes:
+        if fix is not None and fix != Path(f"{run_file}.fixed"):
+            raise ValueError(f"--apply-fixes writes {run_file}.fixed: give it or --fix OUT, not both")
+        fix = Path(f"{run_file}.fixed")
     expected = {t.qid: t.text for t in resolve_topics(topics, get_settings())} if topics else None
     result = checks.validate(run_file, expected, year, v21)
     for problem in result.problems[:200]:
@@ -109,15 +123,39 @@ def validate(
     if len(result.problems) > 200:
         typer.echo(f"... and {len(result.problems) - 200} more", err=True)
     typer.echo(result.summary())
+    report = _validation_report(result)
+    if fix is None:
+        _envelope_problems(result)
+    cli_output.result(report)
     if fix is not None:
-        changed = checks.fix(result, fix)
+        changed = checks.fix(result, fix, expected)
         again = checks.validate(fix, expected, year, v21)
         typer.echo(f"fixed copy: {fix} ({changed}); {again.summary()}")
+        _envelope_problems(again)  # what is left once fixed decides, as the exit code does
+        cli_output.result({**report, "fixed": {"path": str(fix), "changes": vars(changed),
+                                               **_validation_report(again)}})
         if not again.ok:
             raise typer.Exit(1)
         return
     if not result.ok:
         raise typer.Exit(1)
+
+
+def _envelope_problems(result) -> None:  # type: ignore[no-untyped-def]
+    """A validation's problems in the ``--output json`` envelope's errors and warnings (said on stderr)."""
+    for problem in result.problems:
+        if problem.level == "error":
+            cli_output.error(str(problem))
+        else:
+            cli_output.warn(str(problem), echo=False)
+
+
+def _validation_report(result) -> dict:  # type: ignore[no-untyped-def]
+    """A validation as the ``--output json`` envelope's result."""
+    return {"path": str(result.path), "ok": result.ok, "year": result.year, "lines": result.lines,
+            "errors": len(result.errors), "warnings": len(result.warnings),
+            "problems": [{"level": p.level, "message": p.message, "line": p.line, "topic_id": p.topic_id}
+                         for p in result.problems]}
 
 
 @topics_app.command("list")
@@ -141,3 +179,27 @@ def fetch(name: Annotated[str, typer.Argument(help="rag24.test, rag24.raggy-dev,
 
     path, topics = fetch_topics(name, get_settings())
     typer.echo(f"{len(topics)} topics in {path}")
+
+
+@convert_app.command("trec25-format")
+@fails_cleanly
+def trec25_format(
+    source: Annotated[Path, typer.Argument(metavar="IN", help="A TREC RAG 2024 submission (JSONL).")],
+    target: Annotated[Path, typer.Argument(metavar="OUT", help="The 2025-format file to write (never IN).")],
+    prompts: Annotated[Optional[Path], typer.Option(help="JSONL of prompts per topic ({query: {qid}, "
+                                                         "rag_exec_summary: {prompt}} or {qid, prompt}): "
+                                                         "written as metadata.prompt.")] = None,
+    team_id: Annotated[Optional[str], typer.Option(help="metadata.team_id (default: the run id).")] = None,
+    run_type: Annotated[str, typer.Option(help="metadata.type: automatic or manual.")] = "automatic",
+    output_format: OutputOpt = Format.text,
+) -> None:
+    """2024 answers in the 2025 format (metadata, references, answer), normalised as `run --year 2025` writes
+    them, written at once; IN is never written."""
+    from ragnarok.track.convert import convert_trec25, read_prompts  # noqa: PLC0415
+
+    done = convert_trec25(source, target, read_prompts(prompts) if prompts else None, team_id, run_type)
+    for warning in done.warnings:
+        cli_output.warn(warning)
+    cli_output.result({"output": str(target), "lines": done.lines, "prompts": done.prompts,
+                       "citations_dropped": done.citations_dropped})
+    typer.echo(f"{target}: {done}")

@@ -33,4 +33,9 @@ def rendered_prompt(pipeline: Pipeline, settings: Settings, topic: str, candidat
                     f"{len(candidates)} segments that match the topic: {topic}")
         template = sized(get_template(stage.template or config.template or settings.default_template), config)
         messages = build_messages(template, topic, candidates, config.prompt_budget())
+    return as_text(messages)
+
+
+def as_text(messages: list[dict[str, str]]) -> str:
+    """Chat messages as ``role: content`` blocks a blank line apart (``metadata.prompt``'s form)."""
     return "\n\n".join(f"{m['role']}: {m['content']}" for m in messages)

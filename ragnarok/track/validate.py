@@ -20,10 +20,10 @@ from typing import Any, Literal
 
 from ragnarok.quoting import quote
 from ragnarok.track.formats import (
-    MAX_REFERENCES, MAX_WORDS, RUN_TYPES, record_run_id, record_topic, record_year, trim_words,
+    MAX_REFERENCES, MAX_WORDS, RUN_TYPES, record_run_id, record_topic, record_year,
 )
 from ragnarok.track.output import atomic_write
-from ragnarok.types import CitedSentence, word_count
+from ragnarok.types import cut_words, word_count
 
 V21_SEGMENT = re.compile(r"^msmarco_v2\.1_doc_\d+_\d+#\d+_\d+$")
 #: 2025 metadata fields the official validator warns about (once per line) when they are missing.
@@ -260,50 +260,85 @@ def validate(path: str | Path, topics: dict[str, str] | None = None, year: int |
 
 @dataclass(frozen=True)
 class Fixed:
-    """What :func:`fix` changed: lines, and citations dropped for pointing outside ``references``."""
+    """What :func:`fix` changed: lines, citations dropped for pointing outside ``references``, references
+    dropped (repeated, or past 2025's 100), sentences dropped from the end of answers over 400 words, and
+    2025 narratives added from the topic file."""
 
     lines: int = 0
     citations_dropped: int = 0
+    references_dropped: int = 0
+    sentences_dropped: int = 0
+    narratives_added: int = 0
 
     def __str__(self) -> str:
-        dropped = f", {self.citations_dropped} out-of-range citations dropped" if self.citations_dropped else ""
-        return f"{self.lines} lines changed{dropped}"
+        parts = [f"{n} {what}" for n, what in ((self.citations_dropped, "out-of-range citations dropped"),
+                                                (self.references_dropped, "repeated or surplus references dropped"),
+                                                (self.sentences_dropped, "sentences dropped from over-long answers"),
+                                                (self.narratives_added, "narratives added")) if n]
+        return f"{self.lines} lines changed" + "".join(f", {p}" for p in parts)
 
 
-def fix(validation: Validation, output: str | Path) -> Fixed:
-    """Write ``validation``'s lines to ``output`` with over-long answers trimmed from the end, repeated
-    citations and citations outside ``references`` dropped and ``response_length`` recomputed; returns what
-    changed. Lines that are not JSON objects are left out. ``output`` is replaced atomically, and never when it
-    is the input."""
+def fix(validation: Validation, output: str | Path, topics: dict[str, str] | None = None) -> Fixed:
+    """Write ``validation``'s lines to ``output`` fixed as the official checkers fix them (their ``.fixed``
+    files): repeated references dropped and a 2025 line's kept to its first 100, citations repeated or outside
+    ``references`` dropped, answers over 400 words losing whole sentences from the end, ``response_length``
+    recomputed, and a 2025 line without ``metadata.narrative`` given the topic's text (with ``topics``).
+    Beyond theirs: an answer of one sentence over 400 words is cut to 400 (theirs is left with none), citations are remapped when a repeated reference goes (the 2025 validator leaves them
+    pointing at whatever moved into their place), citations keep their order, and lines the 2024 checker leaves
+    out of its ``.fixed`` (unknown topic, a field missing) are kept, still reported. Lines that are not JSON
+    objects are left out. ``output`` is replaced atomically, and never when it is the input."""
     output = Path(output)
     if output.resolve() == validation.path.resolve():
         raise ValueError(f"--fix writes a new file; {output} is the run being checked")
-    changed = dropped = 0
+    totals = Counter[str]()
     lines = []
     for _, record in validation.records:
-        fixed, outside = _fixed(record)
-        changed += fixed != record
-        dropped += outside
+        fixed, counts = _fixed(record, topics or {})
+        totals["lines"] += fixed != record
+        totals.update(counts)
         lines.append(json.dumps(fixed, ensure_ascii=False) + "\n")
     atomic_write(output, "".join(lines).encode())
-    return Fixed(changed, dropped)
+    return Fixed(**totals)
 
 
-def _fixed(record: dict[str, Any]) -> tuple[dict[str, Any], int]:
-    """The record fixed, and how many out-of-range citations it lost."""
+def _fixed(record: dict[str, Any], topics: dict[str, str]) -> tuple[dict[str, Any], Counter[str]]:
+    """The record fixed, and what was dropped or added."""
+    counts = Counter[str]()
     answer = record.get("answer")
     if not isinstance(answer, list) or not all(isinstance(s, dict) and isinstance(s.get("text"), str) for s in answer):
-        return record, 0
+        return record, counts
+    year = record_year(record)
     references = record.get("references")
-    size = len(references) if isinstance(references, list) else 0
-    sentences, outside = [], 0
+    refs = references if isinstance(references, list) and all(isinstance(r, str) for r in references) else None
+    remap = {i: i for i in range(len(references) if isinstance(references, list) else 0)}
+    out = dict(record)
+    if refs is not None:
+        unique: dict[str, int] = {}
+        remap = {i: unique.setdefault(ref, len(unique)) for i, ref in enumerate(refs)}
+        kept = list(unique)[: MAX_REFERENCES[2025]] if year == 2025 else list(unique)
+        remap = {old: new for old, new in remap.items() if new < len(kept)}
+        counts["references_dropped"] += len(refs) - len(kept)
+        if kept != refs:
+            out["references"] = kept
+    sentences = []
     for s in answer:
-        cites = [c for c in s.get("citations") or [] if isinstance(c, int) and not isinstance(c, bool)]
-        inside = [c for c in cites if 0 <= c < size]
-        outside += len(cites) - len(inside)
-        sentences.append(CitedSentence(text=s["text"], citations=list(dict.fromkeys(inside))))
-    trimmed = [s.model_dump(mode="json") for s in trim_words(sentences, MAX_WORDS)]
-    out = {**record, "answer": trimmed}
-    if "response_length" in record or record_year(record) == 2024:
-        out["response_length"] = sum(word_count(s["text"]) for s in trimmed)
-    return out, outside
+        given = s.get("citations") or []
+        cites = [c for c in given if isinstance(c, int) and not isinstance(c, bool)]
+        inside = [remap[c] for c in cites if c in remap]
+        counts["citations_dropped"] += len(cites) - len(inside)
+        sentences.append({**s, "citations": list(dict.fromkeys(inside))})
+    words = sum(word_count(s["text"]) for s in sentences)
+    while words > MAX_WORDS and len(sentences) > 1:  # as the official checkers: whole sentences from the end
+        words -= word_count(sentences.pop()["text"])
+        counts["sentences_dropped"] += 1
+    if words > MAX_WORDS:  # one sentence over 400 words: cut to 400 rather than no answer (theirs: none left)
+        sentences[0]["text"] = cut_words(sentences[0]["text"], MAX_WORDS)
+        words = word_count(sentences[0]["text"])
+    out["answer"] = sentences
+    if "response_length" in record or year == 2024:
+        out["response_length"] = words
+    meta = record.get("metadata")
+    if year == 2025 and isinstance(meta, dict) and "narrative" not in meta and record_topic(record) in topics:
+        out["metadata"] = {**meta, "narrative": topics[record_topic(record)]}  # type: ignore[index]
+        counts["narratives_added"] += 1
+    return out, counts

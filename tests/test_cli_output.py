@@ -1,0 +1,103 @@
+"""``--output json`` (``--output-format json`` where ``--output`` names a file): one envelope on stdout, the human
+text on stderr, on success and on failure alike (issue 38)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from ragnarok.cli import app
+from ragnarok.settings import get_settings
+from test_cli_consistency import _answers, _nuggets
+
+KEYS = {"command", "ok", "result", "errors", "warnings"}
+
+
+@pytest.fixture
+def demo_env(demo_settings, monkeypatch):
+    """The CLI in this process on the session's demo index (settings read again)."""
+    monkeypatch.setenv("RAGNAROK_DATA_DIR", str(demo_settings.data_dir))
+    get_settings.cache_clear()
+    yield demo_settings
+    get_settings.cache_clear()
+
+
+def envelope(*args: object, code: int | None = 0) -> tuple[dict, str]:
+    """The envelope (the whole of stdout) and stderr of ``ragnarok ARGS`` (exit ``code``; None: any)."""
+    got = CliRunner().invoke(app, [str(a) for a in args])
+    assert code is None or got.exit_code == code, (got.exit_code, got.stdout, got.stderr)
+    parsed = json.loads(got.stdout)  # stdout is one JSON object and nothing else
+    assert set(parsed) == KEYS and got.stdout.count("\n") == 1, got.stdout
+    return parsed, got.stderr
+
+
+def test_search_eval_run_validate_envelopes(demo_env, tmp_path):
+    run = tmp_path / "bm25.txt"
+    found, text = envelope("search", "--topics", "demo", "--output", run, "--k", "20", "--output-format", "json")
+    assert found["command"] == "search" and found["ok"] and not found["errors"]
+    assert found["result"] == {"output": str(run), "run_id": "bm25", "topics": 50, "lines": 1000, "failed": []}
+    assert "wrote 1,000 lines for 50 topics" in text
+
+    half = tmp_path / "half.txt"
+    half.write_text("".join(line + "\n" for line in run.read_text().splitlines()[:500]))  # 25 topics
+    scored, text = envelope("eval", "topics/qrels.demo.txt", run, half, "--output", "json")
+    assert scored["ok"] and set(scored["result"]) == {"bm25.txt", "half.txt"}
+    assert 0.3 < scored["result"]["bm25.txt"]["nDCG@10"] < 1
+    assert len(scored["warnings"]) == 1 and "half.txt covers 25 of the 50 topics" in scored["warnings"][0]
+    assert "nDCG@10" in text and "warning: half.txt covers" in text  # the table and the warning, on stderr
+
+    answers, topics = tmp_path / "ext.jsonl", tmp_path / "two.tsv"
+    topics.write_text("demo-01\thow do I parse command-line arguments\ndemo-02\tcompress a file with gzip\n")
+    ran, text = envelope("run", "--topics", topics, "--pipeline", "bm25@20 | extractive", "--run-id", "ext",
+                         "--output", answers, "--output-format", "json")
+    assert ran["ok"] and ran["result"] == {"output": str(answers), "topics": 2, "written": 2, "skipped": 0,
+                                           "failed": {}}
+    assert "2 topics written" in text
+    checked, text = envelope("validate", answers, "--topics", topics, "--output", "json")
+    assert checked["ok"] and checked["result"]["year"] == 2024 and checked["result"]["lines"] == 2
+    assert "valid TREC RAG 2024 run" in text
+
+
+def test_failures_still_give_the_envelope(demo_env, tmp_path):
+    failed, text = envelope("run", "--topics", "nonesuch", "--output", tmp_path / "r.jsonl",
+                            "--output-format", "json", code=2)
+    assert not failed["ok"] and failed["command"] == "run" and failed["result"] is None
+    assert len(failed["errors"]) == 1 and "unknown topic set or file 'nonesuch'" in failed["errors"][0]
+    assert text.startswith("error: unknown topic set or file 'nonesuch'")
+    assert not (tmp_path / "r.jsonl").exists()
+
+    missing, text = envelope("eval", "topics/qrels.demo.txt", tmp_path / "none.txt", "--output", "json", code=2)
+    assert not missing["ok"] and missing["errors"] and text.startswith("error: ")
+
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"run_id": "r", "topic_id": "1", "topic": "t", "references": [],
+                               "answer": [{"text": "x", "citations": [3]}]}) + "\n")
+    checked, text = envelope("validate", bad, "--output", "json", code=1)
+    assert not checked["ok"] and checked["result"]["errors"] == len(checked["errors"]) >= 1
+    assert all(e.startswith("error: line 1") for e in checked["errors"]) and "INVALID" in text
+    fixed, _ = envelope("validate", bad, "--fix", tmp_path / "fixed.jsonl", "--output", "json")
+    assert fixed["ok"] and not fixed["errors"] and fixed["result"]["fixed"]["ok"]
+    assert fixed["result"]["fixed"]["changes"]["citations_dropped"] == 1
+
+
+def test_eval_rag_doctor_and_keys_envelopes(demo_env, tmp_path):
+    a = _answers(tmp_path / "a.jsonl", ["1", "2"])
+    scored, text = envelope("eval-rag", a, "--nuggets", _nuggets(tmp_path / "n.jsonl", ["1", "2"]),
+                            "--output", "json")
+    run = scored["result"]["runs"][0]
+    assert scored["ok"] and run["name"] == "a.jsonl" and run["topics"] == 2
+    assert set(run["means"]["strict_all"]) >= {"mean", "low", "high"} and "bootstrap" in text
+
+    doctor, text = envelope("doctor", "--output", "json", code=None)
+    assert doctor["result"]["checks"] and doctor["ok"] == (not doctor["result"]["missing"])
+    assert doctor["errors"] == doctor["result"]["missing"] and "java" in text
+
+    made = CliRunner().invoke(app, ["keys", "create", "--name", "team-a", "--scopes", "retrieve"])
+    assert made.exit_code == 0, made.output
+    listed, text = envelope("keys", "list", "--output", "json")
+    assert listed["command"] == "keys list" and [k["name"] for k in listed["result"]] == ["team-a"]
+    assert made.stdout.strip() not in json.dumps(listed) and "team-a" in text
+    legacy = CliRunner().invoke(app, ["keys", "list", "--json"])  # the old flag: one object per key, as before
+    assert json.loads(legacy.stdout)["name"] == "team-a"
