@@ -12,10 +12,10 @@ from collections.abc import Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from enum import Enum
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-
 
 
 class Format(str, Enum):
@@ -28,6 +28,14 @@ _HELP = "text: for people; json: one envelope {command, ok, result, errors, warn
 OutputOpt = Annotated[Format, typer.Option("--output", "--output-format", help=_HELP)]
 # run and search: --output is the file they write, so the format is --output-format only
 OutputFormatOpt = Annotated[Format, typer.Option("--output-format", help=_HELP)]
+
+
+def file_not_format(path: Path) -> None:
+    """``run`` and ``search``: their ``--output`` is the file they write. ``--output json`` (or ``text``) there
+    is the envelope meant, not a file called ``json``: refused, naming the option to use."""
+    if path.parent == Path(".") and str(path) in {f.value for f in Format}:
+        raise ValueError(f"--output names the file this command writes; for the JSON envelope give "
+                         f"--output-format {path} (to write a file named {path}, give --output ./{path})")
 
 
 @dataclass

@@ -42,6 +42,7 @@ def search(
     """Run every topic through a retriever (or a retrieval pipeline) and write a TREC run file."""
     from ragnarok.java import set_verbose  # noqa: PLC0415
 
+    cli_output.file_not_format(output)
     set_verbose(verbose)
     settings = _with_index_path(get_settings(), index)
     if index is not None and not Path(index).is_dir() and index not in settings.index_sources() \

@@ -101,3 +101,13 @@ def test_eval_rag_doctor_and_keys_envelopes(demo_env, tmp_path):
     assert made.stdout.strip() not in json.dumps(listed) and "team-a" in text
     legacy = CliRunner().invoke(app, ["keys", "list", "--json"])  # the old flag: one object per key, as before
     assert json.loads(legacy.stdout)["name"] == "team-a"
+
+
+def test_output_json_on_a_command_whose_output_is_its_file(tmp_path, monkeypatch):
+    """``run`` and ``search`` write the file ``--output`` names: ``--output json`` there is refused (the envelope
+    is ``--output-format json``), and no file called ``json`` is written."""
+    monkeypatch.chdir(tmp_path)
+    for command in (["search", "--topics", "demo"], ["run", "--topics", "demo"]):
+        got = CliRunner().invoke(app, [*command, "--output", "json"])
+        assert got.exit_code == 2 and "--output-format json" in got.stderr, (got.exit_code, got.stderr)
+        assert got.stderr.count("\n") == 1 and not (tmp_path / "json").exists()

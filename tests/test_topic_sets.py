@@ -104,3 +104,21 @@ def test_an_optimize_config_takes_set_names(tmp_path):
         assert len(evaluator.topics) == 50 and len(evaluator.judged) == 50 and "demo-01" in evaluator.nuggets
     finally:
         evaluator.close()
+
+
+def test_eval_rag_takes_a_nugget_set_name(tmp_path):
+    """``eval-rag --nuggets demo`` scores as the demo's nugget file does; an unknown name is one line, exit 2."""
+    import json  # noqa: PLC0415
+
+    answers = tmp_path / "a.jsonl"
+    answers.write_text(json.dumps({"run_id": "r", "topic_id": "demo-01", "topic": "how do I parse command-line "
+                                   "arguments", "references": [], "answer": [
+                                       {"text": "Use the argparse module.", "citations": []}]}) + "\n")
+    by_name = invoke("eval-rag", answers, "--nuggets", "demo", "--output", "json")
+    by_file = invoke("eval-rag", answers, "--nuggets", ROOT / "topics" / "eval" / "demo.nuggets.jsonl",
+                     "--output", "json")
+    assert by_name.exit_code == by_file.exit_code == 0, (by_name.stderr, by_file.stderr)
+    assert json.loads(by_name.stdout)["result"] == json.loads(by_file.stdout)["result"]
+    assert json.loads(by_name.stdout)["result"]  # scored something
+    typo = invoke("eval-rag", answers, "--nuggets", "dmeo")
+    assert typo.exit_code == 2 and "did you mean 'demo'" in typo.stderr and typo.stderr.count("\n") == 1

@@ -262,7 +262,8 @@ def _pairwise_arena(settings: Settings, judge: str | None, database_url: str | N
 @stops_on_signals(_interrupted)
 def eval_rag(
     runs: Annotated[list[Path], typer.Argument(help="RAG answer files (our/the track's 2024 or 2025 JSONL).")],
-    nuggets: Annotated[Path | None, typer.Option(help="Nugget JSONL (ours or nuggetizer's).")] = None,
+    nuggets: Annotated[str | None, typer.Option(help="Nugget JSONL (ours or nuggetizer's), or a set name "
+                                                     "(demo).")] = None,
     support: Annotated[bool, typer.Option("--support", help="Judge citation support (needs the cited "
                                                           "segments in --index).")] = False,
     support_mode: Annotated[str, typer.Option(help="all: every citation, title + segment passages; trec24: a "
@@ -297,13 +298,14 @@ def eval_rag(
     )
     from ragnarok.judge.nuggets import read_nuggets
     from ragnarok.judge.reference import read_references
+    from ragnarok.topic_sets import nuggets_path
 
     if nuggets is None and not support and references is None and not geval:
         raise ValueError("nothing to score: give --nuggets FILE, --support, --references FILE and/or --geval")
     names = row_names(run_name, runs)
     settings = get_settings()
     loaded = {name: read_answers(path) for name, path in zip(names, runs)}
-    nugget_sets = read_nuggets(nuggets) if nuggets else None
+    nugget_sets = read_nuggets(nuggets_path(nuggets, settings)) if nuggets else None
     refs = read_references(str(references)) if references else None
     answered = set().union(*loaded.values())
     if nugget_sets is not None:

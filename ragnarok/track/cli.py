@@ -54,6 +54,7 @@ def run(
         TrackOptions, check_names, read_requests, run_track, track_pipeline,
     )
 
+    cli_output.file_not_format(output)
     if task not in ("rag", "r"):
         raise ValueError(f"--task must be rag or r, got {task!r}")
     if year not in YEARS:
