@@ -30,7 +30,7 @@ import re
 
 import blingfire
 
-from ragnarok.generate.code import CODE_LINE
+from ragnarok.sentences import CODE_LINE
 from ragnarok.types import CitedSentence, cut_words, word_count
 
 NO_ANSWER_TEXT = "The provided context does not contain the information needed to answer this question."

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ragnarok.retrieve.dense_errors import DenseIndexMismatchError, DenseIndexNotFoundError
+from ragnarok.embed.errors import DenseIndexMismatchError, DenseIndexNotFoundError
 from ragnarok.retrieve.dense_kinds import params
 
 PREBUILT_META = "ragnarok-prebuilt.json"
