@@ -123,7 +123,7 @@ def _retrieval_part(spec: str, settings: Settings | None = None, index: str | No
 def _retriever_ranking(retriever: str, topics: list, settings: Settings, index: str | None, k: int,
                        threads: int) -> dict[str, list[tuple[str, float]]]:
     from ragnarok.registry import UnknownComponentError  # noqa: PLC0415
-    from ragnarok.retrieve.service import RetrievalService  # noqa: PLC0415
+    from ragnarok.retrieval_service import RetrievalService  # noqa: PLC0415
     from ragnarok.types import Query  # noqa: PLC0415
 
     try:
