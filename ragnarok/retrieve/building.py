@@ -7,7 +7,7 @@ answers 503 "building, N % done" with ``Retry-After`` (:class:`IndexBuilding`); 
 and ETA). Shutdown cancels the build within one encoder batch (the build's cancel token is one of the server's
 in-flight tokens). The build writes into a temporary directory that is renamed into place only when complete,
 so a build that is stopped or killed never leaves an index that looks complete; what a killed build left beside
-it is removed by the next one (:func:`ragnarok.collection.demo_index.remove_abandoned`).
+it is removed by the next one (:func:`ragnarok.retrieve.dense_ensure.remove_abandoned`).
 """
 
 from __future__ import annotations
