@@ -23,7 +23,8 @@ def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
     """``lint-imports`` on the tree at ``root``, as a subprocess. ``-S`` and an explicit path: ``ragnarok`` is
     a namespace package, and an editable install of another checkout (a shared virtual environment) would add
     that checkout's modules to the graph."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), sysconfig.get_paths()["purelib"]])}
+    paths = sysconfig.get_paths()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(dict.fromkeys([str(root), paths["purelib"], paths["platlib"]]))}
     return subprocess.run([sys.executable, "-S", str(LINT_IMPORTS), "--no-cache"], cwd=root, env=env,
                           capture_output=True, text=True, timeout=120)
 
