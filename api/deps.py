@@ -10,7 +10,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 
 from ragnarok.generate.service import GenerationService
-from ragnarok.retrieve.service import RerankService, RetrievalService
+from ragnarok.retrieval_service import RerankService, RetrievalService
 from ragnarok.settings import Settings
 
 

@@ -21,7 +21,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from api.body import BodyLimit
-from ragnarok.auth.meter import CallLimitReached
+from ragnarok.meter import CallLimitReached
 from ragnarok.cancel import ClientDisconnected, DeadlineExceeded, ShuttingDown
 from ragnarok.generate.base import GenerationError, GeneratorUnavailable
 from ragnarok.gateway import StageError

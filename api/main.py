@@ -24,7 +24,7 @@ from ragnarok.judge.cache import JudgeCache
 from ragnarok.query.writer import TextWriter
 from ragnarok.registry import Instances
 from ragnarok.generate.service import GenerationService
-from ragnarok.retrieve.service import RerankService, RetrievalService
+from ragnarok.retrieval_service import RerankService, RetrievalService
 from ragnarok.settings import Settings, get_settings
 
 #: The least time the background builds get to stop at shutdown, however little of the grace is left.

@@ -136,7 +136,7 @@ def make(name: str, nugget_rows, support_rows, answers, segments, cache_dir: Pat
 def evaluate(judge, answers, nugget_rows, support_rows, segments) -> dict:  # type: ignore[no-untyped-def]
     from ragnarok.judge import entail, textrules
     from ragnarok.judge.proxy import cosines
-    from ragnarok.retrieve.vectors import text_vectors
+    from ragnarok.embed.vectors import text_vectors
 
     cosines(["warm"], ["up"])  # MiniLM loaded before the clock
     textrules.stem("warm")  # and nltk (its import, ~0.6 s, is a process's start-up, like MiniLM's load)

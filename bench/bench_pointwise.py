@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from ragnarok.rerank.embedding import candidate_texts  # noqa: E402
 from ragnarok.rerank.tiny import CORPUS, build_tiny_cross_encoder, build_tiny_monot5  # noqa: E402
-from ragnarok.retrieve.service import RerankService  # noqa: E402
+from ragnarok.retrieval_service import RerankService  # noqa: E402
 from ragnarok.settings import Settings  # noqa: E402
 from ragnarok.types import Request  # noqa: E402
 

@@ -173,14 +173,14 @@ def main() -> int:  # noqa: C901, PLR0915 - one script, read top to bottom
             searcher.search("warm up", 10)
             loaded["lucene"] = searcher
         elif item == "torch":
-            from ragnarok.retrieve.encoders import load_backend
+            from ragnarok.embed.backends import load_backend
 
             enc = Encoder("minilm", backend="torch")
             enc._st = load_backend(resolve_model("minilm"), "torch", cache_dir)  # noqa: SLF001
             enc.encode(["warm up"], query=True)
             loaded["torch"] = enc
         elif item == "onnx":
-            from ragnarok.retrieve.encoders import load_backend
+            from ragnarok.embed.backends import load_backend
 
             enc = Encoder("minilm", backend=args.onnx_backend)
             enc._st = load_backend(resolve_model("minilm"), args.onnx_backend, cache_dir)  # noqa: SLF001

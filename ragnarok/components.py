@@ -6,18 +6,14 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from ragnarok.generate.base import GeneratorConfig
-from ragnarok.generate.cohere_chat import CohereGenerator
-from ragnarok.generate.extractive import ExtractiveGenerator
-from ragnarok.generate.llama_cpp import LlamaCppGenerator
-from ragnarok.generate.openai_compat import OpenAIChatGenerator
+from ragnarok.generate.backends import GENERATOR_BACKENDS  # noqa: F401 - re-exported (its old home)
 from ragnarok.model_paths import A_DIRECTORY, looks_like_path, model_dir
 from ragnarok.passage.base import PassageStage
 from ragnarok.passage.compress import Compress
 from ragnarok.passage.filters import Collapse, Cutoff, Percentile, Reorder, SimilarityCutoff
 from ragnarok.passage.llmcompress import LLMCompress
 from ragnarok.passage.window import AutoMerge, Neighbours
-from ragnarok.protocols import Generator, Reranker, Retriever
+from ragnarok.protocols import Reranker, Retriever
 from ragnarok.query.stages import DECOMPOSE, HYDE, MULTIQUERY, QUERY2DOC, QueryStageDef
 from ragnarok.quoting import quote
 from ragnarok.registry import ComponentArgumentError, Registry, UnknownComponentError
@@ -38,7 +34,6 @@ from ragnarok.retrieve.remote import RemoteRetriever
 from ragnarok.settings import Settings
 
 RETRIEVERS: Registry[Retriever] = Registry("retriever")
-GENERATOR_BACKENDS: Registry[Generator] = Registry("generator backend")
 RERANKERS: Registry[Reranker] = Registry("reranker")
 
 
@@ -133,18 +128,6 @@ RETRIEVERS.register("dense", _dense, "dense retrieval: dense:MODEL (minilm offli
                     "dense:prebuilt:NAME (a Lucene HNSW index unpacked in RAGNAROK_PREBUILT_DIR)")
 
 
-def _extractive(config: GeneratorConfig) -> Generator:
-    """``model``: the similarity (minilm, bm25); ``max_answer_words`` and ``max_contexts`` as configured."""
-    return ExtractiveGenerator(name=config.name, max_words=config.max_answer_words or 150,
-                               max_contexts=config.max_contexts or 10,
-                               similarity="bm25" if config.model == "bm25" else "minilm")
-
-
-GENERATOR_BACKENDS.register("openai", OpenAIChatGenerator, "OpenAI or any OpenAI-compatible server (vLLM, llama.cpp)")
-GENERATOR_BACKENDS.register("azure", OpenAIChatGenerator, "Azure OpenAI")
-GENERATOR_BACKENDS.register("cohere", CohereGenerator, "Cohere chat with native document grounding")
-GENERATOR_BACKENDS.register("llama-cpp", LlamaCppGenerator, "an embedded GGUF model via llama-cpp-python")
-GENERATOR_BACKENDS.register("extractive", _extractive, "no model: the candidates' best sentences, cited")
 
 
 def _listwise_over(generator: str, settings: Settings, name: str, passes: int = 1) -> Reranker:

@@ -83,7 +83,7 @@ def check_java(settings: Settings, needed: bool) -> Check:
 
 def check_index(settings: Settings, name: str, source: str) -> Check:
     from ragnarok.collection.demo_index import dense_build_reason  # noqa: PLC0415
-    from ragnarok.collection.lucene_index import is_lucene_index  # noqa: PLC0415
+    from ragnarok.index_files import is_lucene_index  # noqa: PLC0415
     from ragnarok.retrieve.dense import is_dense_index, rebuild_command  # noqa: PLC0415
 
     if source.startswith(("http://", "https://")):

@@ -11,7 +11,7 @@ import json
 import logging
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
@@ -19,38 +19,16 @@ from pydantic import BaseModel
 
 from ragnarok import logs, metrics
 from ragnarok.fuse import cc, dbsf, ranked, rrf
-from ragnarok.generate.streaming import StreamEvent
 from ragnarok.query.stages import Expansion
 from ragnarok.quoting import shorten
 from ragnarok.spec import Fusion, Node, Pipeline, QueryStage, Rerank, Source
+from ragnarok.trace import StageError, StageTrace
 from ragnarok.types import Candidate, Doc, Query, RagAnswer, Request
 
 GENERATION_K = 20
 log = logging.getLogger(__name__)
 #: The first stage of a pipeline that starts from given candidates (``PipelineRunner.run(given=...)``).
 GIVEN = "given"
-
-
-class StageError(RuntimeError):
-    """A stage failed: ``status`` is what the gateway answers (the stage's 4xx, 503 or 504, else 502)."""
-
-    def __init__(self, stage: str, status: int, detail: Any, retry_after: str | None = None):
-        self.stage, self.status, self.detail = stage, status, detail
-        self.retry_after = retry_after  # the stage's Retry-After (a 503 while an index is being built)
-        super().__init__(f"stage {stage!r} failed ({status}): {detail}")
-
-
-@dataclass
-class StageTrace:
-    """One stage as the gateway saw it: ``latency_ms`` from the gateway's side (HTTP hop included),
-    ``service_ms`` the services' own time from their ``Server-Timing`` headers (parallel calls: the longest)."""
-
-    stage: str
-    k: int
-    latency_ms: float
-    ranking: list[str] = field(default_factory=list)
-    service_ms: float | None = None
-    detail: dict[str, Any] | None = None  # query, passage and generation stages: what the stage did
 
 
 def server_time_ms(headers: Any) -> float | None:
@@ -352,12 +330,6 @@ class PipelineRunner:
         fields = {"topic": topic.text, "topic_id": str(topic.qid), "generator": gen.name, "template": gen.template,
                   "k": GENERATION_K, "notes": True}
         return json_body({**fields, "stream": True} if stream else fields, request=top)
-
-    def stream(self, pipeline: Pipeline, topic: Query) -> AsyncIterator[StreamEvent]:
-        """:meth:`run`, streamed: :func:`ragnarok.gateway_stream.stream_pipeline`."""
-        from ragnarok.gateway_stream import stream_pipeline  # noqa: PLC0415 - the streamed half of the runner
-
-        return stream_pipeline(self, pipeline, topic)
 
 
 def _trace(stage: str, k: int, start: float, request: Request, service_ms: float | None) -> StageTrace:

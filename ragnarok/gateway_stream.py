@@ -1,4 +1,5 @@
-"""The gateway's streamed half (issue 25): :meth:`ragnarok.gateway.PipelineRunner.stream`.
+"""The gateway's streamed half (issue 25): :func:`stream_pipeline`, :meth:`ragnarok.gateway.PipelineRunner.run`
+streamed (above the gateway: it drives a runner; the runner knows nothing of it).
 
 A ``stage`` event as each stage before the generator finishes, then the generator's own events (``references``,
 ``delta``, ``sentence``) as it writes, then ``stage`` for the generator and ``done`` with the

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol, runtime_checkable
+from typing import Protocol, runtime_checkable
 
-from ragnarok.types import Candidate, Query, RagAnswer, Request
-
-if TYPE_CHECKING:
-    from ragnarok.generate.prompts import PromptTemplate
+from ragnarok.types import Candidate, PromptTemplate, Query, RagAnswer, Request
 
 
 @runtime_checkable

@@ -137,7 +137,7 @@ def load_pipeline(spec: str) -> Any:
 def _retriever_ranking(retriever: str, topics: list, settings: Settings, index: str | None, k: int,
                        threads: int) -> dict[str, list[tuple[str, float]]]:
     from ragnarok.registry import UnknownComponentError  # noqa: PLC0415
-    from ragnarok.retrieve.service import RetrievalService  # noqa: PLC0415
+    from ragnarok.retrieval_service import RetrievalService  # noqa: PLC0415
     from ragnarok.types import Query  # noqa: PLC0415
 
     try:

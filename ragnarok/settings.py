@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from ragnarok.generate.base import GeneratorConfig
+from ragnarok.generator_config import GeneratorConfig
 
 DEMO_INDEX = "demo"
 
@@ -116,7 +116,7 @@ class Settings(BaseSettings):
                                           "(flat) search up to this many segments, HNSW over 8-bit codes "
                                           "(hnsw-sq8) past it.")
     sentence_store_max_segments: int = Field(8_000, ge=0, description="Dense builds write the sentence store "
-                                             "(ragnarok.retrieve.vectors) by default for collections of at most "
+                                             "(ragnarok.embed.vectors) by default for collections of at most "
                                              "this many segments (the demo's 6,282 included): it costs ~4.5 KB "
                                              "and ~65 % more encoding per segment and saves ~70-200 ms per "
                                              "extractive answer (docs/SCALE.md); `--sentence-store` forces it.")

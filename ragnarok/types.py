@@ -142,3 +142,22 @@ class RagAnswer(_Model):
         return cls(topic_id=topic_id, topic=topic, references=references, response_length=length, answer=answer)
 
 
+class PromptTemplate(BaseModel):
+    """A prompt template (:mod:`ragnarok.generate.prompts` loads them): a core type, since the
+    :class:`~ragnarok.protocols.Generator` protocol names it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    description: str = ""
+    system: str
+    user: str
+    context_format: str = "[{i}] {title}: {text}"
+    max_words: int = 400
+
+    def format_context(self, i: int, title: str, text: str, docid: str = "") -> str:
+        """One numbered context; without a title, ``{title}: `` is left out of the format."""
+        fmt = self.context_format
+        if not title:
+            fmt = fmt.replace("{title}: ", "").replace("{title}", "")
+        return fmt.format(i=i, title=title, text=text, docid=docid).rstrip()

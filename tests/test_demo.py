@@ -9,7 +9,7 @@ import pytest
 from ragnarok.collection.demo import iter_demo_documents
 from ragnarok.collection.segment import Segmenter
 from ragnarok.evaluate import evaluate, read_qrels
-from ragnarok.retrieve.service import RetrievalService
+from ragnarok.retrieval_service import RetrievalService
 from ragnarok.topics import load_topics
 from ragnarok.types import Query
 

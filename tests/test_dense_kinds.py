@@ -170,7 +170,7 @@ def test_the_api_answers_503_and_the_cli_one_error_line_naming_the_mismatch(luce
 def test_lucene_hnsw_and_a_prebuilt_index_by_name(lucene_dir, built, tmp_path):
     """Anserini's HNSW index, written by write_dense_index and searched by vector, finds what exact search
     finds; the same index unpacked under a name is `dense:prebuilt:NAME` with its query encoder."""
-    from ragnarok.retrieve.service import RetrievalService
+    from ragnarok.retrieval_service import RetrievalService
     from ragnarok.settings import Settings
 
     vectors = clustered(N, DIM)[:600]

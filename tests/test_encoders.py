@@ -1,4 +1,4 @@
-"""The dense encoder backends (ragnarok/retrieve/encoders.py): the ONNX export of the packaged MiniLM gives the
+"""The dense encoder backends (ragnarok/embed/backends.py): the ONNX export of the packaged MiniLM gives the
 PyTorch vectors within float32 rounding, so the same rankings, on a small fixture."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import pytest
 from test_dense import DOCS, PARAPHRASES
 
 from ragnarok.retrieve.dense import Encoder
-from ragnarok.retrieve.encoders import NotExportableError, load_backend
+from ragnarok.embed.backends import NotExportableError, load_backend
 
 TEXTS = [f"{title}\n{body}" for _, title, body in DOCS]
 QUERIES = [q for q, _ in PARAPHRASES] + ["x", "The gzip module provides a simple interface. " * 60]  # > 256 tokens

@@ -64,7 +64,7 @@ def test_stale_dense_index_is_refused_then_rebuilt(stale):
 
 
 def describe(lucene: Path) -> tuple[bool, str]:
-    from ragnarok.retrieve.service import RetrievalService
+    from ragnarok.retrieval_service import RetrievalService
     from ragnarok.settings import Settings
 
     info = next(i for i in RetrievalService(Settings(indexes={"x": str(lucene)})).describe()

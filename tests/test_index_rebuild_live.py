@@ -83,7 +83,7 @@ def test_a_rebuilt_index_is_noticed_by_a_running_server(tmp_path):
 
 
 def test_an_unchanged_index_keeps_its_retrievers(tmp_path):
-    from ragnarok.retrieve.service import RetrievalService
+    from ragnarok.retrieval_service import RetrievalService
 
     lucene = tmp_path / "idx"
     index_documents(iter(docs(4)), lucene)

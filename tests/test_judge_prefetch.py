@@ -12,7 +12,7 @@ from ragnarok.judge.nuggets import Nugget, TopicNuggets
 from ragnarok.judge.proxy import ProxyJudge
 from ragnarok.judge.service import Watched
 from ragnarok.retrieve.dense import shared_encoder
-from ragnarok.retrieve.vectors import text_vectors
+from ragnarok.embed.vectors import text_vectors
 
 QUERY = "compress a file with gzip"
 NUGGETS = ["use the gzip module", "gzip.open opens a file for compressed writing",

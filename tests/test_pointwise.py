@@ -31,7 +31,7 @@ from ragnarok.rerank.monot5 import MonoT5Reranker
 from ragnarok.rerank.pointwise import PointwiseReranker
 from ragnarok.rerank.rank_llm_adapter import RankLLMReranker
 from ragnarok.rerank.tiny import build_tiny_cross_encoder, build_tiny_monot5
-from ragnarok.retrieve.service import RerankService
+from ragnarok.retrieval_service import RerankService
 from ragnarok.settings import Settings
 from ragnarok.types import Request
 

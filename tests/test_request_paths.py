@@ -20,7 +20,7 @@ from ragnarok.model_paths import dir_bytes
 from ragnarok.registry import ComponentArgumentError
 from ragnarok.rerank.cross_encoder import CrossEncoderReranker
 from ragnarok.rerank.tiny import build_tiny_cross_encoder
-from ragnarok.retrieve.service import RerankService
+from ragnarok.retrieval_service import RerankService
 from ragnarok.settings import Settings
 
 REQUEST = {"query": {"text": "compress a file with gzip"}, "candidates": [

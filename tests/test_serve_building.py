@@ -19,7 +19,7 @@ from servers import ragnarok_serve
 from ragnarok.collection.demo_index import remove_abandoned
 from ragnarok.collection.lucene_index import index_documents
 from ragnarok.retrieve.dense import dense_dir
-from ragnarok.retrieve.service import RetrievalService
+from ragnarok.retrieval_service import RetrievalService
 from ragnarok.settings import Settings
 from ragnarok.types import Query
 

@@ -20,7 +20,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from servers import serve_app
 
-from ragnarok.auth.meter import Meter, metering
+from ragnarok.meter import Meter, metering
 from ragnarok.generate.base import GenerationError, GeneratorConfig
 from ragnarok.generate.cohere_chat import CohereGenerator
 from ragnarok.generate.llama_cpp import LlamaCppGenerator

@@ -137,7 +137,7 @@ async def evaluate(body: EvaluateBody, http: HttpRequest, settings: SettingsDep,
     from ragnarok.judge.nuggets import Nugget, TopicNuggets
     from ragnarok.judge.service import Watched, make_judge
     from ragnarok.retrieve.lucene import LuceneRetriever
-    from ragnarok.retrieve.service import source_kind
+    from ragnarok.retrieval_service import source_kind
 
     _bounds(body, settings.max_segment_chars, settings.max_query_chars)
     start = time.perf_counter()

@@ -17,6 +17,7 @@ from ragnarok.cancel import CancelToken, watched
 from api.sse import EventStream, encode, primed
 from api.sse import body as sse_body
 from ragnarok.gateway import PipelineRun, PipelineRunner, Services
+from ragnarok.gateway_stream import stream_pipeline
 from ragnarok.generate.streaming import StreamEvent
 from ragnarok.logs import outgoing_headers, request_id
 from ragnarok.presets import DEFAULT_PIPELINES, PRESETS, default_pipeline, resolve, retrievers, saved_presets
@@ -108,7 +109,7 @@ async def rag(body: RagBody, http: HttpRequest, settings: SettingsDep) -> Respon
     headers = {k: v.encode("ascii", "backslashreplace").decode() for k, v in headers.items()}
     topic = Query(text=body.topic, qid=body.topic_id)
     if body.stream:
-        events = runner.stream(pipeline, topic)
+        events = stream_pipeline(runner, pipeline, topic)
         head = await primed(events)
 
         def render(event: StreamEvent) -> bytes:

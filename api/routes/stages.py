@@ -27,7 +27,7 @@ from ragnarok.passage.llmcompress import (
 )
 from ragnarok.passage.lookup import MAX_PREFIX_CHARS, MAX_PREFIXES, SegmentLookup
 from ragnarok.query.stages import MAX_SELECT_SENTENCES, SELECT_MAX_TOKENS, parse_selection, select_messages
-from ragnarok.retrieve.service import source_kind
+from ragnarok.retrieval_service import source_kind
 from ragnarok.types import Candidate, Integer
 
 router = APIRouter(prefix="/v1", tags=["stages"], route_class=StrictJSONRoute)

@@ -2,7 +2,7 @@
 
 Every LLM call is counted as its generator's attempts (the first and each retry: ``GeneratorConfig.attempts``),
 since each attempt is an HTTP request a paid backend may bill. The figures are upper bounds: the meter
-(:mod:`ragnarok.auth.meter`) refuses any call past the reservation, so an estimate that were too low would stop
+(:mod:`ragnarok.meter`) refuses any call past the reservation, so an estimate that were too low would stop
 a request, never let it spend more.
 
 - ``POST /v1/generate``, ``POST /v1/write``: one call of the named generator (none for ``extractive``).

@@ -13,22 +13,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import re
-
-import blingfire
+from ragnarok.sentences import _PARAGRAPH, sentence_spans  # noqa: F401 - re-exported (their old home)
 
 WINDOW = 10
 STRIDE = 5
-_PARAGRAPH = re.compile(r"\S(?:.*?\S)?(?=\s*\n[ \t]*\n|\s*$)", re.S)
-
-
-def sentence_spans(body: str) -> list[tuple[int, int]]:
-    """Character spans of the sentences of ``body``, paragraph by paragraph."""
-    spans = []
-    for paragraph in _PARAGRAPH.finditer(body):
-        _, offsets = blingfire.text_to_sentences_and_offsets(paragraph.group(0))
-        spans.extend((paragraph.start() + a, paragraph.start() + b) for a, b in offsets if b > a)
-    return spans
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,8 @@ from ragnarok.collection.build_dir import (
     write_json,
 )
 from ragnarok.collection.jsonl import CollectionFormatError, is_segmented
-from ragnarok.collection.lucene_index import NO_SEGMENTS, _anserini, _put_in_place
+from ragnarok.collection.lucene_index import NO_SEGMENTS, _anserini
+from ragnarok.index_files import put_in_place
 from ragnarok.collection.segment import STRIDE, WINDOW
 
 SHARD_SEGMENTS = 1_000_000
@@ -320,7 +321,7 @@ def _merge(work: Path, counts: list[int], output: Path) -> None:
             shutil.rmtree(merged, ignore_errors=True)
             raise disk_full("merging the shards") from None
         raise
-    _put_in_place(merged, output)
+    put_in_place(merged, output)
 
 
 def add_indexes(shards: list[Path], merged: Path) -> None:

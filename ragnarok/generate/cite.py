@@ -10,7 +10,7 @@
    ``*`` italics, bullets, ``1.`` prefixes, an ``Answer:`` label. A heading or an all-bold line that is only
    a label (no sentence punctuation, no citation: ``## Background``, ``**Key findings:**``) is dropped whole.
    Code goes too: a fenced block (```` ``` ```` or ``~~~``, the fences included), a code-only line (``import
-   argparse``, ``x = f(y)``, ``>>> ...``: :data:`ragnarok.generate.code.CODE_LINE`) and a list marker alone on
+   argparse``, ``x = f(y)``, ``>>> ...``: :data:`ragnarok.sentences.CODE_LINE`) and a list marker alone on
    its line; their citation markers stay and go to the sentence before.
 2. Sentences come from blingfire, one line at a time. Markers ``[1]``, ``[1, 2]``, ``[1-3]`` (or en dash),
    ``[1][2]``, ``[Doc 1]``, ``[Document 1]``, ``【1】`` (numbers of 1-3 digits; ``[2020]`` is text) are parsed,
@@ -30,7 +30,7 @@ import re
 
 import blingfire
 
-from ragnarok.generate.code import CODE_LINE
+from ragnarok.sentences import CODE_LINE
 from ragnarok.types import CitedSentence, cut_words, word_count
 
 NO_ANSWER_TEXT = "The provided context does not contain the information needed to answer this question."

@@ -27,7 +27,7 @@ import blingfire
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from ragnarok.auth.meter import add_usage, calling
+from ragnarok.meter import add_usage, calling
 from ragnarok.generate.base import ApiGenerator, BackendError, GenerationError
 from ragnarok.generate.cite import postprocess
 from ragnarok.generate.http import backend_client, post_json

@@ -24,87 +24,25 @@
 
 from __future__ import annotations
 
-import re
 import unicodedata
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Literal
 
-import blingfire
 import numpy as np
 
 from ragnarok.generate.cite import to_references
-from ragnarok.generate.code import is_code
 from ragnarok.generate.finish import GeneratedAnswer, Lexicon, near, terms, word_set
 from ragnarok.generate.prompts import PromptTemplate
+from ragnarok.sentences import is_code, prose_sentences  # is_code: re-exported (its old home)
 from ragnarok.types import Candidate, Query, RagAnswer, word_count
 
 __all__ = ["ExtractiveGenerator", "is_code", "prose_sentences", "terms"]
 
-MIN_WORDS, MAX_WORDS = 5, 60
 #: A sentence must reach this share of the best sentence's relevance to be chosen.
 RELATIVE_FLOOR = 0.6
 #: When no sentence matches the topic: at most this many of the best segment's first sentences, or words of text.
 FALLBACK_SENTENCES, FALLBACK_WORDS = 2, 40
 NO_TEXT_SENTENCE = "The retrieved segments hold no readable text."
-
-
-_NOT_PROSE = re.compile(r">>>|<\w+>|\s--\s.*\s--\s|\(\).*\(\)|\|")
-_BULLET = re.compile(r"^[-*•]\s+")
-_ENDS = re.compile(r"[.!?][\"')\]]*$")
-#: A line that starts with a name and a colon (``gzip.open: Open a ...``, a module's contents listing). A line
-#: break after a sentence end, or before such a line, ends a sentence: wrapped lines are joined before blingfire
-#: splits them, and blingfire does not split before a lowercase word (``string. gzip.open: Open``), so without
-#: it one line's last sentence and the next line's first came out as one sentence, and the first of them again
-#: on its own from an overlapping window that starts between them (issue 35).
-_HEADED = re.compile(r"^[A-Za-z_][\w.]*: \S")
-
-
-def _is_prose(sentence: str, strict: bool = True) -> bool:
-    """A whole sentence of prose: 5-60 words, ending as sentences end, mostly letters, no code in it
-    (``strict=False``: 3-60 words and any ending, for segments that hold no punctuated sentence at all)."""
-    s = sentence.strip()
-    least = MIN_WORDS if strict else 3
-    if not least <= word_count(s) <= MAX_WORDS or (strict and not _ENDS.search(s)) or _NOT_PROSE.search(s):
-        return False
-    return sum(map(str.isalpha, s)) >= 0.7 * len(s.replace(" ", ""))
-
-
-def prose_sentences(text: str, strict: bool = True) -> list[str]:
-    """The segment's prose sentences, in order (code lines and fragments left out, see the module docstring;
-    ``strict=False`` keeps unpunctuated runs of words too). Remembered for the last few thousand segments: the
-    same segments come back across topics, battles and runs."""
-    return list(_prose_sentences(text, strict))
-
-
-@lru_cache(maxsize=4096)
-def _prose_sentences(text: str, strict: bool) -> tuple[str, ...]:
-    paragraphs: list[str] = []
-    current: list[str] = []
-
-    def flush() -> None:
-        if current:
-            paragraphs.append(" ".join(current))
-            current.clear()
-
-    for line in text.split("\n"):
-        stripped = line.strip()
-        if not stripped or is_code(line):
-            flush()
-            continue
-        if _HEADED.match(stripped):  # "gzip.open: Open a ..." (a listing's entry) starts a sentence
-            flush()
-        current.append(_BULLET.sub("", stripped))
-        if _ENDS.search(stripped):  # a line that ends as a sentence ends, ends it (see _HEADED)
-            flush()
-    flush()
-    out = []
-    for paragraph in paragraphs:
-        for s in blingfire.text_to_sentences(" ".join(paragraph.split())).split("\n"):
-            s = s.strip().translate(str.maketrans("[]【】", "()()"))  # only our markers read as citations
-            if _is_prose(s, strict):
-                out.append(s)
-    return tuple(out)
 
 
 @dataclass
@@ -119,7 +57,7 @@ class ExtractiveGenerator:
         return None
 
     def _vectors(self, texts: list[str]) -> np.ndarray:
-        from ragnarok.retrieve.vectors import text_vectors  # noqa: PLC0415 - loads MiniLM on first use
+        from ragnarok.embed.vectors import text_vectors  # noqa: PLC0415 - loads MiniLM on first use
 
         return text_vectors("minilm").encode(texts)  # the sentence store's, else the cache's, else encoded
 

@@ -14,7 +14,6 @@ such a string cannot be encoded as UTF-8, so no answer could carry it.
 from __future__ import annotations
 
 import json
-import re
 import socket
 import threading
 import time
@@ -26,15 +25,11 @@ import httpx
 
 from ragnarok import cancel
 from ragnarok.generate.base import BackendError
-from ragnarok.quoting import quote as quote_short
+from ragnarok.quoting import lone_surrogate  # noqa: F401 - re-exported (its old home)
 from ragnarok.redact import quote
 
 #: A larger answer is not an LLM's: refuse it rather than hold it in memory.
 MAX_BODY_BYTES = 16 * 1024 * 1024
-#: Where a body may hold a lone surrogate: a ``\\uD800``-``\\uDFFF`` escape, or one encoded as (invalid) UTF-8,
-#: which ``json.loads`` of bytes lets through. Only a body that matches is searched string by string.
-_MAYBE_SURROGATE = re.compile(rb"\\u[dD][89a-fA-F]|\xed[\xa0-\xbf]")
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def retry_after_s(headers: httpx.Headers) -> float | None:
@@ -70,34 +65,6 @@ def error_message(body: bytes) -> str:
             if found:
                 return quote(found if isinstance(found, str) else json.dumps(found))
     return quote(text.strip())
-
-
-def lone_surrogate(value: Any, raw: bytes | None = None) -> str | None:
-    """Where a string of ``value`` (parsed JSON) holds a lone surrogate, e.g. ``choices.0.message.content
-    ('\\ud800' at character 12)``; None when none does. Given the UTF-8 ``raw`` it was parsed from, ``value`` is
-    only searched when ``raw`` may hold one."""
-    if raw is not None and not _MAYBE_SURROGATE.search(raw):
-        return None
-    def found(text: str) -> re.Match[str] | None:
-        return None if text.isascii() else _SURROGATE.search(text)
-
-    def where(path: tuple[Any, ...]) -> str:
-        return ".".join(str(p) if not isinstance(p, str) or (len(p) <= 40 and p.isprintable())
-                        else quote_short(p, 40) for p in path) or "the answer"
-
-    stack: list[tuple[Any, tuple[Any, ...]]] = [(value, ())]
-    while stack:
-        item, path = stack.pop()
-        if isinstance(item, dict):
-            for key, child in item.items():
-                if isinstance(key, str) and (m := found(key)):
-                    return f"a key of {where(path)} ({ascii(m.group())} at character {m.start():,})"
-                stack.append((child, (*path, key)))
-        elif isinstance(item, list):
-            stack.extend((child, (*path, i)) for i, child in enumerate(item))
-        elif isinstance(item, str) and (m := found(item)):
-            return f"{where(path)} ({ascii(m.group())} at character {m.start():,})"
-    return None
 
 
 def _shutdown(sock: socket.socket) -> None:

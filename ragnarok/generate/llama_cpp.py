@@ -25,7 +25,7 @@ import anyio
 import anyio.to_thread
 
 from ragnarok import metrics
-from ragnarok.auth.meter import add_tokens, calling
+from ragnarok.meter import add_tokens, calling
 from ragnarok.generate.base import BackendError, GenerationError, GeneratorConfig, GeneratorUnavailable, Guard
 from ragnarok.generate.cite import sentences
 from ragnarok.generate.finish import GeneratedAnswer, repeats, whole_sentences

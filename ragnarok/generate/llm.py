@@ -1,6 +1,6 @@
 """The path every prompt-based backend shares: topic + candidates -> messages -> LLM text -> cited answer.
 
-Per generator (:class:`~ragnarok.generate.base.GeneratorConfig`): the top ``max_contexts`` candidates within the
+Per generator (:class:`~ragnarok.generator_config.GeneratorConfig`): the top ``max_contexts`` candidates within the
 prompt budget (``prompt_budget``), the answer capped at ``max_answer_words`` (the prompt asks for it, and the
 answer keeps its leading sentences that fit), repeated sentences dropped (``drop_repeats``) and citations
 attributed after the fact (``attribution``); an answer that then cites nothing is, with ``uncited="no_answer"``,

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from ragnarok.auth.meter import add_usage, calling
+from ragnarok.meter import add_usage, calling
 from ragnarok.generate.base import ApiGenerator, BackendError, GenerationError
 from ragnarok.generate.finish import whole_sentences
 from ragnarok.generate.http import backend_client, error_message, post_json

@@ -25,33 +25,15 @@ from functools import lru_cache
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import ValidationError
 
 from ragnarok.registry import UnknownComponentError
-from ragnarok.types import Candidate
+from ragnarok.types import Candidate, PromptTemplate  # noqa: F401 - re-exported (its old home)
 
 PACKAGED = Path(__file__).parent / "prompts"
 USER_FIELDS = {"topic": "q", "contexts": "[1] t: x", "n": 1, "max_words": 1}
 CONTEXT_FIELDS = {"i": 1, "title": "t", "text": "x", "docid": "d"}
 Messages = list[dict[str, str]]
-
-
-class PromptTemplate(BaseModel):
-    model_config = ConfigDict(frozen=True)
-
-    name: str
-    description: str = ""
-    system: str
-    user: str
-    context_format: str = "[{i}] {title}: {text}"
-    max_words: int = 400
-
-    def format_context(self, i: int, title: str, text: str, docid: str = "") -> str:
-        """One numbered context; without a title, ``{title}: `` is left out of the format."""
-        fmt = self.context_format
-        if not title:
-            fmt = fmt.replace("{title}: ", "").replace("{title}", "")
-        return fmt.format(i=i, title=title, text=text, docid=docid).rstrip()
 
 
 def approx_tokens(text: str) -> int:

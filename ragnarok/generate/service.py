@@ -10,7 +10,7 @@ import anyio
 import anyio.to_thread
 import httpx
 
-from ragnarok.components import GENERATOR_BACKENDS
+from ragnarok.generate.backends import GENERATOR_BACKENDS
 from ragnarok.generate.base import GeneratorConfig, Guard
 from ragnarok.generate.cite import NO_ANSWER_TEXT
 from ragnarok.generate.prompts import PromptTemplate, get_template
@@ -55,7 +55,7 @@ class GenerationService:
 
     def _create(self, config: GeneratorConfig) -> Generator:
         if config.backend == "extractive" and config.model != "bm25":  # reads MiniLM vectors of sentences
-            from ragnarok.retrieve.vectors import text_vectors  # noqa: PLC0415
+            from ragnarok.embed.vectors import text_vectors  # noqa: PLC0415
 
             text_vectors("minilm").add_stores_under(self.settings.data_dir)  # this service's sentence stores
         return GENERATOR_BACKENDS.create(config.backend, config=config)

@@ -47,8 +47,8 @@ def sentences(text: str) -> list[str]:
 
 def _vectors(texts: Sequence[str]) -> np.ndarray:
     """MiniLM vectors: the sentence store's, else the process's cache of encoded texts, else encoded
-    (:mod:`ragnarok.retrieve.vectors`)."""
-    from ragnarok.retrieve.vectors import text_vectors  # noqa: PLC0415 - loads MiniLM on first use
+    (:mod:`ragnarok.embed.vectors`)."""
+    from ragnarok.embed.vectors import text_vectors  # noqa: PLC0415 - loads MiniLM on first use
 
     return text_vectors("minilm").encode(list(texts))
 
@@ -108,7 +108,7 @@ class ProxyJudge:
         for sentence, passage in support:
             if self._missing("support", [{"sentence": sentence, "passage": passage}]):
                 texts.update(dict.fromkeys(entail.plan_support(sentence, passage).texts))
-        from ragnarok.retrieve.vectors import text_vectors  # noqa: PLC0415
+        from ragnarok.embed.vectors import text_vectors  # noqa: PLC0415
 
         vectors = text_vectors("minilm")
         before = vectors.stats["encoded"]

@@ -110,7 +110,7 @@ def vocabulary() -> frozenset[str]:
     """The MiniLM tokenizer's whole words (its vocab.txt, ordinary English and common names); empty when
     the model is not installed (then every unknown-looking word is a specific only by its shape)."""
     try:
-        from ragnarok.retrieve.dense import resolve_model
+        from ragnarok.embed.encoder import resolve_model
 
         from pathlib import Path
 

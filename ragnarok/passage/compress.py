@@ -16,7 +16,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
-from ragnarok.collection.segment import sentence_spans
+from ragnarok.sentences import sentence_spans
 from ragnarok.passage.base import Detail, StageContext, change, number
 from ragnarok.types import Candidate, Request
 

@@ -36,6 +36,7 @@ from ragnarok.passage.base import Detail, StageContext, change
 from ragnarok.passage.compress import _with_text, sentences
 from ragnarok.quoting import quote
 from ragnarok.registry import ComponentArgumentError
+from ragnarok.trace import StageError
 from ragnarok.types import Candidate, Request
 
 MODES = ("select", "refine", "tree_summarize")
@@ -154,8 +155,6 @@ class LLMCompress:
         return f"passage {self.name}:{self.generator}" + ("" if self.mode == "select" else f":{self.mode}")
 
     async def apply(self, request: Request, k: int, ctx: StageContext) -> tuple[Request, Detail]:
-        from ragnarok.gateway import StageError  # the gateway imports the stages lazily too
-
         top = request.model_copy(update={"candidates": request.candidates[:k]})
         calls = _Calls()
         try:

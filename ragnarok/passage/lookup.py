@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragnarok.collection.lucene_index import is_lucene_index
+from ragnarok.index_files import is_lucene_index
 from ragnarok.retrieve.lucene import IndexNotFoundError, doc_from_raw
 from ragnarok.types import Candidate
 

@@ -45,7 +45,7 @@ class TextWriter:
         self._lock = threading.Lock()
 
     def _writer(self, generator: str, max_tokens: int) -> Any:
-        from ragnarok.components import GENERATOR_BACKENDS
+        from ragnarok.generate.backends import GENERATOR_BACKENDS  # noqa: PLC0415
 
         if generator not in self.configs:
             raise UnknownComponentError("generator", generator, sorted(self.configs))

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ragnarok.rerank.base import reordered
-from ragnarok.retrieve.dense import Encoder
-from ragnarok.retrieve.vectors import text_vectors
+from ragnarok.embed.encoder import Encoder
+from ragnarok.embed.vectors import text_vectors
 from ragnarok.types import Request
 
 
@@ -55,7 +55,8 @@ class EmbeddingReranker:
     _encoder: Encoder | None = field(default=None, init=False, repr=False)
 
     def availability(self) -> str | None:
-        from ragnarok.retrieve.dense import DenseIndexNotFoundError, resolve_model  # noqa: PLC0415
+        from ragnarok.embed.encoder import resolve_model  # noqa: PLC0415
+        from ragnarok.embed.errors import DenseIndexNotFoundError  # noqa: PLC0415
 
         try:
             resolve_model(self.model)

@@ -7,7 +7,7 @@ answers 503 "building, N % done" with ``Retry-After`` (:class:`IndexBuilding`); 
 and ETA). Shutdown cancels the build within one encoder batch (the build's cancel token is one of the server's
 in-flight tokens). The build writes into a temporary directory that is renamed into place only when complete,
 so a build that is stopped or killed never leaves an index that looks complete; what a killed build left beside
-it is removed by the next one (:func:`ragnarok.collection.demo_index.remove_abandoned`).
+it is removed by the next one (:func:`ragnarok.retrieve.dense_ensure.remove_abandoned`).
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ class DenseBuild:
     def start(self, inflight: InFlight | None = None) -> bool:
         """Start building in a thread, unless the index is up to date (then it is ``done`` at once; two small
         files are read here, nothing else). Returns whether a build started."""
-        from ragnarok.collection.demo_index import dense_build_reason  # noqa: PLC0415
+        from ragnarok.retrieve.dense_ensure import dense_build_reason  # noqa: PLC0415
 
         reason = dense_build_reason(self.lucene_dir, self.model, self.kind)
         if reason is None:
@@ -103,7 +103,7 @@ class DenseBuild:
         return True
 
     def _run(self, inflight: InFlight) -> None:
-        from ragnarok.collection.demo_index import ensure_dense_index  # noqa: PLC0415
+        from ragnarok.retrieve.dense_ensure import ensure_dense_index  # noqa: PLC0415
 
         log.warning("building the dense index of %s for %s in the background (%s); BM25 answers meanwhile",
                     self.model, self.lucene_dir, self.why)
@@ -171,7 +171,7 @@ class DenseBuild:
     def built_since(self) -> bool:
         """After a failed or stopped build: whether the index is there and up to date now (built by `ragnarok
         index --dense`, say); if so the build counts as done."""
-        from ragnarok.collection.demo_index import dense_build_reason  # noqa: PLC0415
+        from ragnarok.retrieve.dense_ensure import dense_build_reason  # noqa: PLC0415
 
         if self.status in ("failed", "stopped") and dense_build_reason(self.lucene_dir, self.model, self.kind) is None:
             self.status, self.error = "done", ""

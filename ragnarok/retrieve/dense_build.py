@@ -1,7 +1,7 @@
 """Building a dense index: segments read from a Lucene index, encoded in resumable chunks
 (:mod:`ragnarok.retrieve.dense_chunks`), then assembled into an index of the chosen kind
 (:mod:`ragnarok.retrieve.dense_kinds`), in shards (:mod:`ragnarok.retrieve.dense_shards`), with the sentence store
-beside it (:mod:`ragnarok.retrieve.vectors`). The index's layout is described in :mod:`ragnarok.retrieve.dense`.
+beside it (:mod:`ragnarok.embed.vectors`). The index's layout is described in :mod:`ragnarok.retrieve.dense`.
 
 Memory is bounded by a chunk while encoding; the index is assembled from the memory-mapped chunks, so the
 build holds the index itself (one shard at a time) and :data:`ADD_ROWS` vectors, never all vectors twice.
@@ -65,7 +65,7 @@ def write_dense_index(vectors: np.ndarray | Path | Rows, docids: Sequence[str], 
     one that encodes queries). Same layout and meta as ``ragnarok index --dense``; written aside and put in
     place whole.
     """
-    from ragnarok.collection.lucene_index import _put_in_place, index_identity  # noqa: PLC0415
+    from ragnarok.index_files import index_identity, put_in_place  # noqa: PLC0415
 
     rows = vectors if isinstance(vectors, Rows) else Rows([Path(vectors) if isinstance(vectors, (str, Path))
                                                            else vectors])
@@ -77,7 +77,7 @@ def write_dense_index(vectors: np.ndarray | Path | Rows, docids: Sequence[str], 
     try:
         built_from = index_identity(Path(lucene_dir)) if lucene_dir is not None else None
         meta = _write_index(rows, list(docids), tmp, model, kind, shards, built_from)
-        _put_in_place(tmp, out_dir)
+        put_in_place(tmp, out_dir)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return meta
@@ -172,7 +172,7 @@ def build_dense_index(texts: Iterable[tuple[str, ...]], out_dir: Path, model: st
                       lucene_dir: Path | None = None, progress: Callable[[int], None] | None = None,
                       sentence_store: bool = True, shards: int = 1) -> int:
     """Encode ``(docid, text)`` pairs into a dense index of ``kind`` at ``out_dir``; returns their number.
-    ``sentence_store``: also write the sentence store (:mod:`ragnarok.retrieve.vectors`) in ``sentences/``:
+    ``sentence_store``: also write the sentence store (:mod:`ragnarok.embed.vectors`) in ``sentences/``:
     each text's vector and those of its prose sentences (of the segment given third, ``(docid, text,
     segment)``, else of the text), so answers read them instead of encoding them per request.
     ``lucene_dir``: the Lucene index the texts come from, whose identity the meta records (read before
@@ -187,8 +187,8 @@ def build_dense_index(texts: Iterable[tuple[str, ...]], out_dir: Path, model: st
     """
     from tqdm import tqdm  # noqa: PLC0415
 
-    from ragnarok.collection.lucene_index import _put_in_place, index_identity  # noqa: PLC0415
-    from ragnarok.retrieve.vectors import STORE_DIR, StoreWriter, text_keys  # noqa: PLC0415
+    from ragnarok.index_files import index_identity, put_in_place  # noqa: PLC0415
+    from ragnarok.embed.vectors import STORE_DIR, StoreWriter, text_keys  # noqa: PLC0415
 
     check_kind(kind)
     if total is not None:
@@ -247,13 +247,13 @@ def build_dense_index(texts: Iterable[tuple[str, ...]], out_dir: Path, model: st
             finally:
                 store.close()
         _write_index(chunks.vectors(), chunks.docids(), tmp, model, kind, shards, built_from)
-        _put_in_place(tmp, out_dir)
+        put_in_place(tmp, out_dir)
     shutil.rmtree(partial, ignore_errors=True)
     return count
 
 
 def _store_texts(text: str, segment: str) -> list[str]:
-    from ragnarok.retrieve.vectors import store_texts  # noqa: PLC0415
+    from ragnarok.embed.vectors import store_texts  # noqa: PLC0415
 
     return store_texts(text, segment)
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from ragnarok.retrieve.dense_errors import DenseIndexMismatchError
+from ragnarok.embed.errors import DenseIndexMismatchError
 
 KINDS = ("flat", "hnsw", "hnsw-sq8", "lucene-hnsw")
 CHOICES = (*KINDS, "auto")

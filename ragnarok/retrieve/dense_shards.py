@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ragnarok.retrieve.dense_errors import DenseIndexMismatchError
+from ragnarok.embed.errors import DenseIndexMismatchError
 from ragnarok.retrieve.dense_kinds import read_index, search_params
 
 RESCORE_MARGIN = 16  # extra hits per shard rescored for exact search: near-ties at the k-th place stay in

@@ -19,7 +19,7 @@ from typing import Any, Literal
 from pydantic_core import to_json
 
 from ragnarok import metrics
-from ragnarok.collection.lucene_index import is_lucene_index
+from ragnarok.index_files import is_lucene_index
 from ragnarok.java import import_pyserini_search
 from ragnarok.retrieve.anserini import Hit, LuceneSearcher, batch_search_hits, search_hits
 from ragnarok.retrieve.batcher import SearchBatcher

@@ -4,7 +4,7 @@ indexes (``msmarco-v2.1-doc-segmented-shardNN.arctic-embed-l.hnsw-int8``).
 - :func:`write_lucene_hnsw` writes vectors as a ``JsonDenseVectorCollection`` (``{"docid", "vector"}`` lines) and
   indexes them with Anserini's ``IndexHnswDenseVectors`` (``DenseVectorDocumentGenerator``, M 16, efC 100).
 - :class:`LuceneHnsw` searches one with Anserini's ``HnswDenseSearcher`` by query vector (encoded by our
-  :class:`~ragnarok.retrieve.dense.Encoder`; Anserini's own ONNX encoders are not used).
+  :class:`~ragnarok.embed.encoder.Encoder`; Anserini's own ONNX encoders are not used).
 - :func:`resolve_prebuilt` finds a prebuilt index by name in ``<prebuilt_dir>/NAME/`` (this machine may not
   download), with the query encoder it needs: ``ragnarok-prebuilt.json`` beside it (``{"encoder": MODEL}``)
   or the model its catalog name says (``arctic-embed-l``: ``arctic-l``).
@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ragnarok.retrieve.dense_errors import DenseIndexMismatchError, DenseIndexNotFoundError
+from ragnarok.embed.errors import DenseIndexMismatchError, DenseIndexNotFoundError
 from ragnarok.retrieve.dense_kinds import params
 
 PREBUILT_META = "ragnarok-prebuilt.json"

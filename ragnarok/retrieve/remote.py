@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-from ragnarok.generate.http import lone_surrogate
+from ragnarok.quoting import lone_surrogate
 from ragnarok.retrieve.lucene import doc_from_raw
 from ragnarok.types import Candidate, Doc, Query, Request
 

@@ -8,7 +8,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from ragnarok.collection.lucene_index import is_lucene_index
+from ragnarok.index_files import is_lucene_index
 from ragnarok.components import RERANKERS, RETRIEVERS, request_model_path
 from ragnarok.model_paths import ModelLRU
 from ragnarok.protocols import Reranker, Retriever
@@ -31,7 +31,7 @@ def _stat(path: Path) -> tuple[int, int] | None:
 
 
 def _identity(source: str) -> dict[str, str] | None:
-    from ragnarok.collection.lucene_index import index_identity  # noqa: PLC0415
+    from ragnarok.index_files import index_identity  # noqa: PLC0415
 
     try:
         return index_identity(Path(source))
