@@ -24,7 +24,7 @@ from ragnarok.optimize import cli as optimize_cli
 from ragnarok.search_cli import evaluate_run, search
 from ragnarok.settings import get_settings
 from ragnarok.track import cli as track_cli
-from ragnarok.track import view as track_view
+from ragnarok.viewer import cli as viewer_cli
 
 app = typer.Typer(no_args_is_help=True, add_completion=False, help="Retrieval-augmented generation for TREC RAG.")
 
@@ -282,7 +282,7 @@ app.command("eval-rag")(judge_cli.eval_rag)
 app.command("optimize")(optimize_cli.optimize)
 app.command("run")(track_cli.run)
 app.command("validate")(track_cli.validate)
-app.command("view")(track_view.view)
+app.command("view")(viewer_cli.view)
 app.add_typer(track_cli.topics_app, name="topics")
 app.add_typer(track_cli.convert_app, name="convert")
 app.command("prompt")(prompt_cli.prompt)

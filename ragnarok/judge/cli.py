@@ -52,7 +52,7 @@ def _interrupted() -> str:
             "(cached judgments are not asked again)")
 
 
-def _index_dir(settings: Settings, index: str | None) -> str:
+def index_dir(settings: Settings, index: str | None) -> str:
     if index and Path(index).is_dir():
         return index
     name = index or settings.default_index
@@ -120,7 +120,7 @@ def nuggets(
         from ragnarok.judge.answers import lucene_segments
         from ragnarok.retrieve.lucene import LuceneRetriever
 
-        directory = _index_dir(settings, index)
+        directory = index_dir(settings, index)
         bm25 = LuceneRetriever(name="bm25", source=directory)
 
         def search(query: str, k: int) -> list[tuple[str, str]]:
@@ -169,7 +169,7 @@ def relevance(
     chosen = _judge(settings, judge, retry_failed)
     style = "segment" if umbrela_mode == "umbrela" else "title segment"
     labels, problems = relevance_labels(chosen, read_run(run), given, _topics(topics, settings),
-                                        lucene_segments(_index_dir(settings, index), style), depth, concurrency,
+                                        lucene_segments(index_dir(settings, index), style), depth, concurrency,
                                         mode=umbrela_mode)
     n = write_qrels(output, given, labels)
     _report_stats(chosen)
@@ -317,7 +317,7 @@ def eval_rag(
     if support_mode not in ("all", "trec24"):
         raise ValueError(f"--support-mode: all or trec24, not {support_mode!r}")
     style = "title: segment" if support_mode == "trec24" else "title segment"
-    segments = lucene_segments(_index_dir(settings, index), style) if support else None
+    segments = lucene_segments(index_dir(settings, index), style) if support else None
     chosen = _judge(settings, judge, retry_failed) if (nugget_sets is not None or support or geval) else None
     if geval and chosen is not None and chosen.proxy:
         raise ValueError("--geval needs an LLM judge (--judge NAME); the proxy judge gives no G-Eval scores")

@@ -43,7 +43,7 @@ class TopicNuggets(BaseModel):
     nuggets: list[Nugget]
 
 
-def _topic(data: object, where: str) -> TopicNuggets:
+def topic_nuggets(data: object, where: str) -> TopicNuggets:
     if not isinstance(data, dict):
         raise ValueError(f"{where}: expected a JSON object, got {type(data).__name__}")
     query, qid = data.get("query", ""), data.get("qid")
@@ -76,7 +76,7 @@ def read_nuggets(path: str | Path) -> dict[str, TopicNuggets]:
     """A nugget file (ours or nuggetizer's) by qid; a line that is no nugget set is a ValueError naming it."""
     out: dict[str, TopicNuggets] = {}
     for where, data in json_lines(path):
-        topic = _topic(data, where)
+        topic = topic_nuggets(data, where)
         if topic.qid in out:
             raise ValueError(f"{where}: topic {topic.qid} appears twice")
         out[topic.qid] = topic

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from importlib.resources import files
 
-from ragnarok.track.view import View, view_json
+from ragnarok.viewer.model import View, view_json
 
 MARK = "__DATA__"
 
 
 def page(view: View) -> bytes:
     """The HTML page of ``view`` (UTF-8)."""
-    template = files("ragnarok.track").joinpath("view.html").read_text(encoding="utf-8")
+    template = files("ragnarok.viewer").joinpath("page.html").read_text(encoding="utf-8")
     before, _, after = template.partition(MARK)
     return (before + view_json(view) + after).encode("utf-8")

@@ -1,7 +1,7 @@
-"""``ragnarok view``: a run (or two) rendered for people: each topic's answer, every citation resolved to the
+"""What ``ragnarok view`` shows: a run (or two) rendered for people: each topic's answer, every citation resolved to the
 cited segment's text (looked up in an index; a docid the index lacks is shown as such) and, given nuggets or
 assignments, each nugget's label and the topic's scores. Plain text at 80 columns, or with ``--html`` one
-self-contained page (:mod:`ragnarok.track.view_html`)."""
+self-contained page (:mod:`ragnarok.viewer.page`)."""
 
 from __future__ import annotations
 
@@ -11,13 +11,9 @@ import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Optional
 
-import typer
-
-from ragnarok.cli_errors import fails_cleanly
 from ragnarok.judge.answers import Answer, read_answers
-from ragnarok.judge.nuggets import Nugget, _topic, json_lines, nugget_scores, read_nuggets
+from ragnarok.judge.nuggets import Nugget, json_lines, nugget_scores, read_nuggets, topic_nuggets
 from ragnarok.quoting import quote
 from ragnarok.registry import suggest
 from ragnarok.track.formats import record_year
@@ -113,7 +109,7 @@ def read_assignments(path: Path, runs: list[Run]) -> list[dict[str, Labels]]:
     run id or file name; untagged lines, or a file with one tag only, go to every run."""
     tagged: dict[str | None, dict[str, Labels]] = {}
     for where, data in json_lines(path):
-        topic = _topic(data, where)
+        topic = topic_nuggets(data, where)
         tag = data.get("run_id", data.get("variant"))
         tagged.setdefault(None if tag is None else str(tag), {})[topic.qid] = Labels(topic.nuggets)
     if not any(labels.assessed for group in tagged.values() for labels in group.values()):
@@ -265,45 +261,3 @@ def view_json(view: View) -> str:
             "docs": view.segments, "topics": topics}
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-
-
-@fails_cleanly
-def view(
-    runs: Annotated[list[Path], typer.Argument(
-        metavar="RUN [RUN2]", help="One or two runs (JSONL, the 2024 or 2025 format).")],
-    nuggets: Annotated[Optional[Path], typer.Option(help="Nugget file (ours or nuggetizer's): each "
-                                                         "topic's nuggets, labelled if assigned.")] = None,
-    assignments: Annotated[Optional[Path], typer.Option(
-        help="Assigned nuggets (eval-rag --assignments, nuggetizer's assign output): labels and "
-             "scores.")] = None,
-    topics: Annotated[Optional[str], typer.Option(help="Topic ids (comma-separated), or a topic set or "
-                                                       "file: only those topics.")] = None,
-    html: Annotated[Optional[Path], typer.Option(
-        help="Write one self-contained HTML page here instead (score bars, filters, two runs side by "
-             "side).")] = None,
-    index: Annotated[Optional[str], typer.Option(help="Index name or Lucene index directory the cited "
-                                                      "segments are read from (default: settings').")] = None,
-) -> None:
-    """Show a run for people: each topic's answer, its citations resolved to the cited segments' text, and
-    nugget labels; give two runs to compare them."""
-    from ragnarok.judge.answers import lucene_segments  # noqa: PLC0415
-    from ragnarok.judge.cli import _index_dir  # noqa: PLC0415
-    from ragnarok.settings import get_settings  # noqa: PLC0415
-    from ragnarok.track.cli import resolve_topics  # noqa: PLC0415
-
-    if len(runs) > 2:
-        raise ValueError(f"view takes one or two runs, got {len(runs)}")
-    if nuggets is not None and assignments is not None:
-        raise ValueError("give --nuggets or --assignments, not both (assignments carry their nuggets)")
-    settings = get_settings()
-    loaded = load_view(runs, topics, nuggets, assignments,
-                       lambda: lucene_segments(_index_dir(settings, index)),
-                       lambda source: [t.qid for t in resolve_topics(source, settings)])
-    if html is None:
-        typer.echo(terminal(loaded), nl=False)
-        return
-    from ragnarok.track.output import atomic_write  # noqa: PLC0415
-    from ragnarok.track.view_html import page  # noqa: PLC0415
-
-    atomic_write(html, page(loaded))
-    typer.echo(f"wrote {html} ({len(loaded.qids)} topics, {len(loaded.runs)} runs)", err=True)

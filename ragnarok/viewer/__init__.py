@@ -1,0 +1,1 @@
+"""``ragnarok view``: runs rendered for people, in the terminal or as one self-contained HTML page."""

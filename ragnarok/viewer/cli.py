@@ -1,0 +1,54 @@
+"""``ragnarok view RUN [RUN2]``: the command (the view's model in :mod:`ragnarok.viewer.model`, its HTML page in
+:mod:`ragnarok.viewer.page`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from ragnarok.cli_errors import fails_cleanly
+from ragnarok.viewer.model import load_view, terminal
+
+
+@fails_cleanly
+def view(
+    runs: Annotated[list[Path], typer.Argument(
+        metavar="RUN [RUN2]", help="One or two runs (JSONL, the 2024 or 2025 format).")],
+    nuggets: Annotated[Optional[Path], typer.Option(help="Nugget file (ours or nuggetizer's): each "
+                                                         "topic's nuggets, labelled if assigned.")] = None,
+    assignments: Annotated[Optional[Path], typer.Option(
+        help="Assigned nuggets (eval-rag --assignments, nuggetizer's assign output): labels and "
+             "scores.")] = None,
+    topics: Annotated[Optional[str], typer.Option(help="Topic ids (comma-separated), or a topic set or "
+                                                       "file: only those topics.")] = None,
+    html: Annotated[Optional[Path], typer.Option(
+        help="Write one self-contained HTML page here instead (score bars, filters, two runs side by "
+             "side).")] = None,
+    index: Annotated[Optional[str], typer.Option(help="Index name or Lucene index directory the cited "
+                                                      "segments are read from (default: settings').")] = None,
+) -> None:
+    """Show a run for people: each topic's answer, its citations resolved to the cited segments' text, and
+    nugget labels; give two runs to compare them."""
+    from ragnarok.judge.answers import lucene_segments  # noqa: PLC0415
+    from ragnarok.judge.cli import index_dir  # noqa: PLC0415
+    from ragnarok.settings import get_settings  # noqa: PLC0415
+    from ragnarok.track.cli import resolve_topics  # noqa: PLC0415
+
+    if len(runs) > 2:
+        raise ValueError(f"view takes one or two runs, got {len(runs)}")
+    if nuggets is not None and assignments is not None:
+        raise ValueError("give --nuggets or --assignments, not both (assignments carry their nuggets)")
+    settings = get_settings()
+    loaded = load_view(runs, topics, nuggets, assignments,
+                       lambda: lucene_segments(index_dir(settings, index)),
+                       lambda source: [t.qid for t in resolve_topics(source, settings)])
+    if html is None:
+        typer.echo(terminal(loaded), nl=False)
+        return
+    from ragnarok.track.output import atomic_write  # noqa: PLC0415
+    from ragnarok.viewer.page import page  # noqa: PLC0415
+
+    atomic_write(html, page(loaded))
+    typer.echo(f"wrote {html} ({len(loaded.qids)} topics, {len(loaded.runs)} runs)", err=True)
