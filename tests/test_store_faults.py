@@ -143,6 +143,7 @@ def test_postgresql_restarted_under_load(own_postgres, demo_settings, tmp_path):
                 assert httpx.post(open_url + "/v1/retrieve", json=TOPIC, timeout=60).status_code == 200
                 unknown = httpx.get(a + "/v1/templates", headers=_bearer("rk_" + "x" * 43), timeout=60)
                 assert unknown.status_code == 503 and unknown.headers["retry-after"] == "5", unknown.text
+                _usage_fails_cleanly(url)
                 own_postgres.start()
                 up = time.monotonic()
                 load.until(lambda: load.count(200, up) >= 2, 60, "a keyed answer after PostgreSQL's return")
@@ -176,6 +177,43 @@ def test_postgresql_restarted_under_load(own_postgres, demo_settings, tmp_path):
     assert recorded == {battle for _, battle, ok, _ in load.voted if ok}
     refused = [html for *_, ok, html in load.voted if not ok]
     assert refused and all("try again in a few seconds" in html and "postgresql" not in html for html in refused)
+
+
+def _usage_fails_cleanly(url: str) -> None:
+    """``ragnarok keys usage`` without its database: one ``error:`` line, exit 2."""
+    from typer.testing import CliRunner
+
+    from ragnarok.auth.cli import keys_app
+    from ragnarok.settings import get_settings
+
+    get_settings.cache_clear()  # the command reads its settings from this environment
+    try:
+        out = CliRunner().invoke(keys_app, ["usage"], env={"RAGNAROK_DATABASE_URL": url})
+    finally:
+        get_settings.cache_clear()
+    assert out.exit_code == 2 and out.output.startswith("error: ") and "Traceback" not in out.output, out.output
+
+
+def test_a_spend_cut_by_the_outage_is_recorded_when_the_database_is_back(own_postgres):
+    """A request reserved before PostgreSQL went away and ended while it was gone: its spend waits (its
+    reservation still counted) and is recorded once when the database is back; settled again (an answer lost),
+    it adds nothing. The audit row queued meanwhile is written too."""
+    from ragnarok.auth.store import AuthStore
+
+    store = AuthStore(own_postgres.url)
+    key, _ = store.create("cut", ["generate"], budget_calls=10)
+    principal = key.principal()
+    reservation = store.reserve(principal, 3)
+    own_postgres.stop()
+    store.settle(reservation, 2, 20)  # no error: it waits
+    store.audit({"owner": principal.owner, "key_name": "cut", "method": "POST", "route": "/v1/generate",
+                 "status": 200, "generators": "{}", "calls": 2, "tokens": 20, "ms": 1.0})
+    own_postgres.start()
+    store.flush(30)
+    assert store.usage(principal.owner)[0]["calls"] == 2 and store.left(principal) == 8
+    store.settle(reservation, 2, 20)  # again: already settled
+    assert store.usage(principal.owner)[0]["calls"] == 2 and store.left(principal) == 8
+    assert [r["status"] for r in store.audit_rows(principal.owner)] == [200]
 
 
 def test_redis_down_fails_closed(demo_settings, tmp_path):
