@@ -2,7 +2,7 @@
 spend of requests that ended while the database was unreachable.
 
 A :class:`Backlog` writes what is queued in batches, in order, from one background thread. A batch that fails
-because the database cannot be reached (an ``OperationalError``: refused, shut down, timed out) is retried with
+because the database cannot be reached (refused, shut down, timed out: :func:`unreachable`) is retried with
 a growing pause (at most :data:`MAX_PAUSE_S`) until the database is back, so an outage loses none of it; a
 batch that fails otherwise is logged and dropped (it would never be written). At most ``most`` items wait: past
 that the oldest are dropped, logged. Items still queued when the process exits are lost (the process never
@@ -20,6 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from ragnarok.arena.db import describe
 
@@ -30,9 +31,10 @@ BATCH = 500
 
 
 def unreachable(exc: BaseException) -> bool:
-    """Whether ``exc`` (or its cause) says the database could not be reached or did not answer in time."""
+    """Whether ``exc`` (or its cause) says the database could not be reached or did not answer in time (a
+    pooled connection not free within the pool's timeout included)."""
     while exc is not None:
-        if isinstance(exc, (OperationalError, InterfaceError)):
+        if isinstance(exc, (OperationalError, InterfaceError, PoolTimeout)):
             return True
         exc = exc.__cause__  # type: ignore[assignment]
     return False
