@@ -60,10 +60,14 @@ def _run_as() -> tuple[list[str], str | None]:
 
 
 class Cluster:
-    """A running cluster: ``url`` (its ``postgres`` database), :meth:`stop` and :meth:`start` with ``pg_ctl``."""
+    """A running cluster: ``url`` (its ``postgres`` database), :meth:`stop` and :meth:`start` with ``pg_ctl``,
+    :meth:`postmaster` (the server's process id, to pause it with SIGSTOP: no new connection is answered)."""
 
-    def __init__(self, url: str, pg_ctl: Callable[..., None]):
-        self.url, self._pg_ctl = url, pg_ctl
+    def __init__(self, url: str, pg_ctl: Callable[..., None], data: Path):
+        self.url, self._pg_ctl, self._data = url, pg_ctl, data
+
+    def postmaster(self) -> int:
+        return int((self._data / "postmaster.pid").read_text().split()[0])
 
     def stop(self) -> None:
         """``pg_ctl stop -m fast``: the sessions are ended, the server gone when it returns."""
@@ -109,7 +113,7 @@ def postgres_cluster(bin_dir: Path) -> Iterator[Cluster]:
             run(str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, *args)
 
         pg_ctl("-w", "-t", "60", "start")
-        yield Cluster(f"postgresql+psycopg://{SUPERUSER}@127.0.0.1:{port}/postgres", pg_ctl)
+        yield Cluster(f"postgresql+psycopg://{SUPERUSER}@127.0.0.1:{port}/postgres", pg_ctl, data)
     finally:
         if started:
             subprocess.run([*prefix, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"],

@@ -216,6 +216,35 @@ def test_a_spend_cut_by_the_outage_is_recorded_when_the_database_is_back(own_pos
     assert [r["status"] for r in store.audit_rows(principal.owner)] == [200]
 
 
+def test_a_database_that_answers_no_connection_is_an_error_not_a_hang(own_postgres):
+    """PostgreSQL's server paused (SIGSTOP: connections are accepted by the kernel, never answered): opening
+    the store fails with a one-line StoreError once the connect deadline has passed, instead of waiting for
+    ever (the bound below is only the test's guard against a hang)."""
+    import signal
+
+    from ragnarok.arena.db import StoreError
+    from ragnarok.auth.store import AuthStore
+
+    failed: list[BaseException] = []
+
+    def open_store() -> None:
+        try:
+            AuthStore(own_postgres.url)
+        except StoreError as exc:
+            failed.append(exc)
+
+    pid = own_postgres.postmaster()
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        opening = threading.Thread(target=open_store, daemon=True)
+        opening.start()
+        opening.join(120)
+        assert failed, "the store still waits for a database that never answers"
+        assert "could not be opened" in str(failed[0]) and "\n" not in str(failed[0]), failed
+    finally:
+        os.kill(pid, signal.SIGCONT)
+
+
 def test_redis_down_fails_closed(demo_settings, tmp_path):
     """Per-minute limits in Redis: stopped, a keyed request is refused (503 naming the rate-limit store, with
     Retry-After) and spends nothing; paused (it never answers), the refusal comes within the socket timeout
