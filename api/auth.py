@@ -44,6 +44,7 @@ from pydantic import BaseModel, Field
 from ragnarok.arena.db import StoreError
 from ragnarok import meter as meters
 from ragnarok.auth import principal as principals
+from ragnarok.auth import rates
 from ragnarok.auth.cost import Cost
 from ragnarok.auth.principal import ANONYMOUS, Principal
 from ragnarok.auth.store import KEY_PREFIX, AuthError, AuthStore, BudgetExceeded
@@ -57,6 +58,8 @@ UNAUTHENTICATED = "unauthenticated"
 CLIENT_CLOSED = 499
 #: The most shutdown waits for the requests cut off to record their spend and audit row (they do at once).
 DRAIN_S = 2.0
+#: What a 503 for an unavailable service database tells the caller to wait (seconds).
+STORE_RETRY_AFTER_S = 5
 #: The characters of a secret that ``ragnarok keys list`` shows (``api_keys.prefix``).
 PUBLIC_PREFIX_CHARS = 11
 OPEN_PATHS = frozenset({"/healthz", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
@@ -96,21 +99,21 @@ class Auth:
             await anyio.to_thread.run_sync(self._store.flush, timeout_s)
 
     def rate_limited(self, principal: Principal) -> float | None:
-        """None when the principal may make one more request this minute, else the seconds to wait."""
+        """None when the principal may make one more request this minute, else the seconds to wait;
+        :class:`~ragnarok.auth.rates.RateStoreDown` when the rate-limit store cannot count (fail closed)."""
         if principal.rpm is None:
             return None
         from limits import RateLimitItemPerMinute  # noqa: PLC0415
 
         if self._limiter is None:
-            from limits.storage import storage_from_string  # noqa: PLC0415
-            from limits.strategies import MovingWindowRateLimiter  # noqa: PLC0415
+            self._limiter = rates.moving_window(self.settings.rate_limit_storage)
+        return rates.hit(self._limiter, RateLimitItemPerMinute(principal.rpm), "key", principal.owner)
 
-            self._limiter = MovingWindowRateLimiter(storage_from_string(self.settings.rate_limit_storage))
-        item = RateLimitItemPerMinute(principal.rpm)
-        if self._limiter.hit(item, "key", principal.owner):
-            return None
-        reset = self._limiter.get_window_stats(item, "key", principal.owner).reset_time
-        return max(1.0, reset - time.time())
+    async def rate_limited_async(self, principal: Principal) -> float | None:
+        """:meth:`rate_limited` off the event loop when the store is remote (a slow Redis stalls no request)."""
+        if principal.rpm is None or self.settings.rate_limit_storage.startswith("memory://"):
+            return self.rate_limited(principal)
+        return await anyio.to_thread.run_sync(self.rate_limited, principal)
 
     async def authenticate(self, scope: dict) -> Principal:
         """The caller's principal, or :class:`AuthError`."""
@@ -193,10 +196,18 @@ class AuthMiddleware:
             except StoreError as exc:
                 log.error("keys cannot be checked: %s", exc)
                 refusal = _error(503, "API keys cannot be checked now (the service database is unavailable)",
-                                 {"Retry-After": "5"})
+                                 {"Retry-After": str(STORE_RETRY_AFTER_S)})
                 await self._refuse(refusal, scope, receive, send, start)
                 return
-            if (wait := auth.rate_limited(principal)) is not None:
+            try:
+                wait = await auth.rate_limited_async(principal)
+            except rates.RateStoreDown as exc:  # fail closed: a request that must be counted is refused
+                log.error("the requests of %s cannot be counted: %s", principal.name, exc)
+                refusal = _error(503, f"key {principal.name!r} is limited to {principal.rpm} requests a minute "
+                                      f"and {exc}: try again shortly", {"Retry-After": str(rates.RETRY_AFTER_S)})
+                await self._refuse(refusal, scope, receive, send, start, principal)
+                return
+            if wait is not None:
                 refusal = _error(429, f"key {principal.name!r} is limited to {principal.rpm} requests a "
                                       "minute", {"Retry-After": str(int(wait + 0.999))})
                 await self._refuse(refusal, scope, receive, send, start, principal)
@@ -355,6 +366,11 @@ async def reserve(http: Request, cost: Cost) -> None:
         except BudgetExceeded as exc:
             raise HTTPException(429, str(exc), headers={"Retry-After": str(int(exc.retry_after_s + 0.999))}) \
                 from None
+        except StoreError as exc:  # nothing reserved: nothing may be spent
+            log.error("the budget of %s cannot be reserved: %s", principal.name, exc)
+            raise HTTPException(503, f"key {principal.name!r}'s budget cannot be checked now (the service database "
+                                     "is unavailable); nothing was spent: try again shortly",
+                                headers={"Retry-After": str(STORE_RETRY_AFTER_S)}) from None
         meter.token_limit = meter.reservation.token_limit
     meter.reserved = True
     meter.limit = total if principal.limited else None

@@ -75,7 +75,9 @@ _MEANING = {
     502: "A backend or a stage failed (an LLM endpoint, a remote index, one of our own stages): the detail "
          "names it and the cause.",
     503: "A resource is missing here (an index, Java, a model), is still being built (`building, N % done`, "
-         "with a Retry-After header: GET /v1/retrievers shows the progress), or the server is shutting down.",
+         "with a Retry-After header: GET /v1/retrievers shows the progress), the service database or the "
+         "rate-limit store cannot be reached now (with a Retry-After header; nothing was spent), or the server is "
+         "shutting down.",
     504: "No answer within the deadline.",
 }
 #: Each status's documented response, for the routes' ``responses=`` (see :func:`errors`).

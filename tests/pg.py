@@ -6,6 +6,7 @@ end of the session ``pg_ctl stop -m fast`` and the directory is removed. Postgre
 so as root the server runs as the ``postgres`` system user the package creates (else ``nobody``), via
 ``runuser``.
 ``postgres_url`` gives each test a fresh database on it (a SQLAlchemy URL) and drops it afterwards.
+:func:`postgres_cluster` gives a test a cluster of its own, which it may stop and start again (:class:`Cluster`).
 
 Without PostgreSQL the tests that need it skip, except in CI (``CI=true``), where they fail.
 """
@@ -19,7 +20,7 @@ import shutil
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -58,9 +59,28 @@ def _run_as() -> tuple[list[str], str | None]:
     raise RuntimeError("as root, PostgreSQL needs an unprivileged user (postgres or nobody) and runuser")
 
 
+class Cluster:
+    """A running cluster: ``url`` (its ``postgres`` database), :meth:`stop` and :meth:`start` with ``pg_ctl``,
+    :meth:`postmaster` (the server's process id, to pause it with SIGSTOP: no new connection is answered)."""
+
+    def __init__(self, url: str, pg_ctl: Callable[..., None], data: Path):
+        self.url, self._pg_ctl, self._data = url, pg_ctl, data
+
+    def postmaster(self) -> int:
+        return int((self._data / "postmaster.pid").read_text().split()[0])
+
+    def stop(self) -> None:
+        """``pg_ctl stop -m fast``: the sessions are ended, the server gone when it returns."""
+        self._pg_ctl("-m", "fast", "-w", "stop")
+
+    def start(self) -> None:
+        """``pg_ctl start -w``: accepting connections when it returns."""
+        self._pg_ctl("-w", "-t", "60", "start")
+
+
 @contextmanager
-def postgres_cluster(bin_dir: Path) -> Iterator[str]:
-    """A throwaway cluster; yields the SQLAlchemy URL of its ``postgres`` database."""
+def postgres_cluster(bin_dir: Path) -> Iterator[Cluster]:
+    """A throwaway cluster (see :class:`Cluster`)."""
     prefix, user = _run_as()
     # as another user: under /tmp, which that user can traverse (TMPDIR may be inside root's home); short
     # paths also keep the unix socket's path under its 107-byte limit
@@ -88,9 +108,12 @@ def postgres_cluster(bin_dir: Path) -> Iterator[str]:
                    "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=200 "
                    "-c shared_buffers=32MB")
         started = True
-        run(str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, "-w", "-t", "60",
-            "start")
-        yield f"postgresql+psycopg://{SUPERUSER}@127.0.0.1:{port}/postgres"
+
+        def pg_ctl(*args: str) -> None:
+            run(str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, *args)
+
+        pg_ctl("-w", "-t", "60", "start")
+        yield Cluster(f"postgresql+psycopg://{SUPERUSER}@127.0.0.1:{port}/postgres", pg_ctl, data)
     finally:
         if started:
             subprocess.run([*prefix, str(bin_dir / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"],
@@ -98,16 +121,28 @@ def postgres_cluster(bin_dir: Path) -> Iterator[str]:
         shutil.rmtree(root, ignore_errors=True)
 
 
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[str]:
-    """The session's PostgreSQL server (its ``postgres`` database URL); skips without it, fails in CI."""
+def _bin_dir() -> Path:
+    """PostgreSQL's programs; skips without them, fails in CI."""
     bin_dir = pg_bin_dir()
     if bin_dir is None:
         if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
             pytest.fail("PostgreSQL is missing: CI must run the vote store on it (make system-deps)")
         pytest.skip("PostgreSQL not installed (apt-get install postgresql; make system-deps)")
-    with postgres_cluster(bin_dir) as url:
-        yield url
+    return bin_dir
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[str]:
+    """The session's PostgreSQL server (its ``postgres`` database URL); skips without it, fails in CI."""
+    with postgres_cluster(_bin_dir()) as cluster:
+        yield cluster.url
+
+
+@pytest.fixture
+def own_postgres() -> Iterator[Cluster]:
+    """A cluster of the test's own, which it may stop and start again (:class:`Cluster`)."""
+    with postgres_cluster(_bin_dir()) as cluster:
+        yield cluster
 
 
 @pytest.fixture

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
+import signal
+import subprocess
 import socket
 import threading
 import time
@@ -207,3 +210,64 @@ def rerank_behind_a_counting_hub(rerankers: list[str], tmp: Path, timeout_s: flo
     if bodies is not None:
         bodies.extend(json.loads(lines[-2]))
     return json.loads(lines[-1]), hits
+
+
+class RedisServer:
+    """A redis-server (Debian's package) on a fixed loopback port, without persistence: :meth:`start`,
+    :meth:`stop` (its counts are gone with it), :meth:`pause` and :meth:`resume` (SIGSTOP/SIGCONT: a Redis
+    that accepts connections and never answers)."""
+
+    def __init__(self, exe: str, workdir: Path, port: int | None = None):
+        self.exe, self.workdir, self.port = exe, workdir, port or free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self, timeout_s: float = 30) -> None:
+        import redis
+
+        self.proc = subprocess.Popen([self.exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
+                                      "--appendonly", "no", "--dir", str(self.workdir)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        client = redis.Redis(host="127.0.0.1", port=self.port)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                client.ping()
+                return
+            except redis.exceptions.ConnectionError:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"redis-server exited with {self.proc.returncode}") from None
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.resume()
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def pause(self) -> None:
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+
+
+@contextmanager
+def redis_server(workdir: Path) -> Iterator[RedisServer]:
+    """A started :class:`RedisServer`, stopped at the end."""
+    exe = shutil.which("redis-server")
+    assert exe is not None, "redis-server is missing (apt-get install -y redis-server)"
+    server = RedisServer(exe, workdir)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -9,8 +9,6 @@ import os
 import random
 import shutil
 import socket
-import subprocess
-import time
 from pathlib import Path
 
 import numpy as np
@@ -371,37 +369,15 @@ def test_gzip_in_and_out_and_a_directory(tmp_path, planted):
 @pytest.fixture(scope="session")
 def redis_url(tmp_path_factory):
     """A real redis-server (Debian's package) on a free port, for the session; stopped at the end."""
-    exe = shutil.which("redis-server")
-    if exe is None:
+    if shutil.which("redis-server") is None:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail("redis-server is missing: install it (apt-get install -y redis-server)")
         pytest.skip("redis-server not installed (apt-get install -y redis-server)")
     pytest.importorskip("redis")
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    workdir = tmp_path_factory.mktemp("redis")
-    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--dir", str(workdir)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    import redis
+    from servers import redis_server
 
-    client = redis.Redis(host="127.0.0.1", port=port)
-    for _ in range(100):
-        try:
-            client.ping()
-            break
-        except redis.exceptions.ConnectionError:
-            if proc.poll() is not None:
-                pytest.fail(f"redis-server exited with {proc.returncode}")
-            time.sleep(0.05)
-    try:
-        yield f"redis://127.0.0.1:{port}/0"
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    with redis_server(tmp_path_factory.mktemp("redis")) as server:
+        yield server.url
 
 
 def test_redis_backend_gives_the_same_result_and_cleans_up(planted, tmp_path, redis_url):

@@ -16,10 +16,10 @@ from __future__ import annotations
 import asyncio
 import math
 import threading
-import time
 from typing import TYPE_CHECKING, Any
 
 from ragnarok.arena.pool import PipelineId
+from ragnarok.auth import rates
 from ragnarok.auth.cost import pipeline_cost
 from ragnarok.auth.principal import Principal
 from ragnarok.settings import Settings
@@ -82,10 +82,7 @@ class Admission:
 
     def _battle_limiter(self) -> Any:
         if self._limiter is None:
-            from limits.storage import storage_from_string  # noqa: PLC0415
-            from limits.strategies import MovingWindowRateLimiter  # noqa: PLC0415
-
-            self._limiter = MovingWindowRateLimiter(storage_from_string(self.settings.rate_limit_storage))
+            self._limiter = rates.moving_window(self.settings.rate_limit_storage)
         return self._limiter
 
     async def admit(self, rate_key: str | None) -> str | None:
@@ -98,16 +95,12 @@ class Admission:
         per_minute = self.settings.arena_battles_per_minute
         item = RateLimitItemPerMinute(per_minute)
 
-        def hit() -> float | None:
-            limiter = self._battle_limiter()
-            if limiter.hit(item, BATTLES, rate_key):
-                return None
-            return limiter.get_window_stats(item, BATTLES, rate_key).reset_time - time.time()
-
         try:
-            wait = await asyncio.to_thread(hit)
+            wait = await asyncio.to_thread(lambda: rates.hit(self._battle_limiter(), item, BATTLES, rate_key))
         except Exception as exc:  # noqa: BLE001 - the rate-limit storage is down: refuse, never run unbounded
-            return f"The arena cannot count battles right now ({exc.__class__.__name__}); try again later."
+            cause = exc if isinstance(exc, rates.RateStoreDown) else exc.__class__.__name__
+            return (f"The arena cannot count battles right now ({cause}); try again in "
+                    f"{rates.RETRY_AFTER_S} s.")
         if wait is None:
             return None
         return (f"Too many battles from your address: at most {per_minute} a minute. "

@@ -69,7 +69,7 @@ from webui.client import PaneResult, RagClient
 from webui.streaming import Race
 from webui.streaming import result_html as _pane
 from webui.views import BattleView, VoteView, drawn_less, last, out_of_time, raw, refusal, slow_notes, timing
-from webui.votes import WINNERS, VoteLog, database_url
+from webui.votes import WINNERS, VoteLog, database_url, unavailable
 from webui.warmup import WARM_UP_TOPIC, WarmUp, measure
 
 __all__ = ["WINNERS", "Arena", "BattleView", "VoteView", "arena_principal", "database_url", "pool_generators"]
@@ -170,7 +170,7 @@ class Arena:
         try:
             counts = await asyncio.to_thread(lambda: self.store.vote_counts())
         except StoreError as exc:
-            raise RuntimeError(f"The vote log is unavailable: {exc}") from exc
+            raise RuntimeError(f"No battle now: {unavailable(exc, 'count the votes')}.") from exc
         medians, budget = self.latency.medians(), self.settings.arena_time_budget_s
         return pick_pair(pool, counts, self.rng, self._weights(pool), medians, budget,
                          self.serial_generators())
@@ -350,7 +350,7 @@ class Arena:
                 )
             )
         except StoreError as exc:
-            return refusal(f"The vote log could not record this battle: {exc}")
+            return refusal(f"This battle could not be recorded: {unavailable(exc, 'record a battle')}.")
         body = {"battle": battle_id, "A": raw(result_a), "B": raw(result_b)}
         votable = result_a.ok and result_b.ok
         metrics.arena_battle(mode, votable)

@@ -3,13 +3,15 @@ leaderboards recomputed from the log (no Gradio here).
 
 Votes are recorded under the browser's session and rate-limited per *rate key*, which the caller derives on
 the server side (the UI passes the client's address: :func:`webui.app.rate_key`), never from the session id a
-browser can change at will. A vote log that cannot be reached is said in one line, as a refusal is. A vote
+browser can change at will. A vote log that cannot be reached is said in one line (:func:`unavailable`: the
+visitor is told to try again, the server's log gets the cause; the vote is not recorded). A vote
 reveals the battle's pipelines, with each side's timing (kept in memory, by battle, until the vote: no timing
 is shown before it).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from typing import Any
 
@@ -21,6 +23,7 @@ from ragnarok.settings import Settings
 from webui import boards, render
 from webui.views import VoteView, reveal
 
+log = logging.getLogger(__name__)
 WINNERS = ("a", "b", "tie", "bothbad")
 #: Battles whose timings wait (in memory) for their vote, at most.
 TIMINGS_KEPT = 10_000
@@ -32,6 +35,13 @@ def database_url(settings: Settings) -> str:
         return settings.database_url
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{settings.data_dir / 'arena.db'}"
+
+
+def unavailable(exc: StoreError, what: str) -> str:
+    """What a visitor is told when the vote log cannot be reached (no address, no driver message: those go to
+    the server's log)."""
+    log.error("the vote log could not %s: %s", what, exc)
+    return "the vote log cannot be reached right now; try again in a few seconds"
 
 
 class VoteLog:
@@ -66,8 +76,11 @@ class VoteLog:
             return VoteView(render.message_html(f"Unknown vote {winner!r}.", "error"), False)
         try:
             stored = self.store.vote(battle_id, winner, session_id, rate_key)
-        except (VoteRefused, StoreError) as exc:
+        except VoteRefused as exc:
             return VoteView(render.message_html(f"Vote not recorded: {exc}.", "error"), False)
+        except StoreError as exc:
+            return VoteView(render.message_html(f"Vote not recorded: {unavailable(exc, 'record a vote')}.",
+                                                "error"), False)
         metrics.arena_vote(winner)
         timings = self.timings.pop(battle_id, ("", ""))
         return VoteView(

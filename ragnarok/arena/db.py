@@ -23,6 +23,12 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 
 DIALECTS = ("sqlite", "postgresql")
+#: Every PostgreSQL call has a deadline, so that a database that is gone or hangs is an error within seconds,
+#: never a request that waits (the API answers 503 with ``Retry-After``): seconds to connect, seconds to wait
+#: for a pooled connection, and the longest statement (an advisory lock's wait included).
+CONNECT_TIMEOUT_S = 3
+POOL_TIMEOUT_S = 10.0
+STATEMENT_TIMEOUT_MS = 15_000
 _BEGIN = "ragnarok_begin"  # execution option: the statement that opens a SQLite transaction
 
 
@@ -63,8 +69,15 @@ def make_engine(url: str) -> Engine:
         raise StoreError(f"the vote store supports SQLite and PostgreSQL, not {parsed.get_backend_name()!r}")
     if parsed.drivername == "postgresql":
         parsed = parsed.set(drivername="postgresql+psycopg")
+    options: dict[str, Any] = {}
+    if parsed.get_backend_name() == "postgresql":
+        # deadlines (above); a pooled connection is checked before use, so that the first requests after the
+        # server's restart get a fresh one instead of an error
+        options = {"pool_pre_ping": True, "pool_timeout": POOL_TIMEOUT_S,
+                   "connect_args": {"connect_timeout": CONNECT_TIMEOUT_S,
+                                    "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}"}}
     try:
-        engine = create_engine(parsed)
+        engine = create_engine(parsed, **options)
     except ImportError as exc:  # the driver is missing
         raise StoreError(f"PostgreSQL needs its driver: pip install 'ragnarok-rag[postgres]' ({exc})") \
             from None

@@ -19,7 +19,7 @@ import json
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta, timezone
 from typing import Any
 
@@ -143,7 +143,8 @@ class VoteStore:
         except SQLAlchemyError as exc:
             raise StoreError(
                 f"the vote store at {self._where} could not record the vote: {describe(exc)}") from exc
-        return self.get(battle_id)  # type: ignore[return-value]
+        # not read again: a vote committed is recorded, even if the database goes away right after
+        return replace(battle, winner=winner)
 
     def battles(self, include_unblinded: bool = False, style: bool = False) -> list[tuple[Any, ...]]:
         """Voted battles in vote order: (pipeline_a, pipeline_b, winner); with ``style``, each side's style

@@ -8,10 +8,13 @@ of :mod:`ragnarok.arena.migrations`).
   request runs, its worst-case calls are *reserved* (:meth:`reserve`): the spent calls of the period, the
   reservations of the requests in flight and this one must fit in the budget, checked and inserted in one
   transaction serialised per owner (across processes and instances). When the request ends, :meth:`settle`
-  replaces its reservation by the calls and tokens it really spent. A reservation left by a killed process
-  stops counting after ``reservation_ttl_s``.
+  replaces its reservation by the calls and tokens it really spent (once: a settlement tried again after a lost
+  answer finds its reservation gone and adds nothing). A spend that cannot be recorded because the database is
+  unreachable waits in a :class:`~ragnarok.auth.backlog.Backlog` (its reservation still counting) and is
+  recorded when the database is back. A reservation left by a killed process stops counting after
+  ``reservation_ttl_s``.
 - The audit log gets one row per request (key, route, generators, calls, tokens, status), written in batches by
-  a background thread so that no request waits for it.
+  a background thread so that no request waits for it (kept while the database is unreachable: the backlog).
 """
 
 from __future__ import annotations
@@ -21,7 +24,6 @@ import hmac
 import json
 import logging
 import math
-import queue
 import secrets
 import threading
 import time
@@ -34,6 +36,7 @@ from sqlalchemy import Engine, text
 
 from ragnarok.arena.db import StoreError, describe, make_engine, safe_url, serialised, utc_now
 from ragnarok.arena.migrations import migrate
+from ragnarok.auth.backlog import Backlog, unreachable
 from ragnarok.auth.principal import SCOPES, Principal
 from ragnarok.auth.records import KEY_COLUMNS as _KEY_COLUMNS
 from ragnarok.auth.records import KeyRecord, check_fields, when
@@ -106,9 +109,8 @@ class AuthStore:
         self.cache_s, self.reservation_ttl_s = cache_s, reservation_ttl_s
         self._cache: OrderedDict[str, tuple[float, KeyRecord | None]] = OrderedDict()
         self._cache_lock = threading.Lock()
-        self._audit: queue.SimpleQueue[dict[str, Any] | None] = queue.SimpleQueue()
-        self._audit_thread: threading.Thread | None = None
-        self._audit_lock = threading.Lock()
+        self._audit = Backlog("ragnarok-audit", self._write_audit, "audit row")
+        self._unsettled = Backlog("ragnarok-spend", self._write_spend, "request's spend")
         try:
             migrate(self.engine)
         except StoreError:
@@ -260,19 +262,36 @@ class AuthStore:
         return Reservation(None, principal.owner, period_bounds(principal, time.time())[0], 0, None)
 
     def settle(self, reservation: Reservation, calls: int, tokens: int) -> None:
-        """The request is over: its reservation goes, what it spent is counted."""
+        """The request is over: its reservation goes, what it spent is counted. When the database cannot be
+        reached the spend waits in the backlog (its reservation counting meanwhile: the budget is never
+        overspent) and is recorded when it is back."""
         if reservation.id is None and not calls and not tokens:
             return
-        with self._errors("record spend"), serialised(self.engine, f"ragnarok.auth.budget:{reservation.owner}") \
-                as conn:
-            if reservation.id is not None:
-                conn.execute(text("DELETE FROM key_reservations WHERE id = :id"), {"id": reservation.id})
-            if calls or tokens:
-                conn.execute(text(
-                    "INSERT INTO key_spend (owner, period_start, calls, tokens) VALUES (:o, :p, :c, :t) "
-                    "ON CONFLICT (owner, period_start) DO UPDATE SET calls = key_spend.calls + excluded.calls, "
-                    "tokens = key_spend.tokens + excluded.tokens"),
-                    {"o": reservation.owner, "p": reservation.period_start, "c": calls, "t": tokens})
+        try:
+            with self._errors("record spend"):
+                self._write_spend([(reservation, calls, tokens)])
+        except StoreError as exc:
+            if not unreachable(exc):
+                raise
+            log.warning("the spend of a request of %s (%d calls) waits for the database: %s", reservation.owner,
+                        calls, exc)
+            self._unsettled.put((reservation, calls, tokens))
+
+    def _write_spend(self, spends: list[tuple[Reservation, int, int]]) -> None:
+        """Settle each ``(reservation, calls, tokens)`` in its own transaction; a reservation already gone
+        (settled before, its answer lost) adds nothing."""
+        for reservation, calls, tokens in spends:
+            with serialised(self.engine, f"ragnarok.auth.budget:{reservation.owner}") as conn:
+                if reservation.id is not None:
+                    gone = conn.execute(text("DELETE FROM key_reservations WHERE id = :id"), {"id": reservation.id})
+                    if gone.rowcount == 0:
+                        continue
+                if calls or tokens:
+                    conn.execute(text(
+                        "INSERT INTO key_spend (owner, period_start, calls, tokens) VALUES (:o, :p, :c, :t) "
+                        "ON CONFLICT (owner, period_start) DO UPDATE SET calls = key_spend.calls + excluded.calls, "
+                        "tokens = key_spend.tokens + excluded.tokens"),
+                        {"o": reservation.owner, "p": reservation.period_start, "c": calls, "t": tokens})
 
     def left(self, principal: Principal) -> int | None:
         """Calls left in the principal's current period (None: no call budget)."""
@@ -296,41 +315,21 @@ class AuthStore:
 
     def audit(self, row: dict[str, Any]) -> None:
         """Queue one audit row (written by a background thread in batches)."""
-        with self._audit_lock:
-            if self._audit_thread is None or not self._audit_thread.is_alive():
-                self._audit_thread = threading.Thread(target=self._write_audit, name="ragnarok-audit",
-                                                      daemon=True)
-                self._audit_thread.start()
         self._audit.put({**row, "at": utc_now()})
 
     def flush(self, timeout_s: float = 5.0) -> None:
-        """Wait until every queued audit row is written (tests, shutdown)."""
-        done = threading.Event()
-        self._audit.put({"_flush": done})
-        if self._audit_thread is not None and self._audit_thread.is_alive():
-            done.wait(timeout_s)
+        """Wait (at most ``timeout_s``) until every queued audit row and waiting spend is written (tests,
+        shutdown)."""
+        started = time.monotonic()
+        self._unsettled.flush(timeout_s)
+        self._audit.flush(max(0.0, timeout_s - (time.monotonic() - started)))
 
-    def _write_audit(self) -> None:
-        while True:
-            rows = [self._audit.get()]
-            while len(rows) < 500:
-                try:
-                    rows.append(self._audit.get(timeout=0.05))
-                except queue.Empty:
-                    break
-            flushes = [r["_flush"] for r in rows if r and "_flush" in r]
-            batch = [r for r in rows if r and "_flush" not in r]
-            if batch:
-                try:
-                    with self.engine.begin() as conn:
-                        conn.execute(text(
-                            "INSERT INTO audit_log (at, owner, key_name, method, route, status, generators, calls, "
-                            "tokens, ms) VALUES (:at, :owner, :key_name, :method, :route, :status, :generators, "
-                            ":calls, :tokens, :ms)"), batch)
-                except Exception as exc:  # noqa: BLE001 - the audit must never take the service down
-                    log.error("could not write %d audit row(s) to %s: %s", len(batch), self._where, describe(exc))
-            for event in flushes:
-                event.set()
+    def _write_audit(self, batch: list[dict[str, Any]]) -> None:
+        with self.engine.begin() as conn:
+            conn.execute(text(
+                "INSERT INTO audit_log (at, owner, key_name, method, route, status, generators, calls, "
+                "tokens, ms) VALUES (:at, :owner, :key_name, :method, :route, :status, :generators, "
+                ":calls, :tokens, :ms)"), batch)
 
     def audit_rows(self, owner: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         where, args = ("WHERE owner = :o", {"o": owner, "n": limit}) if owner else ("", {"n": limit})
