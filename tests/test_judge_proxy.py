@@ -96,6 +96,25 @@ def test_citation_support_needs_agreement_not_shared_words(judge):
                          SEGMENT) == "no_support"
 
 
+@pytest.mark.parametrize("sentence", [
+    "The gzip.open() function may or may not open a gzip-compressed file in binary or text mode.",  # a hedge
+    "It is still unclear whether gzip.open() opens a gzip-compressed file in binary or text mode.",
+    "Opening a gzip-compressed file in binary or text mode is discussed in [1].",  # a pointer
+    "Whether gzip.open() opens a gzip-compressed file in binary or text mode is a question developers raise.",
+    "It is a myth that the gzip.open() function opens a gzip-compressed file in binary or text mode.",  # a denial
+    "It is false that gzip.open() opens a gzip-compressed file in binary or text mode.",
+])
+def test_citation_support_refuses_sentences_that_state_nothing(judge, sentence):
+    assert judge.support(sentence, SEGMENT) == "no_support"
+
+
+def test_citation_support_keeps_conditionals_and_paraphrases(judge):
+    assert judge.support("If you pass a text mode, gzip.open() opens the gzip-compressed file as text.",
+                         SEGMENT) != "no_support"
+    assert judge.support("With gzip.open() you get back a file object for a compressed file, in binary or text "
+                         "mode.", SEGMENT) == "full_support"
+
+
 def test_every_proxy_judgment_is_cached(tmp_path, monkeypatch):
     cache = JudgeCache(tmp_path / "judgments.db")
     first = ProxyJudge(cache)

@@ -23,7 +23,8 @@ A nugget against an answer, sentence by sentence (never the bag of the whole ans
 The best sentence's label is the nugget's. Citation support runs the same per clause of the answer sentence
 against the cited segment (its words as a bag, its sentences for cosines and vetoes): every clause supported
 -> full, some -> partial, none -> none (a statement copied from the segment word for word: full); a sentence
-that is no statement is supported by nothing, and one
+that is no statement, or states nothing (a hedge, a question, a pointer, a denial:
+:mod:`ragnarok.judge.support_rules`), is supported by nothing, and one
 naming specifics the segment does not is at most partial (none when it names none of them).
 """
 
@@ -32,10 +33,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ragnarok.judge import support_rules
 from ragnarok.judge import textrules as tr
+
+if TYPE_CHECKING:
+    from ragnarok.judge.nli import NLIModel
 
 FULL = (0.5, 0.5, 0.6)  # (recall with cos >=, that cos, cos alone)
 PARTIAL = (0.35, 0.4, 0.5)
@@ -200,10 +206,13 @@ def finish_nuggets(plan: NuggetPlan, cosines: Cosines) -> list[int]:
     return out
 
 
-def nugget_levels(query: str, answer: str, nuggets: Sequence[str], cosines: Cosines) -> list[int]:
+def nugget_levels(query: str, answer: str, nuggets: Sequence[str], cosines: Cosines,
+                  nli: NLIModel | None = None) -> list[int]:
     """2 support / 1 partial / 0 none per nugget, judged against the answer's sentences. The rules run
     first (:func:`plan_nuggets`); MiniLM encodes only the sentences some nugget can still get support from
-    (:func:`finish_nuggets`)."""
+    (:func:`finish_nuggets`). ``nli``: an NLI model judges instead (:mod:`ragnarok.judge.nli`)."""
+    if nli is not None:
+        return nli.nugget_levels(query, answer, nuggets)
     if not nuggets:
         return []
     return finish_nuggets(plan_nuggets(query, answer, tuple(nuggets)), cosines)
@@ -233,7 +242,7 @@ class SupportPlan:
 def plan_support(sentence: str, passage: str) -> SupportPlan:
     """What :func:`support_level` needs cosines of (memoised: planning again costs nothing)."""
     claim = analyse(sentence)
-    if not claim.statement:
+    if not claim.statement or support_rules.states_nothing(sentence):  # hedges, questions, pointers, denials
         return SupportPlan(0)
     if _flat(sentence) in _flat(passage):  # the segment's own words, copied: it states exactly that
         return SupportPlan(2)
@@ -241,8 +250,11 @@ def plan_support(sentence: str, passage: str) -> SupportPlan:
     return SupportPlan(None, (claim.text, *(p.text for p in parts)), tuple(u.text for u in _units(passage)))
 
 
-def support_level(sentence: str, passage: str, cosines: Cosines) -> int:
-    """2 full / 1 partial / 0 none: does ``passage`` state every clause of ``sentence``?"""
+def support_level(sentence: str, passage: str, cosines: Cosines, nli: NLIModel | None = None) -> int:
+    """2 full / 1 partial / 0 none: does ``passage`` state every clause of ``sentence``? ``nli``: an NLI
+    model judges instead (:mod:`ragnarok.judge.nli`)."""
+    if nli is not None:
+        return nli.support_level(sentence, passage)
     plan = plan_support(sentence, passage)
     if plan.level is not None:
         return plan.level
