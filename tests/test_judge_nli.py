@@ -61,6 +61,9 @@ def test_the_judges_labels_come_from_the_model(models, tmp_path):
     cache = JudgeCache(tmp_path / "judgments.db")
     yes = make_judge(Settings(data_dir=tmp_path, judge_nli_model=models["entail-first"]), None, cache=cache)
     assert "NLI" in yes.describe() and yes.nli is not None
+    from ragnarok.judge.agreement import measured_line  # eval-rag's line claims no measured agreement for it
+
+    assert "never measured" in measured_line(yes.name, yes.nli.name)
     assert yes.assign(QUERY, ANSWER, NUGGETS) == ["support", "support"]
     assert yes.support(SENTENCE, SEGMENT) == "full_support"
     # a sentence that states nothing earns no support, whatever the model says

@@ -115,6 +115,15 @@ def test_citation_support_keeps_conditionals_and_paraphrases(judge):
                          "mode.", SEGMENT) == "full_support"
 
 
+def test_citation_support_reads_example_arguments_as_examples(judge):
+    segment = ("shutil.copyfileobj (shutil) shutil.copyfileobj: Copy data from file-like object fsrc to file-like "
+               "object fdst.")
+    assert judge.support("Then copy the data with shutil.copyfileobj(f_in, f_out), which copies data from one "
+                         "file-like object to another.", segment) == "full_support"
+    assert judge.support("Then copy the data with shutil.copy2(f_in, f_out), which copies data from one "
+                         "file-like object to another.", segment) != "full_support"
+
+
 def test_every_proxy_judgment_is_cached(tmp_path, monkeypatch):
     cache = JudgeCache(tmp_path / "judgments.db")
     first = ProxyJudge(cache)
@@ -145,7 +154,10 @@ def test_rules_on_the_surface():
     assert not tr.is_statement("argparse module ArgumentParser parse_args add_argument positional optional.")
 
 
-def test_eval_rag_names_the_judge_and_its_measured_kappa(tmp_path, monkeypatch):
+def test_eval_rag_says_what_the_judge_is_and_is_not(tmp_path, monkeypatch):
+    """Beside its scores, eval-rag says the judge is a proxy, not an LLM judge, and gives its agreement with
+    people on topics it was not tuned on (with where that figure comes from) before judge-dev's, the set its
+    rules were tuned on."""
     import json
 
     from typer.testing import CliRunner
@@ -166,7 +178,10 @@ def test_eval_rag_names_the_judge_and_its_measured_kappa(tmp_path, monkeypatch):
     finally:
         get_settings.cache_clear()
     assert result.exit_code == 0, result.output
-    assert "PROXY" in result.output and "on judge-dev" in result.output
+    line = next(line for line in result.output.splitlines() if line.startswith("judge proxy:"))
+    assert "PROXY" in line and "not an LLM judge" in line and "--judge NAME" in line
     recorded = measured("proxy")
-    if recorded:  # bench/bench_judge_dev.py --record wrote it
-        assert f"{recorded['kappa_nuggets']:.2f} (nugget labels)" in result.output
+    unseen = f"on unseen topics {recorded['unseen']['kappa_nuggets']:g} (nugget labels)"
+    tuned = f"judge-dev, the dev set the proxy's rules were tuned on, {recorded['kappa_nuggets']:g}"
+    assert unseen in line and recorded["unseen"]["source"] in line and tuned in line
+    assert line.index(unseen) < line.index(tuned)

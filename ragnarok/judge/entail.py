@@ -267,12 +267,12 @@ def support_level(sentence: str, passage: str, cosines: Cosines, nli: NLIModel |
     levels = []
     for k, part in enumerate(parts):
         cos = float(max(sims[0].max(), sims[k + 1].max())) if len(parts) > 1 else float(sims[0].max())
-        level = _level(recall(part, bag), cos, SUPPORT_FULL, SUPPORT_PARTIAL)
+        level = _level(recall(part, bag, support_rules.advice_stems()), cos, SUPPORT_FULL, SUPPORT_PARTIAL)
         if level:
             anchor = max(units, key=lambda u: _weight(part.stems & u.parts, part.specifics))
             if contradicts(part, anchor, bag) in ("negation", "antonym", "name", "value"):
                 level = 0
-        missing = part.specifics - raw
+        missing = part.specifics - raw - support_rules.placeholders(part.text)
         if missing:
             level = 0 if missing == part.specifics else min(level, 1)
         levels.append(level)

@@ -5,6 +5,12 @@ A sentence that hedges ("X may or may not ..."), asks or reports a question ("Wh
 ("It is a myth that ...", "it is false that ...") asserts no fact: citing a segment that holds the same words
 earns it no support. :func:`states_nothing` is checked before any word or cosine rule of
 :func:`ragnarok.judge.entail.support_level` (and before the NLI model, :mod:`ragnarok.judge.nli`).
+
+A sentence that does state something is read as a claim, not as advice: the words of advice around it
+(:data:`ADVICE`: "use the secrets module, which ...", "pass ...") do not count towards its recall, and the
+example arguments of a call (:func:`placeholders`: ``copyfileobj(f_in, f_out)``) need not be in the segment.
+(judge-dev: these two took citation support's kappa from 0.472 to 0.515; the function itself must still be
+there: ``shutil.copy2(f_in, f_out)`` is not supported by ``shutil.copyfileobj``'s segment.)
 """
 
 from __future__ import annotations
@@ -45,3 +51,23 @@ def empty_kind(sentence: str) -> str | None:
 
 def states_nothing(sentence: str) -> bool:
     return empty_kind(sentence) is not None
+
+
+# words of advice, not of the claim: "use the secrets module", "pass ignore=...", "create an ArgumentParser"
+ADVICE = ("use", "pass", "call", "create", "make", "also", "then", "simply", "just", "need", "want", "module",
+          "package", "library", "instead")
+_CALL_ARGS = re.compile(r"[\w.]+\(([^()]*)\)")
+
+
+@lru_cache(maxsize=1)
+def advice_stems() -> frozenset[str]:
+    return frozenset(tr.stem(w) for w in ADVICE)
+
+
+@lru_cache(maxsize=100_000)
+def placeholders(text: str) -> frozenset[str]:
+    """The specifics written only inside a call's parentheses (``copyfileobj(f_in, f_out)``,
+    ``ignore_patterns('*.pyc')``): example arguments, which a segment need not name."""
+    inside = " ".join(_CALL_ARGS.findall(text))
+    outside = _CALL_ARGS.sub(" ", text)
+    return frozenset(tr.specifics(inside) - tr.specifics(outside)) if inside.strip() else frozenset()
