@@ -185,3 +185,15 @@ def test_eval_rag_says_what_the_judge_is_and_is_not(tmp_path, monkeypatch):
     tuned = f"judge-dev, the dev set the proxy's rules were tuned on, {recorded['kappa_nuggets']:g}"
     assert unseen in line and recorded["unseen"]["source"] in line and tuned in line
     assert line.index(unseen) < line.index(tuned)
+
+
+def test_recording_judge_dev_figures_keeps_the_unseen_ones(tmp_path, monkeypatch):
+    import ragnarok.judge.agreement as agreement
+
+    path = tmp_path / "measured.yaml"
+    path.write_text(agreement.MEASURED.read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setattr(agreement, "MEASURED", path)
+    before = agreement.measured("proxy")
+    agreement.record("proxy", {"kappa_nuggets": 0.5, "kappa_support": 0.4, "when": "today", "set": "judge-dev"})
+    after = agreement.measured("proxy")
+    assert after["kappa_nuggets"] == 0.5 and after["unseen"] == before["unseen"] and after["is"] == before["is"]
