@@ -103,8 +103,20 @@ def test_citation_support_needs_agreement_not_shared_words(judge):
     "Whether gzip.open() opens a gzip-compressed file in binary or text mode is a question developers raise.",
     "It is a myth that the gzip.open() function opens a gzip-compressed file in binary or text mode.",  # a denial
     "It is false that gzip.open() opens a gzip-compressed file in binary or text mode.",
+    # talk about the task, not the answer
+    "Compressing and decompressing files like the GNU gzip and gunzip programs is a common task in Python.",
+    "There are many ways to compress and decompress files like the GNU gzip and gunzip programs.",
 ])
 def test_citation_support_refuses_sentences_that_state_nothing(judge, sentence):
+    assert judge.support(sentence, SEGMENT) == "no_support"
+
+
+@pytest.mark.parametrize("sentence", [
+    "The gzip module compresses and decompresses files like the GNU programs, and gzip.open() never opens a "
+    "gzip-compressed file in binary mode.",
+    "The gzip.open() function does not return a file object; it opens a gzip-compressed file in binary or text mode.",
+])
+def test_a_clause_the_segment_contradicts_leaves_the_sentence_unsupported(judge, sentence):
     assert judge.support(sentence, SEGMENT) == "no_support"
 
 

@@ -22,8 +22,9 @@ A nugget against an answer, sentence by sentence (never the bag of the whole ans
 
 The best sentence's label is the nugget's. Citation support runs the same per clause of the answer sentence
 against the cited segment (its words as a bag, its sentences for cosines and vetoes): every clause supported
--> full, some -> partial, none -> none (a statement copied from the segment word for word: full); a sentence
-that is no statement, or states nothing (a hedge, a question, a pointer, a denial:
+-> full, some -> partial, none -> none, and a clause the segment contradicts (a veto) -> none for the whole
+sentence (a statement copied from the segment word for word: full); a sentence
+that is no statement, or states nothing (a hedge, a question, a pointer, empty talk, a denial:
 :mod:`ragnarok.judge.support_rules`), is supported by nothing, and one
 naming specifics the segment does not is at most partial (none when it names none of them).
 """
@@ -271,7 +272,7 @@ def support_level(sentence: str, passage: str, cosines: Cosines, nli: NLIModel |
         if level:
             anchor = max(units, key=lambda u: _weight(part.stems & u.parts, part.specifics))
             if contradicts(part, anchor, bag) in ("negation", "antonym", "name", "value"):
-                level = 0
+                return 0  # a clause the segment contradicts: the sentence is not supported, even in part
         missing = part.specifics - raw - support_rules.placeholders(part.text)
         if missing:
             level = 0 if missing == part.specifics else min(level, 1)
