@@ -5,8 +5,9 @@ answer variants, gold nugget and citation-support labels).
 
 Per judge: nugget labels (3-class accuracy, Cohen's kappa, confusion matrix), citation-support labels (the
 same), per-variant mean ``all`` beside the gold-derived one, whether the variants come out in the gold
-order, the goals of issue 26, and nugget judgments per second (a fresh judge, no judgment cache, no sentence
-encoded yet, no rule memoised; MiniLM and nltk loaded before the clock starts). A judge with ``prefetch`` (the
+order, the goals of issues 26 and 37, and nugget judgments per second: fresh (a fresh judge, no judgment cache,
+no sentence encoded yet, no rule memoised; MiniLM and nltk loaded before the clock starts) and warm (the same
+judgments again in that process: vectors and rules memoised, still no judgment cache). A judge with ``prefetch`` (the
 proxy) is given each section's items once, inside the clock, as ``eval-rag`` prefetches once per run: its
 time counts. ``--judge`` names: ``proxy`` (today's), ``proxy-v1`` (the first one), ``fake-llm`` (the LLM
 judge's whole path -- prompts, an OpenAI-compatible HTTP server behind the generator, parsing, retry, cache --
@@ -164,6 +165,10 @@ def evaluate(judge, answers, nugget_rows, support_rows, segments) -> dict:  # ty
                                 for n in row["nuggets"]])["all"]
         per_variant[row["variant"]].append((ours, theirs))
     nugget_seconds = time.perf_counter() - start
+    start = time.perf_counter()  # warm: the same judgments again (MiniLM's vectors and the rules memoised, as in a
+    for row in nugget_rows:  # long-lived process that judged these texts before), no judgment cache
+        judge.assign(row["query"], answers[row["variant"]][row["qid"]].text, [n["text"] for n in row["nuggets"]])
+    warm_seconds = time.perf_counter() - start
     s_gold, s_pred = [], []
     start = time.perf_counter()
     if prefetch is not None:
@@ -183,7 +188,8 @@ def evaluate(judge, answers, nugget_rows, support_rows, segments) -> dict:  # ty
             "s_n": len(s_gold), "s_accuracy": accuracy(s_gold, s_pred),
             "s_kappa": cohen_kappa(s_gold, s_pred, SUPPORT_CLASSES),
             "s_confusion": confusion(s_gold, s_pred, SUPPORT_CLASSES), "means": means,
-            "nuggets_per_s": len(gold) / nugget_seconds, "support_per_s": len(s_gold) / max(support_seconds, 1e-9),
+            "nuggets_per_s": len(gold) / nugget_seconds, "warm_nuggets_per_s": len(gold) / max(warm_seconds, 1e-9),
+            "support_per_s": len(s_gold) / max(support_seconds, 1e-9),
             "stats": str(judge.stats)}
 
 
@@ -202,7 +208,8 @@ def goals(r: dict) -> list[tuple[str, bool]]:
     return [("kappa >= 0.6 (nugget labels)", r["kappa"] >= 0.6),
             *((f"{v} <= 0.15", m[v][0] <= 0.15) for v in ADVERSARIAL),
             ("gold >= 0.85", m["gold"][0] >= 0.85), ("paraphrase >= 0.7", m["paraphrase"][0] >= 0.7),
-            ("gold variant order", not order_violations(m)), (">= 500 nugget judgments/s", r["nuggets_per_s"] >= 500)]
+            ("gold variant order", not order_violations(m)),
+            (">= 500 nugget judgments/s warm", r["warm_nuggets_per_s"] >= 500)]
 
 
 def report(results: list[dict]) -> str:
@@ -219,6 +226,7 @@ def report(results: list[dict]) -> str:
         row(f"mean `all`: {v} (gold {results[0]['means'][v][1]:.3f})", [f"{r['means'][v][0]:.3f}" for r in results])
     row("variant order violations", [", ".join(order_violations(r["means"])) or "none" for r in results])
     row("nugget judgments/s (fresh)", [f"{r['nuggets_per_s']:.0f}" for r in results])
+    row("nugget judgments/s (warm)", [f"{r['warm_nuggets_per_s']:.0f}" for r in results])
     row("support judgments/s (fresh)", [f"{r['support_per_s']:.0f}" for r in results])
     out = "\n".join(lines)
     for r in results:

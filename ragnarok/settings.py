@@ -77,6 +77,12 @@ class Settings(BaseSettings):
     default_generator: str = "extractive"
     judge: str | None = Field(None, description="The generator that judges answers (`ragnarok judge`, "
                               "`eval-rag`); unset: the proxy judge (no LLM).")
+    judge_nli_model: str | None = Field(None, description="The proxy judge's entailment model: an NLI "
+                                        "cross-encoder (3 labels, order read from its config's id2label) as a "
+                                        "local directory or a Hugging Face name already in the local cache "
+                                        "(loaded offline). Set, it labels each (sentence, nugget) and (segment, "
+                                        "sentence) pair instead of the rules (ragnarok/judge/nli.py); unset: "
+                                        "the rules.")
     judge_timeout_s: float = Field(120.0, gt=0, description="POST /v1/evaluate: an evaluation that has not "
                                    "finished in this time stops between judgments and answers 504 (each LLM "
                                    "call also has its generator's own timeout_s).")

@@ -96,6 +96,46 @@ def test_citation_support_needs_agreement_not_shared_words(judge):
                          SEGMENT) == "no_support"
 
 
+@pytest.mark.parametrize("sentence", [
+    "The gzip.open() function may or may not open a gzip-compressed file in binary or text mode.",  # a hedge
+    "It is still unclear whether gzip.open() opens a gzip-compressed file in binary or text mode.",
+    "Opening a gzip-compressed file in binary or text mode is discussed in [1].",  # a pointer
+    "Whether gzip.open() opens a gzip-compressed file in binary or text mode is a question developers raise.",
+    "It is a myth that the gzip.open() function opens a gzip-compressed file in binary or text mode.",  # a denial
+    "It is false that gzip.open() opens a gzip-compressed file in binary or text mode.",
+    # talk about the task, not the answer
+    "Compressing and decompressing files like the GNU gzip and gunzip programs is a common task in Python.",
+    "There are many ways to compress and decompress files like the GNU gzip and gunzip programs.",
+])
+def test_citation_support_refuses_sentences_that_state_nothing(judge, sentence):
+    assert judge.support(sentence, SEGMENT) == "no_support"
+
+
+@pytest.mark.parametrize("sentence", [
+    "The gzip module compresses and decompresses files like the GNU programs, and gzip.open() never opens a "
+    "gzip-compressed file in binary mode.",
+    "The gzip.open() function does not return a file object; it opens a gzip-compressed file in binary or text mode.",
+])
+def test_a_clause_the_segment_contradicts_leaves_the_sentence_unsupported(judge, sentence):
+    assert judge.support(sentence, SEGMENT) == "no_support"
+
+
+def test_citation_support_keeps_conditionals_and_paraphrases(judge):
+    assert judge.support("If you pass a text mode, gzip.open() opens the gzip-compressed file as text.",
+                         SEGMENT) != "no_support"
+    assert judge.support("With gzip.open() you get back a file object for a compressed file, in binary or text "
+                         "mode.", SEGMENT) == "full_support"
+
+
+def test_citation_support_reads_example_arguments_as_examples(judge):
+    segment = ("shutil.copyfileobj (shutil) shutil.copyfileobj: Copy data from file-like object fsrc to file-like "
+               "object fdst.")
+    assert judge.support("Then copy the data with shutil.copyfileobj(f_in, f_out), which copies data from one "
+                         "file-like object to another.", segment) == "full_support"
+    assert judge.support("Then copy the data with shutil.copy2(f_in, f_out), which copies data from one "
+                         "file-like object to another.", segment) != "full_support"
+
+
 def test_every_proxy_judgment_is_cached(tmp_path, monkeypatch):
     cache = JudgeCache(tmp_path / "judgments.db")
     first = ProxyJudge(cache)
@@ -126,7 +166,10 @@ def test_rules_on_the_surface():
     assert not tr.is_statement("argparse module ArgumentParser parse_args add_argument positional optional.")
 
 
-def test_eval_rag_names_the_judge_and_its_measured_kappa(tmp_path, monkeypatch):
+def test_eval_rag_says_what_the_judge_is_and_is_not(tmp_path, monkeypatch):
+    """Beside its scores, eval-rag says the judge is a proxy, not an LLM judge, and gives its agreement with
+    people on topics it was not tuned on (with where that figure comes from) before judge-dev's, the set its
+    rules were tuned on."""
     import json
 
     from typer.testing import CliRunner
@@ -147,7 +190,22 @@ def test_eval_rag_names_the_judge_and_its_measured_kappa(tmp_path, monkeypatch):
     finally:
         get_settings.cache_clear()
     assert result.exit_code == 0, result.output
-    assert "PROXY" in result.output and "on judge-dev" in result.output
+    line = next(line for line in result.output.splitlines() if line.startswith("judge proxy:"))
+    assert "PROXY" in line and "not an LLM judge" in line and "--judge NAME" in line
     recorded = measured("proxy")
-    if recorded:  # bench/bench_judge_dev.py --record wrote it
-        assert f"{recorded['kappa_nuggets']:.2f} (nugget labels)" in result.output
+    unseen = f"on unseen topics {recorded['unseen']['kappa_nuggets']:g} (nugget labels)"
+    tuned = f"judge-dev, the dev set the proxy's rules were tuned on, {recorded['kappa_nuggets']:g}"
+    assert unseen in line and recorded["unseen"]["source"] in line and tuned in line
+    assert line.index(unseen) < line.index(tuned)
+
+
+def test_recording_judge_dev_figures_keeps_the_unseen_ones(tmp_path, monkeypatch):
+    import ragnarok.judge.agreement as agreement
+
+    path = tmp_path / "measured.yaml"
+    path.write_text(agreement.MEASURED.read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setattr(agreement, "MEASURED", path)
+    before = agreement.measured("proxy")
+    agreement.record("proxy", {"kappa_nuggets": 0.5, "kappa_support": 0.4, "when": "today", "set": "judge-dev"})
+    after = agreement.measured("proxy")
+    assert after["kappa_nuggets"] == 0.5 and after["unseen"] == before["unseen"] and after["is"] == before["is"]

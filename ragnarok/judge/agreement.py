@@ -1,6 +1,8 @@
 """How far a judge's labels agree with gold labels: accuracy, Cohen's kappa, the confusion matrix; and the
-judges' measured kappa on the labelled set ``judge-dev`` (written by ``bench/bench_judge_dev.py --record``
-into ``measured.yaml`` beside this module, read by ``eval-rag`` to print next to its scores)."""
+judges' measured kappa (``measured.yaml`` beside this module, read by ``eval-rag`` to print next to its
+scores): on the labelled set ``judge-dev`` (written by ``bench/bench_judge_dev.py --record``; the proxy's rules
+were tuned on it, so it flatters them) and, under ``unseen``, on topics the judge was never tuned on, with
+where that figure comes from (kept when ``--record`` rewrites the judge-dev figures)."""
 
 from __future__ import annotations
 
@@ -51,16 +53,33 @@ def record(judge_name: str, figures: dict[str, object]) -> None:
         data = yaml.safe_load(MEASURED.read_text(encoding="utf-8")) or {}
     except (OSError, ValueError, yaml.YAMLError):
         data = {}
-    data[judge_name] = figures
-    MEASURED.write_text("# Cohen's kappa of each judge on judge-dev, written by bench/bench_judge_dev.py --record\n"
+    old = data.get(judge_name) if isinstance(data.get(judge_name), dict) else {}
+    data[judge_name] = {**{k: v for k, v in old.items() if k in ("unseen", "is")}, **figures}
+    MEASURED.write_text("# Cohen's kappa of each judge on judge-dev, written by bench/bench_judge_dev.py --record; "
+                        "'unseen': on topics it was not tuned on (with its provenance), 'is': what it is\n"
                         + yaml.safe_dump(data, sort_keys=True), encoding="utf-8")
 
 
-def measured_line(judge_name: str) -> str:
-    """One line for reports: the judge's kappa on judge-dev, or that it was never measured."""
+def measured_line(judge_name: str, nli: str | None = None) -> str:
+    """One line for reports: what the judge is and is not, its kappa on topics it was not tuned on (with the
+    figure's provenance) and on judge-dev (the set it was tuned on), or that it was never measured. ``nli``:
+    the proxy judge runs this NLI model instead of its rules (measured nowhere)."""
     found = measured(judge_name)
+    if nli:
+        return (f"judge {judge_name} with the NLI model {nli}: its agreement with people was never measured "
+                "(bench/bench_judge_dev.py); not an LLM judge: use one (--judge NAME) for reported results")
     if not found:
         return f"judge {judge_name}: not measured on judge-dev (bench/bench_judge_dev.py --record)"
-    return (f"judge {judge_name}: Cohen's kappa on judge-dev {found.get('kappa_nuggets', float('nan')):.2f} "
-            f"(nugget labels), {found.get('kappa_support', float('nan')):.2f} (citation support), "
-            f"measured {found.get('when', '?')}")
+    line = f"judge {judge_name}: {found.get('is') or found.get('judge', judge_name)}."
+    unseen = found.get("unseen")
+    if isinstance(unseen, dict):
+        line += (f" Cohen's kappa with people on unseen topics {_num(unseen.get('kappa_nuggets'))} (nugget labels), "
+                 f"{_num(unseen.get('kappa_support'))} (citation support) ({unseen.get('source', '?')});")
+    else:
+        line += " Never measured on topics it was not tuned on;"
+    return (line + f" on judge-dev, the dev set the proxy's rules were tuned on, {_num(found.get('kappa_nuggets'))} / "
+            f"{_num(found.get('kappa_support'))} (measured {found.get('when', '?')})")
+
+
+def _num(value: object) -> str:
+    return f"{round(value, 3):g}" if isinstance(value, (int, float)) else "?"

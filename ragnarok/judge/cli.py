@@ -356,7 +356,8 @@ def eval_rag(
     if chosen is not None:
         from ragnarok.judge.agreement import measured_line
 
-        typer.echo(measured_line(chosen.name))
+        nli = getattr(chosen, "nli", None)
+        typer.echo(measured_line(chosen.name, nli.name if nli is not None else None))
     typer.echo(f"means with 95% bootstrap intervals{label}:")
     typer.echo(format_report(results, metrics_of(results), resamples))
     tests = paired_tests(results, test_metric) if len(results) > 1 else []

@@ -22,8 +22,10 @@ A nugget against an answer, sentence by sentence (never the bag of the whole ans
 
 The best sentence's label is the nugget's. Citation support runs the same per clause of the answer sentence
 against the cited segment (its words as a bag, its sentences for cosines and vetoes): every clause supported
--> full, some -> partial, none -> none (a statement copied from the segment word for word: full); a sentence
-that is no statement is supported by nothing, and one
+-> full, some -> partial, none -> none, and a clause the segment contradicts (a veto) -> none for the whole
+sentence (a statement copied from the segment word for word: full); a sentence
+that is no statement, or states nothing (a hedge, a question, a pointer, empty talk, a denial:
+:mod:`ragnarok.judge.support_rules`), is supported by nothing, and one
 naming specifics the segment does not is at most partial (none when it names none of them).
 """
 
@@ -32,10 +34,15 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ragnarok.judge import support_rules
 from ragnarok.judge import textrules as tr
+
+if TYPE_CHECKING:
+    from ragnarok.judge.nli import NLIModel
 
 FULL = (0.5, 0.5, 0.6)  # (recall with cos >=, that cos, cos alone)
 PARTIAL = (0.35, 0.4, 0.5)
@@ -200,10 +207,13 @@ def finish_nuggets(plan: NuggetPlan, cosines: Cosines) -> list[int]:
     return out
 
 
-def nugget_levels(query: str, answer: str, nuggets: Sequence[str], cosines: Cosines) -> list[int]:
+def nugget_levels(query: str, answer: str, nuggets: Sequence[str], cosines: Cosines,
+                  nli: NLIModel | None = None) -> list[int]:
     """2 support / 1 partial / 0 none per nugget, judged against the answer's sentences. The rules run
     first (:func:`plan_nuggets`); MiniLM encodes only the sentences some nugget can still get support from
-    (:func:`finish_nuggets`)."""
+    (:func:`finish_nuggets`). ``nli``: an NLI model judges instead (:mod:`ragnarok.judge.nli`)."""
+    if nli is not None:
+        return nli.nugget_levels(query, answer, nuggets)
     if not nuggets:
         return []
     return finish_nuggets(plan_nuggets(query, answer, tuple(nuggets)), cosines)
@@ -233,7 +243,7 @@ class SupportPlan:
 def plan_support(sentence: str, passage: str) -> SupportPlan:
     """What :func:`support_level` needs cosines of (memoised: planning again costs nothing)."""
     claim = analyse(sentence)
-    if not claim.statement:
+    if not claim.statement or support_rules.states_nothing(sentence):  # hedges, questions, pointers, denials
         return SupportPlan(0)
     if _flat(sentence) in _flat(passage):  # the segment's own words, copied: it states exactly that
         return SupportPlan(2)
@@ -241,8 +251,11 @@ def plan_support(sentence: str, passage: str) -> SupportPlan:
     return SupportPlan(None, (claim.text, *(p.text for p in parts)), tuple(u.text for u in _units(passage)))
 
 
-def support_level(sentence: str, passage: str, cosines: Cosines) -> int:
-    """2 full / 1 partial / 0 none: does ``passage`` state every clause of ``sentence``?"""
+def support_level(sentence: str, passage: str, cosines: Cosines, nli: NLIModel | None = None) -> int:
+    """2 full / 1 partial / 0 none: does ``passage`` state every clause of ``sentence``? ``nli``: an NLI
+    model judges instead (:mod:`ragnarok.judge.nli`)."""
+    if nli is not None:
+        return nli.support_level(sentence, passage)
     plan = plan_support(sentence, passage)
     if plan.level is not None:
         return plan.level
@@ -255,12 +268,12 @@ def support_level(sentence: str, passage: str, cosines: Cosines) -> int:
     levels = []
     for k, part in enumerate(parts):
         cos = float(max(sims[0].max(), sims[k + 1].max())) if len(parts) > 1 else float(sims[0].max())
-        level = _level(recall(part, bag), cos, SUPPORT_FULL, SUPPORT_PARTIAL)
+        level = _level(recall(part, bag, support_rules.advice_stems()), cos, SUPPORT_FULL, SUPPORT_PARTIAL)
         if level:
             anchor = max(units, key=lambda u: _weight(part.stems & u.parts, part.specifics))
             if contradicts(part, anchor, bag) in ("negation", "antonym", "name", "value"):
-                level = 0
-        missing = part.specifics - raw
+                return 0  # a clause the segment contradicts: the sentence is not supported, even in part
+        missing = part.specifics - raw - support_rules.placeholders(part.text)
         if missing:
             level = 0 if missing == part.specifics else min(level, 1)
         levels.append(level)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,7 +23,10 @@ from ragnarok.judge.cache import JudgeCache, judgment_key
 from ragnarok.judge.llm import JudgeStats
 from ragnarok.judge.nuggets import MAX_NUGGETS, Nugget
 
-PROXY_VERSION = 2  # part of every cached proxy judgment's key: bump when the rules or thresholds change
+if TYPE_CHECKING:
+    from ragnarok.judge.nli import NLIModel
+
+PROXY_VERSION = 3  # part of every cached proxy judgment's key: bump when the rules or thresholds change
 
 GRADES = (0.65, 0.5, 0.35)
 TIE = 0.02
@@ -63,22 +67,28 @@ class ProxyJudge:
     proxy = True
     name = "proxy"
 
-    def __init__(self, cache: JudgeCache | None = None) -> None:
+    def __init__(self, cache: JudgeCache | None = None, nli: NLIModel | None = None) -> None:
         self.stats = JudgeStats()
         self.cache = cache
+        self.nli = nli  # an NLI cross-encoder judges nuggets and citations instead of the rules (ragnarok.judge.nli)
 
     def describe(self) -> str:
+        if self.nli is not None:
+            return f"PROXY judge v{PROXY_VERSION} (NLI cross-encoder {self.nli.name}, no LLM)"
         return f"PROXY judge v{PROXY_VERSION} (sentence rules + MiniLM similarity, no LLM)"
+
+    def _prompt(self, task: str) -> str:
+        """What a cached judgment's key names besides its inputs: the task, the rules' version, the NLI model."""
+        return f"{task}@proxy-v{PROXY_VERSION}" + (f"+nli:{self.nli.name}" if self.nli is not None else "")
 
     def _cached(self, task: str, inputs: list[dict[str, str]], compute) -> list[str]:  # type: ignore[no-untyped-def]
         """``compute(missing indices) -> labels`` for what the cache lacks; every judgment cached."""
-        keys = [judgment_key(self.name, f"{task}@proxy-v{PROXY_VERSION}", item) for item in inputs]
+        keys = [judgment_key(self.name, self._prompt(task), item) for item in inputs]
         found = self.cache.get_many(keys) if self.cache is not None else {}
         todo = [i for i, k in enumerate(keys) if k not in found]
         fresh = dict(zip(todo, compute(todo))) if todo else {}
         if self.cache is not None and fresh:
-            self.cache.put_many([(keys[i], self.name, f"{task}@proxy-v{PROXY_VERSION}", label, "")
-                                 for i, label in fresh.items()])
+            self.cache.put_many([(keys[i], self.name, self._prompt(task), label, "") for i, label in fresh.items()])
         self.stats.add(judged=len(keys), cached=len(keys) - len(todo))
         return [fresh[i] if i in fresh else found[k] for i, k in enumerate(keys)]
 
@@ -86,7 +96,7 @@ class ProxyJudge:
         """Indices of ``inputs`` whose judgments the cache lacks."""
         if self.cache is None:
             return list(range(len(inputs)))
-        keys = [judgment_key(self.name, f"{task}@proxy-v{PROXY_VERSION}", item) for item in inputs]
+        keys = [judgment_key(self.name, self._prompt(task), item) for item in inputs]
         found = self.cache.get_many(keys)
         return [i for i, k in enumerate(keys) if k not in found]
 
@@ -97,7 +107,9 @@ class ProxyJudge:
         encoded in one call (the encoder's batches, longest first: larger batches measured no faster on CPU),
         so the calls themselves only read the vector cache. Judgments already cached are
         skipped; at most half the vector cache's size in texts are read (the rest when their calls come). Labels are
-        the same with or without it. Returns the number of texts encoded."""
+        the same with or without it. Returns the number of texts encoded (none with an NLI model)."""
+        if self.nli is not None:
+            return 0
         texts: dict[str, None] = {}
         for query, answer, nuggets in assign:
             nuggets = list(nuggets)
@@ -123,7 +135,7 @@ class ProxyJudge:
         names = ("not_support", "partial_support", "support")
 
         def compute(todo: list[int]) -> list[str]:
-            levels = entail.nugget_levels(query, passage, [nuggets[i] for i in todo], cosines)
+            levels = entail.nugget_levels(query, passage, [nuggets[i] for i in todo], cosines, self.nli)
             return [names[level] for level in levels]
 
         return self._cached("assign", [{"query": query, "answer": passage, "nugget": n} for n in nuggets],
@@ -132,8 +144,8 @@ class ProxyJudge:
     def support(self, sentence: str, passage: str) -> str | None:
         """Does the cited ``passage`` state the answer ``sentence``: full / partial / no support."""
         def compute(todo: list[int]) -> list[str]:
-            return [("no_support", "partial_support", "full_support")[entail.support_level(sentence, passage,
-                                                                                           cosines)]]
+            level = entail.support_level(sentence, passage, cosines, self.nli)
+            return [("no_support", "partial_support", "full_support")[level]]
 
         return self._cached("support", [{"sentence": sentence, "passage": passage}], compute)[0]
 

@@ -57,7 +57,12 @@ def make_judge(settings: Settings, name: str | None, generation: GenerationServi
     are asked again."""
     name = name or settings.judge
     if not name or name == PROXY:
-        return ProxyJudge(cache or JudgeCache(cache_path(settings)))
+        nli = None
+        if settings.judge_nli_model:  # loaded (offline) now, once per process: a model not here fails at start
+            from ragnarok.judge.nli import load_nli  # noqa: PLC0415 - torch, only where a model is configured
+
+            nli = load_nli(settings.judge_nli_model)
+        return ProxyJudge(cache or JudgeCache(cache_path(settings)), nli)
     from ragnarok.generate.base import GeneratorUnavailable  # noqa: PLC0415 - not for the proxy judge
     from ragnarok.generate.service import GenerationService  # noqa: PLC0415
 

@@ -65,8 +65,9 @@ def build_tiny_monot5(out: Path, layers: int = 2, hidden: int = 32, heads: int =
 
 
 def build_tiny_cross_encoder(out: Path, layers: int = 2, hidden: int = 32, heads: int = 2, seed: int = 0,
-                             vocab_size: int | None = None) -> Path:
-    """A BertForSequenceClassification (one label) with a word-level ``[CLS] a [SEP] b [SEP]`` tokenizer."""
+                             vocab_size: int | None = None, id2label: dict[int, str] | None = None) -> Path:
+    """A BertForSequenceClassification (one label; ``id2label``: one per entry, e.g. an NLI model's three)
+    with a word-level ``[CLS] a [SEP] b [SEP]`` tokenizer."""
     import torch  # noqa: PLC0415
     from tokenizers.processors import TemplateProcessing  # noqa: PLC0415
     from transformers import BertConfig, BertForSequenceClassification, PreTrainedTokenizerFast  # noqa: PLC0415
@@ -81,7 +82,8 @@ def build_tiny_cross_encoder(out: Path, layers: int = 2, hidden: int = 32, heads
     torch.manual_seed(seed)
     config = BertConfig(vocab_size=max(tok.get_vocab_size(), vocab_size or 0), hidden_size=hidden, num_hidden_layers=layers,
                         num_attention_heads=heads, intermediate_size=hidden * 4, max_position_embeddings=512,
-                        num_labels=1)
+                        num_labels=len(id2label) if id2label else 1,
+                        **({"id2label": id2label, "label2id": {v: k for k, v in id2label.items()}} if id2label else {}))
     model = BertForSequenceClassification(config).eval()
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
