@@ -29,17 +29,22 @@ naming specifics the segment does not is at most partial (none when it names non
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
+from ragnarok.judge import statements as st
 from ragnarok.judge import textrules as tr
 
 FULL = (0.5, 0.5, 0.6)  # (recall with cos >=, that cos, cos alone)
 PARTIAL = (0.35, 0.4, 0.5)
 ECHO_MARGIN = 0.1
+ASSERTED = 0.4  # this share of the words a sentence shares with a nugget must be where it asserts something
+SWAP = (0.6, 0.6)  # a clause naming a nugget's thing with < this share of its predicate, >= this of another's
+GIVEN_WEIGHT = 0.0  # the weight in recall of a nugget word the question already has
 RECALL_ALONE = 0.8  # this share of a nugget's own words in a clean statement is support without a cosine
 CLAUSE_COSINES = False  # also compare a nugget with each clause of a sentence (more encodings, better paraphrases)
 SUPPORT_FULL = (0.7, 0.45, 0.75)  # citation support, clause against segment
@@ -71,11 +76,13 @@ def _weight(words: frozenset[str] | set[str], specific: frozenset[str]) -> float
 
 
 def recall(claim: Text, words: frozenset[str], given: frozenset[str] = frozenset()) -> float:
-    """Weighted share of the claim's content words (minus ``given`` ones, unless nothing is left) in
-    ``words``."""
-    want = claim.stems - given or claim.stems
-    total = _weight(want, claim.specifics)
-    return _weight(want & words, claim.specifics) / total if total else 0.0
+    """Weighted share of the claim's content words in ``words``: identifiers and names weigh double, the
+    words the question already has (``given``) ``GIVEN_WEIGHT`` (what the claim adds to the question counts
+    most, but an answer that names another thing than the question's, or drops it, loses something)."""
+    given = given & claim.stems if claim.stems - given else frozenset()
+    total = _weight(claim.stems, claim.specifics) - (1 - GIVEN_WEIGHT) * _weight(given, claim.specifics)
+    got = _weight(claim.stems & words, claim.specifics) - (1 - GIVEN_WEIGHT) * _weight(given & words, claim.specifics)
+    return got / total if total else 0.0
 
 
 def _anchor(claim: Text, unit: Text) -> str:
@@ -85,29 +92,82 @@ def _anchor(claim: Text, unit: Text) -> str:
     return max(unit.clauses, key=lambda c: _weight(claim.stems & analyse(c).parts, claim.specifics))
 
 
+def _modules(text: str) -> frozenset[str]:
+    """The first parts of the dotted names in ``text`` (``re`` of ``re.finditer``): an answer names a module
+    once and its functions after."""
+    return frozenset(tr.parts(t)[0] for t in tr.tokens(text) if "." in t.rstrip(".") and tr.parts(t))
+
+
 def contradicts(claim: Text, unit: Text, given: frozenset[str] = frozenset(),
-                context: frozenset[str] = frozenset()) -> str | None:
+                context: frozenset[str] = frozenset(), nugget: bool = False) -> str | None:
     """Why ``unit`` cannot support ``claim`` though it may share its words: ``negation``, ``antonym``,
     ``name``, ``value`` or ``specific`` (a claim specific missing from the unit and from ``context`` -- the rest
     of the answer, which may name it in an earlier sentence -- while the unit names another one, not in
     ``given``); None."""
     anchor = _anchor(claim, unit)
-    negated = tr.negations(claim.text) > 0
-    # polarity: every clause holding two or more of the claim's words (or the anchor) must agree with it
-    if any((tr.negations(c) > 0) != negated for c in unit.clauses
-           if c == anchor or len(claim.stems & analyse(c).parts) >= 2):
-        return "negation"
+    if nugget:  # polarity piece by piece (:func:`statements.polarity_clash`)
+        if st.polarity_clash(claim.text, unit.text):
+            return "negation"
+    elif any((tr.negations(c) > 0) != (tr.negations(claim.text) > 0) for c in unit.clauses
+             if c == anchor or len(claim.stems & analyse(c).parts) >= 2):
+        return "negation"  # every clause holding two or more of the claim's words (or the anchor) agrees with it
     if tr.antonym_clash(claim.text, anchor):
         return "antonym"
     if tr.wrong_name(claim.text, unit.text):
         return "name"
     if tr.wrong_value(claim.text, anchor):
         return "value"
-    missing = claim.specifics - unit.raw - context
+    # a nugget's names are looked for in the sentence itself (the answer elsewhere only for the question's)
+    missing = claim.specifics - unit.raw - (context & (given | _modules(claim.text)) if nugget else context)
     extra = unit.specifics - claim.specifics - given
     if missing and extra:
         return "specific"
+    if nugget and st.wrong_subject(claim.text, unit.text, given):
+        return "subject"
     return None
+
+
+def unasserted(claim: Text, unit: Text) -> bool:
+    """The unit holds the claim's words mostly where it asserts nothing (a question, a denial's or a report's
+    frame, a "whether" or "if" clause: :func:`statements.asserted`)."""
+    said = st.asserted(unit.text, st.conditional(claim.text))
+    if said == unit.text:
+        return False
+    full = _weight(claim.stems & unit.parts, claim.specifics)
+    return _weight(claim.stems & frozenset(tr.all_parts(said)), claim.specifics) < ASSERTED * full
+
+
+def _predicate(claim: Text) -> frozenset[str]:
+    """The claim's content words that are no name or value (what it says of what it names)."""
+    names = {x.lstrip("~") for x in claim.specifics}
+    names |= {tr.stem(x) for x in names}
+    return frozenset(s for s in claim.stems if s not in names and tr.stem(s) not in names)
+
+
+def swapped(k: int, claims: Sequence[Text], unit: Text) -> bool:
+    """A clause of ``unit`` names nugget ``k``'s thing but says little of what ``k`` says of it, and most of
+    what another nugget says of *its* thing (two or more of its own words), which the clause does not name:
+    names swapped between the topic's nuggets ("json.dumps writes JSON to a file" is ``json.dump``'s nugget
+    under another name)."""
+    claim = claims[k]
+    mine = _predicate(claim)
+    if not claim.specifics or not mine:
+        return False
+    named = {w for x in claim.specifics for w in re.split(r"[_~]", x) if w} | mine
+    for clause in map(analyse, unit.clauses):
+        if not claim.specifics & clause.raw:
+            continue
+        own = len(mine & clause.parts) / len(mine)
+        if own >= SWAP[0]:
+            continue
+        for j, other in enumerate(claims):
+            theirs = _predicate(other)
+            if j == k or not other.specifics or other.specifics <= clause.raw:
+                continue
+            share = len(theirs & clause.parts) / len(theirs)
+            if share >= SWAP[1] and share > own and len((theirs - named) & clause.parts) >= 2:
+                return True
+    return False
 
 
 def _level(r: float, cos: float, full: tuple[float, float, float], partial: tuple[float, float, float],
@@ -163,9 +223,13 @@ def plan_nuggets(query: str, answer: str, nuggets: tuple[str, ...]) -> NuggetPla
     everything = frozenset().union(*(u.raw for u in every)) if every else frozenset()
     cap = [0 if c.specifics and not (c.specifics & everything) else
            1 if c.specifics - everything else 2 for c in claims]
+    for k, claim in enumerate(claims):  # an answer that asserts a nugget and its negation supports neither
+        if cap[k] and any(claim.stems & u.parts and st.denies(claim.text, u.text) for u in units):
+            cap[k] = 0
     pairs = {(k, i): recall(claim, unit.parts, given) for k, claim in enumerate(claims) if cap[k]
              for i, unit in enumerate(units)
-             if claim.stems & unit.parts and contradicts(claim, unit, given, everything) is None}
+             if claim.stems & unit.parts and not unasserted(claim, unit)
+             and contradicts(claim, unit, given, everything, nugget=True) is None and not swapped(k, claims, unit)}
     out = [0] * len(claims)
     for (k, i), r in list(pairs.items()):  # most of a nugget's own words in one clean statement: no cosine needed
         if r >= RECALL_ALONE:

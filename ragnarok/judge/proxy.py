@@ -22,7 +22,7 @@ from ragnarok.judge.cache import JudgeCache, judgment_key
 from ragnarok.judge.llm import JudgeStats
 from ragnarok.judge.nuggets import MAX_NUGGETS, Nugget
 
-PROXY_VERSION = 2  # part of every cached proxy judgment's key: bump when the rules or thresholds change
+PROXY_VERSION = 3  # part of every cached proxy judgment's key: bump when the rules or thresholds change
 
 GRADES = (0.65, 0.5, 0.35)
 TIE = 0.02
