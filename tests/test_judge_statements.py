@@ -77,3 +77,9 @@ def test_names_swapped_between_nuggets_earn_nothing(judge):
     swapped = ("zipfile.ZipFile opens a zip archive for reading. Its namelist method writes every member to a "
                "directory you choose. extractall returns the names of the members as a list.")
     assert labels(judge, swapped) == ["support", "not_support", "not_support"]
+
+
+def test_a_paraphrase_in_other_words_is_supported(judge):
+    paraphrase = ("Create a zipfile.ZipFile object for the archive. Its extractall method unpacks all entries into a "
+                  "folder of your choice. Its namelist method gives back a list with the file name of each entry.")
+    assert labels(judge, paraphrase) == ["support"] * 3
