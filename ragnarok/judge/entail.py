@@ -54,7 +54,6 @@ PARTIAL = (0.35, 0.3, 0.45)
 ECHO_MARGIN = 0.05
 ASSERTED = 0.4  # this share of the words a sentence shares with a nugget must be where it asserts something
 SWAP = (0.6, 0.6)  # a clause naming a nugget's thing with < this share of its predicate, >= this of another's
-GIVEN_WEIGHT = 0.0  # the weight in recall of a nugget word the question already has
 RECALL_ALONE = 0.8  # this share of a nugget's own words in a clean statement is support without a cosine
 CLAUSE_COSINES = False  # also compare a nugget with each clause of a sentence (more encodings, better paraphrases)
 SUPPORT_FULL = (0.7, 0.45, 0.75)  # citation support, clause against segment
@@ -86,13 +85,11 @@ def _weight(words: frozenset[str] | set[str], specific: frozenset[str]) -> float
 
 
 def recall(claim: Text, words: frozenset[str], given: frozenset[str] = frozenset()) -> float:
-    """Weighted share of the claim's content words in ``words``: identifiers and names weigh double, the
-    words the question already has (``given``) ``GIVEN_WEIGHT`` (what the claim adds to the question counts
-    most, but an answer that names another thing than the question's, or drops it, loses something)."""
-    given = given & claim.stems if claim.stems - given else frozenset()
-    total = _weight(claim.stems, claim.specifics) - (1 - GIVEN_WEIGHT) * _weight(given, claim.specifics)
-    got = _weight(claim.stems & words, claim.specifics) - (1 - GIVEN_WEIGHT) * _weight(given & words, claim.specifics)
-    return got / total if total else 0.0
+    """Weighted share of the claim's content words (minus ``given`` ones, unless nothing is left) in
+    ``words``."""
+    want = claim.stems - given or claim.stems
+    total = _weight(want, claim.specifics)
+    return _weight(want & words, claim.specifics) / total if total else 0.0
 
 
 def _anchor(claim: Text, unit: Text) -> str:

@@ -11,10 +11,12 @@ are told apart from a plain statement:
 * **"whether" and conditional clauses** ("whether X", "if X, ...", "... unless X") assert nothing, unless the
   nugget has such a clause itself ("returns None if the variable doesn't exist").
 
-**Polarity** is compared piece by piece: the nugget and the sentence are cut at their conjunctions and
+**Polarity**: a nugget without a negation is vetoed by a negated or denied clause holding its words; a negated
+nugget is compared piece by piece: the nugget and the sentence are cut at their conjunctions and
 subordinators, and each piece of the sentence holding the nugget's words must have the polarity (negated or
-not; a leading "it is not true that" reverses what follows it) of the nugget's piece it matches best, so "it returns None if the variable
-doesn't exist" agrees with a sentence whose first clause is positive and whose "if" clause is negated.
+not; a leading "it is not true that" reverses what follows it) of the nugget's piece it matches best, so "it
+returns None if the variable doesn't exist" agrees with a sentence whose first clause is positive and whose
+"if" clause is negated.
 """
 
 from __future__ import annotations
@@ -179,7 +181,8 @@ def _subject(text: str) -> tuple[str, ...]:
     finite form ("builds", "cannot") is preferred to a word that may be a noun or a verb ("list")."""
     words = tr.tokens(tr.clauses(text)[0])
     candidates = [i for i in range(1, len(words)) if tr.finite_verb_at(words, i)]
-    inflected = [i for i in candidates if words[i].lower() in tr.AUXILIARIES or words[i].lower().endswith(("s", "ed"))]
+    inflected = [i for i in candidates
+                 if words[i].lower() in tr.AUXILIARIES or words[i].lower().endswith(("s", "ed"))]
     for i in inflected[:1] or candidates[:1]:
         return tuple(w.lower() for w in words[:i] if w.lower() not in _DETERMINERS)
     return ()
