@@ -151,11 +151,18 @@ def _predicate(claim: Text) -> frozenset[str]:
     return frozenset(s for s in claim.stems if s not in names and tr.stem(s) not in names)
 
 
+def _says(claim: Text, unit: Text) -> bool:
+    """The unit holds half or more of what the claim says of what it names (its words the question already
+    has included): its names alone are not the claim."""
+    mine = _predicate(claim)
+    return not mine or not claim.specifics or len(mine & unit.parts) >= 0.5 * len(mine)
+
+
 def swapped(k: int, claims: Sequence[Text], unit: Text) -> bool:
     """A clause of ``unit`` names nugget ``k``'s thing but says little of what ``k`` says of it, and most of
-    what another nugget says of *its* thing (two or more of its own words), which the clause does not name:
-    names swapped between the topic's nuggets ("json.dumps writes JSON to a file" is ``json.dump``'s nugget
-    under another name)."""
+    what another nugget says of *its* thing (two or more words of its own, or its one word), which the clause
+    does not name: names swapped between the topic's nuggets ("json.dumps writes JSON to a file" is
+    ``json.dump``'s nugget under another name)."""
     claim = claims[k]
     mine = _predicate(claim)
     if not claim.specifics or not mine:
@@ -172,7 +179,7 @@ def swapped(k: int, claims: Sequence[Text], unit: Text) -> bool:
             if j == k or not other.specifics or other.specifics <= clause.raw:
                 continue
             share = len(theirs & clause.parts) / len(theirs)
-            if share >= SWAP[1] and share > own and len((theirs - named) & clause.parts) >= 2:
+            if share >= SWAP[1] and share > own and len((theirs - named) & clause.parts) >= min(2, len(theirs)):
                 return True
     return False
 
@@ -239,7 +246,7 @@ def plan_nuggets(query: str, answer: str, nuggets: tuple[str, ...]) -> NuggetPla
              and contradicts(claim, unit, given, everything, nugget=True) is None and not swapped(k, claims, unit)}
     out = [0] * len(claims)
     for (k, i), r in list(pairs.items()):  # most of a nugget's own words in one clean statement: no cosine needed
-        if r >= RECALL_ALONE:
+        if r >= RECALL_ALONE and _says(claims[k], units[i]):
             out[k] = cap[k]
     pairs = {(k, i): r for (k, i), r in pairs.items() if out[k] < cap[k]}
     rows = sorted({k for k, _ in pairs})

@@ -70,7 +70,8 @@ ANTONYMS = {a: b for x, y in (
     ("thread-safe", "unsafe"), ("deterministic", "random"), ("same", "different"), ("empty", "full"),
     ("keep", "discard"), ("ignore", "respect"), ("raise", "suppress"), ("plain", "formatted"),
     ("inclusive", "exclusive"), ("including", "excluding"), ("shallow", "deep"), ("lazy", "eager"), ("recursive", "flat"),
-    ("temporary", "permanent"), ("create", "delete")) for a, b in ((x, y), (y, x))}
+    ("temporary", "permanent"), ("create", "delete"), ("largest", "smallest"), ("biggest", "smallest"),
+    ("highest", "lowest"), ("most", "least"), ("nlargest", "nsmallest")) for a, b in ((x, y), (y, x))}
 TYPES = {w: (group, canonical) for group, spec in {
     "data": "list string:str integer:int float dictionary:dict tuple set bytes boolean:bool iterator generator "
             "array",
