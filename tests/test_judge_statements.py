@@ -39,6 +39,8 @@ def test_a_denial_without_not_earns_nothing(judge):
     "It is unclear if zipfile.ZipFile opens a zip archive; whether extractall writes every member to a "
     "directory is a matter of debate.",  # doubt, a "whether" clause
     "Does zipfile.ZipFile open a zip archive? Does extractall write every member to a directory?",  # questions
+    "It has been suggested that zipfile.ZipFile opens a zip archive. extractall may or may not write every member "
+    "to a directory.",  # hearsay, a hedge that asserts nothing
     "If zipfile.ZipFile opens a zip archive, the manual would mention it. If extractall writes every member "
     "to a directory, that would be handy.",  # conditionals
 ])

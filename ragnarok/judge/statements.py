@@ -49,7 +49,11 @@ _REPORT = re.compile(
     r"\b(?:allegedly|supposedly|reportedly|purportedly|rumou?r\s+has\s+it)\b|"
     r"\b(?:is|are|was|remains?)\s+(?:a|an|the)\s+(?:\w+\s+)?(?:question|debate|discussion|topic|matter\s+of\s+"
     r"debate)\b|\bthe\s+question\s+(?:of\s+)?(?:whether|if)\b|\b(?:no\s+one|nobody)\s+knows\b|"
-    r"\bi\s+wonder\b|\bwho\s+knows\b|\bcontrary\s+to\b", re.I)
+    r"\bi\s+wonder\b|\bwho\s+knows\b|\bcontrary\s+to\b|\b(?:may|might|can|could)\s+or\s+(?:may|might|can|could)\s+not\b|"
+    r"\bit\s+(?:is|seems)\s+(?:possible|conceivable|plausible)\s+that\b|\bit\s+has\s+been\s+(?:\w+\s+)?(?:said|"
+    r"claimed|suggested|argued|rumou?red|proposed)\b|^(?:imagine|suppose|assume|what\s+if)\b|\bhypothetically\b|"
+    r"\bthere\s+is\s+(?:\w+\s+)?(?:debate|discussion|disagreement|confusion)\s+(?:about|over|on|as\s+to)\b|"
+    r"\bis\s+(?:often\s+|widely\s+|hotly\s+)?(?:debated|disputed|contested)\b", re.I)
 _WHETHER = re.compile(r"\bwhether\b[^,;:]*", re.I)
 _IF_FIRST = re.compile(r"^(?:\w+\s+)?(?:if|unless|suppose|supposing|assuming|in\s+case)\b[^,;:]*[,;:]?", re.I)
 _IF_LATER = re.compile(r"\b(?:if|unless|supposing|assuming|in\s+case)\b[^,;:]*", re.I)
