@@ -52,6 +52,8 @@ def test_a_statement_and_its_own_negation_support_neither(judge):
     both = (TRUE + " Then again, it is not true that zipfile.ZipFile opens a zip archive. Actually, extractall "
             "does not write every member to a directory.")
     assert labels(judge, both) == ["not_support", "not_support", "support"]
+    taken_back = "zipfile.ZipFile opens a zip archive. But that is a myth. " + TRUE.split(". ", 1)[1]
+    assert labels(judge, taken_back) == ["not_support", "support", "support"]
 
 
 def test_a_negated_nugget_is_supported_by_the_same_polarity_only():

@@ -232,7 +232,8 @@ def plan_nuggets(query: str, answer: str, nuggets: tuple[str, ...]) -> NuggetPla
     q = analyse(query)
     given = q.stems | q.parts | q.raw
     every = _units(answer)
-    units = [u for u in every if u.statement and (u.stems - given)]
+    taken_back = {i for i in range(len(every) - 1) if st.retracts(every[i + 1].text)}  # "X. That is a myth."
+    units = [u for i, u in enumerate(every) if u.statement and (u.stems - given) and i not in taken_back]
     claims = [analyse(n) for n in nuggets]
     everything = frozenset().union(*(u.raw for u in every)) if every else frozenset()
     cap = [0 if c.specifics and not (c.specifics & everything) else

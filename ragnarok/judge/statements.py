@@ -62,6 +62,17 @@ _PIECES = re.compile(r"\s*(?:[;:]\s|,?\s(?:and|but|while|whereas|although|though
                      r"unless|when|whenever|which)\s)\s*", re.I)
 
 
+_RETRACT = re.compile(r"^(?:but\s+|however,?\s+|actually,?\s+|in\s+fact,?\s+|then\s+again,?\s+)?(?:that|this|it)"
+                      r"(?:'s|\s+is|\s+was)\s+(?:simply\s+|actually\s+|of\s+course\s+|just\s+)?(?:not\s+(?:true|the\s+case|"
+                      r"so|correct|right)|false|untrue|wrong|incorrect|a\s+(?:\w+\s+)?(?:myth|misconception|mistake|lie))"
+                      r"(?:,?\s+(?:though|however|either|at\s+all|of\s+course))?\W*$", re.I)
+
+
+def retracts(sentence: str) -> bool:
+    """The sentence takes back the one before it ("That is not true.", "But this is a myth.")."""
+    return bool(_RETRACT.match(sentence.strip()))
+
+
 @lru_cache(maxsize=100_000)
 def asserted(sentence: str, conditionals: bool = False) -> str:
     """The part of ``sentence`` it asserts: nothing for a question or a report/doubt frame, the sentence less
