@@ -9,13 +9,17 @@ from __future__ import annotations
 import pytest
 
 from ragnarok.judge.proxy import ProxyJudge
-from test_judge_proxy import judge  # noqa: F401 - its ProxyJudge fixture
 
 QUERY = "extract files from a zip archive"
 NUGGETS = ["zipfile.ZipFile opens a zip archive", "extractall writes every member to a directory",
            "namelist returns the names of the members"]
 TRUE = ("zipfile.ZipFile opens a zip archive for reading. Its extractall method writes every member to a "
         "directory you choose. namelist returns the names of the members as a list.")
+
+
+@pytest.fixture(scope="module")
+def judge() -> ProxyJudge:
+    return ProxyJudge()
 
 
 def labels(judge: ProxyJudge, answer: str, nuggets=NUGGETS, query: str = QUERY) -> list[str | None]:

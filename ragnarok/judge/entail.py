@@ -5,7 +5,8 @@ answer and for an answer sentence against the segment it cites. Deterministic: w
 A nugget against an answer, sentence by sentence (never the bag of the whole answer):
 
 1. the answer's sentences, each once (repetition earns nothing twice); only **statements** count (a word
-   list or fragment states nothing), and a sentence that adds no content word to the question is skipped;
+   list or fragment states nothing), a sentence that adds no content word to the question is skipped, and so is
+   one the next sentence takes back ("But that is a myth.");
 2. a nugget naming a specific (identifier, number, name) that the answer never writes gets nothing; one
    naming several of which some are missing gets at most partial; a nugget the answer also **denies** (a
    statement with most of its words and the other polarity: "X. It is not true that X.") gets nothing;
