@@ -28,10 +28,10 @@ from ragnarok.judge import textrules as tr
 
 _DENIAL = re.compile(
     r"\b(?:it|this|that)(?:\s+is|'s|\s+would\s+be|\s+was)\s+(?:\w+\s+)?(?:a\s+|an\s+)?(?:common\s+|popular\s+|"
-    r"widespread\s+|complete\s+)?(?:myth|false|untrue|wrong|incorrect|mistaken|misconception|fallacy|"
-    r"falsehood|mistake|error|misunderstanding|inaccurate)\b(?:\s+to\s+\w+)?|"
+    r"widespread\s+|complete\s+)?(?:myth|(?-i:false)|untrue|wrong|incorrect|mistaken|misconception|fallacy|"
+    r"falsehood|mistake|misunderstanding|inaccurate)\b(?:\s+to\s+\w+)?|"
     r"\b(?:idea|claim|notion|belief|assumption|statement|view|story|rumou?r)s?\s+that\b.*\b(?:is|are|was)\s+"
-    r"(?:\w+\s+)?(?:a\s+|an\s+)?(?:myth|false|untrue|wrong|incorrect|mistaken|misconception|fallacy|"
+    r"(?:\w+\s+)?(?:a\s+|an\s+)?(?:myth|(?-i:false)|untrue|wrong|incorrect|mistaken|misconception|fallacy|"
     r"falsehood|nonsense|inaccurate)\b|\bfurther\s+from\s+the\s+truth\b|"
     r"\b(?:is|are)\s+(?:simply\s+|just\s+)?(?:untrue|mistaken|(?:a|an)\s+(?:\w+\s+)?(?:myth|misconception|fallacy|"
     r"falsehood|misunderstanding))\b|"
@@ -40,14 +40,15 @@ _DENIAL = re.compile(
 _REPORT = re.compile(
     r"\b(?:some|many|people|users|developers|programmers|others|critics|beginners|newcomers|folks|someone|"
     r"one)\s+(?:\w+\s+)?(?:say|says|said|claim|claims|claimed|argue|argues|believe|believes|think|thinks|"
-    r"suggest|suggests|ask|asks|asked|wonder|wonders|wondered|debate|debates|discuss|discusses|question|"
-    r"questions|assume|assumes|suppose|might\s+think|may\s+think|insist|insists|speculate|speculates)\b|"
+    r"suggest|suggests|ask|asks|asked|wonder|wonders|wondered|debate|debates|discuss|discusses|"
+    r"assume|assumes|suppose|might\s+think|may\s+think|insist|insists|speculate|speculates)\b|"
     r"\bit\s+is\s+(?:often\s+|sometimes\s+|widely\s+|commonly\s+|frequently\s+)?(?:said|claimed|argued|believed|"
     r"rumou?red|asked|debated|suggested|thought|assumed|alleged|discussed)\b|"
     r"\b(?:unclear|uncertain|unknown|debatable|doubtful|questionable|open\s+question|not\s+clear|not\s+known|"
-    r"not\s+certain|hard\s+to\s+say|anyone's\s+guess|remains\s+to\s+be\s+seen)\b|"
+    r"not\s+certain|hard\s+to\s+say)\s+(?:whether|if|that|how|why)\b|\banyone's\s+guess\b|"
+    r"\bremains\s+to\s+be\s+seen\b|"
     r"\b(?:allegedly|supposedly|reportedly|purportedly|rumou?r\s+has\s+it)\b|"
-    r"\b(?:is|are|was|remains?)\s+(?:a|an|the)\s+(?:\w+\s+)?(?:question|debate|discussion|topic|matter\s+of\s+"
+    r"\b(?:is|are|was|remains?)\s+(?:a|an|the)\s+(?:\w+\s+)?(?:question|debate|discussion|matter\s+of\s+"
     r"debate)\b|\bthe\s+question\s+(?:of\s+)?(?:whether|if)\b|\b(?:no\s+one|nobody)\s+knows\b|"
     r"\bi\s+wonder\b|\bwho\s+knows\b|\bcontrary\s+to\b|\b(?:may|might|can|could)\s+or\s+(?:may|might|can|could)\s+not\b|"
     r"\bit\s+(?:is|seems)\s+(?:possible|conceivable|plausible)\s+that\b|\bit\s+has\s+been\s+(?:\w+\s+)?(?:said|"
@@ -64,7 +65,7 @@ _PIECES = re.compile(r"\s*(?:[;:]\s|,?\s(?:and|but|while|whereas|although|though
 
 _RETRACT = re.compile(r"^(?:but\s+|however,?\s+|actually,?\s+|in\s+fact,?\s+|then\s+again,?\s+)?(?:that|this|it)"
                       r"(?:'s|\s+is|\s+was)\s+(?:simply\s+|actually\s+|of\s+course\s+|just\s+)?(?:not\s+(?:true|the\s+case|"
-                      r"so|correct|right)|false|untrue|wrong|incorrect|a\s+(?:\w+\s+)?(?:myth|misconception|mistake|lie))"
+                      r"so|correct|right)|(?-i:false)|untrue|wrong|incorrect|a\s+(?:\w+\s+)?(?:myth|misconception|mistake|lie))"
                       r"(?:,?\s+(?:though|however|either|at\s+all|of\s+course))?\W*$", re.I)
 
 
@@ -112,7 +113,7 @@ def _stems(text: str) -> frozenset[str]:
 
 
 _LEAD = re.compile(r"^(?:\w+,\s*)?(?:(?:it|this)\s+(?:is|would\s+be|was)|it's)\s+(?:simply\s+)?(?:not\s+(?:true|"
-                   r"the\s+case|so|correct)|false|untrue|wrong|incorrect|mistaken|a\s+(?:\w+\s+)?(?:myth|"
+                   r"the\s+case|so|correct)|(?-i:false)|untrue|wrong|incorrect|mistaken|a\s+(?:\w+\s+)?(?:myth|"
                    r"misconception|mistake|fallacy))\b(?:\s+to\s+\w+)?\s+that\b",
                    re.I)
 
