@@ -13,7 +13,9 @@ time counts. ``--judge`` names: ``proxy`` (today's), ``proxy-v1`` (the first one
 judge's whole path -- prompts, an OpenAI-compatible HTTP server behind the generator, parsing, retry, cache --
 with a scripted server that answers the gold labels, one reply in seven malformed first: it checks that the
 path loses nothing, not a model), or any configured LLM generator. ``--record`` writes the kappas to
-ragnarok/judge/measured.yaml, which ``eval-rag`` prints next to its scores."""
+ragnarok/judge/measured.yaml, which ``eval-rag`` prints next to its scores. ``--families`` also scores each judge on
+the adversarial and paraphrase families of ``bench/judge_families.py`` (issue 37), split into the topics the
+rules were tuned on and held-out ones."""
 
 from __future__ import annotations
 
@@ -31,6 +33,7 @@ from pathlib import Path
 
 from fastapi import FastAPI, Request
 
+from judge_families import DEV  # the topics the proxy's thresholds were calibrated on (issue 37)
 from ragnarok.judge.agreement import accuracy, cohen_kappa, confusion, record
 from ragnarok.judge.answers import read_answers
 from ragnarok.judge.nuggets import Nugget, nugget_scores
@@ -135,18 +138,18 @@ def make(name: str, nugget_rows, support_rows, answers, segments, cache_dir: Pat
 
 
 def evaluate(judge, answers, nugget_rows, support_rows, segments) -> dict:  # type: ignore[no-untyped-def]
-    from ragnarok.judge import entail, textrules
+    from ragnarok.judge import entail, statements, textrules
     from ragnarok.judge.proxy import cosines
     from ragnarok.embed.vectors import text_vectors
 
     cosines(["warm"], ["up"])  # MiniLM loaded before the clock
     textrules.stem("warm")  # and nltk (its import, ~0.6 s, is a process's start-up, like MiniLM's load)
     text_vectors("minilm").clear()  # fresh: no sentence encoded, no rule worked out by an earlier judge in this process
-    for module in (entail, textrules):
+    for module in (entail, statements, textrules):
         for value in vars(module).values():
             if hasattr(value, "cache_clear") and value is not textrules.vocabulary:
                 value.cache_clear()
-    gold, predicted = [], []
+    gold, predicted, held_gold, held_pred = [], [], [], []
     per_variant: dict[str, list[tuple[float, float]]] = defaultdict(list)
     prefetch = getattr(judge, "prefetch", None)  # as eval-rag does: once, before judging, inside the clock
     start = time.perf_counter()
@@ -159,6 +162,9 @@ def evaluate(judge, answers, nugget_rows, support_rows, segments) -> dict:  # ty
         labels = [label or "not_support" for label in labels]
         gold += [n["assignment"] for n in row["nuggets"]]
         predicted += labels
+        if row["qid"] not in DEV:
+            held_gold += [n["assignment"] for n in row["nuggets"]]
+            held_pred += labels
         ours = nugget_scores([Nugget(text=n["text"], importance=n["importance"], assignment=label)
                               for n, label in zip(row["nuggets"], labels)])["all"]
         theirs = nugget_scores([Nugget(**{k: n[k] for k in ("text", "importance", "assignment")})
@@ -184,6 +190,7 @@ def evaluate(judge, answers, nugget_rows, support_rows, segments) -> dict:  # ty
     means = {v: (sum(o for o, _ in xs) / len(xs), sum(t for _, t in xs) / len(xs)) for v, xs in per_variant.items()}
     return {"judge": judge.describe(), "name": judge.name, "n": len(gold),
             "accuracy": accuracy(gold, predicted), "kappa": cohen_kappa(gold, predicted, NUGGET_CLASSES),
+            "held_kappa": cohen_kappa(held_gold, held_pred, NUGGET_CLASSES) if held_gold else float("nan"),
             "confusion": confusion(gold, predicted, NUGGET_CLASSES),
             "s_n": len(s_gold), "s_accuracy": accuracy(s_gold, s_pred),
             "s_kappa": cohen_kappa(s_gold, s_pred, SUPPORT_CLASSES),
@@ -220,6 +227,8 @@ def report(results: list[dict]) -> str:
 
     row("nugget labels: accuracy", [f"{r['accuracy']:.3f}" for r in results])
     row("nugget labels: Cohen's κ", [f"**{r['kappa']:.3f}**" for r in results])
+    row("nugget labels: Cohen's κ, topics the rules were not tuned on (demo-13 .. 16)",
+        [f"{r['held_kappa']:.3f}" for r in results])
     row("support labels: accuracy", [f"{r['s_accuracy']:.3f}" for r in results])
     row("support labels: Cohen's κ", [f"{r['s_kappa']:.3f}" for r in results])
     for v in VARIANTS:
@@ -246,6 +255,8 @@ def main() -> None:
     parser.add_argument("--index", default=None, help="Lucene index with the cited segments (default: demo)")
     parser.add_argument("--segments-json", type=Path, default=None, help="docid -> text JSON instead of --index")
     parser.add_argument("--record", action="store_true", help="write the kappas to ragnarok/judge/measured.yaml")
+    parser.add_argument("--families", action="store_true",
+                        help="also score each judge on bench/judge_families.py's kinds (dev and held-out topics)")
     args = parser.parse_args()
     answers, nugget_rows, support_rows = load(args.data)
     if args.segments_json:
@@ -276,6 +287,14 @@ def main() -> None:
                     "kappa_nuggets": round(result["kappa"], 3), "kappa_support": round(result["s_kappa"], 3),
                     "judge": result["judge"], "when": dt.date.today().isoformat(), "set": "judge-dev"})
     print(report(results))
+    if args.families:
+        import judge_families  # noqa: PLC0415
+
+        with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
+            for name in args.judge or ["proxy"]:
+                judge = make(name, nugget_rows, support_rows, answers, segments, Path(tmp), stack)
+                print(f"\n{judge.describe()}: families (mean `all`)\n")
+                print(judge_families.report(judge_families.score(judge, list(judge_families.cases()))))
 
 
 if __name__ == "__main__":

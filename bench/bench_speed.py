@@ -72,7 +72,7 @@ def make_runs(workdir: Path) -> list[Path]:
 
 def bench_eval(runs: list[Path], vectors_known: bool = False) -> bool:
     from ragnarok.judge import cli as judge_cli
-    from ragnarok.judge import entail, service, textrules
+    from ragnarok.judge import entail, service, statements, textrules
     from ragnarok.judge.proxy import cosines
     from ragnarok.embed.vectors import text_vectors
 
@@ -80,7 +80,7 @@ def bench_eval(runs: list[Path], vectors_known: bool = False) -> bool:
     textrules.stem("warm")  # and nltk (its import is start-up, like MiniLM's load)
     if not vectors_known:
         text_vectors("minilm").clear()  # nothing encoded yet
-    for module in (entail, textrules):  # and no rule memoised
+    for module in (entail, statements, textrules):  # and no rule memoised
         for value in vars(module).values():
             if hasattr(value, "cache_clear") and value is not textrules.vocabulary:
                 value.cache_clear()

@@ -5,20 +5,28 @@ answer and for an answer sentence against the segment it cites. Deterministic: w
 A nugget against an answer, sentence by sentence (never the bag of the whole answer):
 
 1. the answer's sentences, each once (repetition earns nothing twice); only **statements** count (a word
-   list or fragment states nothing), and a sentence that adds no content word to the question is skipped;
+   list or fragment states nothing), a sentence that adds no content word to the question is skipped, and so is
+   one the next sentence takes back ("But that is a myth.");
 2. a nugget naming a specific (identifier, number, name) that the answer never writes gets nothing; one
-   naming several of which some are missing gets at most partial;
-3. per sentence, first the vetoes (:func:`contradicts`): a **negation** the nugget does not have (or the
-   reverse) in a clause holding its words, an **antonym** of a nugget word, another **name** for the same kind
-   of thing (``the syslog module`` / ``the logging module``, ``bz2.open`` / ``gzip.open``), another **value**
-   or type (``newline='\\r\\n'`` / ``newline=''``; a string / a list), or a missing nugget specific while the
-   sentence names another one -> the sentence supports nothing;
+   naming several of which some are missing gets at most partial; a nugget the answer also **denies** (a
+   statement with most of its words and the other polarity: "X. It is not true that X.") gets nothing;
+3. per sentence, first the vetoes: the nugget's words mostly where the sentence **asserts nothing** (a
+   denial's, a report's or a doubt's frame, a question, a "whether" or "if" clause:
+   :mod:`ragnarok.judge.statements`), then :func:`contradicts`: a **polarity** other than the nugget's (a
+   negation or a denial such as "it is a myth that"; a negated nugget is compared piece by piece), an
+   **antonym** of a nugget word, another **name** for the same kind of thing (``the syslog module`` / ``the
+   logging module``, ``bz2.open`` / ``gzip.open``), another **value** or type (``newline='\\r\\n'`` /
+   ``newline=''``; a string / a list), a missing nugget specific while the sentence names another one (a
+   module named earlier in the answer counts), another **subject** where the nugget's is the question's ("a
+   def expression" for "a lambda expression"), or the nugget's name on **another nugget's content** (names
+   swapped between the topic's nuggets: :func:`swapped`) -> the sentence supports nothing;
 4. then ``recall``, the share of the nugget's content words that are not already in the question found in
    the sentence (identifiers and names weigh double), and ``cos``, the MiniLM cosine of nugget and sentence:
-   ``support`` when recall >= 0.8 (no cosine needed), or recall >= 0.5 and cos >= 0.5, or cos >= 0.6;
-   ``partial_support`` when recall >= 0.35 and cos >= 0.4, or cos >= 0.5. The cosine-alone rules count only
-   where the sentence is closer to the nugget than the question is by ``ECHO_MARGIN`` (0.1): an echo of the
+   ``support`` when recall >= 0.8 (no cosine needed), or recall >= 0.4 and cos >= 0.5, or cos >= 0.5;
+   ``partial_support`` when recall >= 0.35 and cos >= 0.3, or cos >= 0.45. The cosine-alone rules count only
+   where the sentence is closer to the nugget than the question is by ``ECHO_MARGIN`` (0.05): an echo of the
    question says nothing new. MiniLM encodes only sentences that share a word with some nugget still open.
+   The thresholds are calibrated on the dev topics of ``bench/judge_families.py`` (docs/BENCHMARKS.md).
 
 The best sentence's label is the nugget's. Citation support runs the same per clause of the answer sentence
 against the cited segment (its words as a bag, its sentences for cosines and vetoes): every clause supported
@@ -31,6 +39,7 @@ naming specifics the segment does not is at most partial (none when it names non
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -38,15 +47,21 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ragnarok.judge import statements as st
 from ragnarok.judge import support_rules
 from ragnarok.judge import textrules as tr
 
 if TYPE_CHECKING:
     from ragnarok.judge.nli import NLIModel
 
-FULL = (0.5, 0.5, 0.6)  # (recall with cos >=, that cos, cos alone)
-PARTIAL = (0.35, 0.4, 0.5)
-ECHO_MARGIN = 0.1
+# calibrated on bench/judge_families.py's dev topics (demo-01 .. demo-12, judge-dev's answers to them and the
+# families built for them) once the statement rules veto what asserts nothing: (recall with cos >=, that cos,
+# cos alone)
+FULL = (0.4, 0.5, 0.5)
+PARTIAL = (0.35, 0.3, 0.45)
+ECHO_MARGIN = 0.05
+ASSERTED = 0.4  # this share of the words a sentence shares with a nugget must be where it asserts something
+SWAP = (0.6, 0.6)  # a clause naming a nugget's thing with < this share of its predicate, >= this of another's
 RECALL_ALONE = 0.8  # this share of a nugget's own words in a clean statement is support without a cosine
 CLAUSE_COSINES = False  # also compare a nugget with each clause of a sentence (more encodings, better paraphrases)
 SUPPORT_FULL = (0.7, 0.45, 0.75)  # citation support, clause against segment
@@ -92,29 +107,89 @@ def _anchor(claim: Text, unit: Text) -> str:
     return max(unit.clauses, key=lambda c: _weight(claim.stems & analyse(c).parts, claim.specifics))
 
 
+def _modules(text: str) -> frozenset[str]:
+    """The first parts of the dotted names in ``text`` (``re`` of ``re.finditer``): an answer names a module
+    once and its functions after."""
+    return frozenset(tr.parts(t)[0] for t in tr.tokens(text) if "." in t.rstrip(".") and tr.parts(t))
+
+
 def contradicts(claim: Text, unit: Text, given: frozenset[str] = frozenset(),
-                context: frozenset[str] = frozenset()) -> str | None:
+                context: frozenset[str] = frozenset(), nugget: bool = False) -> str | None:
     """Why ``unit`` cannot support ``claim`` though it may share its words: ``negation``, ``antonym``,
     ``name``, ``value`` or ``specific`` (a claim specific missing from the unit and from ``context`` -- the rest
     of the answer, which may name it in an earlier sentence -- while the unit names another one, not in
     ``given``); None."""
     anchor = _anchor(claim, unit)
-    negated = tr.negations(claim.text) > 0
-    # polarity: every clause holding two or more of the claim's words (or the anchor) must agree with it
-    if any((tr.negations(c) > 0) != negated for c in unit.clauses
-           if c == anchor or len(claim.stems & analyse(c).parts) >= 2):
-        return "negation"
+    if nugget:  # polarity piece by piece (:func:`statements.polarity_clash`)
+        if st.polarity_clash(claim.text, unit.text):
+            return "negation"
+    elif any((tr.negations(c) > 0) != (tr.negations(claim.text) > 0) for c in unit.clauses
+             if c == anchor or len(claim.stems & analyse(c).parts) >= 2):
+        return "negation"  # every clause holding two or more of the claim's words (or the anchor) agrees with it
     if tr.antonym_clash(claim.text, anchor):
         return "antonym"
     if tr.wrong_name(claim.text, unit.text):
         return "name"
     if tr.wrong_value(claim.text, anchor):
         return "value"
-    missing = claim.specifics - unit.raw - context
+    # a nugget's names are looked for in the sentence itself (the answer elsewhere only for the question's)
+    missing = claim.specifics - unit.raw - (context & (given | _modules(claim.text)) if nugget else context)
     extra = unit.specifics - claim.specifics - given
     if missing and extra:
         return "specific"
+    if nugget and st.wrong_subject(claim.text, unit.text, given):
+        return "subject"
     return None
+
+
+def unasserted(claim: Text, unit: Text) -> bool:
+    """The unit holds the claim's words mostly where it asserts nothing (a question, a denial's or a report's
+    frame, a "whether" or "if" clause: :func:`statements.asserted`)."""
+    said = st.asserted(unit.text, st.conditional(claim.text))
+    if said == unit.text:
+        return False
+    full = _weight(claim.stems & unit.parts, claim.specifics)
+    return _weight(claim.stems & frozenset(tr.all_parts(said)), claim.specifics) < ASSERTED * full
+
+
+def _predicate(claim: Text) -> frozenset[str]:
+    """The claim's content words that are no name or value (what it says of what it names)."""
+    names = {x.lstrip("~") for x in claim.specifics}
+    names |= {tr.stem(x) for x in names}
+    return frozenset(s for s in claim.stems if s not in names and tr.stem(s) not in names)
+
+
+def _says(claim: Text, unit: Text) -> bool:
+    """The unit holds half or more of what the claim says of what it names (its words the question already
+    has included): its names alone are not the claim."""
+    mine = _predicate(claim)
+    return not mine or not claim.specifics or len(mine & unit.parts) >= 0.5 * len(mine)
+
+
+def swapped(k: int, claims: Sequence[Text], unit: Text) -> bool:
+    """A clause of ``unit`` names nugget ``k``'s thing but says little of what ``k`` says of it, and most of
+    what another nugget says of *its* thing (two or more words of its own, or its one word), which the clause
+    does not name: names swapped between the topic's nuggets ("json.dumps writes JSON to a file" is
+    ``json.dump``'s nugget under another name)."""
+    claim = claims[k]
+    mine = _predicate(claim)
+    if not claim.specifics or not mine:
+        return False
+    named = {w for x in claim.specifics for w in re.split(r"[_~]", x) if w} | mine
+    for clause in map(analyse, unit.clauses):
+        if not claim.specifics & clause.raw:
+            continue
+        own = len(mine & clause.parts) / len(mine)
+        if own >= SWAP[0]:
+            continue
+        for j, other in enumerate(claims):
+            theirs = _predicate(other)
+            if j == k or not other.specifics or other.specifics <= clause.raw:
+                continue
+            share = len(theirs & clause.parts) / len(theirs)
+            if share >= SWAP[1] and share > own and len((theirs - named) & clause.parts) >= min(2, len(theirs)):
+                return True
+    return False
 
 
 def _level(r: float, cos: float, full: tuple[float, float, float], partial: tuple[float, float, float],
@@ -165,17 +240,22 @@ def plan_nuggets(query: str, answer: str, nuggets: tuple[str, ...]) -> NuggetPla
     q = analyse(query)
     given = q.stems | q.parts | q.raw
     every = _units(answer)
-    units = [u for u in every if u.statement and (u.stems - given)]
+    taken_back = {i for i in range(len(every) - 1) if st.retracts(every[i + 1].text)}  # "X. That is a myth."
+    units = [u for i, u in enumerate(every) if u.statement and (u.stems - given) and i not in taken_back]
     claims = [analyse(n) for n in nuggets]
     everything = frozenset().union(*(u.raw for u in every)) if every else frozenset()
     cap = [0 if c.specifics and not (c.specifics & everything) else
            1 if c.specifics - everything else 2 for c in claims]
+    for k, claim in enumerate(claims):  # an answer that asserts a nugget and its negation supports neither
+        if cap[k] and any(claim.stems & u.parts and st.denies(claim.text, u.text) for u in units):
+            cap[k] = 0
     pairs = {(k, i): recall(claim, unit.parts, given) for k, claim in enumerate(claims) if cap[k]
              for i, unit in enumerate(units)
-             if claim.stems & unit.parts and contradicts(claim, unit, given, everything) is None}
+             if claim.stems & unit.parts and not unasserted(claim, unit)
+             and contradicts(claim, unit, given, everything, nugget=True) is None and not swapped(k, claims, unit)}
     out = [0] * len(claims)
     for (k, i), r in list(pairs.items()):  # most of a nugget's own words in one clean statement: no cosine needed
-        if r >= RECALL_ALONE:
+        if r >= RECALL_ALONE and _says(claims[k], units[i]):
             out[k] = cap[k]
     pairs = {(k, i): r for (k, i), r in pairs.items() if out[k] < cap[k]}
     rows = sorted({k for k, _ in pairs})

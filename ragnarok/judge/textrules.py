@@ -70,7 +70,8 @@ ANTONYMS = {a: b for x, y in (
     ("thread-safe", "unsafe"), ("deterministic", "random"), ("same", "different"), ("empty", "full"),
     ("keep", "discard"), ("ignore", "respect"), ("raise", "suppress"), ("plain", "formatted"),
     ("inclusive", "exclusive"), ("including", "excluding"), ("shallow", "deep"), ("lazy", "eager"), ("recursive", "flat"),
-    ("temporary", "permanent"), ("create", "delete")) for a, b in ((x, y), (y, x))}
+    ("temporary", "permanent"), ("create", "delete"), ("largest", "smallest"), ("biggest", "smallest"),
+    ("highest", "lowest"), ("most", "least"), ("nlargest", "nsmallest")) for a, b in ((x, y), (y, x))}
 TYPES = {w: (group, canonical) for group, spec in {
     "data": "list string:str integer:int float dictionary:dict tuple set bytes boolean:bool iterator generator "
             "array",
@@ -208,8 +209,9 @@ def all_parts(text: str) -> set[str]:
 
 @lru_cache(maxsize=100_000)
 def negations(text: str) -> int:
-    words = [w.lower() for w in re.findall(r"[A-Za-z']+", text)]
-    return sum(w in NEGATIONS for w in words) + len(_NT.findall(text))
+    words = re.findall(r"[A-Za-z']+", text)
+    # Python's None (capitalised inside a sentence) is a value, not a negation
+    return sum(w.lower() in NEGATIONS and (w != "None" or not i) for i, w in enumerate(words)) + len(_NT.findall(text))
 
 
 @lru_cache(maxsize=100_000)
@@ -296,21 +298,23 @@ def clauses(sentence: str) -> list[str]:
     return [c for c in (p.strip(" ,.") for p in _CLAUSE.split(sentence)) if c] or [sentence]
 
 
+def finite_verb_at(words: list[str] | tuple[str, ...], i: int) -> bool:
+    """``words[i]`` looks like a finite verb: an auxiliary, a common verb's finite form, or a content word right
+    before an article, a pronoun or a preposition (the place of a verb: "handles this", "walks the", "rely
+    on")."""
+    lw = words[i].lower()
+    if lw in AUXILIARIES or lw in _IRREGULAR or lw.endswith("n't"):
+        return True
+    base = {lw, lw[:-1] if lw.endswith("s") else lw, lw[:-2] if lw.endswith("es") else lw,
+            lw[:-3] + "y" if lw.endswith("ies") else lw, lw[:-1] if lw.endswith("d") else lw,
+            lw[:-2] if lw.endswith("ed") else lw}
+    if base & _VERB_SET:
+        return True
+    return lw not in FUNCTION and lw.isalpha() and i + 1 < len(words) and words[i + 1].lower() in _LINKS
+
+
 def _finite_verb(words: list[str]) -> bool:
-    """An auxiliary, a common verb's finite form, or a content word right before an article, a pronoun or a
-    preposition (the place of a verb: "handles this", "walks the", "rely on")."""
-    for i, w in enumerate(words):
-        lw = w.lower()
-        if lw in AUXILIARIES or lw in _IRREGULAR or lw.endswith("n't"):
-            return True
-        base = {lw, lw[:-1] if lw.endswith("s") else lw, lw[:-2] if lw.endswith("es") else lw,
-                lw[:-3] + "y" if lw.endswith("ies") else lw, lw[:-1] if lw.endswith("d") else lw,
-                lw[:-2] if lw.endswith("ed") else lw}
-        if base & _VERB_SET:
-            return True
-        if lw not in FUNCTION and lw.isalpha() and i + 1 < len(words) and words[i + 1].lower() in _LINKS:
-            return True
-    return False
+    return any(finite_verb_at(words, i) for i in range(len(words)))
 
 
 _VERB_SET = frozenset(_VERBS)

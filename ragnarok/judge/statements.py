@@ -1,0 +1,226 @@
+"""What a sentence asserts, for the proxy judge's nugget rules (:mod:`ragnarok.judge.entail`): word rules, no
+model. A sentence supports a nugget only where it *asserts* the nugget's content, so four classes of frame
+are told apart from a plain statement:
+
+* **denial**: "it is a myth that", "it is false that", "the idea that ... is a misconception", "it would be
+  wrong to claim that" -- counted as a negation (a denied denial asserts);
+* **report and doubt**: "some say", "people ask whether", "many developers wonder", "it is unclear if",
+  "is a question", "allegedly", "contrary to popular belief" (it says what people think, then either denies
+  it or not) -- the sentence asserts nothing;
+* **a question** (a sentence ending in "?") asserts nothing;
+* **"whether" and conditional clauses** ("whether X", "if X, ...", "... unless X") assert nothing, unless the
+  nugget has such a clause itself ("returns None if the variable doesn't exist").
+
+**Polarity**: a nugget without a negation is vetoed by a negated or denied clause holding its words; a negated
+nugget is compared piece by piece: the nugget and the sentence are cut at their conjunctions and
+subordinators, and each piece of the sentence holding the nugget's words must have the polarity (negated or
+not; a leading "it is not true that" reverses what follows it) of the nugget's piece it matches best, so "it
+returns None if the variable doesn't exist" agrees with a sentence whose first clause is positive and whose
+"if" clause is negated.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from ragnarok.judge import textrules as tr
+
+_DENIAL = re.compile(
+    r"\b(?:it|this|that)(?:\s+is|'s|\s+would\s+be|\s+was)\s+(?:\w+\s+)?(?:a\s+|an\s+)?(?:common\s+|popular\s+|"
+    r"widespread\s+|complete\s+)?(?:myth|(?-i:false)|untrue|wrong|incorrect|mistaken|misconception|fallacy|"
+    r"falsehood|mistake|misunderstanding|inaccurate)\b(?:\s+to\s+\w+)?|"
+    r"\b(?:idea|claim|notion|belief|assumption|statement|view|story|rumou?r)s?\s+that\b.*\b(?:is|are|was)\s+"
+    r"(?:\w+\s+)?(?:a\s+|an\s+)?(?:myth|(?-i:false)|untrue|wrong|incorrect|mistaken|misconception|fallacy|"
+    r"falsehood|nonsense|inaccurate)\b|\bfurther\s+from\s+the\s+truth\b|"
+    r"\b(?:is|are)\s+(?:simply\s+|just\s+)?(?:untrue|mistaken|(?:a|an)\s+(?:\w+\s+)?(?:myth|misconception|fallacy|"
+    r"falsehood|misunderstanding))\b|"
+    r"\b(?:wrongly|falsely|mistakenly|erroneously|incorrectly)\s+(?:\w+\s+)?(?:believe|think|claim|say|assume|"
+    r"suppose)s?\b|\bdebunk\w*|\b(?:myth|misconception)s?\s+(?:is|says|goes)\b", re.I)
+_REPORT = re.compile(
+    r"\b(?:some|many|people|users|developers|programmers|others|critics|beginners|newcomers|folks|someone|"
+    r"one)\s+(?:\w+\s+)?(?:say|says|said|claim|claims|claimed|argue|argues|believe|believes|think|thinks|"
+    r"suggest|suggests|ask|asks|asked|wonder|wonders|wondered|debate|debates|discuss|discusses|"
+    r"assume|assumes|suppose|might\s+think|may\s+think|insist|insists|speculate|speculates)\b|"
+    r"\bit\s+is\s+(?:often\s+|sometimes\s+|widely\s+|commonly\s+|frequently\s+)?(?:said|claimed|argued|believed|"
+    r"rumou?red|asked|debated|suggested|thought|assumed|alleged|discussed)\b|"
+    r"\b(?:unclear|uncertain|unknown|debatable|doubtful|questionable|open\s+question|not\s+clear|not\s+known|"
+    r"not\s+certain|hard\s+to\s+say)\s+(?:whether|if|that|how|why)\b|\banyone's\s+guess\b|"
+    r"\bremains\s+to\s+be\s+seen\b|"
+    r"\b(?:allegedly|supposedly|reportedly|purportedly|rumou?r\s+has\s+it)\b|"
+    r"\b(?:is|are|was|remains?)\s+(?:a|an|the)\s+(?:\w+\s+)?(?:question|debate|discussion|matter\s+of\s+"
+    r"debate)\b|\bthe\s+question\s+(?:of\s+)?(?:whether|if)\b|\b(?:no\s+one|nobody)\s+knows\b|"
+    r"\bi\s+wonder\b|\bwho\s+knows\b|\bcontrary\s+to\b|\b(?:may|might|can|could)\s+or\s+(?:may|might|can|could)\s+not\b|"
+    r"\bit\s+(?:is|seems)\s+(?:possible|conceivable|plausible)\s+that\b|\bit\s+has\s+been\s+(?:\w+\s+)?(?:said|"
+    r"claimed|suggested|argued|rumou?red|proposed)\b|^(?:imagine|suppose|assume|what\s+if)\b|\bhypothetically\b|"
+    r"\bthere\s+is\s+(?:\w+\s+)?(?:debate|discussion|disagreement|confusion)\s+(?:about|over|on|as\s+to)\b|"
+    r"\bis\s+(?:often\s+|widely\s+|hotly\s+)?(?:debated|disputed|contested)\b", re.I)
+_WHETHER = re.compile(r"\bwhether\b[^,;:]*", re.I)
+_IF_FIRST = re.compile(r"^(?:\w+\s+)?(?:if|unless|suppose|supposing|assuming|in\s+case)\b[^,;:]*[,;:]?", re.I)
+_IF_LATER = re.compile(r"\b(?:if|unless|supposing|assuming|in\s+case)\b[^,;:]*", re.I)
+_CONDITIONAL = re.compile(r"\b(?:if|unless|when|whenever|in\s+case)\b", re.I)
+_PIECES = re.compile(r"\s*(?:[;:]\s|,?\s(?:and|but|while|whereas|although|though|so|yet|because|since|if|"
+                     r"unless|when|whenever|which)\s)\s*", re.I)
+
+
+_RETRACT = re.compile(r"^(?:but\s+|however,?\s+|actually,?\s+|in\s+fact,?\s+|then\s+again,?\s+)?(?:that|this|it)"
+                      r"(?:'s|\s+is|\s+was)\s+(?:simply\s+|actually\s+|of\s+course\s+|just\s+)?(?:not\s+(?:true|the\s+case|"
+                      r"so|correct|right)|(?-i:false)|untrue|wrong|incorrect|a\s+(?:\w+\s+)?(?:myth|misconception|mistake|lie))"
+                      r"(?:,?\s+(?:though|however|either|at\s+all|of\s+course))?\W*$", re.I)
+
+
+def retracts(sentence: str) -> bool:
+    """The sentence takes back the one before it ("That is not true.", "But this is a myth.")."""
+    return bool(_RETRACT.match(sentence.strip()))
+
+
+@lru_cache(maxsize=100_000)
+def asserted(sentence: str, conditionals: bool = False) -> str:
+    """The part of ``sentence`` it asserts: nothing for a question or a report/doubt frame, the sentence less
+    its "whether" clauses and (unless ``conditionals``) its "if"/"unless" clauses otherwise."""
+    text = sentence.strip()
+    if text.endswith("?") or _REPORT.search(text):
+        return ""
+    text = _WHETHER.sub(" ", text)
+    if not conditionals:
+        text = _IF_LATER.sub(" ", _IF_FIRST.sub(" ", text))
+    return " ".join(text.split())
+
+
+def conditional(text: str) -> bool:
+    """The text has a condition of its own ("if", "unless", "when")."""
+    return bool(_CONDITIONAL.search(text))
+
+
+@lru_cache(maxsize=100_000)
+def polarity(text: str) -> int:
+    """1 when the text denies: a leading denial ("it is not true that", "it is a myth that") of what follows
+    it, else a negation ("not", "never", "neither ... nor", "n't") or a denial frame, not both."""
+    lead = _LEAD.match(text.strip())
+    if lead:
+        return 1 - polarity(text.strip()[lead.end():])
+    return int(tr.negations(text) > 0) ^ int(bool(_DENIAL.search(text)))
+
+
+@lru_cache(maxsize=100_000)
+def pieces(text: str) -> tuple[str, ...]:
+    """The text cut at its conjunctions and subordinators (finer than :func:`textrules.clauses`)."""
+    return tuple(p for p in (x.strip(" ,.") for x in _PIECES.split(text)) if p) or (text,)
+
+
+def _stems(text: str) -> frozenset[str]:
+    return frozenset(tr.content_stems(text))
+
+
+_LEAD = re.compile(r"^(?:\w+,\s*)?(?:(?:it|this)\s+(?:is|would\s+be|was)|it's)\s+(?:simply\s+)?(?:not\s+(?:true|"
+                   r"the\s+case|so|correct)|(?-i:false)|untrue|wrong|incorrect|mistaken|a\s+(?:\w+\s+)?(?:myth|"
+                   r"misconception|mistake|fallacy))\b(?:\s+to\s+\w+)?\s+that\b",
+                   re.I)
+
+
+@lru_cache(maxsize=100_000)
+def _piece_stems(text: str) -> tuple[tuple[str, frozenset[str], frozenset[str], int], ...]:
+    """(piece, content stems, all parts, polarity) per piece; a sentence opening with a denial ("It is not
+    true that ...") denies every piece after it too."""
+    cut = pieces(text)
+    frame = next((i for i, p in enumerate(cut[:2]) if _LEAD.match(p)), len(cut))
+    return tuple((p, _stems(p), frozenset(tr.all_parts(p)), (polarity(p) + (i > frame)) % 2)
+                 for i, p in enumerate(cut))
+
+
+def _merged(text: str) -> tuple[tuple[frozenset[str], int], ...]:
+    """The text's pieces as (stems, polarity), a piece without content words joined to the one before it
+    (so "... is not" keeps its negation with what it negates)."""
+    out: list[tuple[frozenset[str], int]] = []
+    for _, stems, _, pol in _piece_stems(text):
+        if out and not stems:
+            out[-1] = (out[-1][0], (out[-1][1] + pol) % 2)
+        else:
+            out.append((stems, pol))
+    return tuple(out)
+
+
+@lru_cache(maxsize=100_000)
+def polarity_clash(claim: str, unit: str, least: int = 2) -> bool:
+    """``unit`` does not say what the claim says with the claim's polarity. A claim without a negation: a
+    clause of ``unit`` holding ``least`` or more of its content words is negated or denied. A negated claim
+    ("it returns None if the variable doesn't exist"), piece by piece: a piece of ``unit`` holding ``least``
+    of its words has the other polarity than the claim's piece it matches best, and holds more than what the
+    claim is about ("list.sort() sorts the items in place" says nothing of "does not return the list")."""
+    mine = _merged(claim)
+    want = frozenset().union(*(s for s, _ in mine))
+    if not any(pol for _, pol in mine):
+        return any(polarity(c) and len(want & frozenset(tr.all_parts(c))) >= min(least, len(want))
+                   for c in _clauses(unit))
+    subject = _stems(" ".join(_subject(claim)))
+    for _, stems, parts, pol in _piece_stems(unit):
+        if len(want & parts) < min(least, len(want)):
+            continue
+        best = max(mine, key=lambda m: len(m[0] & parts))
+        if pol != best[1] and (best[0] - subject or best[0]) & parts:
+            return True
+    return False
+
+
+@lru_cache(maxsize=100_000)
+def _clauses(text: str) -> tuple[str, ...]:
+    """:func:`textrules.clauses`, a sentence's leading denial ("It is not true that ...") carried into each."""
+    cut = tr.clauses(text)
+    lead = _LEAD.match(text.strip())
+    return tuple(cut) if not lead or len(cut) == 1 else (cut[0], *(lead.group(0) + " " + c for c in cut[1:]))
+
+
+@lru_cache(maxsize=100_000)
+def denies(claim: str, unit: str, share: float = 0.7) -> bool:
+    """``unit`` asserts the opposite of the claim: one of its asserted pieces holds ``share`` of the words
+    of a claim piece, every claim specific, and the other polarity ("X. It is not true that X." supports
+    neither)."""
+    said = asserted(unit, conditional(claim))
+    if not said:
+        return False
+    specifics = tr.specifics(claim)
+    if specifics - set(tr.raw_parts(said)):
+        return False
+    for _, stems, parts, pol in _piece_stems(said):
+        for want, mine in _merged(claim):
+            if want and len(want & parts) >= share * len(want) and pol != mine:
+                return True
+    return False
+
+
+_DETERMINERS = frozenset("the a an this that these those its your their our".split())
+_PRONOUNS = frozenset("it they this that these those which you we he she one".split())
+
+
+def _subject(text: str) -> tuple[str, ...]:
+    """The words before the first finite verb of the text's first clause (determiners out); a verb in a
+    finite form ("builds", "cannot") is preferred to a word that may be a noun or a verb ("list")."""
+    words = tr.tokens(tr.clauses(text)[0])
+    candidates = [i for i in range(1, len(words)) if tr.finite_verb_at(words, i)]
+    inflected = [i for i in candidates
+                 if words[i].lower() in tr.AUXILIARIES or words[i].lower().endswith(("s", "ed"))]
+    for i in inflected[:1] or candidates[:1]:
+        return tuple(w.lower() for w in words[:i] if w.lower() not in _DETERMINERS)
+    return ()
+
+
+@lru_cache(maxsize=100_000)
+def wrong_subject(claim: str, unit: str, given: frozenset[str]) -> bool:
+    """The claim is about something the question names ("a lambda expression ..."), the unit never names it
+    and puts something else in its place ("A def expression creates ..."): another subject."""
+    mine = _subject(claim)
+    have = tr.all_parts(unit)
+    missing = [w for w in mine if w in given or tr.stem(w) in given]
+    missing = [w for w in missing if w not in have and tr.stem(w) not in have]
+    if not missing:
+        return False
+    stems = {tr.stem(m) for m in mine}
+    for clause in tr.clauses(unit):
+        theirs = _subject(clause)
+        if not theirs or set(theirs) & _PRONOUNS:
+            continue
+        other = [w for w in theirs if w not in mine and tr.stem(w) not in stems]
+        # another thing of the same kind ("a def expression" for "a lambda expression") or another name
+        if other and (any(tr.stem(w) in stems for w in theirs) or any(tr.is_specific(w) for w in other)):
+            return True
+    return False
