@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -13,11 +12,7 @@ from pathlib import Path
 import httpx
 import uvicorn
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from ragnarok.netaddr import free_port  # noqa: F401 - the tests' free loopback port
 
 
 @contextmanager
