@@ -81,12 +81,16 @@ class Admission:
             return self._auth_store
 
     def _battle_limiter(self) -> Any:
-        if self._limiter is None:
-            from limits.storage import storage_from_string  # noqa: PLC0415
-            from limits.strategies import MovingWindowRateLimiter  # noqa: PLC0415
+        # under the lock: the first battles arrive at once (in threads), and `limits` opening a redis://
+        # storage in two threads at once fails in one of them (ConfigurationError: its check of the redis
+        # package's version sees the module half-imported by the other)
+        with self._lock:
+            if self._limiter is None:
+                from limits.storage import storage_from_string  # noqa: PLC0415
+                from limits.strategies import MovingWindowRateLimiter  # noqa: PLC0415
 
-            self._limiter = MovingWindowRateLimiter(storage_from_string(self.settings.rate_limit_storage))
-        return self._limiter
+                self._limiter = MovingWindowRateLimiter(storage_from_string(self.settings.rate_limit_storage))
+            return self._limiter
 
     async def admit(self, rate_key: str | None) -> str | None:
         """Count a battle against ``arena_battles_per_minute`` for ``rate_key``; the refusal, or None.

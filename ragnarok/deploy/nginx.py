@@ -32,7 +32,7 @@ TEMPLATE = """\
 # instance only when the first could not be reached at all (the instance never saw it).
 {user}worker_processes 1;
 pid {prefix}/nginx.pid;
-error_log {logs}/nginx.error.log warn;
+error_log {logs}/nginx.log warn;
 events {{ worker_connections 4096; }}
 
 http {{
