@@ -24,17 +24,18 @@ from pathlib import Path
 
 import httpx
 import pytest
-from servers import free_port, serve_app
+from servers import free_port
 from test_arena_public import _status
 from test_index_lifecycle import docs
 from test_keys import CANDIDATES, KEY_ENV, KEY_VALUE, _bearer, _paid
+from test_keys import fake  # noqa: F401 - the counting paid backend (a module fixture)
 
 from ragnarok.deploy.nginx import AFFINITY_COOKIE
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "deploy" / "cluster"
 TOPIC = "compress a file with gzip"
-POOL = ["bm25@5 | extractive", "bm25+rocchio@5 | extractive"]
+POOL = ["bm25@2 | extractive", "bm25@3 | extractive"]  # the cheapest battles: 2,000 of them
 T = 180
 
 pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:.*no_silent_downcasting")]
@@ -52,16 +53,7 @@ def _cluster(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def backend():
-    from fakes import flaky_openai_app
-
-    app = flaky_openai_app()
-    with serve_app(app) as base:
-        yield app, base
-
-
-@pytest.fixture(scope="module")
-def cluster(demo_settings, backend):
+def cluster(demo_settings, fake):
     """`deploy/cluster up --instances 3`: yields (its printed lines as a dict, env, the cluster's directory,
     the rebuildable index's directory); `deploy/cluster down` at the end."""
     for tool in ("/usr/sbin/nginx", "redis-server"):
@@ -79,7 +71,7 @@ def cluster(demo_settings, backend):
     index = root / "x-index"
     index_documents(iter(docs(12)), index)
     ensure_dense_index(index, "minilm")
-    _, base = backend
+    _, base = fake
     env = {**os.environ, "RAGNAROK_DATA_DIR": str(demo_settings.data_dir), "RAGNAROK_AUTH": "keys", KEY_ENV: KEY_VALUE,
            "RAGNAROK_GENERATORS": json.dumps([_paid("paid", base, "ok:cluster"),
                                               # the embedded model left out of the arena and its warm-up
@@ -99,7 +91,8 @@ def cluster(demo_settings, backend):
     finally:
         down = _cluster("down", "--data-dir", str(data), env=env)
         shutil.rmtree(root, ignore_errors=True)
-    assert down.returncode == 0 and down.stdout.startswith("stopped nginx, instance-1"), down.stdout + down.stderr
+    stopped = down.stdout.removeprefix("stopped ").split(";")[0].split(", ")  # the killed instances are not
+    assert down.returncode == 0 and {"nginx", "redis", "postgresql"} <= set(stopped), down.stdout + down.stderr
 
 
 def _state(data: Path) -> dict:
@@ -138,9 +131,9 @@ def test_up_prints_its_parts_and_a_second_up_says_it_is_up(cluster):
     assert f"PIDS={lines['PIDS']}" in again.stdout
 
 
-def test_a_budget_of_50_calls_holds_across_instances(cluster, backend):
+def test_a_budget_of_50_calls_holds_across_instances(cluster, fake):
     """300 concurrent keyed requests through the proxy on a 50-call budget: exactly 50 reach the backend."""
-    app, _ = backend
+    app, _ = fake
     url = cluster[0]["URL"]
     secret = _key(cluster, "budget-50", budget_calls=50)
 
@@ -299,3 +292,60 @@ def test_the_killed_instances_arena_visitor_gets_a_new_battle(killed, cluster):
     while not joins() and time.monotonic() < deadline:  # the log is flushed every second
         time.sleep(0.2)
     assert joins() and all(f[1] == "200" and f[4].split(", ")[-1] != victim for f in joins()), joins()
+
+
+def test_a_part_that_fails_to_start_stops_the_others_and_is_named(tmp_path):
+    """The first instance cannot build the demo index (its data directory is a file): `up` exits 2 naming it
+    with its log's last lines, and the PostgreSQL and Redis it had started are stopped."""
+    _needs("redis-server")
+    root = Path(tempfile.mkdtemp(prefix="ragnarok-cluster-", dir="/tmp"))
+    root.chmod(0o755)
+    (root / "not-a-dir").touch()
+    env = {**os.environ, "RAGNAROK_DATA_DIR": str(root / "not-a-dir")}
+    env.pop("RAGNAROK_DATABASE_URL", None)
+    try:
+        up = _cluster("up", "--instances", "2", "--port", str(free_port()), "--data-dir", str(root / "c"), env=env)
+        assert up.returncode == 2 and up.stdout == "", up.stdout
+        assert up.stderr.startswith("error: instance-1 failed to start: it exited; the last lines of "), up.stderr
+        assert "Not a directory" in up.stderr
+        run = root / "c" / "run"
+        for part in ("redis", "instance-1"):
+            pid = int((run / f"{part}.pid").read_text())
+            assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+        assert not (root / "c" / "postgres" / "data" / "postmaster.pid").exists()
+        assert not (run / "instance-2.pid").exists()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _page_battle(page) -> None:
+    """A blinded battle on the arena's page, as a visitor clicks it: both answers shown, the votes open."""
+    from playwright.sync_api import expect
+
+    topic = page.locator("#rg-topic textarea")
+    topic.fill(TOPIC)
+    page.locator("#rg-go").click()
+    page.locator("#rg-pane-a .rg-answer").wait_for()
+    page.locator("#rg-pane-b .rg-answer").wait_for()
+    expect(page.locator("#rg-vote-a")).to_be_enabled()
+
+
+def test_in_chromium_the_killed_instances_visitor_gets_a_new_battle(cluster, tmp_path):
+    """A visitor in Chromium battles; its instance is killed; the reloaded page comes from another instance
+    (nginx's cookie, kept by the browser, now hashes elsewhere) and battles there: no error page."""
+    from browser import chromium
+
+    url, data = cluster[0]["URL"], cluster[2]
+    with chromium(tmp_path / "profile") as context:
+        page = context.new_page()
+        page.set_default_timeout(T * 1000)
+        assert page.goto(url + "/arena/").status == 200
+        _page_battle(page)
+        cookie = next(c["value"] for c in context.cookies() if c["name"] == AFFINITY_COOKIE)
+        victim = _instance_of(data, cookie)
+        state = _state(data)
+        os.kill(state["pids"][state["ports"].index(int(victim.rsplit(":", 1)[1]))], signal.SIGKILL)
+        reloaded = page.reload()
+        assert reloaded is not None and reloaded.status == 200
+        _page_battle(page)
+        assert "error" not in page.locator("#rg-status").inner_html().lower()

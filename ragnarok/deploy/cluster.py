@@ -17,6 +17,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -107,6 +108,16 @@ def _postgres(layout: Layout, started: list) -> str:
     return server.url("ragnarok")
 
 
+def _pong(port: int) -> bool:
+    """Whether Redis on 127.0.0.1:``port`` answers PING."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as conn:
+            conn.sendall(b"PING\r\n")
+            return conn.recv(16).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
 def _redis(layout: Layout, started: list) -> str:
     redis = shutil.which("redis-server")
     if redis is None:
@@ -117,10 +128,9 @@ def _redis(layout: Layout, started: list) -> str:
                  "--daemonize", "no", "--save", "60 1000", "--appendonly", "no"],
                 layout.log("redis"), layout.pid("redis"))
     started.append(("redis", lambda: stop(pid)))
-    if not wait_until(lambda: f"Ready to accept connections" in tail(layout.log("redis"), 5)
-                      or running(layout.pid("redis"), "redis-server") is None, 30) \
+    if not wait_until(lambda: _pong(port) or running(layout.pid("redis"), "redis-server") is None, 30) \
             or running(layout.pid("redis"), "redis-server") is None:
-        raise StartError("redis", "it exited or did not get ready in 30 s", layout.log("redis"))
+        raise StartError("redis", "it exited or did not answer PING in 30 s", layout.log("redis"))
     return f"redis://127.0.0.1:{port}"
 
 
