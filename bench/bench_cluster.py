@@ -140,7 +140,8 @@ def main() -> None:
         for url in (proxy, direct):
             asyncio.run(load(url, 8, 100))  # warm-up: every instance's JVM and caches
         idle = [round(rss_mb(p)) for p in state["pids"]]
-        print(f"load average {tuple(round(x, 1) for x in os.getloadavg())}; {args.instances} instances up in {up_s:.1f} s; RSS idle MB {idle}")
+        load_avg = tuple(round(x, 1) for x in os.getloadavg())
+        print(f"load average {load_avg}; {args.instances} instances up in {up_s:.1f} s; RSS idle MB {idle}")
         p50_before = 0.0
         for clients in (int(c) for c in args.clients.split(",")):
             figures = {"proxy": [], "direct": []}

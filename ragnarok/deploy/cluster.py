@@ -124,12 +124,11 @@ def _redis(layout: Layout, started: list) -> str:
         raise StartError("redis", "redis-server not found (apt-get install redis-server; make system-deps)")
     layout.redis.mkdir(parents=True, exist_ok=True)
     port = free_port()
-    pid = spawn([redis, "--bind", "127.0.0.1", "--port", str(port), "--dir", str(layout.redis),
-                 "--daemonize", "no", "--save", "60 1000", "--appendonly", "no"],
-                layout.log("redis"), layout.pid("redis"))
-    started.append(("redis", lambda: stop(pid)))
-    if not wait_until(lambda: _pong(port) or running(layout.pid("redis"), "redis-server") is None, 30) \
-            or running(layout.pid("redis"), "redis-server") is None:
+    proc = spawn([redis, "--bind", "127.0.0.1", "--port", str(port), "--dir", str(layout.redis),
+                  "--daemonize", "no", "--save", "60 1000", "--appendonly", "no"],
+                 layout.log("redis"), layout.pid("redis"))
+    started.append(("redis", lambda: stop(proc.pid)))
+    if not wait_until(lambda: _pong(port) or proc.poll() is not None, 30) or proc.poll() is not None:
         raise StartError("redis", "it exited or did not answer PING in 30 s", layout.log("redis"))
     return f"redis://127.0.0.1:{port}"
 
@@ -139,16 +138,15 @@ def _instance(layout: Layout, number: int, port: int, env: dict[str, str], dense
     name = f"instance-{number}"
     argv = [sys.executable, "-m", "ragnarok.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
             *([] if dense else ["--no-dense"])]
-    pid = spawn(argv, layout.log(name), layout.pid(name), env)
-    started.append((name, lambda: stop(pid)))
+    proc = spawn(argv, layout.log(name), layout.pid(name), env)
+    started.append((name, lambda: stop(proc.pid)))
     base = http_url("127.0.0.1", port)
-    up = wait_until(lambda: healthy(base + "/healthz") or running(layout.pid(name), "ragnarok.cli") is None,
-                    timeout_s, 0.25)
-    if running(layout.pid(name), "ragnarok.cli") is None:
+    up = wait_until(lambda: healthy(base + "/healthz") or proc.poll() is not None, timeout_s, 0.25)
+    if proc.poll() is not None:
         raise StartError(name, "it exited", layout.log(name))
     if not up:
         raise StartError(name, f"/healthz did not answer in {timeout_s:g} s", layout.log(name))
-    return pid
+    return proc.pid
 
 
 def _nginx(layout: Layout, host: str, port: int, ports: list[int], settings: Settings, started: list) -> None:
@@ -164,14 +162,15 @@ def _nginx(layout: Layout, host: str, port: int, ports: list[int], settings: Set
     conf = layout.nginx / "nginx.conf"
     conf.write_text(nginx.render(layout.nginx, layout.logs, f"{http_url(host, port).split('://')[1]}", ports,
                                  settings.max_body_bytes, settings.gateway_timeout_s, user))
-    pid = spawn([NGINX, "-p", str(layout.nginx), "-c", str(conf), "-e", str(layout.log("nginx")),
-                 "-g", "daemon off;"], layout.log("nginx"), layout.pid("nginx"))
-    started.append(("nginx", lambda: stop(pid, signal.SIGQUIT, 10)))
+    proc = spawn([NGINX, "-p", str(layout.nginx), "-c", str(conf), "-e", str(layout.log("nginx")),
+                  "-g", "daemon off;"], layout.log("nginx"), layout.pid("nginx"))
+    started.append(("nginx", lambda: stop(proc.pid, signal.SIGQUIT, 10)))
     url = http_url(host if not host.startswith("0.") else "127.0.0.1", port)
-    if not wait_until(lambda: healthy(url + "/healthz") or running(layout.pid("nginx"), "nginx") is None, 30):
-        raise StartError("nginx", "the proxy did not answer /healthz in 30 s", layout.log("nginx"))
-    if running(layout.pid("nginx"), "nginx") is None:
+    up = wait_until(lambda: healthy(url + "/healthz") or proc.poll() is not None, 30)
+    if proc.poll() is not None:
         raise StartError("nginx", "it exited", layout.log("nginx"))
+    if not up:
+        raise StartError("nginx", "the proxy did not answer /healthz in 30 s", layout.log("nginx"))
 
 
 def _print(state: dict) -> None:
