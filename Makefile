@@ -8,16 +8,16 @@ BIN    := $(VENV)/bin
 # Debian packages the tests drive for real: redis-server (dedup's Redis backend), chromium (arena browser test),
 # postgresql (the vote store on PostgreSQL: tests/pg.py runs initdb/pg_ctl from /usr/lib/postgresql/*/bin),
 # curl (tests/test_readme.py runs the README's curl commands), strace (tests/test_serve_output.py watches the
-# server's connections).
+# server's connections), nginx (deploy/cluster's proxy: tests/test_cluster.py).
 PG_INITDB := $(firstword $(wildcard /usr/lib/postgresql/*/bin/initdb) /usr/lib/postgresql/missing/bin/initdb)
-SYSTEM_TOOLS := /usr/bin/redis-server /usr/bin/chromium /usr/bin/curl /usr/bin/strace $(PG_INITDB)
+SYSTEM_TOOLS := /usr/bin/redis-server /usr/bin/chromium /usr/bin/curl /usr/bin/strace /usr/sbin/nginx $(PG_INITDB)
 system-deps:
 	@for t in $(SYSTEM_TOOLS); do test -x $$t || missing=1; done; \
 	if [ -n "$$missing" ]; then \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 	  $$SUDO apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq redis-server chromium chromium-driver fonts-noto-color-emoji curl \
-	    postgresql strace; \
+	    postgresql strace nginx; \
 	fi
 
 # torch==2.13.0 first: the CPU build on this machine's disk; anything else pulls gigabytes of CUDA wheels.

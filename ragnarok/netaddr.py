@@ -58,3 +58,10 @@ def bind_error(host: str, port: int) -> str | None:
                            "another with --port"
                 return f"cannot listen on {where}: {exc.strerror or exc}"
     return None
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nothing listens on at ``host`` now (the kernel's pick; free until someone binds it)."""
+    with socket.socket() as sock:
+        sock.bind((host, 0))
+        return sock.getsockname()[1]

@@ -6,7 +6,6 @@ import os
 import shutil
 import signal
 import subprocess
-import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -16,11 +15,7 @@ from pathlib import Path
 import httpx
 import uvicorn
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from ragnarok.netaddr import free_port  # the tests' free loopback port
 
 
 @contextmanager

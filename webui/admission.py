@@ -81,9 +81,10 @@ class Admission:
             return self._auth_store
 
     def _battle_limiter(self) -> Any:
-        if self._limiter is None:
-            self._limiter = rates.moving_window(self.settings.rate_limit_storage)
-        return self._limiter
+        with self._lock:  # one limiter, however many battles arrive at once (in threads)
+            if self._limiter is None:
+                self._limiter = rates.moving_window(self.settings.rate_limit_storage)
+            return self._limiter
 
     async def admit(self, rate_key: str | None) -> str | None:
         """Count a battle against ``arena_battles_per_minute`` for ``rate_key``; the refusal, or None.

@@ -9,6 +9,7 @@ a request that must be counted is never let through uncounted.
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any
 
@@ -16,6 +17,9 @@ from typing import Any
 SOCKET_TIMEOUT_S = 1.0
 #: What a refusal for an unreachable store tells the caller to wait.
 RETRY_AFTER_S = 5
+# `limits` opening a redis:// storage in two threads at once fails in one of them (ConfigurationError: its check
+# of the redis package's version sees the module half-imported by the other): one opening at a time
+_OPENING = threading.Lock()
 
 
 class RateStoreDown(RuntimeError):
@@ -34,7 +38,8 @@ def moving_window(storage_url: str) -> Any:
 
         options = {"socket_timeout": SOCKET_TIMEOUT_S, "socket_connect_timeout": SOCKET_TIMEOUT_S,
                    "retry": Retry(NoBackoff(), 1)}
-    return MovingWindowRateLimiter(storage_from_string(storage_url, wrap_exceptions=True, **options))
+    with _OPENING:
+        return MovingWindowRateLimiter(storage_from_string(storage_url, wrap_exceptions=True, **options))
 
 
 def hit(limiter: Any, item: Any, *identifiers: str) -> float | None:

@@ -1,0 +1,2 @@
+"""Running the service as an operator would: several ``ragnarok serve`` instances on one PostgreSQL and one
+Redis behind nginx (``deploy/cluster``, :mod:`ragnarok.deploy.cluster`)."""

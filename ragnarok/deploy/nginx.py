@@ -1,0 +1,136 @@
+"""The cluster's nginx configuration (:mod:`ragnarok.deploy.cluster`): one file, everything under its prefix.
+
+Which requests nginx may send to another instance after one failed is the decision this file writes down:
+
+* **Retried after they were sent** (``proxy_next_upstream error timeout http_502 http_503``): GET and HEAD
+  (nginx's idempotent methods), ``POST /v1/retrieve`` and ``POST /v1/segments``: they read an index, spend
+  nothing and record nothing, so a second try on another instance costs CPU only.
+* **Never retried once sent**: ``POST /rag``, ``/v1/generate``, ``/v1/write``, ``/v1/evaluate``, ``/v1/rerank``
+  (a request may name an LLM reranker, and nginx cannot read the body to tell) and every POST of the arena (a
+  battle or a vote): a second try could call a paid backend twice, spend a key's budget twice or record a
+  vote twice. nginx's own rule for non-idempotent methods does this: they go to another instance only when
+  the first could not be reached at all (connection refused, connect timeout: the instance never saw them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+#: The cookie nginx sets to keep an arena visitor on one instance (Gradio's sessions live in one process).
+AFFINITY_COOKIE = "ragnarok_affinity"
+#: Routes whose POSTs are safe to send again to another instance (they read, spend nothing, record nothing).
+RETRIED_POSTS = ("/v1/retrieve", "/v1/segments")
+
+TEMPLATE = """\
+# Written by `deploy/cluster up` ({instances} instances of `ragnarok serve`); rewritten on every `up`.
+# Which requests may go to another instance after a failure (ragnarok/deploy/nginx.py, README "Several
+# instances behind a proxy"): GET/HEAD and POST {retried} are retried after being sent (they read an index,
+# spend nothing, record nothing); /rag, /v1/generate, /v1/write, /v1/evaluate, /v1/rerank (it may name an LLM
+# reranker) and the arena's POSTs (battles, votes) never are once sent: a second try could call a paid backend
+# twice, spend a key's budget twice or record a vote twice. nginx sends a non-idempotent request to another
+# instance only when the first could not be reached at all (the instance never saw it).
+{user}worker_processes 1;
+pid {prefix}/nginx.pid;
+error_log {logs}/nginx.log warn;
+events {{ worker_connections 4096; }}
+
+http {{
+    # which instance answered each request, |-separated ($upstream_addr: "A, B" when nginx tried a second one)
+    log_format upstreams '$time_iso8601|$status|$request_method|$uri|$upstream_addr|$upstream_status|'
+                         '$request_time|$cookie_{cookie}';
+    access_log {logs}/nginx.access.log upstreams buffer=32k flush=1s;
+    server_tokens off;
+    client_body_temp_path {prefix}/tmp/body;
+    proxy_temp_path {prefix}/tmp/proxy;
+    fastcgi_temp_path {prefix}/tmp/fastcgi;
+    uwsgi_temp_path {prefix}/tmp/uwsgi;
+    scgi_temp_path {prefix}/tmp/scgi;
+    # the service refuses a body over RAGNAROK_MAX_BODY_BYTES with its own 413; nginx lets that much through
+    client_max_body_size {max_body};
+    client_body_buffer_size 1m;
+
+    # session affinity for the arena: the visitor's cookie, else this request's id (set as the cookie below)
+    map $cookie_{cookie} $affinity {{ "" $request_id; default $cookie_{cookie}; }}
+    map $cookie_{cookie} $affinity_cookie {{ "" "{cookie}=$request_id; Path=/; HttpOnly; SameSite=Lax"; default ""; }}
+    map $http_upgrade $connection_upgrade {{ default upgrade; "" ""; }}
+
+    # passive health checks: an instance that fails once (refused, reset, timed out, 502/503 on a retried
+    # route) gets no request for {fail_timeout}; `deploy/cluster up` checks each instance's /healthz itself
+    upstream ragnarok {{
+{servers}
+        keepalive 64;
+    }}
+    upstream ragnarok_arena {{
+        hash $affinity consistent;
+{servers}
+        keepalive 16;
+    }}
+
+    server {{
+        listen {listen};
+        proxy_http_version 1.1;
+        proxy_set_header Connection "";
+        proxy_set_header Host $http_host;
+        # nginx is the edge: the instances (RAGNAROK_TRUSTED_PROXIES=127.0.0.1) count the peer nginx saw,
+        # never an address a client wrote itself
+        proxy_set_header X-Forwarded-For $remote_addr;
+        proxy_set_header X-Forwarded-Proto $scheme;
+        proxy_buffering off;          # Server-Sent Events (streamed answers, Gradio's queue) pass at once
+        proxy_connect_timeout 2s;
+        proxy_read_timeout {read_timeout}s;   # RAGNAROK_GATEWAY_TIMEOUT_S and a margin
+        proxy_send_timeout 60s;
+        proxy_next_upstream error timeout;     # non-idempotent requests: only when never sent (see above)
+        proxy_next_upstream_tries {instances};
+
+        location / {{
+            proxy_next_upstream error timeout http_502 http_503;
+            proxy_pass http://ragnarok;
+        }}
+{retried_locations}
+        location ~ ^/v1/[^/]+/search$ {{
+            proxy_next_upstream error timeout http_502 http_503;
+            proxy_pass http://ragnarok;
+        }}
+        location ~ ^/(rag|v1/generate|v1/write|v1/evaluate|v1/rerank)$ {{
+            proxy_pass http://ragnarok;
+        }}
+        location /arena {{
+            add_header Set-Cookie $affinity_cookie;
+            # a location that sets a header sets them all (nginx inherits none of the server's then)
+            proxy_set_header Host $http_host;
+            proxy_set_header X-Forwarded-For $remote_addr;
+            proxy_set_header X-Forwarded-Proto $scheme;
+            proxy_set_header Upgrade $http_upgrade;
+            proxy_set_header Connection $connection_upgrade;
+            proxy_read_timeout 3600s;          # a visitor's stream stays open while a battle runs
+            proxy_pass http://ragnarok_arena;
+        }}
+    }}
+}}
+"""
+
+RETRIED_LOCATION = """\
+        location = {path} {{
+            proxy_next_upstream error timeout http_502 http_503 non_idempotent;
+            proxy_pass http://ragnarok;
+        }}
+"""
+
+
+def render(prefix: Path, logs: Path, listen: str, instance_ports: Sequence[int], max_body_bytes: int,
+           read_timeout_s: float, user: str | None = None, fail_timeout_s: int = 3) -> str:
+    """nginx.conf for instances on 127.0.0.1:``instance_ports``, listening on ``listen`` (``HOST:PORT``);
+    ``user``: the workers' user when nginx starts as root (they write the temporary files under ``prefix``)."""
+    servers = "\n".join(f"        server 127.0.0.1:{port} max_fails=1 fail_timeout={fail_timeout_s}s;"
+                        for port in instance_ports)
+    return TEMPLATE.format(
+        instances=len(instance_ports), retried=", ".join(RETRIED_POSTS), user=f"user {user};\n" if user else "",
+        prefix=prefix, logs=logs, max_body=max_body_bytes, cookie=AFFINITY_COOKIE, fail_timeout=f"{fail_timeout_s}s",
+        servers=servers, listen=listen, read_timeout=int(read_timeout_s) + 30,
+        retried_locations="".join(RETRIED_LOCATION.format(path=path) for path in RETRIED_POSTS))
+
+
+def temp_dirs(prefix: Path) -> list[Path]:
+    """The temporary directories the configuration names (made before nginx starts)."""
+    return [prefix / "tmp" / name for name in ("body", "proxy", "fastcgi", "uwsgi", "scgi")]

@@ -1,0 +1,379 @@
+"""Three `ragnarok serve` instances behind nginx, on one PostgreSQL and one Redis, started by `deploy/cluster up`
+(issue 39): a budget shared through the proxy, arena votes recorded once each across instances (Gradio's
+sessions kept on one instance by nginx's affinity cookie), `kill -9` of an instance under load, its arena
+visitor served again, a dense index rebuilt under every instance.
+
+Everything is real: the script, nginx (Debian's package), PostgreSQL (initdb'd by the script), redis-server,
+the demo index, Gradio's own client; the paid backend is a local counting OpenAI-compatible server
+(tests/fakes.py). One cluster for the whole module."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import httpx
+import pytest
+from servers import free_port
+from test_arena_public import _status
+from test_index_lifecycle import docs
+from test_keys import CANDIDATES, KEY_ENV, KEY_VALUE, _bearer, _paid
+from test_keys import fake  # noqa: F401 - the counting paid backend (a module fixture)
+
+from ragnarok.deploy.nginx import AFFINITY_COOKIE
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "deploy" / "cluster"
+TOPIC = "compress a file with gzip"
+POOL = ["bm25@2 | extractive", "bm25@3 | extractive"]  # the cheapest battles: 2,000 of them
+T = 180
+
+pytestmark = [pytest.mark.slow, pytest.mark.filterwarnings("ignore:.*no_silent_downcasting")]
+
+
+def _needs(tool: str) -> None:
+    if not (Path(tool).exists() or shutil.which(tool)):
+        if os.environ.get("CI", "").lower() in {"1", "true", "yes"}:
+            pytest.fail(f"{tool} is missing: CI must run the cluster (make system-deps)")
+        pytest.skip(f"{tool} not installed (make system-deps)")
+
+
+def _cluster(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
+    return subprocess.run([str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def cluster(demo_settings, fake):
+    """`deploy/cluster up --instances 3`: yields (its printed lines as a dict, env, the cluster's directory,
+    the rebuildable index's directory); `deploy/cluster down` at the end."""
+    for tool in ("/usr/sbin/nginx", "redis-server"):
+        _needs(tool)
+    from pg import pg_bin_dir
+
+    if pg_bin_dir() is None:
+        _needs("initdb")
+    from ragnarok.collection.demo_index import ensure_dense_index
+    from ragnarok.collection.lucene_index import index_documents
+
+    # under /tmp, reachable by the postgres user PostgreSQL runs as when the tests run as root
+    root = Path(tempfile.mkdtemp(prefix="ragnarok-cluster-", dir="/tmp"))
+    root.chmod(0o755)
+    index = root / "x-index"
+    index_documents(iter(docs(12)), index)
+    ensure_dense_index(index, "minilm")
+    _, base = fake
+    env = {**os.environ, "RAGNAROK_DATA_DIR": str(demo_settings.data_dir), "RAGNAROK_AUTH": "keys", KEY_ENV: KEY_VALUE,
+           "RAGNAROK_GENERATORS": json.dumps([_paid("paid", base, "ok:cluster"),
+                                              # the embedded model left out of the arena and its warm-up
+                                              {"name": "smollm2", "backend": "llama-cpp",
+                                               "model": "SmolLM2-135M-Instruct", "paid": True}]),
+           "RAGNAROK_ARENA_POOL": json.dumps(POOL), "RAGNAROK_INDEXES": json.dumps({"x": str(index)}),
+           "RAGNAROK_ARENA_VOTES_PER_MINUTE": "100000", "RAGNAROK_ARENA_BATTLES_PER_MINUTE": "100000"}
+    env.pop("RAGNAROK_DATABASE_URL", None)
+    data = root / "cluster"
+    port = free_port()
+    try:
+        up = _cluster("up", "--instances", "3", "--port", str(port), "--data-dir", str(data), "--no-dense",
+                      env=env)
+        assert up.returncode == 0, up.stderr
+        lines = dict(line.split("=", 1) for line in up.stdout.splitlines() if "=" in line)
+        yield lines, env, data, index
+    finally:
+        down = _cluster("down", "--data-dir", str(data), env=env)
+        shutil.rmtree(root, ignore_errors=True)
+    stopped = down.stdout.removeprefix("stopped ").split(";")[0].split(", ")  # the killed instances are not
+    assert down.returncode == 0 and {"nginx", "redis", "postgresql"} <= set(stopped), down.stdout + down.stderr
+
+
+def _state(data: Path) -> dict:
+    return json.loads((data / "cluster.json").read_text())
+
+
+def _key(cluster, name: str, **limits) -> str:
+    from ragnarok.auth.store import AuthStore
+    from ragnarok.settings import Settings
+
+    lines, *_ = cluster
+    store = AuthStore.for_settings(Settings(auth="keys", database_url=lines["DATABASE_URL"]))
+    return store.create(name, limits.pop("scopes", ["retrieve", "generate"]), **limits)[1]
+
+
+def _sql(cluster, query: str, **params):
+    from sqlalchemy import create_engine, text
+
+    engine = create_engine(cluster[0]["DATABASE_URL"])
+    try:
+        with engine.connect() as conn:
+            return conn.execute(text(query), params).all()
+    finally:
+        engine.dispose()
+
+
+def test_up_prints_its_parts_and_a_second_up_says_it_is_up(cluster):
+    lines, env, data, _ = cluster
+    pids = [int(p) for p in lines["PIDS"].split(",")]
+    assert len(pids) == 3 and all(Path(f"/proc/{p}").exists() for p in pids)
+    assert lines["URL"].startswith("http://127.0.0.1:") and lines["DATABASE_URL"].startswith("postgresql")
+    assert httpx.get(lines["URL"] + "/healthz", timeout=T).status_code == 200
+    again = _cluster("up", "--instances", "3", "--port", lines["URL"].rsplit(":", 1)[1], "--data-dir", str(data),
+                     env=env)
+    assert again.returncode == 0 and "already up" in again.stderr, again.stderr
+    assert f"PIDS={lines['PIDS']}" in again.stdout
+
+
+def test_a_budget_of_50_calls_holds_across_instances(cluster, fake):
+    """300 concurrent keyed requests through the proxy on a 50-call budget: exactly 50 reach the backend."""
+    app, _ = fake
+    url = cluster[0]["URL"]
+    secret = _key(cluster, "budget-50", budget_calls=50)
+
+    async def run() -> list[int]:
+        async with httpx.AsyncClient(timeout=T, limits=httpx.Limits(max_connections=300)) as client:
+            answers = await asyncio.gather(*(client.post(url + "/v1/generate", headers=_bearer(secret),
+                                                         json={"request": CANDIDATES, "generator": "paid"})
+                                             for _ in range(300)))
+        return [a.status_code for a in answers]
+
+    statuses = asyncio.run(run())
+    assert sorted(statuses) == [200] * 50 + [429] * 250, sorted(set(statuses))
+    assert app.state.calls["ok:cluster"] == 50
+
+
+def _log(data: Path) -> list[list[str]]:
+    """nginx's access log: time, status, method, path, upstream(s), their statuses, seconds, affinity cookie."""
+    log = data / "logs" / "nginx.access.log"
+    return [line.split("|") for line in log.read_text().splitlines()] if log.exists() else []
+
+
+def _instance_of(data: Path, cookie: str, timeout_s: float = 10) -> str:
+    """The instance (host:port) nginx sent the arena visitor with ``cookie`` to, from its access log."""
+    log = data / "logs" / "nginx.access.log"
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:  # the log is flushed every second
+        for fields in _log(data):
+            if fields[-1] == cookie and fields[3].endswith("/queue/join"):
+                return fields[4]
+        time.sleep(0.2)
+    raise AssertionError(f"no arena request with cookie {cookie} in {log}")
+
+
+def _visitor(url: str, cookie: str):
+    """A page of the arena behind the proxy: Gradio's client sending nginx's affinity cookie."""
+    from gradio_client import Client
+
+    return Client(f"{url}/arena/", headers={"Cookie": f"{AFFINITY_COOKIE}={cookie}"}, verbose=False,
+                  httpx_kwargs={"timeout": T})
+
+
+def _battle(page) -> str:
+    """One blinded battle; returns its id (votable)."""
+    outputs = page.predict(TOPIC, api_name="/on_battle")
+    assert "Both answers are in" in _status(outputs), _status(outputs)
+    return outputs[2]["battle"]
+
+
+def _endpoints(url: str) -> dict[str, tuple[int, int]]:
+    """The arena's Gradio events by API name: (fn_index, the id of the button that triggers it)."""
+    config = httpx.get(url + "/arena/config", timeout=T).json()
+    return {d["api_name"]: (d["id"], d["targets"][0][0]) for d in config["dependencies"] if d.get("api_name")}
+
+
+async def _event(http: httpx.AsyncClient, url: str, session: str, event: tuple[int, int], data: list) -> list:
+    """One Gradio event as the arena's page sends it (Gradio's queue: join, then its Server-Sent Events until
+    ``process_completed``); its outputs. The session's State values stay on the server."""
+    fn_index, trigger = event
+    joined = await http.post(url + "/arena/gradio_api/queue/join", json={
+        "data": data, "event_data": None, "fn_index": fn_index, "trigger_id": trigger, "session_hash": session})
+    assert joined.status_code == 200, joined.text
+    async with http.stream("GET", url + "/arena/gradio_api/queue/data", params={"session_hash": session}) as sse:
+        async for line in sse.aiter_lines():
+            message = json.loads(line[5:]) if line.startswith("data:") else {}
+            if message.get("msg") == "process_completed":
+                assert message.get("success"), message
+                return message["output"]["data"]
+    raise AssertionError("the event's stream ended without its outputs")
+
+
+def test_2000_votes_through_the_proxy_are_each_recorded_once(cluster):
+    """40 visitors (each its own affinity cookie and Gradio session) battle and vote 50 times each through
+    nginx, as the page does it (Gradio's queue over HTTP: cheaper than Gradio's client for 4,000 events). The
+    battle's id lives in the visitor's session: a vote reaches it only on the instance that ran the battle."""
+    url = cluster[0]["URL"]
+    events = _endpoints(url)
+    battle, vote_a = events["on_battle"], events["handler"]
+
+    async def visitor() -> list[str]:
+        voted = []
+        async with httpx.AsyncClient(timeout=T, cookies={AFFINITY_COOKIE: uuid.uuid4().hex}) as http:
+            session = uuid.uuid4().hex[:11]
+            for _ in range(50):
+                # the battle's id (a State: None here), both panes, the JSON, the status, the buttons
+                outputs = await _event(http, url, session, battle, [TOPIC, None])
+                assert "Both answers are in" in outputs[4], outputs[4]
+                status = (await _event(http, url, session, vote_a, [None]))[0]
+                assert "Your vote is recorded" in status, status
+                voted.append(outputs[3]["battle"])
+        return voted
+
+    async def everyone() -> list[str]:
+        return [b for one in await asyncio.gather(*(visitor() for _ in range(40))) for b in one]
+
+    voted = asyncio.run(everyone())
+    assert len(set(voted)) == 2000
+    rows = dict(_sql(cluster, "SELECT battle_id, COUNT(*) FROM votes GROUP BY battle_id"))
+    assert {b: rows.get(b) for b in voted} == dict.fromkeys(voted, 1)
+
+
+def _retrieve(base: str, secret: str, retriever: str) -> set[str]:
+    answer = httpx.post(base + "/v1/retrieve", headers=_bearer(secret), timeout=T,
+                        json={"query": "alpha bravo topic", "retriever": retriever, "index": "x", "k": 20})
+    assert answer.status_code == 200, answer.text
+    return {c["docid"].split("#")[0] for c in answer.json()["candidates"]}
+
+
+def test_a_dense_index_rebuilt_under_the_instances_is_noticed_by_each(cluster):
+    from ragnarok.collection.demo_index import ensure_dense_index
+    from ragnarok.collection.lucene_index import index_documents
+
+    _, _, data, index = cluster
+    secret = _key(cluster, "rebuild", scopes=["retrieve"])
+    instances = [f"http://127.0.0.1:{port}" for port in _state(data)["ports"]]
+    old, new = {f"d{i}" for i in range(12)}, {f"new{i}" for i in range(5)}
+    for base in instances:
+        assert _retrieve(base, secret, "dense:minilm") <= old
+    index_documents(iter(docs(5, prefix="new")), index)
+    ensure_dense_index(index, "minilm")
+    for base in instances:
+        assert _retrieve(base, secret, "bm25") <= new
+        assert _retrieve(base, secret, "dense:minilm") <= new
+
+
+@pytest.fixture(scope="module")
+def killed(cluster):
+    """An arena visitor battles; its instance is killed with SIGKILL while 8 clients send /v1/retrieve through
+    the proxy. Yields (the requests: (sent, ended, status or error), the kill's time, the visitor's cookie, the
+    killed instance's address)."""
+    lines, _, data, _ = cluster
+    url, secret = lines["URL"], _key(cluster, "load", scopes=["retrieve"])
+    cookie = uuid.uuid4().hex
+    _battle(_visitor(url, cookie))
+    victim = _instance_of(data, cookie)
+    state = _state(data)
+    pid = state["pids"][state["ports"].index(int(victim.rsplit(":", 1)[1]))]
+    records: list[tuple[float, float, int | str]] = []
+    stop = threading.Event()
+
+    def client() -> None:
+        with httpx.Client(timeout=T) as http:
+            while not stop.is_set():
+                sent = time.monotonic()
+                try:
+                    status: int | str = http.post(url + "/v1/retrieve", headers=_bearer(secret),
+                                                  json={"query": "gzip", "k": 5}).status_code
+                except httpx.HTTPError as exc:
+                    status = type(exc).__name__
+                records.append((sent, time.monotonic(), status))
+
+    threads = [threading.Thread(target=client) for _ in range(8)]
+    for t in threads:
+        t.start()
+    while len(records) < 40:
+        time.sleep(0.05)
+    os.kill(pid, signal.SIGKILL)
+    killed_at = time.monotonic()
+    while len([r for r in records if r[0] > killed_at]) < 80:
+        time.sleep(0.05)
+    stop.set()
+    for t in threads:
+        t.join()
+    return records, killed_at, cookie, victim
+
+
+def test_kill_9_under_load_loses_no_request_sent_after_it(killed):
+    records, killed_at, _, _ = killed
+    after = [status for sent, _, status in records if sent > killed_at]
+    assert len(after) >= 80 and set(after) == {200}, sorted(set(map(str, after)))
+
+
+def test_the_killed_instances_arena_visitor_gets_a_new_battle(killed, cluster):
+    """The visitor's next page (the same cookie) loads from another instance and battles there."""
+    _, _, cookie, victim = killed
+    url, data = cluster[0]["URL"], cluster[2]
+    page = httpx.get(url + "/arena/", cookies={AFFINITY_COOKIE: cookie}, timeout=T)
+    assert page.status_code == 200 and "gradio" in page.text.lower()
+    seen = len(_log(data))
+    _battle(_visitor(url, cookie))
+
+    def joins() -> list[list[str]]:
+        return [f for f in _log(data)[seen:] if f[-1] == cookie and f[3].endswith("/queue/join")]
+
+    deadline = time.monotonic() + 10
+    while not joins() and time.monotonic() < deadline:  # the log is flushed every second
+        time.sleep(0.2)
+    assert joins() and all(f[1] == "200" and f[4].split(", ")[-1] != victim for f in joins()), joins()
+
+
+def test_a_part_that_fails_to_start_stops_the_others_and_is_named(tmp_path):
+    """The first instance cannot build the demo index (its data directory is a file): `up` exits 2 naming it
+    with its log's last lines, and the PostgreSQL and Redis it had started are stopped."""
+    _needs("redis-server")
+    root = Path(tempfile.mkdtemp(prefix="ragnarok-cluster-", dir="/tmp"))
+    root.chmod(0o755)
+    (root / "not-a-dir").touch()
+    env = {**os.environ, "RAGNAROK_DATA_DIR": str(root / "not-a-dir")}
+    env.pop("RAGNAROK_DATABASE_URL", None)
+    try:
+        up = _cluster("up", "--instances", "2", "--port", str(free_port()), "--data-dir", str(root / "c"), env=env)
+        assert up.returncode == 2 and up.stdout == "", up.stdout
+        assert up.stderr.startswith("error: instance-1 failed to start: it exited; the last lines of "), up.stderr
+        assert "Not a directory" in up.stderr
+        run = root / "c" / "run"
+        for part in ("redis", "instance-1"):
+            pid = int((run / f"{part}.pid").read_text())
+            assert not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]
+        assert not (root / "c" / "postgres" / "data" / "postmaster.pid").exists()
+        assert not (run / "instance-2.pid").exists()
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _page_battle(page) -> None:
+    """A blinded battle on the arena's page, as a visitor clicks it: both answers shown, the votes open."""
+    from playwright.sync_api import expect
+
+    topic = page.locator("#rg-topic textarea")
+    topic.fill(TOPIC)
+    page.locator("#rg-go").click()
+    page.locator("#rg-pane-a .rg-answer").wait_for()
+    page.locator("#rg-pane-b .rg-answer").wait_for()
+    expect(page.locator("#rg-vote-a")).to_be_enabled()
+
+
+def test_in_chromium_the_killed_instances_visitor_gets_a_new_battle(cluster, tmp_path):
+    """A visitor in Chromium battles; its instance is killed; the reloaded page comes from another instance
+    (nginx's cookie, kept by the browser, now hashes elsewhere) and battles there: no error page."""
+    from browser import chromium
+
+    url, data = cluster[0]["URL"], cluster[2]
+    with chromium(tmp_path / "profile") as context:
+        page = context.new_page()
+        page.set_default_timeout(T * 1000)
+        assert page.goto(url + "/arena/").status == 200
+        _page_battle(page)
+        cookie = next(c["value"] for c in context.cookies() if c["name"] == AFFINITY_COOKIE)
+        victim = _instance_of(data, cookie)
+        state = _state(data)
+        os.kill(state["pids"][state["ports"].index(int(victim.rsplit(":", 1)[1]))], signal.SIGKILL)
+        reloaded = page.reload()
+        assert reloaded is not None and reloaded.status == 200
+        _page_battle(page)
+        assert "error" not in page.locator("#rg-status").inner_html().lower()
