@@ -82,7 +82,7 @@ def test_failures_still_give_the_envelope(demo_env, tmp_path):
     assert fixed["result"]["fixed"]["changes"]["citations_dropped"] == 1
 
 
-def test_eval_rag_doctor_and_keys_envelopes(demo_env, tmp_path):
+def test_eval_rag_doctor_and_keys_envelopes(demo_env, tmp_path, monkeypatch):
     a = _answers(tmp_path / "a.jsonl", ["1", "2"])
     scored, text = envelope("eval-rag", a, "--nuggets", _nuggets(tmp_path / "n.jsonl", ["1", "2"]),
                             "--output", "json")
@@ -94,6 +94,10 @@ def test_eval_rag_doctor_and_keys_envelopes(demo_env, tmp_path):
     assert doctor["result"]["checks"] and doctor["ok"] == (not doctor["result"]["missing"])
     assert doctor["errors"] == doctor["result"]["missing"] and "java" in text
 
+    # keys in a data directory of this test's own: the session's demo one is shared (the README's blocks
+    # create their own team-a there)
+    monkeypatch.setenv("RAGNAROK_DATA_DIR", str(tmp_path / "keys"))
+    get_settings.cache_clear()
     made = CliRunner().invoke(app, ["keys", "create", "--name", "team-a", "--scopes", "retrieve"])
     assert made.exit_code == 0, made.output
     listed, text = envelope("keys", "list", "--output", "json")
