@@ -58,6 +58,18 @@ def demo_settings(tmp_path_factory):
     return settings
 
 
+@pytest.fixture
+def demo_data_env(demo_settings, monkeypatch):
+    """``RAGNAROK_DATA_DIR`` set to the session's demo data dir, the settings read again before and after: the
+    CLI run in this process (typer's CliRunner) on the demo index."""
+    from ragnarok.settings import get_settings
+
+    monkeypatch.setenv("RAGNAROK_DATA_DIR", str(demo_settings.data_dir))
+    get_settings.cache_clear()
+    yield demo_settings
+    get_settings.cache_clear()
+
+
 @pytest.fixture(scope="session")
 def cacm_dir(shared_data, tmp_path_factory) -> Path:
     """The CACM HTML files, unpacked from ../shared/data/cacm/cacm.tar.gz."""

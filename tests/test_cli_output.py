@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 from typer.testing import CliRunner
 
 from ragnarok.cli import app
@@ -13,15 +12,6 @@ from ragnarok.settings import get_settings
 from test_cli_consistency import _answers, _nuggets
 
 KEYS = {"command", "ok", "result", "errors", "warnings"}
-
-
-@pytest.fixture
-def demo_env(demo_settings, monkeypatch):
-    """The CLI in this process on the session's demo index (settings read again)."""
-    monkeypatch.setenv("RAGNAROK_DATA_DIR", str(demo_settings.data_dir))
-    get_settings.cache_clear()
-    yield demo_settings
-    get_settings.cache_clear()
 
 
 def envelope(*args: object, code: int | None = 0) -> tuple[dict, str]:
@@ -33,7 +23,7 @@ def envelope(*args: object, code: int | None = 0) -> tuple[dict, str]:
     return parsed, got.stderr
 
 
-def test_search_eval_run_validate_envelopes(demo_env, tmp_path):
+def test_search_eval_run_validate_envelopes(demo_data_env, tmp_path):
     run = tmp_path / "bm25.txt"
     found, text = envelope("search", "--topics", "demo", "--output", run, "--k", "20", "--output-format", "json")
     assert found["command"] == "search" and found["ok"] and not found["errors"]
@@ -60,7 +50,7 @@ def test_search_eval_run_validate_envelopes(demo_env, tmp_path):
     assert "valid TREC RAG 2024 run" in text
 
 
-def test_failures_still_give_the_envelope(demo_env, tmp_path):
+def test_failures_still_give_the_envelope(demo_data_env, tmp_path):
     failed, text = envelope("run", "--topics", "nonesuch", "--output", tmp_path / "r.jsonl",
                             "--output-format", "json", code=2)
     assert not failed["ok"] and failed["command"] == "run" and failed["result"] is None
@@ -82,7 +72,7 @@ def test_failures_still_give_the_envelope(demo_env, tmp_path):
     assert fixed["result"]["fixed"]["changes"]["citations_dropped"] == 1
 
 
-def test_eval_rag_doctor_and_keys_envelopes(demo_env, tmp_path, monkeypatch):
+def test_eval_rag_doctor_and_keys_envelopes(demo_data_env, tmp_path, monkeypatch):
     a = _answers(tmp_path / "a.jsonl", ["1", "2"])
     scored, text = envelope("eval-rag", a, "--nuggets", _nuggets(tmp_path / "n.jsonl", ["1", "2"]),
                             "--output", "json")

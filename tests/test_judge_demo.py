@@ -10,18 +10,8 @@ import pytest
 from typer.testing import CliRunner
 
 from ragnarok.cli import app
-from ragnarok.settings import get_settings
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-@pytest.fixture
-def demo_env(demo_settings, monkeypatch):
-    monkeypatch.setenv("RAGNAROK_DATA_DIR", str(demo_settings.data_dir))
-    clear = getattr(get_settings, "cache_clear", lambda: None)
-    clear()
-    yield demo_settings
-    clear()
 
 
 def invoke(*args: object):
@@ -42,7 +32,7 @@ def test_the_demo_evaluation_data_covers_30_topics():
         assert any(n.importance == "vital" for n in topic.nuggets)
 
 
-def test_nuggets_from_document_level_qrels(demo_env, tmp_path):
+def test_nuggets_from_document_level_qrels(demo_data_env, tmp_path):
     topics = tmp_path / "t.tsv"
     topics.write_text("demo-01\thow do I parse command-line arguments\ndemo-02\tcompress a file with gzip\n")
     out = tmp_path / "n.jsonl"
@@ -57,10 +47,10 @@ def test_nuggets_from_document_level_qrels(demo_env, tmp_path):
     assert any("argparse" in n["text"] for n in made[0]["nuggets"])
 
 
-def test_support_reads_the_cited_segments(demo_env, tmp_path):
+def test_support_reads_the_cited_segments(demo_data_env, tmp_path):
     from ragnarok.judge.answers import lucene_segments
 
-    segments = lucene_segments(demo_env.demo_index_dir)
+    segments = lucene_segments(demo_data_env.demo_index_dir)
     argparse_text = segments("stdlib.argparse#0_0")
     assert argparse_text and segments("no-such-segment") is None
     gzip_id = "stdlib.gzip#0_0"
@@ -80,7 +70,7 @@ def test_support_reads_the_cited_segments(demo_env, tmp_path):
     assert "1 cited segments not in the index" in result.output
 
 
-def test_relevance_labels_become_qrels(demo_env, tmp_path):
+def test_relevance_labels_become_qrels(demo_data_env, tmp_path):
     run = tmp_path / "run.txt"
     run.write_text("demo-02 Q0 stdlib.gzip#0_0 1 9.0 r\ndemo-02 Q0 stdlib.csv#0_0 2 8.0 r\n"
                    "demo-02 Q0 missing#0 3 7.0 r\n")

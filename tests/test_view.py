@@ -12,7 +12,6 @@ from browser import chromium
 from typer.testing import CliRunner
 
 from ragnarok.cli import app
-from ragnarok.settings import get_settings
 
 ROOT = Path(__file__).resolve().parent.parent
 NUGGETS = ROOT / "topics" / "eval" / "demo.nuggets.jsonl"
@@ -20,14 +19,6 @@ ARGPARSE, GETOPT, GZIP, SHUTIL = ("stdlib.argparse#0_0", "stdlib.getopt#0_0", "s
                                   "stdlib.shutil.copyfileobj#0_0")
 MISSING = "stdlib.nosuch#9_9"
 UNTRUSTED = "<script>window.__xss = 1</script><img src=x onerror=\"window.__xss = 2\">"
-
-
-@pytest.fixture
-def demo_env(demo_settings, monkeypatch):
-    monkeypatch.setenv("RAGNAROK_DATA_DIR", str(demo_settings.data_dir))
-    get_settings.cache_clear()
-    yield demo_settings
-    get_settings.cache_clear()
 
 
 def invoke(*args: object, code: int = 0) -> str:
@@ -76,24 +67,24 @@ def runs(tmp_path) -> tuple[Path, Path, Path]:
     return a, b, write(tmp_path / "assignments.jsonl", labels)
 
 
-def test_terminal_resolves_citations_in_the_index_and_marks_a_missing_docid(demo_env, runs):
+def test_terminal_resolves_citations_in_the_index_and_marks_a_missing_docid(demo_data_env, runs):
     from ragnarok.judge.answers import lucene_segments
 
     a, b, _ = runs
     out = invoke(a, "--topics", "demo-01")
     flat = " ".join(out.split())
-    segment = " ".join(lucene_segments(demo_env.index_sources()["demo"])(ARGPARSE).split())
+    segment = " ".join(lucene_segments(demo_data_env.index_sources()["demo"])(ARGPARSE).split())
     assert f"[0] {ARGPARSE}: {segment[:60]}" in flat  # the cited segment's text, from Lucene
     assert f"[2] {MISSING}: (not in the index)" in flat
     assert UNTRUSTED in flat and "demo-02" not in out  # the text as written; --topics kept one topic
     assert all(len(line) <= 80 for line in out.splitlines()), max(out.splitlines(), key=len)
-    index_dir = demo_env.index_sources()["demo"]  # --index as `ragnarok search` takes it: a directory too
+    index_dir = demo_data_env.index_sources()["demo"]  # --index as `ragnarok search` takes it: a directory too
     two = invoke(a, b, "--topics", "demo", "--index", index_dir)  # a topic set; a 2025 run beside
     assert "b.jsonl: TREC RAG 2025 run 'B', 3 topics" in two and "== demo-03" in two
     assert two.count("≠ the runs differ: cites differently") == 2
 
 
-def test_nugget_labels_and_scores(demo_env, runs):
+def test_nugget_labels_and_scores(demo_data_env, runs):
     a, b, assignments = runs
     plain = invoke(a, "--nuggets", NUGGETS, "--topics", "demo-02")
     assert "nuggets:" in plain and "-               vital  use the gzip module" in plain
@@ -131,7 +122,7 @@ def test_bad_input_is_one_error_line(tmp_path, runs, case):
 
 
 @pytest.mark.slow
-def test_html_page_in_chromium(demo_env, runs, tmp_path):
+def test_html_page_in_chromium(demo_data_env, runs, tmp_path):
     from playwright.sync_api import expect
 
     a, b, assignments = runs
