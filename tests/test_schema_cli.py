@@ -16,7 +16,6 @@ from api.main import create_app
 from ragnarok.cli import app
 from ragnarok.schema_cli import SCHEMAS
 from ragnarok.settings import Settings, get_settings
-from test_cli_output import demo_env  # noqa: F401 - the fixture: the CLI on the session's demo index
 from test_track_parity import SEGS, official_2024, official_2025, record_2025, write_lines
 
 cli = CliRunner()
@@ -82,7 +81,7 @@ def lines(path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines()]
 
 
-def test_real_objects_validate(demo_env, tmp_path):
+def test_real_objects_validate(demo_data_env, tmp_path):
     topics = tmp_path / "three.tsv"
     topics.write_text("demo-01\thow do I parse command-line arguments\ndemo-02\tcompress a file with gzip\n"
                       "demo-03\trun a shell command and capture its output\n")
