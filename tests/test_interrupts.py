@@ -182,6 +182,9 @@ nodes:
     said = assert_stopped(stopped, signal.SIGTERM, tmp_path / "cwd", "of 8 trials", "study.db")
     kept = finished()
     assert 2 <= kept < 8, said
+    with sqlite3.connect(out / "study.db") as db:  # a seeded repeat of a finished trial (same_as) is no trial kept
+        counted = db.execute("SELECT count(*) FROM trials WHERE state = 'COMPLETE' AND trial_id NOT IN "
+                             "(SELECT trial_id FROM trial_user_attributes WHERE key = 'same_as')").fetchone()[0]
     with sqlite3.connect(out / "study.db") as db:  # the trial in flight was given back, not left running
         assert db.execute("SELECT count(*) FROM trials WHERE state = 'RUNNING'").fetchone()[0] == 0
     resumed = subprocess.run(cmd, cwd=tmp_path / "cwd", env=env, capture_output=True, text=True, timeout=400)
@@ -191,7 +194,7 @@ nodes:
     # sampler replayed its proposals: 8 trials covered 4 pipelines)
     counts = [line.split("[", 1)[1].split("/", 1)[0] for line in resumed.stderr.splitlines() if " [" in line
               and "/8] " in line]
-    assert counts and counts[0] == str(kept + 1), resumed.stderr[-3000:]
+    assert counts and counts[0] == str(counted + 1), resumed.stderr[-3000:]
     with sqlite3.connect(out / "study.db") as db:
         specs = [row[0] for row in db.execute(
             "SELECT a.value_json FROM trials t JOIN trial_user_attributes a ON a.trial_id = t.trial_id "
