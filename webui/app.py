@@ -20,7 +20,8 @@ from ragnarok.settings import Settings
 from webui import render
 from webui.arena import DEFAULT_TOPICS, Arena, BattleView, VoteView
 from webui.client import RagClient
-from webui.lazy import LazyUI
+from webui.lazy import LazyUI, quiet_queue
+from webui.warmup import after
 
 if TYPE_CHECKING:
     import gradio as gr
@@ -272,6 +273,7 @@ def build(arena: Arena) -> "gr.Blocks":
             trigger_mode="always_last",
         )
     blocks.queue(default_concurrency_limit=8)
+    quiet_queue(blocks)  # webui.lazy: Gradio's queue polls every 1 ms otherwise
     return blocks
 
 
@@ -344,12 +346,12 @@ def mount(
     async def lifespan(parent: Any) -> AsyncIterator[Any]:
         async with outer(parent) as state:
             if ui.build_at_start:
-                async def build_then_measure() -> None:  # one after the other: neither slows the other down
-                    await asyncio.wait([ui.warm()])
-                    arena.start_warm_up()  # each generator measured before the first draw (webui.warmup)
-
-                warming = asyncio.ensure_future(build_then_measure())
-                warming.add_done_callback(lambda t: t.cancelled() or t.exception())
+                # the UI now (a fraction of a second: the first page is then at once); the warm-up answers, which
+                # load the pool's models (seconds of CPU on every core, hundreds of MB), only once someone
+                # opens the arena: each generator is still measured before that visitor's first draw
+                # (webui.warmup), and a server only asked for retrieval does no start-up work beyond this
+                ui.warm()
+                ui.on_first_visit = lambda: after(ui.warm, arena.start_warm_up)
             try:
                 yield state
             finally:

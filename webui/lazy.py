@@ -25,6 +25,9 @@ class LazyUI:
         self._lock = asyncio.Lock()
         self.build_at_start = False  # `ragnarok serve`: build in the background once the server has started
         self._warming: asyncio.Task | None = None
+        #: Called once, on the first HTTP request to the arena (``ragnarok serve`` starts the arena's warm-up
+        #: answers then: a server nobody visits never loads a model for them).
+        self.on_first_visit: Callable[[], object] | None = None
 
     def warm(self) -> asyncio.Task:
         """Start building the UI now, in the background (the first visit then finds it built, or waits only
@@ -46,9 +49,17 @@ class LazyUI:
                 self._app, self._lifespan = app, lifespan
             return self._app
 
+    @property
+    def built(self) -> bool:
+        """Whether the UI is built (and its lifespan entered)."""
+        return self._app is not None
+
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] not in ("http", "websocket"):
             return
+        if self.on_first_visit is not None:
+            visit, self.on_first_visit = self.on_first_visit, None
+            visit()
         app = await self._ready()
         await app(scope, receive, send)
 
@@ -59,3 +70,16 @@ class LazyUI:
             if self._lifespan is not None:
                 lifespan, self._lifespan, self._app = self._lifespan, None, None
                 await lifespan.__aexit__(None, None, None)
+
+
+#: How often Gradio's queue looks for work when it has none (seconds). Gradio polls every 1 ms (and its
+#: progress loop every 10 ms) on Linux: ~1,100 wake-ups a second, 4-5 % of a core on an idle server. At 50 ms
+#: (Gradio's own value on Windows) a battle starts at most 50 ms later and an idle server sleeps.
+QUEUE_POLL_S = 0.05
+
+
+def quiet_queue(blocks: Any) -> None:
+    """Gradio's queue polls at :data:`QUEUE_POLL_S` (its progress loop at twice that) instead of 1 ms."""
+    queue = blocks._queue  # noqa: SLF001 - Gradio has no setting for these; tests/test_arena_idle.py checks them
+    queue.sleep_when_free = QUEUE_POLL_S
+    queue.progress_update_sleep_when_free = 2 * QUEUE_POLL_S

@@ -1,7 +1,9 @@
 """The start-up warm-up: one answer per generator of the pool before the first battle, measured, and never in
 a visitor's way.
 
-``ragnarok serve`` starts it once the arena's UI is built (:meth:`WarmUp.start`). It asks each generator of
+``ragnarok serve`` starts it on the arena's first visit (the first HTTP request under ``/arena``), once the
+arena's UI is built (:func:`after`, :meth:`WarmUp.start`): a server nobody opens the arena on never loads a
+generator's model for it (issue 41: start-up work and idle memory). It asks each generator of
 the pool one question (:data:`WARM_UP_TOPIC`) through that generator's first pool pipeline, one generator after
 the other, streamed, as the arena's principal (its calls count against ``arena_calls_per_day``). It asks only
 the pool's own pipelines: a paid generator only when ``arena_pool`` lists it. Each answer's seconds stand for
@@ -92,3 +94,14 @@ class WarmUp:
 
     async def aclose(self) -> None:
         await self.give_way()
+
+
+def after(first: Callable[[], asyncio.Future[Any]], then: Callable[[], object]) -> None:
+    """``then()`` (the warm-up) once ``first()`` (the UI's build) is over, in the background: one after the
+    other, neither slows the other down."""
+    async def run() -> None:
+        await asyncio.wait([first()])
+        then()
+
+    task = asyncio.ensure_future(run())
+    task.add_done_callback(lambda t: t.cancelled() or t.exception())
