@@ -28,6 +28,7 @@ from starlette.routing import compile_path
 from api.auth import needs
 from api.body import StrictJSONRoute
 from ragnarok import metrics
+from ragnarok.activity import REQUESTS, is_work
 from ragnarok.logs import REQUEST_ID_HEADER, STAGE_HEADER, route_var, stage_var, valid_request_id
 from ragnarok.settings import Settings
 
@@ -153,9 +154,14 @@ class RequestMetrics:
                 status = message["status"]
             await send(message)
 
+        work = not internal and is_work(scope.get("method", ""), scope.get("path", ""))
+        if work:
+            REQUESTS.begin()  # background builds give way while requests come (ragnarok.activity)
         try:
             await self.app(scope, receive, counted_send)
         finally:
+            if work:
+                REQUESTS.end()
             seconds = time.perf_counter() - start
             method = scope.get("method", "")
             method = method if method in METHODS else "other"

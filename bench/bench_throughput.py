@@ -6,6 +6,11 @@
 * ``batch_search``: pyserini's ``LuceneSearcher.batch_search(queries, k, threads=2)`` in this process, over the
   topics repeated for ``--seconds`` after a 5 s warm-up, before the server starts and again after it stops
   (their mean is the reference): queries/s;
+* start-up work: a first server, sent nothing, from ``/healthz`` until it is idle (under 2 % of a core over
+  2 s, at most ``--startup-wait`` s): the seconds and the CPU seconds it spent, then its idle CPU over 10 s
+  (share of one core) and its RSS; it is stopped;
+* a cold row: a second server, 8 clients from the moment its ``/healthz`` answers (no warm-up, while its
+  start-up work runs), for ``--seconds``; then, once it is idle, the warm rows below;
 * ``POST /v1/retrieve`` with 1, 8 and 32 keep-alive clients (threads of this process, ``http.client``), each
   sending the topics in turn for ``--seconds`` after a 5 s warm-up: queries/s, p50/p99 latency, the server's
   CPU and this client's (cores busy: the two share the machine's cores);
@@ -67,6 +72,35 @@ def loadavg() -> str:
     return " ".join(Path("/proc/loadavg").read_text().split()[:3])
 
 
+def until_idle(pid: int, most_s: float) -> tuple[float, float]:
+    """Wait until the process uses under 2 % of a core over 2 s (at most ``most_s``): the seconds waited
+    and the CPU seconds it used, both up to the start of that quiet window."""
+    start, c0, samples = time.monotonic(), cpu_s(pid), []
+    while time.monotonic() - start < most_s:
+        samples.append((time.monotonic(), cpu_s(pid)))
+        old = [x for x in samples if x[0] <= samples[-1][0] - 2.0]
+        if old and (samples[-1][1] - old[-1][1]) / (samples[-1][0] - old[-1][0]) < 0.02:
+            return old[-1][0] - start, old[-1][1] - c0
+        time.sleep(0.25)
+    return time.monotonic() - start, cpu_s(pid) - c0
+
+
+def start_server(env: dict, port: int) -> tuple[subprocess.Popen, float]:
+    """``ragnarok serve --no-dense`` on ``port``; returns it once ``/healthz`` answers, and the seconds that
+    took."""
+    t = time.monotonic()
+    server = subprocess.Popen([sys.executable, "-m", "ragnarok.cli", "serve", "--no-dense", "--port", str(port)],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(6000):
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
+                return server, time.monotonic() - t
+        except httpx.HTTPError:
+            time.sleep(0.05)
+    server.terminate()
+    raise RuntimeError("the server never answered /healthz")
+
+
 def load(port: int, queries: list[str], k: int, clients: int, seconds: float) -> list[float]:
     """Latencies (ms) of ``clients`` keep-alive clients sending queries for ``seconds``."""
     latencies: list[float] = []
@@ -104,6 +138,7 @@ def main() -> None:
     ap.add_argument("--k", type=int, default=100)
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--clients", default="1,8,32")
+    ap.add_argument("--startup-wait", type=float, default=120.0, help="the most seconds to wait for idle")
     ap.add_argument("--rag", type=int, default=20, help="topics sent to /rag (0: skip)")
     ap.add_argument("--rag-pipeline", action="append", default=[],
                     help="a /rag pipeline to time (repeatable; default: the service's own choice)")
@@ -131,20 +166,36 @@ def main() -> None:
     before = batch_search(args.seconds)
     print(f"pyserini batch_search(threads=2): {before:.0f} q/s  (loadavg {loadavg()})", flush=True)
 
-    port = free_port()
     env = {**os.environ, "RAGNAROK_DATA_DIR": str(data_dir),
            "RAGNAROK_INDEXES": json.dumps({"bench": str(index)}), "RAGNAROK_DEFAULT_INDEX": "bench"}
-    server = subprocess.Popen([sys.executable, "-m", "ragnarok.cli", "serve", "--no-dense", "--port", str(port)],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    port = free_port()  # 1. start-up work, with no request held
+    server, up_s = start_server(env, port)
+    try:
+        at_healthz = cpu_s(server.pid)
+        startup_s, startup_cpu = until_idle(server.pid, args.startup_wait)
+        c0, t0 = cpu_s(server.pid), time.monotonic()
+        time.sleep(10)
+        idle_cpu = (cpu_s(server.pid) - c0) / (time.monotonic() - t0)
+        startup_rss = rss_mb(server.pid)
+    finally:
+        server.terminate()
+        server.wait(timeout=60)
+    print(f"start-up: /healthz after {up_s:.1f} s ({at_healthz:.1f} CPU s); then {startup_cpu:.1f} CPU s of start-up "
+          f"work over {startup_s:.1f} s until idle; idle CPU {idle_cpu:.1%} of a core; RSS {startup_rss:.0f} MB "
+          f"(loadavg {loadavg()})", flush=True)
+
+    port = free_port()  # 2. the cold row from /healthz, then the warm rows once idle
+    server, _ = start_server(env, port)
     rows = []
     try:
         base = f"http://127.0.0.1:{port}"
-        for _ in range(1200):
-            try:
-                if httpx.get(f"{base}/healthz", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.1)
+        c0, t0 = cpu_s(server.pid), time.perf_counter()
+        latencies = load(port, queries, args.k, 8, args.seconds)
+        wall = time.perf_counter() - t0
+        cold = (len(latencies) / wall, pct(latencies, 50), pct(latencies, 99), (cpu_s(server.pid) - c0) / wall)
+        print(f"cold, 8 clients from /healthz: {cold[0]:.0f} q/s ({cold[0] / before:.2f}x batch_search), p50 "
+              f"{cold[1]:.1f} ms, p99 {cold[2]:.1f} ms, server {cold[3]:.2f} cores busy (loadavg {loadavg()})", flush=True)
+        until_idle(server.pid, args.startup_wait)
         load(port, queries, args.k, 8, 5.0)  # warm-up: JVM compilation, the segment cache (as batch_search's)
         idle = rss_mb(server.pid)
         for clients in (int(c) for c in args.clients.split(",")):
@@ -201,10 +252,14 @@ def main() -> None:
     for spec, (times, peak) in rag.items():
         print(f"/rag {spec}: p50 {pct(times, 50):.0f} ms, p95 {pct(times, 95):.0f} ms over {len(times)} topics, "
               f"server RSS after {peak:.0f} MB at the most")
+    print(f"\nstart-up work after /healthz (no request held): {startup_cpu:.1f} CPU s over {startup_s:.1f} s; "
+          f"idle CPU {idle_cpu:.1%} of a core")
     print(f"\n| clients | q/s | x batch_search(threads=2) ({batch_qps:.0f} q/s) | p50 ms | p99 ms | p99/p50 "
           "| server cores busy | client cores busy | peak RSS MB |\n|---|---|---|---|---|---|---|---|---|")
+    print(f"| 8, cold (from /healthz) | {cold[0]:.0f} | {cold[0] / batch_qps:.2f} | {cold[1]:.1f} | {cold[2]:.1f} "
+          f"| {cold[2] / cold[1]:.1f} | {cold[3]:.2f} | | |")
     for clients, qps, p50, p99, busy, client_busy, peak in rows:
-        print(f"| {clients} | {qps:.0f} | {qps / batch_qps:.2f} | {p50:.1f} | {p99:.1f} | {p99 / p50:.1f} | {busy:.2f} "
+        print(f"| {clients}, warm | {qps:.0f} | {qps / batch_qps:.2f} | {p50:.1f} | {p99:.1f} | {p99 / p50:.1f} | {busy:.2f} "
               f"| {client_busy:.2f} | {peak:.0f} |")
     print(f"loadavg at end {loadavg()}")
 

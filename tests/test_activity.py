@@ -1,0 +1,43 @@
+"""Background work gives way to requests (issue 41): the server's request middleware marks every request that is
+work (a POST, Anserini's GET search), and the background dense build waits between its encoder batches while
+they come, for a bounded time per batch."""
+
+from __future__ import annotations
+
+import time
+
+from fastapi.testclient import TestClient
+
+from api.main import create_app
+from ragnarok.activity import REQUESTS, Activity, is_work
+from ragnarok.retrieve.building import QUIET_S, DenseBuild
+
+
+def test_what_counts_as_work():
+    assert is_work("POST", "/v1/retrieve") and is_work("POST", "/rag") and is_work("POST", "/arena/gradio_api/x")
+    assert is_work("GET", "/v1/demo/search")
+    assert not any(is_work("GET", p) for p in ("/healthz", "/v1/retrievers", "/metrics", "/arena/", "/docs"))
+
+
+def test_the_middleware_marks_work_and_not_polls(demo_settings):
+    with TestClient(create_app(demo_settings, arena=False)) as client:
+        assert client.post("/v1/retrieve", json={"query": "gzip", "k": 3}).status_code == 200
+        time.sleep(0.3)
+        assert client.get("/v1/retrievers").status_code == 200 and client.get("/healthz").status_code == 200
+        assert REQUESTS.quiet_s() >= 0.3  # a progress poll or a health check is not work
+        assert client.get("/v1/demo/search", params={"query": "gzip", "hits": 2}).status_code == 200
+        assert REQUESTS.quiet_s() < 0.3
+
+
+def test_a_background_build_waits_while_requests_come_but_not_forever(tmp_path):
+    activity = Activity()
+    build = DenseBuild(tmp_path, activity=activity, give_way_s=0.6)
+    build._give_way()  # nothing ever came: no wait
+    assert build.gave_way_s < QUIET_S
+    activity.begin()  # a request in flight: the build waits, for its bound at most
+    build._give_way()
+    assert build.gave_way_s >= 0.6
+    activity.end()  # it just ended: the build waits until QUIET_S have passed without one
+    before = build.gave_way_s
+    build._give_way()
+    assert activity.quiet_s() >= QUIET_S and build.gave_way_s - before >= QUIET_S - 0.15
