@@ -354,3 +354,26 @@ def test_leaderboard_splits(store):
     assert [(x.a, x.b, x.winner) for x in split_battles(rows, "r")] == [("bm25@100 | none", "dense:minilm@100 | none", "a")]
     assert [(x.a, x.b) for x in split_battles(rows, "ag")] == [("extractive", "smollm2")]
     assert len(split_battles(rows, "rag")) == 3
+
+
+def test_an_audit_batch_written_again_adds_no_row_twice(url):
+    """A batch whose commit was applied but whose acknowledgement was lost (the database went away) is written
+    again by the backlog: each row carries the id it was queued with, so the log keeps one of each."""
+    from ragnarok.auth.store import AuthStore
+
+    store = AuthStore(url)
+    for status in (200, 429):
+        store.audit({"owner": "key:1", "key_name": "k", "method": "POST", "route": "/v1/generate",
+                     "status": status, "generators": "[]", "calls": 1, "tokens": 0, "ms": 1.0})
+    store.flush()
+    assert len(store.audit_rows()) == 2
+    batch = [{**r, "row_id": row_id} for r, row_id in zip(store.audit_rows(), _row_ids(store))]
+    store._write_audit(batch)  # the retry of a batch already committed
+    store._write_audit(batch[:1])
+    assert sorted(r["status"] for r in store.audit_rows()) == [200, 429]
+    store.engine.dispose()
+
+
+def _row_ids(store) -> list[str]:
+    with store.engine.connect() as conn:
+        return [r[0] for r in conn.execute(text("SELECT row_id FROM audit_log ORDER BY id DESC"))]

@@ -246,9 +246,18 @@ def _m8_keys(conn: Connection) -> None:
     _append_only_table(conn, "audit_log")
 
 
+def _m9_audit_row_ids(conn: Connection) -> None:
+    """Each audit row carries the id it was queued with, unique, so that a batch written again (its commit
+    applied but the acknowledgement lost when the database went away, then retried) adds no row twice; rows
+    written before this have none."""
+    conn.execute(text("ALTER TABLE audit_log ADD COLUMN row_id VARCHAR(32)"))
+    conn.execute(text("CREATE UNIQUE INDEX audit_log_row_id ON audit_log(row_id)"))
+
+
 MIGRATIONS: list[Migration] = [
     (1, _m1_tables), (2, _m2_append_only), (3, _m3_append_only_postgresql), (4, _m4_rate_key),
     (5, _m5_pair_key), (6, _m6_pair_votes), (7, _m7_judge_votes), (8, _m8_keys),
+    (9, _m9_audit_row_ids),
 ]
 
 

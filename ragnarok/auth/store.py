@@ -315,7 +315,7 @@ class AuthStore:
 
     def audit(self, row: dict[str, Any]) -> None:
         """Queue one audit row (written by a background thread in batches)."""
-        self._audit.put({**row, "at": utc_now()})
+        self._audit.put({**row, "at": utc_now(), "row_id": uuid.uuid4().hex})
 
     def flush(self, timeout_s: float = 5.0) -> None:
         """Wait (at most ``timeout_s``) until every queued audit row and waiting spend is written (tests,
@@ -325,11 +325,12 @@ class AuthStore:
         self._audit.flush(max(0.0, timeout_s - (time.monotonic() - started)))
 
     def _write_audit(self, batch: list[dict[str, Any]]) -> None:
+        """Idempotent: a batch retried after a commit whose acknowledgement was lost adds no row twice."""
         with self.engine.begin() as conn:
             conn.execute(text(
-                "INSERT INTO audit_log (at, owner, key_name, method, route, status, generators, calls, "
-                "tokens, ms) VALUES (:at, :owner, :key_name, :method, :route, :status, :generators, "
-                ":calls, :tokens, :ms)"), batch)
+                "INSERT INTO audit_log (row_id, at, owner, key_name, method, route, status, generators, calls, "
+                "tokens, ms) VALUES (:row_id, :at, :owner, :key_name, :method, :route, :status, :generators, "
+                ":calls, :tokens, :ms) ON CONFLICT (row_id) DO NOTHING"), batch)
 
     def audit_rows(self, owner: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         where, args = ("WHERE owner = :o", {"o": owner, "n": limit}) if owner else ("", {"n": limit})
