@@ -19,7 +19,10 @@ A nugget against an answer, sentence by sentence (never the bag of the whole ans
    ``newline=''``; a string / a list), a missing nugget specific while the sentence names another one (a
    module named earlier in the answer counts), another **subject** where the nugget's is the question's ("a
    def expression" for "a lambda expression"), or the nugget's name on **another nugget's content** (names
-   swapped between the topic's nuggets: :func:`swapped`) -> the sentence supports nothing;
+   swapped between the topic's nuggets: :func:`swapped`), the nugget's content under another nugget's name,
+   or another value of the nugget's value's class where its content is (``KeyError`` for ``None``,
+   milliseconds for seconds, ``'a'`` for ``'w'``, raises for returns: :mod:`ragnarok.judge.slots`) -> the
+   sentence supports nothing;
 4. then ``recall``, the share of the nugget's content words that are not already in the question found in
    the sentence (identifiers and names weigh double), and ``cos``, the MiniLM cosine of nugget and sentence:
    ``support`` when recall >= 0.8 (no cosine needed), or recall >= 0.4 and cos >= 0.5, or cos >= 0.5;
@@ -47,6 +50,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ragnarok.judge import slots
 from ragnarok.judge import statements as st
 from ragnarok.judge import support_rules
 from ragnarok.judge import textrules as tr
@@ -130,7 +134,7 @@ def contradicts(claim: Text, unit: Text, given: frozenset[str] = frozenset(),
         return "antonym"
     if tr.wrong_name(claim.text, unit.text):
         return "name"
-    if tr.wrong_value(claim.text, anchor):
+    if tr.wrong_value(claim.text, anchor) or (nugget and slots.value_clash(claim.text, anchor, unit.text)):
         return "value"
     # a nugget's names are looked for in the sentence itself (the answer elsewhere only for the question's)
     missing = claim.specifics - unit.raw - (context & (given | _modules(claim.text)) if nugget else context)
@@ -153,10 +157,9 @@ def unasserted(claim: Text, unit: Text) -> bool:
 
 
 def _predicate(claim: Text) -> frozenset[str]:
-    """The claim's content words that are no name or value (what it says of what it names)."""
-    names = {x.lstrip("~") for x in claim.specifics}
-    names |= {tr.stem(x) for x in names}
-    return frozenset(s for s in claim.stems if s not in names and tr.stem(s) not in names)
+    """The claim's content words that are no name or value (what it says of what it names:
+    :func:`slots.predicate`)."""
+    return slots.predicate(claim.text)
 
 
 def _says(claim: Text, unit: Text) -> bool:
@@ -168,28 +171,54 @@ def _says(claim: Text, unit: Text) -> bool:
 
 def swapped(k: int, claims: Sequence[Text], unit: Text) -> bool:
     """A clause of ``unit`` names nugget ``k``'s thing but says little of what ``k`` says of it, and most of
-    what another nugget says of *its* thing (two or more words of its own, or its one word), which the clause
-    does not name: names swapped between the topic's nuggets ("json.dumps writes JSON to a file" is
-    ``json.dump``'s nugget under another name)."""
+    what another nugget says of *its* thing, which the clause does not name: names swapped between the topic's
+    nuggets ("json.dumps writes JSON to a file" is ``json.dump``'s nugget under another name). Either two or
+    more words of the other's (or its one word), or the clause says little else (two or more of its words)
+    and holds the words only the other nugget has, not ``k``'s ("statistics.median returns the most common
+    value"). Names and what is said of them are told apart by place (:mod:`ragnarok.judge.slots`)."""
     claim = claims[k]
-    mine = _predicate(claim)
-    if not claim.specifics or not mine:
+    mine, names = _predicate(claim), slots.slots(claim.text).names
+    if not names or not mine:
         return False
-    named = {w for x in claim.specifics for w in re.split(r"[_~]", x) if w} | mine
-    for clause in map(analyse, unit.clauses):
-        if not claim.specifics & clause.raw:
+    named = mine | {p for n in names for w in re.split(r"[_~=]", n) if w for p in (w, tr.stem(w))}
+    preds = [_predicate(c) for c in claims]
+    only = _distinct(k, preds)
+    if names & slots.slots(unit.text).named and any(
+            len(mine & said) >= SWAP[0] * len(mine) and len(only & said) >= SWAP[0] * len(only)
+            for said in map(slots.predicate, unit.clauses)):
+        return False  # a clause of the sentence says it (what only it says included) of the nugget's thing
+    for clause in unit.clauses:
+        have = slots.slots(clause)
+        if not names & have.names:  # a module of another name ("csv" of csv.reader) is not what it is about
             continue
-        own = len(mine & clause.parts) / len(mine)
-        if own >= SWAP[0]:
-            continue
+        said = slots.predicate(clause)
+        own = len(mine & said) / len(mine)
         for j, other in enumerate(claims):
-            theirs = _predicate(other)
-            if j == k or not other.specifics or other.specifics <= clause.raw:
+            theirs, their_names = preds[j], slots.slots(other.text).names
+            if j == k or not their_names or not theirs or their_names <= have.named:
                 continue
-            share = len(theirs & clause.parts) / len(theirs)
-            if share >= SWAP[1] and share > own and len((theirs - named) & clause.parts) >= min(2, len(theirs)):
+            share = len(theirs & said) / len(theirs)
+            if own < SWAP[0] and share >= SWAP[1] and share > own and \
+                    len((theirs - named) & said) >= min(2, len(theirs)):
+                return True
+            if len(theirs & said) >= max(2, SWAP[1] * len(said)) and _distinct_swap(k, j, preds, said):
                 return True
     return False
+
+
+def _distinct(k: int, preds: Sequence[frozenset[str]]) -> frozenset[str]:
+    """What only nugget ``k`` says (no other nugget of the topic has the words)."""
+    return preds[k] - frozenset().union(*(p for m, p in enumerate(preds) if m != k))
+
+
+def _distinct_swap(k: int, j: int, preds: Sequence[frozenset[str]], said: frozenset[str]) -> bool:
+    """``said`` holds most of the words only nugget ``j`` says and few of those only ``k`` says."""
+    mine, theirs = _distinct(k, preds), _distinct(j, preds)
+    if not theirs:
+        return False
+    own = len(mine & said) / len(mine) if mine else 0.0
+    share = len(theirs & said) / len(theirs)
+    return own < SWAP[0] and share >= SWAP[1] and share > own
 
 
 def _level(r: float, cos: float, full: tuple[float, float, float], partial: tuple[float, float, float],
@@ -252,7 +281,8 @@ def plan_nuggets(query: str, answer: str, nuggets: tuple[str, ...]) -> NuggetPla
     pairs = {(k, i): recall(claim, unit.parts, given) for k, claim in enumerate(claims) if cap[k]
              for i, unit in enumerate(units)
              if claim.stems & unit.parts and not unasserted(claim, unit)
-             and contradicts(claim, unit, given, everything, nugget=True) is None and not swapped(k, claims, unit)}
+             and contradicts(claim, unit, given, everything, nugget=True) is None and not swapped(k, claims, unit)
+             and not slots.foreign_name(k, nuggets, unit.text, given)}
     out = [0] * len(claims)
     for (k, i), r in list(pairs.items()):  # most of a nugget's own words in one clean statement: no cosine needed
         if r >= RECALL_ALONE and _says(claims[k], units[i]):
