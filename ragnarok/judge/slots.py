@@ -10,16 +10,15 @@ A text's **slots** are what it names and the values it gives, by class:
   (``'w'``), ``unit`` (seconds / milliseconds; bytes / kilobytes), and ``verb`` (returns / raises: what a call
   gives back is one of them).
 
-Two vetoes, each inside the clause a nugget's content belongs to:
+Three vetoes, each inside the clause a nugget's content belongs to:
 
 * :func:`foreign_name`: a clause that holds most of what a nugget says does not name the nugget's thing and
   names another nugget's before it ("statistics.stdev computes the mean" for "statistics.mean computes the
   mean");
 * :func:`value_clash`: no clause holding the nugget's content gives its value, and one gives another of the
-  same class ("raises KeyError" for "returns None"; "milliseconds" for "seconds"; ``'a'`` for ``'w'``).
-
-:func:`predicate` (what a text says of what it names, its names taken out by place) serves
-``entail.swapped`` too: the nugget's name on another nugget's content.
+  same class ("raises KeyError" for "returns None"; "milliseconds" for "seconds"; ``'a'`` for ``'w'``);
+* :func:`swapped`: the nugget's name on another nugget's content (what a text says of what it names:
+  :func:`predicate`, its names taken out by place).
 """
 
 from __future__ import annotations
@@ -41,6 +40,7 @@ OUTCOME_VERBS = {w: verb for verb, words in {
     "return": "return returns returned returning", "raise": "raise raises raised raising throw throws thrown",
 }.items() for w in words.split()}
 PREDICATE_SHARE = 0.5  # a clause holding this share of a nugget's predicate is where its content is
+SWAP = (0.6, 0.6)  # a clause naming a nugget's thing with < this share of its predicate, >= this of another's
 
 
 @dataclass(frozen=True)
@@ -161,3 +161,56 @@ def value_clash(claim: str, anchor: str, sentence: str) -> bool:
         clash = clash or any((cls, v) not in theirs and any(c == cls and x != v for c, x in theirs)
                              for cls, v in mine)
     return clash
+
+
+@lru_cache(maxsize=100_000)
+def swapped(k: int, claims: tuple[str, ...], sentence: str) -> bool:
+    """A clause of ``sentence`` names nugget ``k``'s thing but says little of what ``k`` says of it, and most
+    of what another nugget says of *its* thing, which the clause does not name: names swapped between the
+    topic's nuggets ("json.dumps writes JSON to a file" is ``json.dump``'s nugget under another name). Either
+    two or more words of the other's (or its one word), or the clause says little else (two or more of its
+    words) and holds the words only the other nugget has, not ``k``'s ("statistics.median returns the most
+    common value"). Names and what is said of them are told apart by place (:func:`predicate`)."""
+    mine, names = predicate(claims[k]), slots(claims[k]).names
+    if not names or not mine:
+        return False
+    named = mine | {p for n in names for w in re.split(r"[_~=]", n) if w for p in (w, tr.stem(w))}
+    preds = [predicate(c) for c in claims]
+    only = _distinct(k, preds)
+    cut = tr.clauses(sentence)
+    if names & slots(sentence).named and any(
+            len(mine & said) >= SWAP[0] * len(mine) and len(only & said) >= SWAP[0] * len(only)
+            for said in map(predicate, cut)):
+        return False  # a clause of the sentence says it (what only it says included) of the nugget's thing
+    for clause in cut:
+        have = slots(clause)
+        if not names & have.names:  # a module of another name ("csv" of csv.reader) is not what it is about
+            continue
+        said = predicate(clause)
+        own = len(mine & said) / len(mine)
+        for j, other in enumerate(claims):
+            theirs, their_names = preds[j], slots(other).names
+            if j == k or not their_names or not theirs or their_names <= have.named:
+                continue
+            share = len(theirs & said) / len(theirs)
+            if own < SWAP[0] and share >= SWAP[1] and share > own and \
+                    len((theirs - named) & said) >= min(2, len(theirs)):
+                return True
+            if len(theirs & said) >= max(2, SWAP[1] * len(said)) and _distinct_swap(k, j, preds, said):
+                return True
+    return False
+
+
+def _distinct(k: int, preds: list[frozenset[str]]) -> frozenset[str]:
+    """What only nugget ``k`` says (no other nugget of the topic has the words)."""
+    return preds[k] - frozenset().union(*(p for m, p in enumerate(preds) if m != k))
+
+
+def _distinct_swap(k: int, j: int, preds: list[frozenset[str]], said: frozenset[str]) -> bool:
+    """``said`` holds most of the words only nugget ``j`` says and few of those only ``k`` says."""
+    mine, theirs = _distinct(k, preds), _distinct(j, preds)
+    if not theirs:
+        return False
+    own = len(mine & said) / len(mine) if mine else 0.0
+    share = len(theirs & said) / len(theirs)
+    return own < SWAP[0] and share >= SWAP[1] and share > own
