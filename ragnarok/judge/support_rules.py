@@ -3,8 +3,9 @@
 A sentence that hedges ("X may or may not ...", "it depends on your needs"), asks or reports a question
 ("Whether X does Y is a question ...", "people often ask whether ..."), points elsewhere ("this is discussed in
 [1]", "see [2]"), talks about the task instead of answering ("X is a common task", "there are many ways to
-...") or denies ("It is a myth that ...", "it is false that ...") asserts no fact: citing a segment that holds the same words
-earns it no support. :func:`states_nothing` is checked before any word or cosine rule of
+...") or denies ("It is a myth that ...", "it is false that ...") asserts no fact: citing a segment that holds
+the same words earns it no support. The frames are :mod:`ragnarok.judge.frames`' (the nugget rules read the
+same ones). :func:`states_nothing` is checked before any word or cosine rule of
 :func:`ragnarok.judge.entail.support_level` (and before the NLI model, :mod:`ragnarok.judge.nli`).
 
 A sentence that does state something is read as a claim, not as advice: the words of advice around it
@@ -21,42 +22,19 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from ragnarok.judge import frames as fr
 from ragnarok.judge import textrules as tr
-
-_MODAL = r"(?:may|might|could|can|does|do|will|would|is|are)"
-PATTERNS = {
-    "hedge": re.compile(rf"\b{_MODAL} or {_MODAL}\s*(?:not|n't)\b|\bwhether or not\b|\bit depends\b|"
-                        r"\bdepends? (?:up)?on (?:your|the|what|how|whether|which)\b|"
-                        r"\b(?:remains?|is|are) (?:still )?(?:unclear|uncertain|unknown|to be seen|debated|"
-                        r"contested|disputed|open to debate)\b", re.I),
-    "question": re.compile(r"^\s*whether\b|\b(?:is|are|remains?) (?:a|an|the) (?:\w+ ){0,2}(?:question|"
-                           r"debate|matter of (?:debate|opinion))\b|\b(?:people|users|some|many|developers|one) "
-                           r"(?:often |sometimes |frequently |may )?(?:ask|wonder|debate|discuss)\b|\?\s*$", re.I),
-    "pointer": re.compile(r"\b(?:is|are|was|were|gets|get) (?:\w+ )?(?:discussed|described|covered|explained|"
-                          r"mentioned|documented|addressed|treated|talked about|detailed|outlined) (?:in|by|at|"
-                          r"on|under)\b|^\s*(?:see|refer to|read|consult)\b", re.I),
-    # talk about the task, not about the answer: "X is a common need", "there are many ways to ..."
-    "empty": re.compile(r"\b(?:is|are) (?:a |an )?(?:\w+ )?(?:common|frequent|useful|popular|easy|simple|typical) "
-                        r"(?:need|task|technique|thing|problem|question|requirement|job)s?\b|\bthere are (?:several|"
-                        r"many|various|a few|multiple|different) (?:\w+ )?(?:ways|approaches|options|methods)\b|"
-                        r"\bsomething (?:you|one|developers|people) (?:may|might|will|often) (?:need|want)\b|\bis easy "
-                        r"in (?:many|most|any) \w+\b", re.I),
-    "denial": re.compile(r"\b(?:it is|it's|it was) (?:\w+ )?(?:a myth|false|untrue|not true|wrong|incorrect|"
-                         r"a (?:\w+ )?misconception|a mistake|a fallacy|nonsense|a fiction) (?:to (?:say|think|"
-                         r"believe|claim) )?that\b|\bcontrary to (?:\w+ )?(?:belief|claims?|what)\b|\b(?:the|a) "
-                         r"(?:\w+ )?(?:myth|misconception|fallacy) (?:is )?that\b|\bno(?:body| one) "
-                         r"(?:says|believes|claims)\b|\bit would be (?:wrong|incorrect|a mistake) to\b", re.I),
-}
 
 
 @lru_cache(maxsize=100_000)
 def empty_kind(sentence: str) -> str | None:
     """Why ``sentence`` states nothing a citation could support: ``fragment`` (no statement at all),
-    ``hedge``, ``question``, ``pointer``, ``empty`` or ``denial``; None for a statement."""
+    ``question``, ``report``, ``hedge``, ``pointer``, ``empty`` or ``denial`` (:func:`frames.kind`); None for a
+    statement."""
     text = re.sub(r"\s*\[\d+(?:\s*,\s*\d+)*\]", "", sentence)  # citation marks are no words of the claim
     if not tr.is_statement(text):
         return "fragment"
-    return next((kind for kind, pattern in PATTERNS.items() if pattern.search(text)), None)
+    return fr.kind(text)
 
 
 def states_nothing(sentence: str) -> bool:
