@@ -21,27 +21,21 @@ def check(judge: ProxyJudge, query: str, nuggets: list[str], right: str, wrong: 
     assert judge.assign(query, wrong, nuggets) == (expect or ["not_support"] * len(nuggets))
 
 
-def test_a_name_swapped_where_the_other_content_is_a_name_word(judge):
+@pytest.mark.parametrize(("query", "nuggets"), [
     # the content is told from the name by place: "mode" of statistics.mode is no word of what it says
-    nuggets = ["statistics.median returns the middle value", "statistics.mode returns the most common value"]
-    check(judge, "compute summary statistics", nuggets,
-          "statistics.median returns the middle value. statistics.mode returns the most common value.",
-          "statistics.mode returns the middle value. statistics.median returns the most common value.")
-
-
-def test_a_name_swapped_where_the_other_content_is_short(judge):
+    ("compute summary statistics",
+     ["statistics.median returns the middle value", "statistics.mode returns the most common value"]),
     # json.dumps's two words under json.loads's name: the clause says nothing else
-    nuggets = ["json.dumps returns a string", "json.loads parses a string into objects"]
-    check(judge, "serialize data as JSON", nuggets,
-          "json.dumps returns a string. json.loads parses a string into objects.",
-          "json.loads returns a string. json.dumps parses a string into objects.")
-
-
-def test_keyword_arguments_are_names(judge):
-    nuggets = ["check=True raises on a non-zero exit status", "shell=True runs the command through the shell"]
-    check(judge, "run a command and check its exit status", nuggets,
-          "check=True raises on a non-zero exit status. shell=True runs the command through the shell.",
-          "shell=True raises on a non-zero exit status. check=True runs the command through the shell.")
+    ("serialize data as JSON", ["json.dumps returns a string", "json.loads parses a string into objects"]),
+    # keyword arguments are names
+    ("run a command and check its exit status",
+     ["check=True raises on a non-zero exit status", "shell=True runs the command through the shell"]),
+], ids=["name-word", "short-content", "keyword-arguments"])
+def test_names_swapped_between_two_nuggets_earn_nothing(judge, query, nuggets):
+    first, second = (n.split(" ", 1) for n in nuggets)
+    right = f"{first[0]} {first[1]}. {second[0]} {second[1]}."
+    wrong = f"{second[0]} {first[1]}. {first[0]} {second[1]}."
+    check(judge, query, nuggets, right, wrong)
 
 
 def test_every_antonym_of_a_word_counts(judge):
