@@ -138,14 +138,14 @@ def make(name: str, nugget_rows, support_rows, answers, segments, cache_dir: Pat
 
 
 def evaluate(judge, answers, nugget_rows, support_rows, segments) -> dict:  # type: ignore[no-untyped-def]
-    from ragnarok.judge import entail, statements, textrules
+    from ragnarok.judge import entail, slots, statements, support_rules, textrules
     from ragnarok.judge.proxy import cosines
     from ragnarok.embed.vectors import text_vectors
 
     cosines(["warm"], ["up"])  # MiniLM loaded before the clock
     textrules.stem("warm")  # and nltk (its import, ~0.6 s, is a process's start-up, like MiniLM's load)
     text_vectors("minilm").clear()  # fresh: no sentence encoded, no rule worked out by an earlier judge in this process
-    for module in (entail, statements, textrules):
+    for module in (entail, slots, statements, support_rules, textrules):
         for value in vars(module).values():
             if hasattr(value, "cache_clear") and value is not textrules.vocabulary:
                 value.cache_clear()

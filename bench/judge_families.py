@@ -9,7 +9,9 @@ that assert nothing: a question, a "whether"/"if" clause, a report of what peopl
 (names and values swapped between the topic's nuggets; the nuggets without one stay stated: low), ``stated``
 (each nugget stated as a sentence: 1), ``paraphrase`` (written by hand: 1), ``negation_nugget`` (a nugget with
 its own negation: the gold sentence 1, the sentence behind "It is not true that" 0, the flipped fact 0),
-``subject`` (the question's own subject swapped: 0; the right one: 1).
+``subject`` (the question's own subject swapped: 0; the right one: 1), ``value`` (a nugget's value --
+``None``, an exception, a quoted literal, a unit, returns/raises -- replaced by another of its class: 0; the
+right one: 1).
 
 Topics are split: ``DEV`` (demo-01 .. demo-12, what the rules were tuned on) and the rest held out. Run with
 ``python bench/bench_judge_dev.py --families``."""
@@ -26,7 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 NUGGETS = ROOT / "topics" / "eval" / "demo.nuggets.jsonl"
 WRITTEN = ROOT / "bench" / "data" / "judge_families_written.jsonl"
-DEV = {f"demo-{i:02d}" for i in range(1, 13)} | {f"neg-{i:02d}" for i in range(1, 6)} | {"subj-01", "subj-02"}
+DEV = {f"demo-{i:02d}" for i in range(1, 13)} | {f"neg-{i:02d}" for i in range(1, 6)} | {"subj-01", "subj-02"} | \
+    {f"val-{i:02d}" for i in range(1, 5)}
 DENIALS = ("It is a myth that {}.", "It is false that {}.", "The idea that {} is a misconception.",
            "Contrary to popular belief, it is untrue that {}.", "It would be wrong to claim that {}.",
            "It is a common misconception that {}.")
@@ -134,6 +137,9 @@ def cases() -> Iterator[Case]:
             yield Case("negation_nugget_denied", row["qid"], query, "It is not true that " + _clause(row["answer"]),
                        nuggets, none)
             yield Case("negation_nugget_flipped", row["qid"], query, row["flipped"], nuggets, none)
+        elif row["kind"] == "value":
+            yield Case("value_right", row["qid"], query, row["answer"], nuggets, full)
+            yield Case("value_swapped", row["qid"], query, row["swapped"], nuggets, none)
         elif row["kind"] == "subject":
             yield Case("subject_swapped", row["qid"], query, row["answer"], nuggets, none)
             yield Case("subject_right", row["qid"], query, row["right"], nuggets, full)

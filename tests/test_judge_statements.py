@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import pytest
 
+from ragnarok.judge import frames
 from ragnarok.judge.proxy import ProxyJudge
 
 QUERY = "extract files from a zip archive"
@@ -87,3 +88,24 @@ def test_a_paraphrase_in_other_words_is_supported(judge):
     paraphrase = ("Create a zipfile.ZipFile object for the archive. Its extractall method unpacks all entries into a "
                   "folder of your choice. Its namelist method gives back a list with the file name of each entry.")
     assert labels(judge, paraphrase) == ["support"] * 3
+
+
+EXTRACTALL = ("zipfile.ZipFile.extractall (zipfile) zipfile.ZipFile.extractall: Extract all members from the "
+              "archive to the current working directory or to a directory you choose.")
+
+
+@pytest.mark.parametrize(("kind", "sentence"), [
+    ("question", "Does extractall write every member of the archive to a directory?"),
+    ("report", "Allegedly, extractall writes every member of the archive to a directory."),
+    ("report", "It is often said that extractall writes every member of the archive to a directory."),
+    ("question", "Whether extractall writes every member of the archive to a directory depends on your needs."),
+    ("report", "extractall may or may not write every member of the archive to a directory."),
+    ("pointer", "How extractall writes every member of the archive to a directory is explained in [1]."),
+    ("denial", "It is a myth that extractall writes every member of the archive to a directory."),
+    ("denial", "The claim that extractall writes every member of the archive to a directory is false."),
+])
+def test_one_set_of_frames_for_nuggets_and_citations(judge, kind, sentence):
+    # ragnarok.judge.frames: a frame either path knew (a report, a pointer, a denial's wording) holds for both
+    assert frames.kind(sentence) == kind
+    assert labels(judge, sentence, NUGGETS[1:2]) == ["not_support"]
+    assert judge.support(sentence, EXTRACTALL) == "no_support"

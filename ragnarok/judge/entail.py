@@ -19,7 +19,10 @@ A nugget against an answer, sentence by sentence (never the bag of the whole ans
    ``newline=''``; a string / a list), a missing nugget specific while the sentence names another one (a
    module named earlier in the answer counts), another **subject** where the nugget's is the question's ("a
    def expression" for "a lambda expression"), or the nugget's name on **another nugget's content** (names
-   swapped between the topic's nuggets: :func:`swapped`) -> the sentence supports nothing;
+   swapped between the topic's nuggets: :func:`slots.swapped`), the nugget's content under another nugget's name,
+   or another value of the nugget's value's class where its content is (``KeyError`` for ``None``,
+   milliseconds for seconds, ``'a'`` for ``'w'``, raises for returns: :mod:`ragnarok.judge.slots`) -> the
+   sentence supports nothing;
 4. then ``recall``, the share of the nugget's content words that are not already in the question found in
    the sentence (identifiers and names weigh double), and ``cos``, the MiniLM cosine of nugget and sentence:
    ``support`` when recall >= 0.8 (no cosine needed), or recall >= 0.4 and cos >= 0.5, or cos >= 0.5;
@@ -34,12 +37,14 @@ against the cited segment (its words as a bag, its sentences for cosines and vet
 sentence (a statement copied from the segment word for word: full); a sentence
 that is no statement, or states nothing (a hedge, a question, a pointer, empty talk, a denial:
 :mod:`ragnarok.judge.support_rules`), is supported by nothing, and one
-naming specifics the segment does not is at most partial (none when it names none of them).
+naming specifics the segment does not is at most partial (none when it names none of them; none when it
+puts the segment's words on a function, class or attribute written as code that the segment never names:
+:func:`support_rules.code_names`; ``SHA-256`` is ``sha256``). The vetoes read a segment's sentence where it
+says what the claim says of its names (a docstring's description, not its title).
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -47,6 +52,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ragnarok.judge import slots
 from ragnarok.judge import statements as st
 from ragnarok.judge import support_rules
 from ragnarok.judge import textrules as tr
@@ -61,7 +67,6 @@ FULL = (0.4, 0.5, 0.5)
 PARTIAL = (0.35, 0.3, 0.45)
 ECHO_MARGIN = 0.05
 ASSERTED = 0.4  # this share of the words a sentence shares with a nugget must be where it asserts something
-SWAP = (0.6, 0.6)  # a clause naming a nugget's thing with < this share of its predicate, >= this of another's
 RECALL_ALONE = 0.8  # this share of a nugget's own words in a clean statement is support without a cosine
 CLAUSE_COSINES = False  # also compare a nugget with each clause of a sentence (more encodings, better paraphrases)
 SUPPORT_FULL = (0.7, 0.45, 0.75)  # citation support, clause against segment
@@ -107,6 +112,16 @@ def _anchor(claim: Text, unit: Text) -> str:
     return max(unit.clauses, key=lambda c: _weight(claim.stems & analyse(c).parts, claim.specifics))
 
 
+def _said_at(claim: Text, unit: Text) -> str:
+    """The unit's clause holding most of what the claim says of its names (:func:`slots.predicate`), then
+    most of its words (:func:`_anchor`)."""
+    if len(unit.clauses) == 1:
+        return unit.clauses[0]
+    said = slots.predicate(claim.text)
+    return max(unit.clauses, key=lambda c: (len(said & analyse(c).parts),
+                                            _weight(claim.stems & analyse(c).parts, claim.specifics)))
+
+
 def _modules(text: str) -> frozenset[str]:
     """The first parts of the dotted names in ``text`` (``re`` of ``re.finditer``): an answer names a module
     once and its functions after."""
@@ -118,8 +133,9 @@ def contradicts(claim: Text, unit: Text, given: frozenset[str] = frozenset(),
     """Why ``unit`` cannot support ``claim`` though it may share its words: ``negation``, ``antonym``,
     ``name``, ``value`` or ``specific`` (a claim specific missing from the unit and from ``context`` -- the rest
     of the answer, which may name it in an earlier sentence -- while the unit names another one, not in
-    ``given``); None."""
-    anchor = _anchor(claim, unit)
+    ``given``); None. A segment's sentence is read where it says what the claim says of its names (a
+    docstring's "random.randint: Return random integer ..." at its description)."""
+    anchor = _anchor(claim, unit) if nugget else _said_at(claim, unit)
     if nugget:  # polarity piece by piece (:func:`statements.polarity_clash`)
         if st.polarity_clash(claim.text, unit.text):
             return "negation"
@@ -130,7 +146,7 @@ def contradicts(claim: Text, unit: Text, given: frozenset[str] = frozenset(),
         return "antonym"
     if tr.wrong_name(claim.text, unit.text):
         return "name"
-    if tr.wrong_value(claim.text, anchor):
+    if tr.wrong_value(claim.text, anchor) or (nugget and slots.value_clash(claim.text, anchor, unit.text)):
         return "value"
     # a nugget's names are looked for in the sentence itself (the answer elsewhere only for the question's)
     missing = claim.specifics - unit.raw - (context & (given | _modules(claim.text)) if nugget else context)
@@ -153,10 +169,9 @@ def unasserted(claim: Text, unit: Text) -> bool:
 
 
 def _predicate(claim: Text) -> frozenset[str]:
-    """The claim's content words that are no name or value (what it says of what it names)."""
-    names = {x.lstrip("~") for x in claim.specifics}
-    names |= {tr.stem(x) for x in names}
-    return frozenset(s for s in claim.stems if s not in names and tr.stem(s) not in names)
+    """The claim's content words that are no name or value (what it says of what it names:
+    :func:`slots.predicate`)."""
+    return slots.predicate(claim.text)
 
 
 def _says(claim: Text, unit: Text) -> bool:
@@ -164,32 +179,6 @@ def _says(claim: Text, unit: Text) -> bool:
     has included): its names alone are not the claim."""
     mine = _predicate(claim)
     return not mine or not claim.specifics or len(mine & unit.parts) >= 0.5 * len(mine)
-
-
-def swapped(k: int, claims: Sequence[Text], unit: Text) -> bool:
-    """A clause of ``unit`` names nugget ``k``'s thing but says little of what ``k`` says of it, and most of
-    what another nugget says of *its* thing (two or more words of its own, or its one word), which the clause
-    does not name: names swapped between the topic's nuggets ("json.dumps writes JSON to a file" is
-    ``json.dump``'s nugget under another name)."""
-    claim = claims[k]
-    mine = _predicate(claim)
-    if not claim.specifics or not mine:
-        return False
-    named = {w for x in claim.specifics for w in re.split(r"[_~]", x) if w} | mine
-    for clause in map(analyse, unit.clauses):
-        if not claim.specifics & clause.raw:
-            continue
-        own = len(mine & clause.parts) / len(mine)
-        if own >= SWAP[0]:
-            continue
-        for j, other in enumerate(claims):
-            theirs = _predicate(other)
-            if j == k or not other.specifics or other.specifics <= clause.raw:
-                continue
-            share = len(theirs & clause.parts) / len(theirs)
-            if share >= SWAP[1] and share > own and len((theirs - named) & clause.parts) >= min(2, len(theirs)):
-                return True
-    return False
 
 
 def _level(r: float, cos: float, full: tuple[float, float, float], partial: tuple[float, float, float],
@@ -252,7 +241,9 @@ def plan_nuggets(query: str, answer: str, nuggets: tuple[str, ...]) -> NuggetPla
     pairs = {(k, i): recall(claim, unit.parts, given) for k, claim in enumerate(claims) if cap[k]
              for i, unit in enumerate(units)
              if claim.stems & unit.parts and not unasserted(claim, unit)
-             and contradicts(claim, unit, given, everything, nugget=True) is None and not swapped(k, claims, unit)}
+             and contradicts(claim, unit, given, everything, nugget=True) is None
+             and not slots.swapped(k, nuggets, unit.text)
+             and not slots.foreign_name(k, nuggets, unit.text, given)}
     out = [0] * len(claims)
     for (k, i), r in list(pairs.items()):  # most of a nugget's own words in one clean statement: no cosine needed
         if r >= RECALL_ALONE and _says(claims[k], units[i]):
@@ -342,7 +333,7 @@ def support_level(sentence: str, passage: str, cosines: Cosines, nli: NLIModel |
     claim = analyse(sentence)
     units = _units(passage)
     bag = frozenset().union(*(u.parts for u in units)) if units else frozenset()
-    raw = frozenset().union(*(u.raw for u in units)) if units else frozenset()
+    raw = frozenset().union(*(u.raw for u in units), support_rules.joined(passage)) if units else frozenset()
     parts = [analyse(c) for c in claim.clauses] if len(claim.clauses) > 1 else [claim]
     sims = cosines(plan.claims, plan.units)
     levels = []
@@ -353,7 +344,10 @@ def support_level(sentence: str, passage: str, cosines: Cosines, nli: NLIModel |
             anchor = max(units, key=lambda u: _weight(part.stems & u.parts, part.specifics))
             if contradicts(part, anchor, bag) in ("negation", "antonym", "name", "value"):
                 return 0  # a clause the segment contradicts: the sentence is not supported, even in part
-        missing = part.specifics - raw - support_rules.placeholders(part.text)
+        missing = part.specifics - raw - support_rules.placeholders(part.text) - \
+            support_rules.spelled_apart(part.text, raw)  # SHA-256 for sha256
+        if level and support_rules.code_names(part.text) & missing:
+            return 0  # the segment's words with a function, class or attribute it never names: another claim
         if missing:
             level = 0 if missing == part.specifics else min(level, 1)
         levels.append(level)

@@ -2,7 +2,8 @@
 for CI, demos and machines without a strong model, and it is named as a proxy wherever its labels appear.
 
 Nuggets and citation support: :mod:`ragnarok.judge.entail` (each nugget against the answer's sentences, only
-statements count, and for nuggets only what they assert: :mod:`ragnarok.judge.statements`; negation, antonyms and a wrong identifier, number or name veto; paraphrases by MiniLM
+statements count, and for nuggets only what they assert: :mod:`ragnarok.judge.statements`; negation, antonyms and a wrong identifier, number or name veto, and so
+do names and values swapped between a topic's nuggets: :mod:`ragnarok.judge.slots`; paraphrases by MiniLM
 cosine). Its judgments are cached like an LLM judge's (``judgments.db``, under ``proxy`` and the rules'
 version ``PROXY_VERSION``), so a rerun reads them back. Relevance 0-3 from the query-passage cosine (>= 0.65:
 3, >= 0.5: 2, >= 0.35: 1). Pairwise: the answer closer to the query wins, a tie within 0.02.
@@ -26,7 +27,7 @@ from ragnarok.judge.nuggets import MAX_NUGGETS, Nugget
 if TYPE_CHECKING:
     from ragnarok.judge.nli import NLIModel
 
-PROXY_VERSION = 4  # part of every cached proxy judgment's key: bump when the rules or thresholds change
+PROXY_VERSION = 5  # part of every cached proxy judgment's key: bump when the rules or thresholds change
 
 GRADES = (0.65, 0.5, 0.35)
 TIE = 0.02

@@ -7,7 +7,8 @@ are told apart from a plain statement:
 * **report and doubt**: "some say", "people ask whether", "many developers wonder", "it is unclear if",
   "is a question", "allegedly", "contrary to popular belief" (it says what people think, then either denies
   it or not) -- the sentence asserts nothing;
-* **a question** (a sentence ending in "?") asserts nothing;
+* **a question** (a sentence ending in "?"), a hedge ("may or may not"), a pointer ("see [1]") or talk about
+  the task ("X is a common task") asserts nothing;
 * **"whether" and conditional clauses** ("whether X", "if X, ...", "... unless X") assert nothing, unless the
   nugget has such a clause itself ("returns None if the variable doesn't exist").
 
@@ -17,61 +18,24 @@ subordinators, and each piece of the sentence holding the nugget's words must ha
 not; a leading "it is not true that" reverses what follows it) of the nugget's piece it matches best, so "it
 returns None if the variable doesn't exist" agrees with a sentence whose first clause is positive and whose
 "if" clause is negated.
+
+The frames' patterns are :mod:`ragnarok.judge.frames`' (citation support reads the same ones).
 """
 
 from __future__ import annotations
 
-import re
 from functools import lru_cache
 
+from ragnarok.judge import frames as fr
 from ragnarok.judge import textrules as tr
 
-_DENIAL = re.compile(
-    r"\b(?:it|this|that)(?:\s+is|'s|\s+would\s+be|\s+was)\s+(?:\w+\s+)?(?:a\s+|an\s+)?(?:common\s+|popular\s+|"
-    r"widespread\s+|complete\s+)?(?:myth|(?-i:false)|untrue|wrong|incorrect|mistaken|misconception|fallacy|"
-    r"falsehood|mistake|misunderstanding|inaccurate)\b(?:\s+to\s+\w+)?|"
-    r"\b(?:idea|claim|notion|belief|assumption|statement|view|story|rumou?r)s?\s+that\b.*\b(?:is|are|was)\s+"
-    r"(?:\w+\s+)?(?:a\s+|an\s+)?(?:myth|(?-i:false)|untrue|wrong|incorrect|mistaken|misconception|fallacy|"
-    r"falsehood|nonsense|inaccurate)\b|\bfurther\s+from\s+the\s+truth\b|"
-    r"\b(?:is|are)\s+(?:simply\s+|just\s+)?(?:untrue|mistaken|(?:a|an)\s+(?:\w+\s+)?(?:myth|misconception|fallacy|"
-    r"falsehood|misunderstanding))\b|"
-    r"\b(?:wrongly|falsely|mistakenly|erroneously|incorrectly)\s+(?:\w+\s+)?(?:believe|think|claim|say|assume|"
-    r"suppose)s?\b|\bdebunk\w*|\b(?:myth|misconception)s?\s+(?:is|says|goes)\b", re.I)
-_REPORT = re.compile(
-    r"\b(?:some|many|people|users|developers|programmers|others|critics|beginners|newcomers|folks|someone|"
-    r"one)\s+(?:\w+\s+)?(?:say|says|said|claim|claims|claimed|argue|argues|believe|believes|think|thinks|"
-    r"suggest|suggests|ask|asks|asked|wonder|wonders|wondered|debate|debates|discuss|discusses|"
-    r"assume|assumes|suppose|might\s+think|may\s+think|insist|insists|speculate|speculates)\b|"
-    r"\bit\s+is\s+(?:often\s+|sometimes\s+|widely\s+|commonly\s+|frequently\s+)?(?:said|claimed|argued|believed|"
-    r"rumou?red|asked|debated|suggested|thought|assumed|alleged|discussed)\b|"
-    r"\b(?:unclear|uncertain|unknown|debatable|doubtful|questionable|open\s+question|not\s+clear|not\s+known|"
-    r"not\s+certain|hard\s+to\s+say)\s+(?:whether|if|that|how|why)\b|\banyone's\s+guess\b|"
-    r"\bremains\s+to\s+be\s+seen\b|"
-    r"\b(?:allegedly|supposedly|reportedly|purportedly|rumou?r\s+has\s+it)\b|"
-    r"\b(?:is|are|was|remains?)\s+(?:a|an|the)\s+(?:\w+\s+)?(?:question|debate|discussion|matter\s+of\s+"
-    r"debate)\b|\bthe\s+question\s+(?:of\s+)?(?:whether|if)\b|\b(?:no\s+one|nobody)\s+knows\b|"
-    r"\bi\s+wonder\b|\bwho\s+knows\b|\bcontrary\s+to\b|\b(?:may|might|can|could)\s+or\s+(?:may|might|can|could)\s+not\b|"
-    r"\bit\s+(?:is|seems)\s+(?:possible|conceivable|plausible)\s+that\b|\bit\s+has\s+been\s+(?:\w+\s+)?(?:said|"
-    r"claimed|suggested|argued|rumou?red|proposed)\b|^(?:imagine|suppose|assume|what\s+if)\b|\bhypothetically\b|"
-    r"\bthere\s+is\s+(?:\w+\s+)?(?:debate|discussion|disagreement|confusion)\s+(?:about|over|on|as\s+to)\b|"
-    r"\bis\s+(?:often\s+|widely\s+|hotly\s+)?(?:debated|disputed|contested)\b", re.I)
-_WHETHER = re.compile(r"\bwhether\b[^,;:]*", re.I)
-_IF_FIRST = re.compile(r"^(?:\w+\s+)?(?:if|unless|suppose|supposing|assuming|in\s+case)\b[^,;:]*[,;:]?", re.I)
-_IF_LATER = re.compile(r"\b(?:if|unless|supposing|assuming|in\s+case)\b[^,;:]*", re.I)
-_CONDITIONAL = re.compile(r"\b(?:if|unless|when|whenever|in\s+case)\b", re.I)
-_PIECES = re.compile(r"\s*(?:[;:]\s|,?\s(?:and|but|while|whereas|although|though|so|yet|because|since|if|"
-                     r"unless|when|whenever|which)\s)\s*", re.I)
 
 
-_RETRACT = re.compile(r"^(?:but\s+|however,?\s+|actually,?\s+|in\s+fact,?\s+|then\s+again,?\s+)?(?:that|this|it)"
-                      r"(?:'s|\s+is|\s+was)\s+(?:simply\s+|actually\s+|of\s+course\s+|just\s+)?(?:not\s+(?:true|the\s+case|"
-                      r"so|correct|right)|(?-i:false)|untrue|wrong|incorrect|a\s+(?:\w+\s+)?(?:myth|misconception|mistake|lie))"
-                      r"(?:,?\s+(?:though|however|either|at\s+all|of\s+course))?\W*$", re.I)
 
 
 def retracts(sentence: str) -> bool:
     """The sentence takes back the one before it ("That is not true.", "But this is a myth.")."""
-    return bool(_RETRACT.match(sentence.strip()))
+    return bool(fr.RETRACT.match(sentence.strip()))
 
 
 @lru_cache(maxsize=100_000)
@@ -79,43 +43,39 @@ def asserted(sentence: str, conditionals: bool = False) -> str:
     """The part of ``sentence`` it asserts: nothing for a question or a report/doubt frame, the sentence less
     its "whether" clauses and (unless ``conditionals``) its "if"/"unless" clauses otherwise."""
     text = sentence.strip()
-    if text.endswith("?") or _REPORT.search(text):
+    if fr.asserts_nothing(text):  # a question, a report or doubt, a hedge, a pointer, talk about the task
         return ""
-    text = _WHETHER.sub(" ", text)
+    text = fr.WHETHER.sub(" ", text)
     if not conditionals:
-        text = _IF_LATER.sub(" ", _IF_FIRST.sub(" ", text))
+        text = fr.IF_LATER.sub(" ", fr.IF_FIRST.sub(" ", text))
     return " ".join(text.split())
 
 
 def conditional(text: str) -> bool:
     """The text has a condition of its own ("if", "unless", "when")."""
-    return bool(_CONDITIONAL.search(text))
+    return bool(fr.CONDITIONAL.search(text))
 
 
 @lru_cache(maxsize=100_000)
 def polarity(text: str) -> int:
     """1 when the text denies: a leading denial ("it is not true that", "it is a myth that") of what follows
     it, else a negation ("not", "never", "neither ... nor", "n't") or a denial frame, not both."""
-    lead = _LEAD.match(text.strip())
+    lead = fr.LEAD.match(text.strip())
     if lead:
         return 1 - polarity(text.strip()[lead.end():])
-    return int(tr.negations(text) > 0) ^ int(bool(_DENIAL.search(text)))
+    return int(tr.negations(text) > 0) ^ int(bool(fr.DENIAL.search(text)))
 
 
 @lru_cache(maxsize=100_000)
 def pieces(text: str) -> tuple[str, ...]:
     """The text cut at its conjunctions and subordinators (finer than :func:`textrules.clauses`)."""
-    return tuple(p for p in (x.strip(" ,.") for x in _PIECES.split(text)) if p) or (text,)
+    return tuple(p for p in (x.strip(" ,.") for x in fr.PIECES.split(text)) if p) or (text,)
 
 
 def _stems(text: str) -> frozenset[str]:
     return frozenset(tr.content_stems(text))
 
 
-_LEAD = re.compile(r"^(?:\w+,\s*)?(?:(?:it|this)\s+(?:is|would\s+be|was)|it's)\s+(?:simply\s+)?(?:not\s+(?:true|"
-                   r"the\s+case|so|correct)|(?-i:false)|untrue|wrong|incorrect|mistaken|a\s+(?:\w+\s+)?(?:myth|"
-                   r"misconception|mistake|fallacy))\b(?:\s+to\s+\w+)?\s+that\b",
-                   re.I)
 
 
 @lru_cache(maxsize=100_000)
@@ -123,7 +83,7 @@ def _piece_stems(text: str) -> tuple[tuple[str, frozenset[str], frozenset[str], 
     """(piece, content stems, all parts, polarity) per piece; a sentence opening with a denial ("It is not
     true that ...") denies every piece after it too."""
     cut = pieces(text)
-    frame = next((i for i, p in enumerate(cut[:2]) if _LEAD.match(p)), len(cut))
+    frame = next((i for i, p in enumerate(cut[:2]) if fr.LEAD.match(p)), len(cut))
     return tuple((p, _stems(p), frozenset(tr.all_parts(p)), (polarity(p) + (i > frame)) % 2)
                  for i, p in enumerate(cut))
 
@@ -166,7 +126,7 @@ def polarity_clash(claim: str, unit: str, least: int = 2) -> bool:
 def _clauses(text: str) -> tuple[str, ...]:
     """:func:`textrules.clauses`, a sentence's leading denial ("It is not true that ...") carried into each."""
     cut = tr.clauses(text)
-    lead = _LEAD.match(text.strip())
+    lead = fr.LEAD.match(text.strip())
     return tuple(cut) if not lead or len(cut) == 1 else (cut[0], *(lead.group(0) + " " + c for c in cut[1:]))
 
 

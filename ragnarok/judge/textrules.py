@@ -56,7 +56,7 @@ _VERBS = """accept access add allow append apply assign avoid build call cause c
  belong depend differ happen lead lie matter offer own remain seem stay suit""".split()
 _IRREGULAR = frozenset("""built chose chosen found gave given got gotten held kept led made meant put ran read
  sent set shown spent split stood taken told thrown went written wrote lost became""".split())
-ANTONYMS = {a: b for x, y in (
+ANTONYM_PAIRS = tuple(p for x, y in (
     ("read", "write"), ("open", "close"), ("compress", "decompress"), ("encode", "decode"),
     ("encrypt", "decrypt"), ("serialize", "deserialize"), ("always", "never"), ("true", "false"),
     ("synchronous", "asynchronous"), ("mutable", "immutable"), ("before", "after"), ("start", "stop"),
@@ -71,7 +71,8 @@ ANTONYMS = {a: b for x, y in (
     ("keep", "discard"), ("ignore", "respect"), ("raise", "suppress"), ("plain", "formatted"),
     ("inclusive", "exclusive"), ("including", "excluding"), ("shallow", "deep"), ("lazy", "eager"), ("recursive", "flat"),
     ("temporary", "permanent"), ("create", "delete"), ("largest", "smallest"), ("biggest", "smallest"),
-    ("highest", "lowest"), ("most", "least"), ("nlargest", "nsmallest")) for a, b in ((x, y), (y, x))}
+    ("highest", "lowest"), ("most", "least"), ("nlargest", "nsmallest"), ("up", "down")) for p in ((x, y), (y, x)))
+ANTONYMS = dict(ANTONYM_PAIRS)  # one partner per word; stem_antonyms() keeps them all ("smallest": largest, biggest)
 TYPES = {w: (group, canonical) for group, spec in {
     "data": "list string:str integer:int float dictionary:dict tuple set bytes boolean:bool iterator generator "
             "array",
@@ -99,9 +100,9 @@ def stem(word: str) -> str:
 
 @lru_cache(maxsize=1)
 def stem_antonyms() -> dict[str, set[str]]:
-    """:data:`ANTONYMS` by stem (both ways as the table lists them)."""
+    """:data:`ANTONYM_PAIRS` by stem, every partner of a word (both ways as the table lists them)."""
     out: dict[str, set[str]] = {}
-    for a, b in ANTONYMS.items():
+    for a, b in ANTONYM_PAIRS:
         out.setdefault(stem(a), set()).add(stem(b))
     return out
 
