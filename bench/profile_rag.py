@@ -4,6 +4,8 @@
     python bench/profile_rag.py --serve [--pipeline offline] [--rounds 1] [--out /tmp/profile] [--svg /tmp/profile/rag.svg]
     # or only time an already running server (no profile):
     python bench/profile_rag.py --base http://127.0.0.1:8000 [--pipeline offline] [--rounds 1]
+    # where /v1/retrieve's CPU goes under load: N keep-alive clients for --seconds (BM25, k=100), profiled
+    python bench/profile_rag.py --serve --retrieve-clients 8 [--seconds 10] [--gil] [--out /tmp/profile]
     # or only print the tables of an earlier profile:
     python bench/profile_rag.py --report /tmp/profile/rag.collapsed
 
@@ -14,7 +16,8 @@
 second py-spy writing a flame graph) for exactly the timed requests. The raw output is collapsed stacks,
 one ``frame;frame;... count`` line each, frame = ``function (file:first line)``; from it the script prints
 the top functions by inclusive share (the function is anywhere on the stack) and by self share (it is the
-leaf). py-spy needs ptrace rights over the server (root, or ``kernel.yama.ptrace_scope=0``); pip install py-spy.
+leaf). ``--gil`` samples only the thread holding the GIL (py-spy's ``--gil``): where a loaded server's Python
+time goes, which is what serialises its requests. py-spy needs ptrace rights over the server (root, or ``kernel.yama.ptrace_scope=0``); pip install py-spy.
 """
 
 from __future__ import annotations
@@ -80,6 +83,20 @@ def run_topics(base: str, pipeline: str, topics: list[str], rounds: int, after_w
     return [post(conn, pipeline, t) for _ in range(rounds) for t in topics]
 
 
+def retrieve_load(base: str, topics: list[str], clients: int, seconds: float, after_warmup) -> list[float]:
+    """``clients`` keep-alive clients on ``POST /v1/retrieve`` (BM25, k=100): 5 s of warm-up (the JVM
+    compiles the search path), ``after_warmup()``, then ``seconds`` timed; their latencies (ms)."""
+    from bench_throughput import load  # noqa: PLC0415 - bench/, beside this script
+
+    port = urlsplit(base).port
+    load(port, topics, 100, clients, 5.0)
+    after_warmup()
+    start = time.perf_counter()
+    times = load(port, topics, 100, clients, seconds)
+    print(f"/v1/retrieve, {clients} clients: {len(times) / (time.perf_counter() - start):.0f} q/s under the profiler")
+    return times
+
+
 def top_frames(collapsed: Path, n: int = 15) -> tuple[int, list[tuple[str, int]], list[tuple[str, int]]]:
     """(total samples, top ``n`` frames by inclusive samples, top ``n`` by self samples) of a collapsed file."""
     total, inclusive, own = 0, Counter(), Counter()
@@ -105,9 +122,9 @@ def print_tables(collapsed: Path, n: int = 15) -> None:
             print(f"{100 * k / total:6.1f}  {k:7d}  {frame}")
 
 
-def spy(pid: int, fmt: str, out: Path, subprocesses: bool) -> subprocess.Popen:
+def spy(pid: int, fmt: str, out: Path, subprocesses: bool, gil: bool = False) -> subprocess.Popen:
     cmd = [shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(pid),
-           "--rate", "200", "--format", fmt, "--function", "--nonblocking", "-o", str(out),
+           "--rate", "200", "--format", fmt, "--function", "--gil" if gil else "--nonblocking", "-o", str(out),
            *(["--subprocesses"] if subprocesses else [])]
     print("$", " ".join(cmd), file=sys.stderr)
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(out.with_suffix(out.suffix + ".log"), "w"))
@@ -123,18 +140,22 @@ def serve_and_profile(args: argparse.Namespace, topics: list[str]) -> list[float
     with ragnarok_serve({**os.environ, "RAGNAROK_DATA_DIR": data_dir}, output=args.out / "server.log",
                         dense=True, started=started, start_timeout_s=600) as base:
         pid = started[0].pid
-        wait_ready(base, args.pipeline, topics[0])
-        wait_until_idle(pid)  # the arena's warm-up (each generator answers once) is not /rag's work
+        if not args.retrieve_clients:
+            wait_ready(base, args.pipeline, topics[0])
+        wait_until_idle(pid)  # start-up work (a dense build, the arena's UI) is not the requests' work
         children = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True).stdout.split()
 
         def start_profiler() -> None:
-            spies.append(spy(pid, "raw", args.out / "rag.collapsed", bool(children)))
+            spies.append(spy(pid, "raw", args.out / "rag.collapsed", bool(children), args.gil))
             if args.svg:
-                spies.append(spy(pid, "flamegraph", args.svg, bool(children)))
+                spies.append(spy(pid, "flamegraph", args.svg, bool(children), args.gil))
             time.sleep(1)  # attached before the first timed request
 
         try:
-            times = run_topics(base, args.pipeline, topics, args.rounds, start_profiler)
+            if args.retrieve_clients:
+                times = retrieve_load(base, topics, args.retrieve_clients, args.seconds, start_profiler)
+            else:
+                times = run_topics(base, args.pipeline, topics, args.rounds, start_profiler)
         finally:
             for p in spies:
                 p.send_signal(signal.SIGINT)  # py-spy writes its output on Ctrl-C
@@ -156,6 +177,10 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("profile-rag"), help="folder for rag.collapsed, server.log")
     ap.add_argument("--svg", type=Path, help="also write a py-spy flame graph here")
     ap.add_argument("--top", type=int, default=15)
+    ap.add_argument("--retrieve-clients", type=int, default=0,
+                    help="profile POST /v1/retrieve under this many clients instead of /rag")
+    ap.add_argument("--seconds", type=float, default=10.0, help="with --retrieve-clients: seconds timed")
+    ap.add_argument("--gil", action="store_true", help="sample only the thread holding the GIL")
     args = ap.parse_args()
     if args.report:
         print_tables(args.report, args.top)
@@ -164,7 +189,8 @@ def main() -> None:
     topics = [t.text for t in load_topics(args.topics, ROOT / "topics")]
     times = serve_and_profile(args, topics) if args.serve else run_topics(args.base, args.pipeline, topics,
                                                                            args.rounds)
-    print(f"pipeline {args.pipeline!r}: {len(times)} requests ({len(topics)} topics x {args.rounds}), "
+    what = f"/v1/retrieve x {args.retrieve_clients} clients" if args.retrieve_clients else f"pipeline {args.pipeline!r}"
+    print(f"{what}: {len(times)} requests" + ("" if args.retrieve_clients else f" ({len(topics)} topics x {args.rounds})") + ", "
           f"p50 {statistics.median(times):.0f} ms, mean {statistics.fmean(times):.0f} ms, "
           f"max {max(times):.0f} ms")
     if args.serve:

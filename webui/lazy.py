@@ -80,6 +80,6 @@ QUEUE_POLL_S = 0.05
 
 def quiet_queue(blocks: Any) -> None:
     """Gradio's queue polls at :data:`QUEUE_POLL_S` (its progress loop at twice that) instead of 1 ms."""
-    queue = blocks._queue  # noqa: SLF001 - Gradio has no setting for these; tests/test_arena_idle.py checks them
+    queue = blocks._queue  # noqa: SLF001 - Gradio has no setting for these; tests/test_arena_deploy.py checks them
     queue.sleep_when_free = QUEUE_POLL_S
     queue.progress_update_sleep_when_free = 2 * QUEUE_POLL_S
