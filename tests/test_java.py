@@ -60,7 +60,8 @@ def test_the_heap_starts_small_on_a_large_machine():
     assert committed <= 64 and maximum == 1024
 
 
-@pytest.mark.parametrize(("heap", "initial"), [("1g", "-Xms64m"), (None, "-Xms64m"), ("32m", None), ("65536k", "-Xms64m")])
+@pytest.mark.parametrize(("heap", "initial"),
+                         [("1g", "-Xms64m"), (None, "-Xms64m"), ("32m", None), ("65536k", "-Xms64m")])
 def test_memory_options_never_start_above_the_maximum(heap, initial):
     options = java.memory_options(heap)
     assert [o for o in options if o.startswith("-Xms")] == ([initial] if initial else [])

@@ -3,8 +3,8 @@ same weights exported to ONNX and run with onnxruntime (CPU), chosen by the ``en
 
 ``onnx`` exports a sentence-transformers model that is a plain Hugging Face transformer with mean or CLS
 pooling (the packaged all-MiniLM-L6-v2 is one) once, locally, from the weights on disk (``torch.onnx.export``
-in a child process, so PyTorch never loads where onnxruntime runs the model; nothing is downloaded), into ``<data_dir>/models/onnx/<name>-<hash of the weights>/model.onnx``; later loads
-reuse it. Texts are tokenised with the model's own ``tokenizer.json`` (padded to the longest text of a batch,
+in a child process, so PyTorch never loads where onnxruntime runs the model; nothing is downloaded), into
+``<data_dir>/models/onnx/<name>-<hash of the weights>/model.onnx``; later loads reuse it. Texts are tokenised with the model's own ``tokenizer.json`` (padded to the longest text of a batch,
 truncated at the model's ``max_seq_length``), pooled and L2-normalised in numpy. Its vectors equal PyTorch's
 within float32 rounding (tests/test_encoders.py; docs/BENCHMARKS.md for the speed and the ranking overlap), so
 an index built by one backend is searched with queries encoded by the other: the dense index meta records the
@@ -158,7 +158,8 @@ def export_onnx(path: str | Path, cache_dir: Path) -> Path:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(f".model.onnx.partial-{os.getpid()}")
         package_root = str(Path(__file__).resolve().parents[2])  # this ragnarok, installed or a checkout
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
+        path_dirs = [package_root, os.environ.get("PYTHONPATH")]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, path_dirs))}
         code = "import sys; from ragnarok.embed.backends import export_here; export_here(sys.argv[1], sys.argv[2])"
         done = subprocess.run([sys.executable, "-c", code, str(layout.path), str(tmp)], env=env,
                               capture_output=True, text=True, timeout=EXPORT_TIMEOUT_S)
@@ -187,7 +188,8 @@ def export_here(path: str, tmp: str) -> None:
                               token_type_ids=token_type_ids).last_hidden_state
 
     model = Transformer().eval()
-    example = {name: torch.ones((2, 8), dtype=torch.long) for name in ("input_ids", "attention_mask", "token_type_ids")}
+    example = {name: torch.ones((2, 8), dtype=torch.long)
+               for name in ("input_ids", "attention_mask", "token_type_ids")}
     dynamic = {name: {0: "batch", 1: "tokens"} for name in example}
     with torch.no_grad():
         torch.onnx.export(model, tuple(example.values()), tmp, input_names=list(example),
