@@ -1,7 +1,7 @@
 """The R service's memory from outside, step by step (issue 41): RSS and its anonymous / file-backed split.
 
     python bench/bench_memory.py [--data-dir DIR] [--warmup 200] [--mixed 1000] [--clients 4] [--rag-every 50]
-                                 [--idle-s 20] [--json FILE] [--server SCRIPT]
+                                 [--idle-s 70] [--json FILE] [--server SCRIPT]
 
 Starts ``ragnarok serve --no-dense`` (one worker, its own process; the demo index is built on first use, so
 pass the same ``--data-dir`` to every run, or set RAGNAROK_DATA_DIR) and prints the server's RSS at:
@@ -153,8 +153,8 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=200)
     ap.add_argument("--mixed", type=int, default=1000)
     ap.add_argument("--rag-every", type=int, default=50, help="every n-th mixed request is a /rag (0: none)")
-    ap.add_argument("--idle-s", type=float, default=20.0, help="idle seconds before the last row (the JVM "
-                    "returns heap it does not use after a periodic GC, every 10 s idle)")
+    ap.add_argument("--idle-s", type=float, default=70.0, help="idle seconds before the last row (the JVM "
+                    "returns heap it does not use after a periodic GC, after 60 s idle)")
     ap.add_argument("--clients", type=int, default=4, help="client threads sending the mixed requests")
     ap.add_argument("--json", type=Path, help="also write the rows here")
     ap.add_argument("--server", default="-m ragnarok.cli", help="what runs `serve` after the Python interpreter "

@@ -65,4 +65,4 @@ def test_the_heap_starts_small_on_a_large_machine():
 def test_memory_options_never_start_above_the_maximum(heap, initial):
     options = java.memory_options(heap)
     assert [o for o in options if o.startswith("-Xms")] == ([initial] if initial else [])
-    assert "-XX:G1PeriodicGCInterval=10000" in options
+    assert "-XX:G1PeriodicGCInterval=60000" in options
