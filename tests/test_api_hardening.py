@@ -324,6 +324,17 @@ def test_a_chunked_body_over_the_limit_is_413_before_it_ends(small_server):
     assert status == 413 and "the limit is 65,536" in body["detail"]
 
 
+def test_a_declared_length_over_the_limit_is_413_before_any_body(small_server):
+    """A Content-Length of 1 GB and a few bytes sent: the 413 comes at once, the body never read or buffered
+    (issue 41: an oversized request must not grow the process)."""
+    host, port = small_server.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(f"POST /v1/retrieve HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                     f"Content-Length: {1 << 30}\r\n\r\n{{\"query\": ".encode())
+        status, body = _response(sock)
+    assert status == 413 and "request body of 1,073,741,824 bytes; the limit is 65,536" in body["detail"]
+
+
 def test_chunked_and_declared_bodies_over_the_limit(small_server):
     import httpx
 

@@ -12,7 +12,7 @@ import pytest
 from test_dense import DOCS, PARAPHRASES
 
 from ragnarok.retrieve.dense import Encoder
-from ragnarok.embed.backends import NotExportableError, load_backend
+from ragnarok.embed.backends import NotExportableError, gpu_driver, load_backend
 
 TEXTS = [f"{title}\n{body}" for _, title, body in DOCS]
 QUERIES = [q for q, _ in PARAPHRASES] + ["x", "The gzip module provides a simple interface. " * 60]  # > 256 tokens
@@ -72,3 +72,17 @@ def test_backend_choice(tmp_path):
     (tmp_path / "config.json").write_text("{}")  # a model directory without a tokenizer.json
     with pytest.raises(NotExportableError, match="tokenizer.json"):
         load_backend(str(tmp_path), "onnx", tmp_path)
+
+
+@pytest.mark.skipif(gpu_driver(), reason="with a GPU driver, auto asks PyTorch (and uses it on a GPU)")
+def test_auto_on_a_cpu_runs_onnx_without_loading_torch(tmp_path):
+    """``auto`` on a CPU: MiniLM runs on onnxruntime and PyTorch never loads in the process (~180 MB resident
+    for a server's life, issue 41): the GPU check does not import it, nor does the export (a child process's,
+    here into a fresh cache)."""
+    code = ("import sys; from ragnarok.embed.backends import load_backend; from ragnarok.retrieve.dense import Encoder;"
+            f" b = load_backend(Encoder('minilm').path, 'auto', {str(tmp_path)!r}); b.encode(['gzip']);"
+            " print(b.name, 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-2:] == ["onnx", "False"], out.stdout
+    assert [p.name for p in (tmp_path / "onnx").rglob("*.onnx*")] == ["model.onnx"]  # no partial file left

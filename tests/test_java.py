@@ -44,3 +44,25 @@ def test_importing_search_needs_no_openai_key():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().endswith("ok")
+
+
+def test_the_heap_starts_small_on_a_large_machine():
+    """On a 128 GB machine (as the JVM is told) Java's default starting heap is the whole 1 GB maximum, which
+    G1 fills with young objects that stay resident; ours starts at 64 MB and grows as searching needs it, and
+    the JVM is told to give unused heap back when idle (issue 41)."""
+    env = {**os.environ, "JAVA_TOOL_OPTIONS": "-XX:MaxRAM=128g", "RAGNAROK_JVM_HEAP": "1g"}
+    code = ("from ragnarok.java import start_jvm; start_jvm(); from jnius import autoclass;"
+            " print(autoclass('java.lang.Runtime').getRuntime().totalMemory() >> 20,"
+            " autoclass('java.lang.Runtime').getRuntime().maxMemory() >> 20)")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    committed, maximum = map(int, out.stdout.split()[-2:])
+    assert committed <= 64 and maximum == 1024
+
+
+@pytest.mark.parametrize(("heap", "initial"),
+                         [("1g", "-Xms64m"), (None, "-Xms64m"), ("32m", None), ("65536k", "-Xms64m")])
+def test_memory_options_never_start_above_the_maximum(heap, initial):
+    options = java.memory_options(heap)
+    assert [o for o in options if o.startswith("-Xms")] == ([initial] if initial else [])
+    assert "-XX:G1PeriodicGCInterval=60000" in options

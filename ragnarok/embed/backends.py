@@ -2,9 +2,9 @@
 same weights exported to ONNX and run with onnxruntime (CPU), chosen by the ``encoder_backend`` setting.
 
 ``onnx`` exports a sentence-transformers model that is a plain Hugging Face transformer with mean or CLS
-pooling (the packaged all-MiniLM-L6-v2 is one) once, locally, from the weights on disk (``torch.onnx.export``;
-nothing is downloaded), into ``<data_dir>/models/onnx/<name>-<hash of the weights>/model.onnx``; later loads
-reuse it. Texts are tokenised with the model's own ``tokenizer.json`` (padded to the longest text of a batch,
+pooling (the packaged all-MiniLM-L6-v2 is one) once, locally, from the weights on disk (``torch.onnx.export``
+in a child process, so PyTorch never loads where onnxruntime runs the model; nothing is downloaded), into
+``<data_dir>/models/onnx/<name>-<hash of the weights>/model.onnx``; later loads reuse it. Texts are tokenised with the model's own ``tokenizer.json`` (padded to the longest text of a batch,
 truncated at the model's ``max_seq_length``), pooled and L2-normalised in numpy. Its vectors equal PyTorch's
 within float32 rounding (tests/test_encoders.py; docs/BENCHMARKS.md for the speed and the ranking overlap), so
 an index built by one backend is searched with queries encoded by the other: the dense index meta records the
@@ -23,12 +23,16 @@ telemetry (DNS lookups of Microsoft's event collector seconds after it loads) is
 
 from __future__ import annotations
 
+import ctypes.util
 import hashlib
 import json
 import logging
 import os
+import subprocess
+import sys
 import threading
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
@@ -39,6 +43,7 @@ from ragnarok import quiet
 Backend = Literal["auto", "torch", "onnx", "onnx-int8"]
 BACKENDS: tuple[str, ...] = ("auto", "torch", "onnx", "onnx-int8")
 ONNX_OPSET = 17
+EXPORT_TIMEOUT_S = 1800  # the export's child process: PyTorch's import and the trace take seconds
 log = logging.getLogger(__name__)
 
 
@@ -142,39 +147,55 @@ _export_lock = threading.Lock()
 
 
 def export_onnx(path: str | Path, cache_dir: Path) -> Path:
-    """The ONNX export of the transformer at ``path`` (exported on first use, then reused): its file."""
+    """The ONNX export of the transformer at ``path`` (exported on first use, then reused): its file. The export
+    runs in a child process: PyTorch, which it needs, would otherwise stay in this one (~180 MB resident for
+    the life of a server that runs the model with onnxruntime)."""
     layout = _layout(path)
     out = Path(cache_dir) / "onnx" / f"{layout.path.name}-{weights_hash(layout.path)}" / "model.onnx"
     with _export_lock:
         if out.is_file():
             return out
-        import torch  # noqa: PLC0415 - the export only
-        from transformers import AutoModel  # noqa: PLC0415
-
-        class Transformer(torch.nn.Module):  # keyword inputs, one output: what the exporter traces
-            def __init__(self) -> None:
-                super().__init__()
-                self.model = AutoModel.from_pretrained(str(layout.path), local_files_only=True,
-                                                       attn_implementation="eager")
-
-            def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-                return self.model(input_ids=input_ids, attention_mask=attention_mask,
-                                  token_type_ids=token_type_ids).last_hidden_state
-
-        model = Transformer().eval()
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp = out.with_name(f".model.onnx.partial-{os.getpid()}")
-        example = {name: torch.ones((2, 8), dtype=torch.long)
-                   for name in ("input_ids", "attention_mask", "token_type_ids")}
-        dynamic = {name: {0: "batch", 1: "tokens"} for name in example}
-        with torch.no_grad():
-            torch.onnx.export(model, tuple(example.values()), str(tmp), input_names=list(example),
-                              output_names=["last_hidden_state"],
-                              dynamic_axes={**dynamic, "last_hidden_state": {0: "batch", 1: "tokens"}},
-                              opset_version=ONNX_OPSET, dynamo=False)
+        package_root = str(Path(__file__).resolve().parents[2])  # this ragnarok, installed or a checkout
+        path_dirs = [package_root, os.environ.get("PYTHONPATH")]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, path_dirs))}
+        code = "import sys; from ragnarok.embed.backends import export_here; export_here(sys.argv[1], sys.argv[2])"
+        done = subprocess.run([sys.executable, "-c", code, str(layout.path), str(tmp)], env=env,
+                              capture_output=True, text=True, timeout=EXPORT_TIMEOUT_S)
+        if done.returncode != 0 or not tmp.is_file():
+            tmp.unlink(missing_ok=True)
+            why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+            raise RuntimeError(f"the ONNX export of {layout.path} failed: {why}")
         tmp.rename(out)
         log.info("exported %s to %s", layout.path, out)
     return out
+
+
+def export_here(path: str, tmp: str) -> None:
+    """The export itself, in this process (:func:`export_onnx` runs it in a child): ``path``'s transformer
+    traced with PyTorch into the ONNX file ``tmp``."""
+    import torch  # noqa: PLC0415 - the export only
+    from transformers import AutoModel  # noqa: PLC0415
+
+    class Transformer(torch.nn.Module):  # keyword inputs, one output: what the exporter traces
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = AutoModel.from_pretrained(path, local_files_only=True, attn_implementation="eager")
+
+        def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
+            return self.model(input_ids=input_ids, attention_mask=attention_mask,
+                              token_type_ids=token_type_ids).last_hidden_state
+
+    model = Transformer().eval()
+    example = {name: torch.ones((2, 8), dtype=torch.long)
+               for name in ("input_ids", "attention_mask", "token_type_ids")}
+    dynamic = {name: {0: "batch", 1: "tokens"} for name in example}
+    with torch.no_grad():
+        torch.onnx.export(model, tuple(example.values()), tmp, input_names=list(example),
+                          output_names=["last_hidden_state"],
+                          dynamic_axes={**dynamic, "last_hidden_state": {0: "batch", 1: "tokens"}},
+                          opset_version=ONNX_OPSET, dynamo=False)
 
 
 def quantize_int8(model: Path) -> Path:
@@ -246,12 +267,23 @@ class OnnxBackend:
 
 
 def _cuda() -> bool:
+    """Whether PyTorch finds a GPU; PyTorch is imported to ask only where a GPU driver is present (or it is
+    loaded already): importing it to learn there is none kept ~180 MB resident for the process's life."""
+    if "torch" not in sys.modules and not gpu_driver():
+        return False
     try:
         import torch  # noqa: PLC0415
 
         return bool(torch.cuda.is_available())
     except ImportError:
         return False
+
+
+@lru_cache(maxsize=1)
+def gpu_driver() -> bool:
+    """An NVIDIA or AMD (ROCm) driver, WSL's GPU device or a CUDA driver library is present (Windows: assumed)."""
+    return os.name == "nt" or any(Path(p).exists() for p in ("/proc/driver/nvidia", "/dev/kfd", "/dev/dxg")) \
+        or ctypes.util.find_library("cuda") is not None
 
 
 def load_backend(path: str, backend: str, cache_dir: Path, device: str | None = None,
