@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
 import logging
 import os
 import sys
-import threading
 from pathlib import Path
 from typing import Annotated, Any, Optional
 
@@ -106,8 +104,6 @@ def serve(
     from ragnarok.java import set_verbose  # noqa: PLC0415
 
     set_verbose(verbose)
-    if workers == 1:  # the arena's UI is built at start-up: Gradio's import (seconds) overlaps the JVM's start
-        threading.Thread(target=importlib.import_module, args=("gradio",), daemon=True).start()
     ensure_demo_index(settings)  # the Lucene index; the dense one is built in the background once serving
     if workers > 1:
         from ragnarok.serving import serve_workers  # noqa: PLC0415
@@ -117,7 +113,8 @@ def serve(
         return
     _start_jvm_before_uvicorn()
     app = create_app(settings)
-    app.state.arena_ui.build_at_start = True  # the arena's first visit should not wait seconds for Gradio
+    # the arena's UI is built once the server is quiet (webui.lazy: retrieval first), or on its first visit
+    app.state.arena_ui.build_at_start = True
     if not no_dense:
         app.state.retrieval.build_dense(settings.demo_index_dir, "minilm")
     _banner(f"ragnarok serving at {http_url(host, port)} (OpenAPI at /docs)", settings.log_format)

@@ -41,3 +41,28 @@ def test_a_background_build_waits_while_requests_come_but_not_forever(tmp_path):
     before = build.gave_way_s
     build._give_way()
     assert activity.quiet_s() >= QUIET_S and build.gave_way_s - before >= QUIET_S - 0.15
+
+
+def test_the_arena_ui_is_built_once_the_server_is_quiet():
+    """`ragnarok serve` builds the arena's UI (Gradio's import and the build: seconds of CPU) only once no work
+    request has come for a while: a burst of searches right after start-up does not share the CPU with it."""
+    import asyncio
+
+    from fastapi import FastAPI
+
+    from webui.lazy import LazyUI
+
+    async def run() -> None:
+        ui = LazyUI(FastAPI)
+        REQUESTS.begin()  # a search in flight
+        try:
+            building = asyncio.ensure_future(ui.warm_when_quiet(quiet_s=0.2, poll_s=0.05))
+            await asyncio.sleep(1.0)
+            assert not ui.built and not building.done()
+        finally:
+            REQUESTS.end()
+        await asyncio.wait_for(building, 120)  # quiet now: built
+        assert ui.built
+        await ui.aclose()
+
+    asyncio.run(run())

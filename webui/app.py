@@ -345,16 +345,21 @@ def mount(
     @contextlib.asynccontextmanager
     async def lifespan(parent: Any) -> AsyncIterator[Any]:
         async with outer(parent) as state:
+            building: asyncio.Future[Any] | None = None
             if ui.build_at_start:
-                # the UI now (a fraction of a second: the first page is then at once); the warm-up answers, which
-                # load the pool's models (seconds of CPU on every core, hundreds of MB), only once someone
-                # opens the arena: each generator is still measured before that visitor's first draw
-                # (webui.warmup), and a server only asked for retrieval does no start-up work beyond this
-                ui.warm()
+                # the UI once the server is quiet (Gradio's import and the build: seconds of CPU; the first page
+                # is then at once); the warm-up answers, which load the pool's models (seconds of CPU on every
+                # core, hundreds of MB), only once someone opens the arena: each generator is still measured
+                # before that visitor's first draw (webui.warmup), and a server only asked for retrieval does
+                # no start-up work beyond this
+                building = asyncio.ensure_future(ui.warm_when_quiet())
+                building.add_done_callback(lambda t: t.cancelled() or t.exception())
                 ui.on_first_visit = lambda: after(ui.warm, arena.start_warm_up)
             try:
                 yield state
             finally:
+                if building is not None:
+                    building.cancel()
                 await arena.warming.aclose()
                 await ui.aclose()
 

@@ -5,6 +5,8 @@ import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from ragnarok.activity import REQUESTS
+
 if TYPE_CHECKING:
     from fastapi import FastAPI
 
@@ -28,6 +30,15 @@ class LazyUI:
         #: Called once, on the first HTTP request to the arena (``ragnarok serve`` starts the arena's warm-up
         #: answers then: a server nobody visits never loads a model for them).
         self.on_first_visit: Callable[[], object] | None = None
+
+    async def warm_when_quiet(self, quiet_s: float = 0.5, poll_s: float = 0.25) -> None:
+        """Build the UI once the server has answered no request that is work for ``quiet_s`` (and has been up
+        that long): Gradio's import and the build take seconds of CPU, which a burst of searches right after
+        start-up should not share (issue 41). A visit before that builds it at once, as without this."""
+        await asyncio.sleep(quiet_s)
+        while self._app is None and REQUESTS.quiet_s() < quiet_s:
+            await asyncio.sleep(poll_s)
+        await asyncio.wait([self.warm()])
 
     def warm(self) -> asyncio.Task:
         """Start building the UI now, in the background (the first visit then finds it built, or waits only
