@@ -47,6 +47,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 from servers import free_port  # noqa: E402
 
 from ragnarok.collection.demo_index import ensure_demo_index  # noqa: E402
+from ragnarok import java  # noqa: E402
 from ragnarok.java import import_pyserini_search  # noqa: E402
 from ragnarok.settings import Settings  # noqa: E402
 from ragnarok.topics import load_topics  # noqa: E402
@@ -150,6 +151,7 @@ def main() -> None:
     queries = [t.text for t in load_topics(args.topics, ROOT / "topics")]
     print(f"index={index} queries={len(queries)} k={args.k} cpus={os.cpu_count()} loadavg at start {loadavg()}")
 
+    java.memory_options = lambda heap: []  # the reference runs as pyserini's users run it: the JVM's own defaults
     searcher = import_pyserini_search().LuceneSearcher(str(index))
     searcher.set_bm25(0.9, 0.4)
 

@@ -24,10 +24,11 @@ MIN_JAVA = 21
 #: RAM (capped at the maximum: the whole 1 GB on a 128 GB machine), and G1 then sizes its young generation
 #: from it, touching hundreds of MB that stay resident (issue 41: 341 MB of heap after 200 searches vs 138 MB).
 INITIAL_HEAP = "64m"
-#: G1 collects after this many idle milliseconds and gives back the heap over MAX_HEAP_FREE_PERCENT free. Each such
-#: collection costs CPU while idle: 0.48 % of a core at 10 s, 0.25 % at 60 s, 0.05 % without (a busy machine).
+#: G1 collects after this many idle milliseconds, giving back the heap it does not use. Each such collection costs
+#: CPU while idle: 0.48 % of a core at 10 s, 0.25 % at 60 s, 0.05 % without (a busy machine). G1's free-heap
+#: ratios keep their defaults: 10-30 % free made batch_search ~12 % slower (more young collections; issue 41,
+#: docs/BENCHMARKS.md "Fast from the first second").
 PERIODIC_GC_MS = 60_000
-MIN_HEAP_FREE_PERCENT, MAX_HEAP_FREE_PERCENT = 10, 30
 _lock = threading.Lock()
 _started: "JavaRuntime | None" = None
 _verbose = False  # quiet by default: no JVM warnings, Lucene's java.util.logging or Anserini's INFO lines
@@ -171,8 +172,7 @@ def heap_bytes(size: str) -> int:
 def memory_options(heap: str | None) -> list[str]:
     """JVM options that keep the heap as small as searching needs (issue 41): a small starting heap (not
     above ``heap``, the maximum), and G1's periodic collection when idle, which gives back unused heap."""
-    options = [f"-XX:G1PeriodicGCInterval={PERIODIC_GC_MS}", f"-XX:MinHeapFreeRatio={MIN_HEAP_FREE_PERCENT}",
-               f"-XX:MaxHeapFreeRatio={MAX_HEAP_FREE_PERCENT}"]
+    options = [f"-XX:G1PeriodicGCInterval={PERIODIC_GC_MS}"]
     if not heap or heap_bytes(heap) >= heap_bytes(INITIAL_HEAP):
         options.insert(0, f"-Xms{INITIAL_HEAP}")
     return options
