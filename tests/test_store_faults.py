@@ -157,9 +157,7 @@ def test_postgresql_restarted_under_load(own_postgres, demo_settings, tmp_path):
                   f"while it was gone {load.count(503, down)} of "
                   f"{sum(down <= at < up for at, _ in load.answers)} keyed requests were 503")
             store = AuthStore(url)
-            _until(lambda: len(_rows(
-                url, "SELECT 1 FROM audit_log WHERE route = '/v1/generate'")) == len(load.answers), 60,
-                "every audit row (those of the outage included)")
+            _every_audit_row(url, load.answers, [tmp_path / "a.log", tmp_path / "b.log"])
     statuses = Counter(r.status_code for _, r in load.answers)
     assert set(statuses) <= {200, 429, 503}, statuses  # never a 500
     for _, r in load.answers:
@@ -177,6 +175,21 @@ def test_postgresql_restarted_under_load(own_postgres, demo_settings, tmp_path):
     assert recorded == {battle for _, battle, ok, _ in load.voted if ok}
     refused = [html for *_, ok, html in load.voted if not ok]
     assert refused and all("try again in a few seconds" in html and "postgresql" not in html for html in refused)
+
+
+def _every_audit_row(url: str, answers: list, logs: list) -> None:
+    """One audit row per answer the clients got (those of the outage included), within 60 s; when not, the
+    statuses on each side and what the servers logged about the audit say which rows are missing or extra."""
+    sql = "SELECT status FROM audit_log WHERE route = '/v1/generate'"
+    try:
+        _until(lambda: len(_rows(url, sql)) == len(answers), 60, "every audit row (those of the outage included)")
+    except AssertionError as exc:
+        rows = Counter(status for status, in _rows(url, sql))
+        seen = Counter(r.status_code for _, r in answers)
+        said = [line for log in logs for line in log.read_text(errors="replace").splitlines()
+                if "audit" in line or "Traceback" in line or "Error" in line]
+        raise AssertionError(f"{exc}: audit rows by status {dict(rows)}, answers by status {dict(seen)}; "
+                             f"the servers said:\n" + "\n".join(said[-40:])) from None
 
 
 def _usage_fails_cleanly(url: str) -> None:
@@ -216,6 +229,29 @@ def test_a_spend_cut_by_the_outage_is_recorded_when_the_database_is_back(own_pos
     assert [r["status"] for r in store.audit_rows(principal.owner)] == [200]
 
 
+def test_a_store_made_while_the_database_is_down_keeps_its_audit_rows(own_postgres):
+    """An instance whose first request came during an outage: its store could not be opened then. The rows of
+    what it answered meanwhile (503s) wait in the backlog, and are written once the database is back and the
+    store opens (they were lost when opening the store was a precondition of queueing them)."""
+    from ragnarok.arena.db import StoreError
+    from ragnarok.auth.store import AuthStore
+
+    row = {"owner": "key:made-while-down", "key_name": "rk_down", "method": "POST", "route": "/v1/generate",
+           "status": 503, "generators": "{}", "calls": 0, "tokens": 0, "ms": 1.0}
+    own_postgres.stop()
+    try:
+        store = AuthStore(own_postgres.url)  # no connection yet
+        with pytest.raises(StoreError, match="be opened"):
+            store.lookup("rk_" + "x" * 43)
+        store.audit(row)
+        store.audit({**row, "status": 401})
+        assert not store.flush(0.5) and store._audit.waiting == 2
+    finally:
+        own_postgres.start()
+    store.flush(30)
+    assert sorted(r["status"] for r in store.audit_rows("key:made-while-down")) == [401, 503]
+
+
 def test_a_database_that_answers_no_connection_is_an_error_not_a_hang(own_postgres):
     """PostgreSQL's server paused (SIGSTOP: connections are accepted by the kernel, never answered): opening
     the store fails with a one-line StoreError once the connect deadline has passed, instead of waiting for
@@ -229,7 +265,7 @@ def test_a_database_that_answers_no_connection_is_an_error_not_a_hang(own_postgr
 
     def open_store() -> None:
         try:
-            AuthStore(own_postgres.url)
+            AuthStore(own_postgres.url).keys()  # its first use opens it
         except StoreError as exc:
             failed.append(exc)
 

@@ -34,7 +34,7 @@ from typing import Any
 
 from sqlalchemy import Engine, text
 
-from ragnarok.arena.db import StoreError, describe, make_engine, safe_url, serialised, utc_now
+from ragnarok.arena.db import CONNECT_TIMEOUT_S, StoreError, describe, make_engine, safe_url, serialised, utc_now
 from ragnarok.arena.migrations import migrate
 from ragnarok.auth.backlog import Backlog, unreachable
 from ragnarok.auth.principal import SCOPES, Principal
@@ -98,25 +98,44 @@ _when = when
 
 
 class AuthStore:
-    """Keys, spend and audit at a SQLAlchemy URL, migrated when opened (see the module's docstring)."""
+    """Keys, spend and audit at a SQLAlchemy URL, migrated on first use (see the module's docstring)."""
 
     _shared: dict[str, AuthStore] = {}
     _shared_lock = threading.Lock()
 
     def __init__(self, url: str, cache_s: float = 1.0, reservation_ttl_s: float = 900.0):
-        self.engine: Engine = make_engine(url)
+        self._engine: Engine = make_engine(url)  # no connection yet: the database is opened on first use
         self._where = safe_url(url)
         self.cache_s, self.reservation_ttl_s = cache_s, reservation_ttl_s
         self._cache: OrderedDict[str, tuple[float, KeyRecord | None]] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._audit = Backlog("ragnarok-audit", self._write_audit, "audit row")
         self._unsettled = Backlog("ragnarok-spend", self._write_spend, "request's spend")
-        try:
-            migrate(self.engine)
-        except StoreError:
-            raise
-        except Exception as exc:  # noqa: BLE001
-            raise StoreError(f"the service database at {self._where} cannot be opened: {describe(exc)}") from exc
+        self._opened = False
+        self._opening = threading.Lock()
+
+    @property
+    def engine(self) -> Engine:
+        """The engine, its database migrated on first use (:class:`StoreError` while it cannot be): a store
+        made while its database is unreachable opens once it is back, and what was queued meanwhile (audit
+        rows, spends) waits in the backlogs instead of being lost."""
+        if not self._opened:
+            # one thread migrates; the others wait for it at most as long as one connection attempt
+            if not self._opening.acquire(timeout=CONNECT_TIMEOUT_S):
+                raise StoreError(f"the service database at {self._where} could not be opened: another thread "
+                                 f"is still opening it ({CONNECT_TIMEOUT_S} s)")
+            try:
+                if not self._opened:
+                    migrate(self._engine)
+                    self._opened = True
+            except StoreError:
+                raise
+            except Exception as exc:  # noqa: BLE001
+                raise StoreError(f"the service database at {self._where} cannot be opened: {describe(exc)}") \
+                    from exc
+            finally:
+                self._opening.release()
+        return self._engine
 
     @classmethod
     def for_settings(cls, settings: Any) -> AuthStore:
@@ -317,12 +336,12 @@ class AuthStore:
         """Queue one audit row (written by a background thread in batches)."""
         self._audit.put({**row, "at": utc_now(), "row_id": uuid.uuid4().hex})
 
-    def flush(self, timeout_s: float = 5.0) -> None:
+    def flush(self, timeout_s: float = 5.0) -> bool:
         """Wait (at most ``timeout_s``) until every queued audit row and waiting spend is written (tests,
-        shutdown)."""
+        shutdown); whether they were."""
         started = time.monotonic()
-        self._unsettled.flush(timeout_s)
-        self._audit.flush(max(0.0, timeout_s - (time.monotonic() - started)))
+        spends = self._unsettled.flush(timeout_s)
+        return self._audit.flush(max(0.0, timeout_s - (time.monotonic() - started))) and spends
 
     def _write_audit(self, batch: list[dict[str, Any]]) -> None:
         """Idempotent: a batch retried after a commit whose acknowledgement was lost adds no row twice."""
