@@ -252,6 +252,29 @@ def test_a_store_made_while_the_database_is_down_keeps_its_audit_rows(own_postgr
     assert sorted(r["status"] for r in store.audit_rows("key:made-while-down")) == [401, 503]
 
 
+def test_rows_queued_while_another_thread_opens_the_store_wait_for_it(own_postgres):
+    """The audit thread finds another thread still opening the store (migrating a slow database) past the
+    connect deadline: its batch fails as unreachable and is tried again, never dropped."""
+    from ragnarok.arena.db import CONNECT_TIMEOUT_S, StoreError
+    from ragnarok.auth.backlog import unreachable
+    from ragnarok.auth.store import AuthStore
+
+    store = AuthStore(own_postgres.url)
+    row = {"owner": "key:opened-late", "key_name": "rk_late", "method": "POST", "route": "/v1/generate",
+           "status": 200, "generators": "{}", "calls": 0, "tokens": 0, "ms": 1.0}
+    store._opening.acquire()  # another thread opening it, slowly
+    try:
+        with pytest.raises(StoreError) as info:
+            store.lookup("rk_" + "x" * 43)
+        assert "still opening it" in str(info.value) and unreachable(info.value)
+        store.audit(row)
+        time.sleep(CONNECT_TIMEOUT_S + 0.5)  # the audit thread's first try has timed out meanwhile
+    finally:
+        store._opening.release()
+    assert store.flush(30)
+    assert [r["status"] for r in store.audit_rows("key:opened-late")] == [200]
+
+
 def test_a_database_that_answers_no_connection_is_an_error_not_a_hang(own_postgres):
     """PostgreSQL's server paused (SIGSTOP: connections are accepted by the kernel, never answered): opening
     the store fails with a one-line StoreError once the connect deadline has passed, instead of waiting for

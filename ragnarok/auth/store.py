@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Engine, text
+from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from ragnarok.arena.db import CONNECT_TIMEOUT_S, StoreError, describe, make_engine, safe_url, serialised, utc_now
 from ragnarok.arena.migrations import migrate
@@ -120,10 +121,11 @@ class AuthStore:
         made while its database is unreachable opens once it is back, and what was queued meanwhile (audit
         rows, spends) waits in the backlogs instead of being lost."""
         if not self._opened:
-            # one thread migrates; the others wait for it at most as long as one connection attempt
+            # one thread migrates; the others wait for it at most as long as one connection attempt, then fail
+            # as a connection not had in time does (unreachable: the backlogs keep their rows and try again)
             if not self._opening.acquire(timeout=CONNECT_TIMEOUT_S):
                 raise StoreError(f"the service database at {self._where} could not be opened: another thread "
-                                 f"is still opening it ({CONNECT_TIMEOUT_S} s)")
+                                 f"is still opening it ({CONNECT_TIMEOUT_S} s)") from PoolTimeout("still opening")
             try:
                 if not self._opened:
                     migrate(self._engine)
