@@ -8,7 +8,7 @@
    unknown, expired or revoked; 429 with ``Retry-After`` past the key's requests per minute (the ``limits``
    library, in ``rate_limit_storage``) or its requests in parallel (per process). With ``off`` the caller is
    :data:`~ragnarok.auth.principal.ANONYMOUS`. These refusals spent nothing: their spend headers say 0.
-3. The request runs as that principal with a fresh spend :class:`~ragnarok.meter.Meter` that allows no
+3. The request runs as that principal with a fresh spend :class:`~ragnarok.core.meter.Meter` that allows no
    backend call until the route reserves its worst case (:func:`reserve`); the answer carries the calls and
    tokens spent (``Ragnarok-Backend-Calls``, ``Ragnarok-Prompt-Tokens``, ``Ragnarok-Completion-Tokens``; a
    streamed answer, whose headers leave before anything is spent, in its ``done`` event: :func:`spent`).
@@ -42,14 +42,14 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from ragnarok.arena.db import StoreError
-from ragnarok import meter as meters
 from ragnarok.auth import principal as principals
 from ragnarok.auth import rates
 from ragnarok.auth.cost import Cost
 from ragnarok.auth.principal import ANONYMOUS, Principal
 from ragnarok.auth.store import KEY_PREFIX, AuthError, AuthStore, BudgetExceeded
-from ragnarok.quoting import quote
-from ragnarok.settings import Settings
+from ragnarok.core import meter as meters
+from ragnarok.core.settings import Settings
+from ragnarok.runtime.quoting import quote
 
 log = logging.getLogger(__name__)
 #: The owner of the audit rows of requests refused before a key was known (none, unknown, expired, revoked).

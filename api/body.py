@@ -19,7 +19,7 @@ from fastapi import HTTPException, Request, Response
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
 
-from ragnarok.quoting import quote
+from ragnarok.runtime.quoting import quote
 
 MAX_NESTING = 32  # levels of objects and arrays in a request body
 MAX_NUMBER_CHARS = 100  # characters of one number

@@ -9,9 +9,9 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from ragnarok.generate.service import GenerationService
-from ragnarok.retrieval_service import RerankService, RetrievalService
-from ragnarok.settings import Settings
+from ragnarok.core.settings import Settings
+from ragnarok.service.retrieval_service import RerankService, RetrievalService
+from ragnarok.stages.generate.service import GenerationService
 
 
 async def get_app_settings(request: Request) -> Settings:

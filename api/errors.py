@@ -21,22 +21,22 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from api.body import BodyLimit
-from ragnarok.meter import CallLimitReached
-from ragnarok.cancel import ClientDisconnected, DeadlineExceeded, ShuttingDown
-from ragnarok.generate.base import GenerationError, GeneratorUnavailable
-from ragnarok.gateway import StageError
-from ragnarok.java import JavaNotFoundError
-from ragnarok.quoting import QUOTE_CHARS, quote, shorten
-from ragnarok.redact import redact
-from ragnarok.spec import SpecError
-from ragnarok.registry import ComponentArgumentError, UnknownComponentError
-from ragnarok.rerank.base import RerankError, RerankerUnavailable
-from ragnarok.rerank.embedding import TooMuchWork
-from ragnarok.retrieve.building import IndexBuilding
-from ragnarok.retrieve.dense import DenseIndexNotFoundError
-from ragnarok.retrieve.lucene import IndexNotFoundError
-from ragnarok.retrieve.remote import RemoteRetrievalError
-from ragnarok.settings import Settings, get_settings
+from ragnarok.core.java import JavaNotFoundError
+from ragnarok.core.meter import CallLimitReached
+from ragnarok.core.registry import ComponentArgumentError, UnknownComponentError
+from ragnarok.core.settings import Settings, get_settings
+from ragnarok.core.spec import SpecError
+from ragnarok.runtime.cancel import ClientDisconnected, DeadlineExceeded, ShuttingDown
+from ragnarok.runtime.quoting import QUOTE_CHARS, quote, shorten
+from ragnarok.runtime.redact import redact
+from ragnarok.service.gateway import StageError
+from ragnarok.stages.generate.base import GenerationError, GeneratorUnavailable
+from ragnarok.stages.rerank.base import RerankError, RerankerUnavailable
+from ragnarok.stages.rerank.embedding import TooMuchWork
+from ragnarok.stages.retrieve.building import IndexBuilding
+from ragnarok.stages.retrieve.dense import DenseIndexNotFoundError
+from ragnarok.stages.retrieve.lucene import IndexNotFoundError
+from ragnarok.stages.retrieve.remote import RemoteRetrievalError
 
 log = logging.getLogger(__name__)
 
@@ -103,7 +103,7 @@ def _short(detail: Any) -> Any:
 
 
 #: Environment variables whose value, when it is a path or a URL, an error body never shows (besides the
-#: configured paths and URLs, and the keys :func:`ragnarok.redact.redact` masks): the Hugging Face and torch
+#: configured paths and URLs, and the keys :func:`ragnarok.runtime.redact.redact` masks): the Hugging Face and torch
 #: caches and endpoints, and any the messages of a library might quote.
 _PATH_VALUE = re.compile(r"^(?:[~/]|[A-Za-z]:[\\/]|[A-Za-z][A-Za-z0-9+.-]*://)")
 
@@ -297,7 +297,7 @@ def _stage_detail(exc: StageError) -> dict[str, Any]:
 
 def _generation_detail(exc: GenerationError) -> dict[str, Any]:
     detail = {"generator": exc.generator, "error": exc.cause, "message": str(exc)}
-    if deadline := getattr(exc, "deadline", None):  # a stream's (ragnarok.generate.streaming)
+    if deadline := getattr(exc, "deadline", None):  # a stream's (ragnarok.stages.generate.streaming)
         detail["deadline"] = deadline
     return detail
 

@@ -17,15 +17,15 @@ from api.routes import evaluate, generate, health, rag, rerank, retrieve, stages
 from api.shutdown import ShutdownAnswer
 from api.timing import ServerTiming
 from ragnarok.auth.principal import Principal, forwarded_credentials
-from ragnarok.proxies import ForwardedFor
-from ragnarok.cancel import InFlight
-from ragnarok.gateway import Services
+from ragnarok.core.registry import Instances
+from ragnarok.core.settings import Settings, get_settings
 from ragnarok.judge.cache import JudgeCache
-from ragnarok.query.writer import TextWriter
-from ragnarok.registry import Instances
-from ragnarok.generate.service import GenerationService
-from ragnarok.retrieval_service import RerankService, RetrievalService
-from ragnarok.settings import Settings, get_settings
+from ragnarok.runtime.cancel import InFlight
+from ragnarok.runtime.proxies import ForwardedFor
+from ragnarok.service.gateway import Services
+from ragnarok.service.retrieval_service import RerankService, RetrievalService
+from ragnarok.stages.generate.service import GenerationService
+from ragnarok.stages.query.writer import TextWriter
 
 #: The least time the background builds get to stop at shutdown, however little of the grace is left.
 MIN_BUILD_STOP_S = 0.5

@@ -7,8 +7,8 @@
   its latency (a call made in process while a request runs, such as a gateway's stage call, is not one: the
   gateway observes it in ``ragnarok_stage_duration_seconds``), and, at ``RAGNAROK_LOG_LEVEL=info``, logs one access line (logger ``ragnarok.access``: method,
   path, status, ms) carrying the request id, the route and, for a gateway stage call, the stage
-  (:mod:`ragnarok.logs`).
-* ``GET /metrics``: the Prometheus text format (:mod:`ragnarok.metrics`), behind the ``admin`` scope
+  (:mod:`ragnarok.runtime.logs`).
+* ``GET /metrics``: the Prometheus text format (:mod:`ragnarok.runtime.metrics`), behind the ``admin`` scope
   (with ``RAGNAROK_AUTH=off``, which ``ragnarok serve`` allows on loopback only, every caller has it).
 """
 
@@ -27,10 +27,10 @@ from starlette.routing import compile_path
 
 from api.auth import needs
 from api.body import StrictJSONRoute
-from ragnarok import metrics
-from ragnarok.activity import REQUESTS, is_work
-from ragnarok.logs import REQUEST_ID_HEADER, STAGE_HEADER, route_var, stage_var, valid_request_id
-from ragnarok.settings import Settings
+from ragnarok.core.settings import Settings
+from ragnarok.runtime import metrics
+from ragnarok.runtime.activity import REQUESTS, is_work
+from ragnarok.runtime.logs import REQUEST_ID_HEADER, STAGE_HEADER, route_var, stage_var, valid_request_id
 
 access = logging.getLogger("ragnarok.access")
 log = logging.getLogger(__name__)
@@ -156,7 +156,7 @@ class RequestMetrics:
 
         work = not internal and is_work(scope.get("method", ""), scope.get("path", ""))
         if work:
-            REQUESTS.begin()  # background builds give way while requests come (ragnarok.activity)
+            REQUESTS.begin()  # background builds give way while requests come (ragnarok.runtime.activity)
         try:
             await self.app(scope, receive, counted_send)
         finally:

@@ -23,7 +23,7 @@ from typing import Any
 
 import anyio
 
-from ragnarok.cancel import ShuttingDown
+from ragnarok.runtime.cancel import ShuttingDown
 
 MESSAGE = "the server is shutting down"
 _serving: ContextVar[bool] = ContextVar("ragnarok_serving_a_request", default=False)

@@ -24,10 +24,10 @@ from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from api.shutdown import MESSAGE, shutting_down
-from ragnarok.cancel import ShuttingDown
-from ragnarok.gateway import StageError
-from ragnarok.generate.base import GenerationError, GeneratorUnavailable
-from ragnarok.generate.streaming import StreamEvent
+from ragnarok.runtime.cancel import ShuttingDown
+from ragnarok.service.gateway import StageError
+from ragnarok.stages.generate.base import GenerationError, GeneratorUnavailable
+from ragnarok.stages.generate.streaming import StreamEvent
 
 log = logging.getLogger(__name__)
 ANSWER_EVENTS = frozenset({"delta", "sentence", "done"})

@@ -40,8 +40,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 from servers import ragnarok_serve  # noqa: E402
 
 from ragnarok.collection.demo_index import ensure_demo_index  # noqa: E402
-from ragnarok.settings import Settings  # noqa: E402
-from ragnarok.topics import load_topics  # noqa: E402
+from ragnarok.core.settings import Settings  # noqa: E402
+from ragnarok.core.topics import load_topics  # noqa: E402
 
 PIPELINES = ["bm25@20 | smollm2", "bm25@20 | extractive"]
 _WORDS = re.compile(r"[a-z0-9]+")

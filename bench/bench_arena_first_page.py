@@ -26,7 +26,7 @@ sys.path.insert(0, str(ROOT))
 from servers import ragnarok_serve  # noqa: E402
 
 from ragnarok.collection.demo_index import ensure_demo_index  # noqa: E402
-from ragnarok.settings import Settings  # noqa: E402
+from ragnarok.core.settings import Settings  # noqa: E402
 
 
 def main() -> None:

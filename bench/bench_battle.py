@@ -27,8 +27,8 @@ import httpx  # noqa: E402
 from api.main import create_app  # noqa: E402
 from ragnarok.arena.pool import identify  # noqa: E402
 from ragnarok.collection.demo_index import ensure_demo_index  # noqa: E402
-from ragnarok.settings import Settings  # noqa: E402
-from ragnarok.topics import load_topics  # noqa: E402
+from ragnarok.core.settings import Settings  # noqa: E402
+from ragnarok.core.topics import load_topics  # noqa: E402
 from webui.arena import Arena  # noqa: E402
 from webui.client import RagClient  # noqa: E402
 

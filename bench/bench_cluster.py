@@ -126,7 +126,7 @@ def main() -> None:
         env["RAGNAROK_DATA_DIR"] = str(args.data_dir)
     script = [str(ROOT / "deploy" / "cluster")]
     data = root / "cluster"
-    from ragnarok.netaddr import free_port  # noqa: PLC0415
+    from ragnarok.runtime.netaddr import free_port  # noqa: PLC0415
 
     started = time.perf_counter()
     up = subprocess.run([*script, "up", "--instances", str(args.instances), "--port", str(free_port()),

@@ -146,7 +146,7 @@ def measured(cmd: list[str], env: dict | None = None) -> Measured:
 
 
 def ragnarok(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from ragnarok.cli import app; app()", *args]
+    return [sys.executable, "-c", "from ragnarok.cli.main import app; app()", *args]
 
 
 def bulk_baseline(path: Path, n: int = 5000) -> tuple[float, float]:

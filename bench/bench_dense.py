@@ -32,12 +32,13 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench_retrieve import timed  # noqa: E402 - bench/ is on sys.path when run as a script
+
 from ragnarok.collection.demo_index import ensure_demo_index  # noqa: E402
-from ragnarok.retrieve.dense import HNSW_M, DenseRetriever, shared_encoder  # noqa: E402
-from ragnarok.retrieve.dense_build import build_dense_index, segments_from_lucene  # noqa: E402
-from ragnarok.settings import Settings  # noqa: E402
-from ragnarok.topics import load_topics  # noqa: E402
-from ragnarok.types import Query  # noqa: E402
+from ragnarok.core.settings import Settings  # noqa: E402
+from ragnarok.core.topics import load_topics  # noqa: E402
+from ragnarok.core.types import Query  # noqa: E402
+from ragnarok.stages.retrieve.dense import HNSW_M, DenseRetriever, shared_encoder  # noqa: E402
+from ragnarok.stages.retrieve.dense_build import build_dense_index, segments_from_lucene  # noqa: E402
 
 SUBJECTS = ["files", "strings", "lists", "dictionaries", "threads", "sockets", "regular expressions", "dates",
             "JSON", "logging"]

@@ -31,11 +31,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ragnarok.collection.demo_index import ensure_demo_index  # noqa: E402
-from ragnarok.evaluate import evaluate, read_qrels  # noqa: E402
-from ragnarok.retrieve.dense import Encoder  # noqa: E402
-from ragnarok.retrieve.dense_build import segments_from_lucene  # noqa: E402
-from ragnarok.settings import Settings  # noqa: E402
-from ragnarok.topics import load_topics  # noqa: E402
+from ragnarok.core.evaluation import evaluate, read_qrels  # noqa: E402
+from ragnarok.core.settings import Settings  # noqa: E402
+from ragnarok.core.topics import load_topics  # noqa: E402
+from ragnarok.stages.retrieve.dense import Encoder  # noqa: E402
+from ragnarok.stages.retrieve.dense_build import segments_from_lucene  # noqa: E402
 
 BACKENDS = ("torch", "onnx", "onnx-int8")
 

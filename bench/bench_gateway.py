@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 from servers import ragnarok_serve  # noqa: E402
 
 from ragnarok.collection.demo_index import ensure_demo_index  # noqa: E402
-from ragnarok.settings import Settings  # noqa: E402
-from ragnarok.topics import load_topics  # noqa: E402
+from ragnarok.core.settings import Settings  # noqa: E402
+from ragnarok.core.topics import load_topics  # noqa: E402
 
 PIPELINES = ["bm25@20 | extractive", "bm25@100 | extractive", "rrf(bm25, bm25+rm3)@100 | extractive"]
 

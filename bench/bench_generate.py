@@ -17,11 +17,11 @@ import statistics
 import time
 from pathlib import Path
 
-from ragnarok.generate.cite import postprocess
-from ragnarok.generate.llama_cpp import LlamaCppGenerator
-from ragnarok.generate.prompts import build_messages, get_template
-from ragnarok.settings import Settings
-from ragnarok.types import Candidate, Doc
+from ragnarok.core.settings import Settings
+from ragnarok.core.types import Candidate, Doc
+from ragnarok.stages.generate.cite import postprocess
+from ragnarok.stages.generate.llama_cpp import LlamaCppGenerator
+from ragnarok.stages.generate.prompts import build_messages, get_template
 
 SENTENCE = "The module provides functions to parse command-line options and arguments in scripts. "
 CANDIDATES = [Candidate(docid=f"doc{i}#0_0", score=20.0 - i, doc=Doc(title=f"Title {i}", segment=SENTENCE * 11))

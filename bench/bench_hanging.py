@@ -37,8 +37,8 @@ from fakes import flaky_openai_app  # noqa: E402
 from servers import ragnarok_serve, serve_app  # noqa: E402
 
 from ragnarok.collection.demo_index import ensure_demo_index  # noqa: E402
-from ragnarok.settings import Settings  # noqa: E402
-from ragnarok.topics import load_topics  # noqa: E402
+from ragnarok.core.settings import Settings  # noqa: E402
+from ragnarok.core.topics import load_topics  # noqa: E402
 
 EXTRACTIVE = "bm25@100 | extractive"
 HUNG = "bm25@20 | hung"

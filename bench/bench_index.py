@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_dedup import generate, measured, ragnarok  # noqa: E402
 
 PYSERINI_CLI = (
-    "import sys; from ragnarok.java import start_jvm; start_jvm(); from jnius import autoclass; "
+    "import sys; from ragnarok.core.java import start_jvm; start_jvm(); from jnius import autoclass; "
     "autoclass('io.anserini.index.IndexCollection').main(sys.argv[1:])"
 )
 

@@ -14,6 +14,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from ragnarok.core.settings import Settings
 from ragnarok.judge.answers import lucene_segments, read_answers
 from ragnarok.judge.cache import JudgeCache
 from ragnarok.judge.evalrag import evaluate_run
@@ -22,7 +23,6 @@ from ragnarok.judge.nuggets import read_nuggets
 from ragnarok.judge.proxy import ProxyJudge
 from ragnarok.judge.reference import read_references
 from ragnarok.judge.service import make_judge
-from ragnarok.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 COLUMNS = ("strict_vital", "vital", "strict_all", "all", "support_precision", "support_recall", "rouge_l",

@@ -32,8 +32,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from fastapi import FastAPI, Request
-
 from judge_families import DEV  # the topics the proxy's thresholds were calibrated on (issue 37)
+
 from ragnarok.judge.agreement import accuracy, cohen_kappa, confusion, record
 from ragnarok.judge.answers import read_answers
 from ragnarok.judge.nuggets import Nugget, nugget_scores
@@ -124,15 +124,15 @@ def make(name: str, nugget_rows, support_rows, answers, segments, cache_dir: Pat
     from ragnarok.judge.service import make_judge
 
     if name == "fake-llm":  # served over HTTP as an OpenAI-compatible server, judged through the generator
-        from ragnarok.generate.base import GeneratorConfig
-        from ragnarok.settings import Settings
+        from ragnarok.core.settings import Settings
+        from ragnarok.stages.generate.base import GeneratorConfig
 
         base = stack.enter_context(fake_server(fake_llm(nugget_rows, support_rows, answers, segments)))
         settings = Settings(data_dir=cache_dir, generators=[GeneratorConfig(
             name="fake-llm", backend="openai", base_url=base + "/v1", model="gold-labels", timeout_s=30,
             max_retries=0)])
         return make_judge(settings, "fake-llm", cache=JudgeCache(cache_dir / "judgments.db"))
-    from ragnarok.settings import Settings
+    from ragnarok.core.settings import Settings
 
     return make_judge(Settings(), name)
 
@@ -140,7 +140,7 @@ def make(name: str, nugget_rows, support_rows, answers, segments, cache_dir: Pat
 def evaluate(judge, answers, nugget_rows, support_rows, segments) -> dict:  # type: ignore[no-untyped-def]
     from ragnarok.judge import entail, slots, statements, support_rules, textrules
     from ragnarok.judge.proxy import cosines
-    from ragnarok.embed.vectors import text_vectors
+    from ragnarok.stages.embed.vectors import text_vectors
 
     cosines(["warm"], ["up"])  # MiniLM loaded before the clock
     textrules.stem("warm")  # and nltk (its import, ~0.6 s, is a process's start-up, like MiniLM's load)
@@ -263,8 +263,8 @@ def main() -> None:
         table = json.loads(args.segments_json.read_text())
         segments = table.get
     else:
+        from ragnarok.core.settings import Settings
         from ragnarok.judge.answers import lucene_segments
-        from ragnarok.settings import Settings
 
         if args.index:
             segments = lucene_segments(args.index)

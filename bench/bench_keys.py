@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 
 from api.main import create_app  # noqa: E402
 from ragnarok.auth.store import AuthStore  # noqa: E402
-from ragnarok.settings import Settings  # noqa: E402
+from ragnarok.core.settings import Settings  # noqa: E402
 
 
 def pct(values: list[float], q: int) -> float:

@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ragnarok.arena.pool import identify  # noqa: E402
-from ragnarok.settings import Settings  # noqa: E402
+from ragnarok.core.settings import Settings  # noqa: E402
 from webui.arena import Arena  # noqa: E402
 from webui.client import RagClient  # noqa: E402
 

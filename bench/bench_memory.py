@@ -42,10 +42,11 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
 from bench_throughput import cpu_s, loadavg  # noqa: E402
-from ragnarok.java import heap_bytes  # noqa: E402
-from ragnarok.netaddr import free_port  # noqa: E402
-from ragnarok.settings import Settings  # noqa: E402
-from ragnarok.topics import load_topics  # noqa: E402
+
+from ragnarok.core.java import heap_bytes  # noqa: E402
+from ragnarok.core.settings import Settings  # noqa: E402
+from ragnarok.core.topics import load_topics  # noqa: E402
+from ragnarok.runtime.netaddr import free_port  # noqa: E402
 
 MAPPING = re.compile(r"^[0-9a-f]+-[0-9a-f]+$")
 ARENA_KB = 64 * 1024  # a glibc malloc arena's reservation (64-bit)

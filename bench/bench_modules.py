@@ -23,12 +23,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ragnarok.batch import local_services
 from ragnarok.collection.demo_index import ensure_demo_index
-from ragnarok.gateway import PipelineRunner
-from ragnarok.settings import Settings
-from ragnarok.spec import parse
-from ragnarok.topics import load_topics
+from ragnarok.core.settings import Settings
+from ragnarok.core.spec import parse
+from ragnarok.core.topics import load_topics
+from ragnarok.service.batch import local_services
+from ragnarok.service.gateway import PipelineRunner
 
 PASSAGE = [
     "bm25@100 | collapse@20",
@@ -81,7 +81,7 @@ async def bench(specs: list[str], topics: list, rounds: int, settings: Settings)
 
 
 def _q(topic):
-    from ragnarok.types import Query
+    from ragnarok.core.types import Query
 
     return Query(text=topic.text, qid=topic.qid)
 

@@ -39,8 +39,8 @@ from bench_throughput import cpu_s, load, loadavg  # noqa: E402
 from servers import free_port  # noqa: E402
 
 from ragnarok.collection.demo_index import ensure_demo_index  # noqa: E402
-from ragnarok.settings import Settings  # noqa: E402
-from ragnarok.topics import load_topics  # noqa: E402
+from ragnarok.core.settings import Settings  # noqa: E402
+from ragnarok.core.topics import load_topics  # noqa: E402
 
 VARIANTS = {
     "off": {"RAGNAROK_METRICS": "0", "RAGNAROK_REQUEST_IDS": "0", "RAGNAROK_LOG_LEVEL": "warning"},
@@ -55,7 +55,7 @@ def in_process_us(data_dir: Path, calls: int = 20_000) -> dict[str, float]:
     import logging  # noqa: PLC0415
 
     from api.main import create_app  # noqa: PLC0415
-    from ragnarok import logs  # noqa: PLC0415
+    from ragnarok.runtime import logs  # noqa: PLC0415
 
     out: dict[str, float] = {}
     sink = open(tempfile.mktemp(prefix="bench-obs-log-"), "w")  # noqa: SIM115

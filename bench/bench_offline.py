@@ -28,8 +28,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 from servers import ragnarok_serve, wait_until_idle  # noqa: E402
 
 from ragnarok.collection.demo_index import ensure_demo_index  # noqa: E402
-from ragnarok.settings import Settings  # noqa: E402
-from ragnarok.topics import load_topics  # noqa: E402
+from ragnarok.core.settings import Settings  # noqa: E402
+from ragnarok.core.topics import load_topics  # noqa: E402
 
 
 def pct(values: list[float], q: int) -> float:

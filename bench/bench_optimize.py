@@ -33,11 +33,11 @@ sys.path.insert(0, str(ROOT))
 
 
 def setup(args: argparse.Namespace, memory_mb: int = 1024, disk: bool = True):  # type: ignore[no-untyped-def]
+    from ragnarok.core.settings import get_settings
     from ragnarok.optimize.config import load_config
     from ragnarok.optimize.objective import Evaluator
     from ragnarok.optimize.prepare import prepare_index
     from ragnarok.optimize.space import build_space
-    from ragnarok.settings import get_settings
 
     config, located = load_config(Path(args.config))
     settings = get_settings()

@@ -30,11 +30,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from ragnarok.rerank.embedding import candidate_texts  # noqa: E402
-from ragnarok.rerank.tiny import CORPUS, build_tiny_cross_encoder, build_tiny_monot5  # noqa: E402
-from ragnarok.retrieval_service import RerankService  # noqa: E402
-from ragnarok.settings import Settings  # noqa: E402
-from ragnarok.types import Request  # noqa: E402
+from ragnarok.core.settings import Settings  # noqa: E402
+from ragnarok.core.types import Request  # noqa: E402
+from ragnarok.service.retrieval_service import RerankService  # noqa: E402
+from ragnarok.stages.rerank.embedding import candidate_texts  # noqa: E402
+from ragnarok.stages.rerank.tiny import CORPUS, build_tiny_cross_encoder, build_tiny_monot5  # noqa: E402
 
 # name -> (reranker, builder, builder arguments): sizes of the real checkpoints named
 MODELS = {

@@ -14,9 +14,9 @@ import statistics
 import time
 from collections.abc import Callable
 
-from ragnarok.generate.cite import postprocess
-from ragnarok.generate.prompts import approx_tokens, build_messages, get_template
-from ragnarok.types import Candidate, Doc, word_count
+from ragnarok.core.types import Candidate, Doc, word_count
+from ragnarok.stages.generate.cite import postprocess
+from ragnarok.stages.generate.prompts import approx_tokens, build_messages, get_template
 
 TOPIC = "how does gzip compress files and how does it differ from zip"
 VOCAB = ("gzip deflate compression file archive algorithm huffman coding lz77 window dictionary stream "

@@ -5,7 +5,7 @@
 
 The index needs its dense MiniLM index beside it for the ``offline`` pipeline (``make serve`` builds both).
 
-1. In this process, Anserini's searcher on the index (``ragnarok.retrieve.anserini``): the p50 of one BM25
+1. In this process, Anserini's searcher on the index (``ragnarok.stages.retrieve.anserini``): the p50 of one BM25
    search and of one BM25+Rocchio search at ``--k``, over the topics three times after a warm-up over them. This is what
    the expansion costs in Lucene alone, at several feedback sizes.
 2. A fresh ``ragnarok serve --no-dense`` (one worker), one warm-up answer on a topic not among them, then each
@@ -41,9 +41,9 @@ from bench_throughput import loadavg, start_server  # noqa: E402
 from servers import free_port  # noqa: E402
 
 from ragnarok.collection.demo_index import ensure_demo_index  # noqa: E402
-from ragnarok.retrieve.anserini import LuceneSearcher  # noqa: E402
-from ragnarok.settings import Settings  # noqa: E402
-from ragnarok.topics import load_topics  # noqa: E402
+from ragnarok.core.settings import Settings  # noqa: E402
+from ragnarok.core.topics import load_topics  # noqa: E402
+from ragnarok.stages.retrieve.anserini import LuceneSearcher  # noqa: E402
 
 FEEDBACK = [(10, 10), (1, 10), (10, 30)]  # (documents, terms); (10, 10) is the default
 

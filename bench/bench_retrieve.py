@@ -30,9 +30,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 from servers import free_port  # noqa: E402
 
 from ragnarok.collection.demo_index import ensure_demo_index  # noqa: E402
-from ragnarok.java import import_pyserini_search  # noqa: E402
-from ragnarok.settings import Settings  # noqa: E402
-from ragnarok.topics import load_topics  # noqa: E402
+from ragnarok.core.java import import_pyserini_search  # noqa: E402
+from ragnarok.core.settings import Settings  # noqa: E402
+from ragnarok.core.topics import load_topics  # noqa: E402
 
 
 def pct(values: list[float], q: float) -> float:

@@ -274,7 +274,7 @@ def serve_and_query(args: argparse.Namespace, work: Path, m: dict[str, Any], luc
 
 def recall(answers: list, queries: list[str], vectors: np.ndarray, docids: list[str]) -> float:
     """Mean overlap of the service's dense top 100 with exact search on the same vectors."""
-    from ragnarok.retrieve.dense import shared_encoder  # noqa: PLC0415
+    from ragnarok.stages.retrieve.dense import shared_encoder  # noqa: PLC0415
 
     exact = sm.exact_top(vectors, shared_encoder(sm.MODEL).encode(queries, query=True))
     found = [{c["docid"] for c in body["candidates"]} for _, body, _ in answers]

@@ -74,7 +74,7 @@ def bench_eval(runs: list[Path], vectors_known: bool = False) -> bool:
     from ragnarok.judge import cli as judge_cli
     from ragnarok.judge import entail, service, statements, textrules
     from ragnarok.judge.proxy import cosines
-    from ragnarok.embed.vectors import text_vectors
+    from ragnarok.stages.embed.vectors import text_vectors
 
     cosines(["warm"], ["up"])  # MiniLM loaded before the clock
     textrules.stem("warm")  # and nltk (its import is start-up, like MiniLM's load)

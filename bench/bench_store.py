@@ -21,9 +21,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from ragnarok.collection.demo_index import ensure_demo_index  # noqa: E402
-from ragnarok.retrieve.dense import shared_encoder  # noqa: E402
-from ragnarok.retrieve.dense_build import build_dense_index, segments_from_lucene  # noqa: E402
-from ragnarok.settings import Settings  # noqa: E402
+from ragnarok.core.settings import Settings  # noqa: E402
+from ragnarok.stages.retrieve.dense import shared_encoder  # noqa: E402
+from ragnarok.stages.retrieve.dense_build import build_dense_index, segments_from_lucene  # noqa: E402
 
 
 def main() -> None:

@@ -38,8 +38,8 @@ from api.main import create_app  # noqa: E402
 from ragnarok.arena.pool import PipelineId  # noqa: E402
 from ragnarok.arena.store import VoteStore  # noqa: E402
 from ragnarok.auth.store import AuthStore  # noqa: E402
-from ragnarok.generate.base import GeneratorConfig  # noqa: E402
-from ragnarok.settings import Settings  # noqa: E402
+from ragnarok.core.settings import Settings  # noqa: E402
+from ragnarok.stages.generate.base import GeneratorConfig  # noqa: E402
 from webui.votes import VoteLog  # noqa: E402
 
 KEY_ENV = "RAGNAROK_BENCH_PAID_KEY"

@@ -31,8 +31,8 @@ from bench_answers import pct  # noqa: E402
 from servers import ragnarok_serve  # noqa: E402
 
 from ragnarok.collection.demo_index import ensure_demo_index  # noqa: E402
-from ragnarok.settings import Settings  # noqa: E402
-from ragnarok.topics import load_topics  # noqa: E402
+from ragnarok.core.settings import Settings  # noqa: E402
+from ragnarok.core.topics import load_topics  # noqa: E402
 
 PIPELINES = ["bm25@20 | smollm2", "offline"]
 

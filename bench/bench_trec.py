@@ -29,9 +29,9 @@ sys.path.insert(0, str(ROOT / "tests"))
 from servers import free_port  # noqa: E402
 
 from ragnarok.collection.demo_index import ensure_demo_index  # noqa: E402
-from ragnarok.generate.base import GeneratorConfig  # noqa: E402
-from ragnarok.settings import Settings  # noqa: E402
-from ragnarok.topics import read_topics  # noqa: E402
+from ragnarok.core.settings import Settings  # noqa: E402
+from ragnarok.core.topics import read_topics  # noqa: E402
+from ragnarok.stages.generate.base import GeneratorConfig  # noqa: E402
 from ragnarok.track.run import TrackOptions, read_requests, run_track, track_pipeline  # noqa: E402
 
 

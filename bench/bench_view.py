@@ -31,14 +31,14 @@ sys.path.insert(0, str(ROOT))
 from browser import chromium  # noqa: E402
 
 from ragnarok.collection.demo_index import ensure_demo_index  # noqa: E402
-from ragnarok.settings import Settings  # noqa: E402
-from ragnarok.topics import read_topics  # noqa: E402
+from ragnarok.core.settings import Settings  # noqa: E402
+from ragnarok.core.topics import read_topics  # noqa: E402
 
 LABELS = ("support", "partial_support", "not_support")
 
 
 def build_runs(topics_file: Path, index_dir: Path, out: Path, refs: int) -> tuple[Path, Path, Path, int]:
-    from ragnarok.retrieve.lucene import LuceneRetriever  # noqa: PLC0415
+    from ragnarok.stages.retrieve.lucene import LuceneRetriever  # noqa: PLC0415
 
     bm25 = LuceneRetriever(name="bm25", source=str(index_dir))
     rng = random.Random(0)

@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 import schemathesis  # noqa: E402
-from hypothesis import HealthCheck, Phase, given, seed as hypothesis_seed, settings  # noqa: E402
+from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
+from hypothesis import seed as hypothesis_seed
 from hypothesis.errors import Unsatisfiable  # noqa: E402
 from schemathesis import GenerationMode  # noqa: E402
 from schemathesis.checks import not_a_server_error  # noqa: E402
@@ -40,7 +41,7 @@ from schemathesis.specs.openapi.checks import (  # noqa: E402
 from servers import ragnarok_serve  # noqa: E402
 
 from ragnarok.collection.demo_index import ensure_demo_index  # noqa: E402
-from ragnarok.settings import Settings  # noqa: E402
+from ragnarok.core.settings import Settings  # noqa: E402
 
 CONFORMANCE = [status_code_conformance, content_type_conformance, response_schema_conformance]
 

@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from ragnarok.topics import load_topics  # noqa: E402
+from ragnarok.core.topics import load_topics  # noqa: E402
 
 
 def post(conn: http.client.HTTPConnection, pipeline: str, topic: str) -> float:

@@ -142,10 +142,10 @@ def demo_bases(data_dir: Path, n_queries: int = 100, seed: int = 0) -> tuple[np.
     import faiss  # noqa: PLC0415
 
     from ragnarok.collection.demo_index import ensure_demo_index  # noqa: PLC0415
-    from ragnarok.generate.extractive import prose_sentences  # noqa: PLC0415
-    from ragnarok.retrieve.anserini import LuceneSearcher  # noqa: PLC0415
-    from ragnarok.retrieve.dense import dense_dir  # noqa: PLC0415
-    from ragnarok.settings import Settings  # noqa: PLC0415
+    from ragnarok.core.settings import Settings  # noqa: PLC0415
+    from ragnarok.stages.generate.extractive import prose_sentences  # noqa: PLC0415
+    from ragnarok.stages.retrieve.anserini import LuceneSearcher  # noqa: PLC0415
+    from ragnarok.stages.retrieve.dense import dense_dir  # noqa: PLC0415
 
     lucene = ensure_demo_index(Settings(data_dir=data_dir), 2, MODEL)
     index = faiss.read_index(str(dense_dir(lucene, MODEL) / "index.faiss"))
@@ -182,8 +182,8 @@ def docids_of(path: Path) -> list[str]:
 def minilm_vectors(collection: Path, out: Path, size: int, batch: int = 256) -> np.ndarray:
     """Real MiniLM vectors of the first ``size`` segments (title, newline, segment: what ragnarok's dense build
     encodes), written to ``out`` (.npy, memory-mapped) batch by batch, with a progress bar and an ETA."""
-    from ragnarok.progress import progress  # noqa: PLC0415
-    from ragnarok.retrieve.dense import shared_encoder  # noqa: PLC0415
+    from ragnarok.runtime.progress import progress  # noqa: PLC0415
+    from ragnarok.stages.retrieve.dense import shared_encoder  # noqa: PLC0415
 
     encoder = shared_encoder(MODEL)
     vectors = np.lib.format.open_memmap(out, mode="w+", dtype=np.float32, shape=(size, DIM))
@@ -220,7 +220,7 @@ def synthetic_vectors(real: np.ndarray, out: Path, size: int, seed: int, chunk: 
 def write_dense(vectors: np.ndarray, docids: list[str], out_dir: Path, lucene_dir: Path, kind: str = "auto",
                 shards: int = 1) -> Any:
     """The dense index, written by the dense build's own interface (the one place the bench calls it)."""
-    from ragnarok.retrieve.dense_build import write_dense_index  # noqa: PLC0415
+    from ragnarok.stages.retrieve.dense_build import write_dense_index  # noqa: PLC0415
 
     return write_dense_index(vectors, docids, out_dir, model=MODEL, kind=kind, shards=shards, lucene_dir=lucene_dir)
 
@@ -251,7 +251,7 @@ def same_ranking(a: list[tuple[str, float]], b: list[tuple[str, float]], tol: fl
 def shards_identical(vectors: np.ndarray, docids: list[str], lucene_dir: Path, root: Path,
                      queries: list[str]) -> bool:
     """Exact search over 4 shards ranks every query as one exact index does (the dense build's ``shards``)."""
-    from ragnarok.retrieve.dense import DenseRetriever  # noqa: PLC0415
+    from ragnarok.stages.retrieve.dense import DenseRetriever  # noqa: PLC0415
 
     rankings = []
     for shards in (1, 4):

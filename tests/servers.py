@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import uvicorn
 
-from ragnarok.netaddr import free_port  # the tests' free loopback port
+from ragnarok.runtime.netaddr import free_port  # the tests' free loopback port
 
 
 @contextmanager
@@ -155,7 +155,7 @@ _HUB_SCRIPT = """
 import json, sys
 from fastapi.testclient import TestClient
 from api.main import create_app
-from ragnarok.settings import Settings
+from ragnarok.core.settings import Settings
 c = TestClient(create_app(Settings(data_dir=sys.argv[1]), arena=False), raise_server_exceptions=False)
 req = {"query": {"text": "gzip"}, "candidates": [{"docid": "a", "score": 1, "doc": {"segment": "gzip"}}]}
 rs = [c.post("/v1/rerank", json={"request": req, "reranker": r, "k": 1}) for r in sys.argv[2:]]

@@ -9,8 +9,8 @@ import time
 from fastapi.testclient import TestClient
 
 from api.main import create_app
-from ragnarok.activity import REQUESTS, Activity, is_work
-from ragnarok.retrieve.building import QUIET_S, DenseBuild
+from ragnarok.runtime.activity import REQUESTS, Activity, is_work
+from ragnarok.stages.retrieve.building import QUIET_S, DenseBuild
 
 
 def test_what_counts_as_work():

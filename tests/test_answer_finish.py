@@ -3,13 +3,12 @@ answer stopped and cut at a sentence, and the notes that reach the /rag trace.""
 
 import pytest
 
-from ragnarok.generate.base import GeneratorConfig
-from ragnarok.generate.finish import attribute, drop_repeats, repeats
-from ragnarok.generate.finish import whole_sentences
-from ragnarok.generate.llama_cpp import Stopper
-from ragnarok.generate.llm import answer_with_llm, finish
-from ragnarok.generate.prompts import get_template
-from ragnarok.types import Candidate, Doc, Query
+from ragnarok.core.types import Candidate, Doc, Query
+from ragnarok.stages.generate.base import GeneratorConfig
+from ragnarok.stages.generate.finish import attribute, drop_repeats, repeats, whole_sentences
+from ragnarok.stages.generate.llama_cpp import Stopper
+from ragnarok.stages.generate.llm import answer_with_llm, finish
+from ragnarok.stages.generate.prompts import get_template
 
 CONTEXTS = [
     "The gzip module provides a simple interface to compress and decompress files like the GNU gzip program.",

@@ -12,13 +12,13 @@ from servers import free_port, serve_app
 
 from api.main import create_app
 from api.routes.evaluate import MAX_NUGGETS, MAX_SENTENCES
-from ragnarok.generate.base import GeneratorConfig
+from ragnarok.core.settings import Settings
 from ragnarok.judge.answers import Answer
 from ragnarok.judge.evalrag import evaluate_run
 from ragnarok.judge.nuggets import Nugget, TopicNuggets
 from ragnarok.judge.proxy import ProxyJudge
 from ragnarok.judge.reference import reference_scores
-from ragnarok.settings import Settings
+from ragnarok.stages.generate.base import GeneratorConfig
 
 QUESTION = "how do I parse command-line arguments"
 SENTENCES = ["Use the argparse module to parse command-line arguments.", "Bananas are yellow fruit."]

@@ -3,15 +3,15 @@
 import json
 
 import pytest
-from fastapi.testclient import TestClient
-
-from api.main import create_app
 from fakes import flaky_openai_app
-from ragnarok.generate.base import GeneratorConfig
-from ragnarok.generate.cite import NO_ANSWER_TEXT
-from ragnarok.settings import Settings
+from fastapi.testclient import TestClient
 from servers import serve_app
 from test_generate_backends import CANDIDATES, TOPIC
+
+from api.main import create_app
+from ragnarok.core.settings import Settings
+from ragnarok.stages.generate.base import GeneratorConfig
+from ragnarok.stages.generate.cite import NO_ANSWER_TEXT
 
 REQUEST = {"query": {"text": TOPIC.text, "qid": TOPIC.qid},
            "candidates": [c.model_dump(mode="json", exclude_none=True) for c in CANDIDATES]}

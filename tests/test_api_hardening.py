@@ -15,16 +15,16 @@ import anyio
 import pytest
 from fastapi.routing import APIRoute
 from fastapi.testclient import TestClient
+from servers import rerank_behind_a_counting_hub, serve_app
 
 from api.body import MAX_NESTING, StrictJSONRoute
 from api.errors import ErrorOut
 from api.main import create_app
-from ragnarok.fuse import cc, dbsf, ranked, rrf
-from ragnarok.gateway import PipelineRunner, StageError
-from ragnarok.spec import MAX_SOURCES, SpecError, parse
-from ragnarok.spec_mapping import from_mapping
-from ragnarok.types import Candidate, Doc, Query, Request
-from servers import rerank_behind_a_counting_hub, serve_app
+from ragnarok.core.fuse import cc, dbsf, ranked, rrf
+from ragnarok.core.spec import MAX_SOURCES, SpecError, parse
+from ragnarok.core.spec_mapping import from_mapping
+from ragnarok.core.types import Candidate, Doc, Query, Request
+from ragnarok.service.gateway import PipelineRunner, StageError
 
 ROOT = Path(__file__).resolve().parent.parent
 CANDIDATES = [{"docid": f"d{i}", "score": 1.0 - i / 10, "doc": {"segment": f"gzip compresses files, part {i}."}}

@@ -2,12 +2,12 @@
 
 import pytest
 from fastapi.testclient import TestClient
+from servers import serve_app
+from test_lucene import DOCS
 
 from api.main import create_app
 from ragnarok.collection.lucene_index import index_documents
-from ragnarok.settings import Settings
-from servers import serve_app
-from test_lucene import DOCS
+from ragnarok.core.settings import Settings
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,6 @@ import time
 import httpx
 import pytest
 from httpx_sse import connect_sse
-
 from servers import serve_app
 from sse_fakes import Script, streaming_openai_app
 
@@ -35,7 +34,7 @@ def fake():
 
 
 def _generators(base: str) -> list:
-    from ragnarok.generate.base import GeneratorConfig
+    from ragnarok.stages.generate.base import GeneratorConfig
 
     def llm(name: str, **extra) -> GeneratorConfig:
         return GeneratorConfig(name=name, backend="openai", base_url=base + "/v1", model="fake", max_retries=0,
@@ -48,7 +47,7 @@ def _generators(base: str) -> list:
 @pytest.fixture(scope="module")
 def service(fake, demo_settings):
     from api.main import create_app
-    from ragnarok.settings import Settings
+    from ragnarok.core.settings import Settings
 
     _, base = fake
     settings = Settings(data_dir=demo_settings.data_dir, generators=_generators(base))
@@ -203,7 +202,7 @@ def test_the_gateway_streams_across_http(fake, demo_settings, script):
     """The gateway with RAGNAROK_GENERATION_URL on another server: the AG service's events pass through as
     they come, not once the answer is complete."""
     from api.main import create_app
-    from ragnarok.settings import Settings
+    from ragnarok.core.settings import Settings
 
     _, base = fake
     ag = create_app(Settings(data_dir=demo_settings.data_dir, generators=_generators(base)), arena=False)
@@ -232,7 +231,7 @@ def test_a_streamed_answer_is_paid_for_with_a_key(fake, demo_settings, tmp_path,
     """With keys: the stream is reserved like the answer it replaces and its spend is recorded when it ends."""
     from api.main import create_app
     from ragnarok.auth.store import AuthStore
-    from ragnarok.settings import Settings
+    from ragnarok.core.settings import Settings
 
     _, base = fake
     settings = Settings(data_dir=demo_settings.data_dir, generators=_generators(base), auth="keys",
@@ -254,10 +253,11 @@ def test_a_streamed_answer_is_paid_for_with_a_key(fake, demo_settings, tmp_path,
 def test_a_server_that_does_not_stream_is_answered_whole(demo_settings):
     """An OpenAI-compatible server that ignores ``stream`` and answers one chat completion: the stream is that
     answer, its sentences at once, and ``done`` the plain body."""
-    from api.main import create_app
     from fastapi import FastAPI
-    from ragnarok.generate.base import GeneratorConfig
-    from ragnarok.settings import Settings
+
+    from api.main import create_app
+    from ragnarok.core.settings import Settings
+    from ragnarok.stages.generate.base import GeneratorConfig
 
     plain_server = FastAPI()
 

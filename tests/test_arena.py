@@ -15,7 +15,7 @@ from servers import free_port
 
 from api.main import create_app
 from ragnarok.arena.pool import compose, default_specs, identify, make_pool, pair_key, pick_pair
-from ragnarok.generate.base import GeneratorConfig
+from ragnarok.stages.generate.base import GeneratorConfig
 from webui import boards, render
 from webui.arena import Arena
 from webui.client import RagClient
@@ -289,7 +289,7 @@ def _browser_request(session_hash: str, host: str):
 
 def test_rotating_the_session_does_not_bypass_the_vote_limit(tmp_path):
     """The UI's vote handlers rate-limit by client address: a fresh session hash per vote buys nothing."""
-    from ragnarok.settings import Settings
+    from ragnarok.core.settings import Settings
     from webui.app import vote_from
 
     settings = Settings(data_dir=tmp_path, database_url=f"sqlite:///{tmp_path / 'v.db'}",

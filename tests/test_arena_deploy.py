@@ -22,7 +22,7 @@ from test_arena_public import _gradio, _status, paid_llm
 
 from api.main import create_app
 from ragnarok.arena.pool import identify, make_pool, miss_factor, pair_key, pick_pair, speed_weights
-from ragnarok.generate.base import GeneratorConfig
+from ragnarok.stages.generate.base import GeneratorConfig
 from webui.arena import Arena
 from webui.client import RagClient
 

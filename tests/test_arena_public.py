@@ -17,7 +17,7 @@ from sqlalchemy import text
 
 from api.main import create_app
 from ragnarok.arena.pool import free_generators, identify
-from ragnarok.generate.base import GeneratorConfig
+from ragnarok.stages.generate.base import GeneratorConfig
 from webui.arena import Arena, arena_principal
 from webui.client import RagClient
 

@@ -17,7 +17,7 @@ from servers import serve_app
 
 from api.main import create_app
 from ragnarok.arena.pool import LatencyBook, identify, make_pool, pair_key, pick_pair, speed_weights
-from ragnarok.generate.base import GeneratorConfig
+from ragnarok.stages.generate.base import GeneratorConfig
 from webui import arena as arena_module
 from webui.arena import Arena
 from webui.client import RagClient
@@ -204,7 +204,7 @@ def _services(state: dict) -> FastAPI:
 
 
 def test_the_default_pool_gains_dense_and_fused_once_the_index_is_built(tmp_path, monkeypatch):
-    from ragnarok.settings import Settings
+    from ragnarok.core.settings import Settings
 
     state = {"dense": False}
     settings = Settings(data_dir=tmp_path, database_url=f"sqlite:///{tmp_path / 'v.db'}")

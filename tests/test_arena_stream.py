@@ -34,7 +34,7 @@ from test_arena_browser import browser_context  # noqa: F401 - the fixture (chro
 from api.main import create_app
 from ragnarok.arena.pool import identify
 from ragnarok.auth.principal import Principal, acting_as, current
-from ragnarok.generate.base import GeneratorConfig
+from ragnarok.stages.generate.base import GeneratorConfig
 from webui import render
 from webui.arena import Arena, arena_principal
 from webui.asgi_stream import StreamingASGITransport

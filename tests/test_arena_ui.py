@@ -21,7 +21,7 @@ from servers import serve_app
 from test_arena_browser import browser_context  # noqa: F401 - the fixture (chromium, or skip / fail in CI)
 
 from api.main import create_app
-from ragnarok.generate.base import GeneratorConfig
+from ragnarok.stages.generate.base import GeneratorConfig
 
 pytestmark = [
     pytest.mark.slow,

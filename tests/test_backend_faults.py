@@ -11,17 +11,17 @@ import time
 
 import httpx
 import pytest
-from fastapi.testclient import TestClient
-
-from api.main import create_app
 from fakes import cohere_app, flaky_openai_app
-from ragnarok.generate.base import GenerationError, GeneratorConfig
-from ragnarok.generate.openai_compat import OpenAIChatGenerator
-from ragnarok.generate.prompts import get_template
-from ragnarok.redact import quote, register_env
-from ragnarok.settings import Settings
+from fastapi.testclient import TestClient
 from servers import free_port, serve_app
 from test_generate_backends import CANDIDATES, TOPIC
+
+from api.main import create_app
+from ragnarok.core.settings import Settings
+from ragnarok.runtime.redact import quote, register_env
+from ragnarok.stages.generate.base import GenerationError, GeneratorConfig
+from ragnarok.stages.generate.openai_compat import OpenAIChatGenerator
+from ragnarok.stages.generate.prompts import get_template
 
 KEY_ENV, KEY = "FAULTY_LLM_KEY", "sk-test-0123456789-SECRET-abcdef"
 TIMEOUT_S, DEADLINE_S = 0.5, 1.0  # per attempt; per request (one retry fits)

@@ -5,13 +5,13 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-
-from ragnarok.retrieve import anserini
-from ragnarok.retrieve.anserini import batch_search_hits, search_hits
-from ragnarok.retrieve.batcher import SearchBatcher
-from ragnarok.retrieve.lucene import LuceneRetriever
-from ragnarok.types import Query
 from test_lucene import TOPICS
+
+from ragnarok.core.types import Query
+from ragnarok.stages.retrieve import anserini
+from ragnarok.stages.retrieve.anserini import batch_search_hits, search_hits
+from ragnarok.stages.retrieve.batcher import SearchBatcher
+from ragnarok.stages.retrieve.lucene import LuceneRetriever
 
 
 class Gate:

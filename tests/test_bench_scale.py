@@ -133,7 +133,7 @@ def test_tiny_run_writes_the_json_shape(tmp_path, demo_settings, slowdown):
     assert any(line.startswith(("PASS  ", "FAIL  ")) for line in out.stdout.splitlines())
     assert (tmp_path / "r.png").read_bytes()[:4] == b"\x89PNG"
     assert list((tmp_path / "work").iterdir()) == []  # the run's own directory removed without --keep
-    from ragnarok.retrieve import dense_build
+    from ragnarok.stages.retrieve import dense_build
 
     if hasattr(dense_build, "write_dense_index"):  # the dense build's interface (issue 36, item 2)
         assert m["dense_p50_ms"] > 0 and m["dense_recall_at_100"] >= 0.95 and result["shards_identical"] is True

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from ragnarok.evaluate import evaluate, read_qrels
-from ragnarok.trec import read_run
+from ragnarok.core.evaluation import evaluate, read_qrels
+from ragnarok.core.trec import read_run
 
 
 def ragnarok(*args: str) -> str:

@@ -2,8 +2,8 @@
 
 import pytest
 
-from ragnarok.generate.cite import NO_ANSWER_TEXT, postprocess
-from ragnarok.types import CitedSentence, RagAnswer, word_count
+from ragnarok.core.types import CitedSentence, RagAnswer, word_count
+from ragnarok.stages.generate.cite import NO_ANSWER_TEXT, postprocess
 
 DOCS = [f"d{i}" for i in range(1, 31)]  # context [i] in the prompt is segment d{i}
 
@@ -163,7 +163,7 @@ class attributes are shared by every instance [1]."""
 def test_smollm2_markdown_code_and_orphan_markers_leave_no_sentence():
     """Issue 27: code fences, code-only lines and orphan list markers are not sentences; their citations go to
     the sentence before, and every citation stays valid."""
-    from ragnarok.generate.cite import postprocess
+    from ragnarok.stages.generate.cite import postprocess
 
     references, answer = postprocess(SMOLLM2_MARKDOWN, ["d1", "d2", "d3"])
     assert [(s.text, s.citations) for s in answer] == [
@@ -178,7 +178,7 @@ def test_smollm2_markdown_code_and_orphan_markers_leave_no_sentence():
 
 
 def test_list_numbers_inside_a_line_are_no_sentences():
-    from ragnarok.generate.cite import postprocess
+    from ragnarok.stages.generate.cite import postprocess
 
     raw = ("When to use a tuple:\n1. To store values, such as records in Python [1]. 2. When the data is "
            "immutable (e.g., integers) [2]. 3. When memory matters.")
@@ -190,8 +190,8 @@ def test_list_numbers_inside_a_line_are_no_sentences():
 
 def test_a_model_answer_of_code_alone_falls_back_to_the_extractive_answer():
     """Issue 27: never an empty answer while there are candidates; the notes say why."""
-    from ragnarok.generate.llm import finish
-    from ragnarok.types import Candidate, Doc, Query
+    from ragnarok.core.types import Candidate, Doc, Query
+    from ragnarok.stages.generate.llm import finish
 
     candidates = [Candidate(docid="d1", score=1.0, doc=Doc(segment="A tuple is an immutable sequence. Use a "
                                                                    "tuple for a fixed record of values."))]

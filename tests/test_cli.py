@@ -66,7 +66,7 @@ def test_serve_on_a_busy_port_fails_in_one_line_before_any_start_up_work(host, t
 
 
 def test_urls_put_an_ipv6_host_in_brackets():
-    from ragnarok.netaddr import http_url, is_loopback
+    from ragnarok.runtime.netaddr import http_url, is_loopback
 
     assert http_url("::1", 8152) == "http://[::1]:8152" == http_url("[::1]", 8152)
     assert http_url("127.0.0.1", 8000) == "http://127.0.0.1:8000"
@@ -90,7 +90,6 @@ def test_serve_banner_brackets_an_ipv6_host(demo_settings, tmp_path, slowdown):
     import time
 
     import httpx
-
     from servers import free_port
 
     port = free_port()

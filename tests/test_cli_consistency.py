@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ragnarok.cli import app
-from ragnarok.search_cli import run_tag
-from ragnarok.spec import parse
+from ragnarok.cli.main import app
+from ragnarok.cli.search import run_tag
+from ragnarok.core.spec import parse
 from ragnarok.track.output import in_topic_order
 
 
@@ -117,8 +117,9 @@ def test_help_describes_options_and_types_no_flag(command, wanted):
 
 
 def test_search_pipeline_writes_topics_in_order_with_a_spec_tag(tmp_path):
-    from ragnarok.collection.lucene_index import index_documents
     from test_index_lifecycle import docs
+
+    from ragnarok.collection.lucene_index import index_documents
 
     index_documents(iter(docs(15)), tmp_path / "idx")
     topics = tmp_path / "t.tsv"
@@ -141,8 +142,8 @@ def test_run_writes_its_answers_in_topic_order(demo_settings, tmp_path, monkeypa
     from fakes import flaky_openai_app
     from servers import serve_app
 
-    from ragnarok.settings import get_settings
-    from ragnarok.topics import load_topics
+    from ragnarok.core.settings import get_settings
+    from ragnarok.core.topics import load_topics
     from ragnarok.track.cli import TOPICS_DIR
 
     with serve_app(flaky_openai_app()) as url:

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import json
 
+from test_cli_consistency import _answers, _nuggets
 from typer.testing import CliRunner
 
-from ragnarok.cli import app
-from ragnarok.settings import get_settings
-from test_cli_consistency import _answers, _nuggets
+from ragnarok.cli.main import app
+from ragnarok.core.settings import get_settings
 
 KEYS = {"command", "ok", "result", "errors", "warnings"}
 

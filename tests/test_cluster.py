@@ -26,8 +26,14 @@ import pytest
 from servers import free_port
 from test_arena_public import _status
 from test_index_lifecycle import docs
-from test_keys import CANDIDATES, KEY_ENV, KEY_VALUE, _bearer, _paid
-from test_keys import fake  # noqa: F401 - the counting paid backend (a module fixture)
+from test_keys import (
+    CANDIDATES,
+    KEY_ENV,
+    KEY_VALUE,
+    _bearer,
+    _paid,
+    fake,  # noqa: F401 - the counting paid backend (a module fixture)
+)
 
 from ragnarok.deploy.nginx import AFFINITY_COOKIE
 
@@ -100,7 +106,7 @@ def _state(data: Path) -> dict:
 
 def _key(cluster, name: str, **limits) -> str:
     from ragnarok.auth.store import AuthStore
-    from ragnarok.settings import Settings
+    from ragnarok.core.settings import Settings
 
     lines, *_ = cluster
     store = AuthStore.for_settings(Settings(auth="keys", database_url=lines["DATABASE_URL"]))

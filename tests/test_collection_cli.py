@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ragnarok.cli import app
+from ragnarok.cli.main import app
 from ragnarok.collection.jsonl import iter_documents
 from ragnarok.collection.segment import Segmenter
 
@@ -153,8 +153,8 @@ def test_segment_anserini_records_are_what_ragnarok_index_writes(collection, tmp
 
 def test_segment_anserini_output_indexes_with_threads(collection, tmp_path):
     """The scale path: parallel segmentation (gzip), then Anserini's indexer over that directory, 2 threads."""
-    from ragnarok.retrieve.lucene import LuceneRetriever
-    from ragnarok.types import Query
+    from ragnarok.core.types import Query
+    from ragnarok.stages.retrieve.lucene import LuceneRetriever
 
     coll = tmp_path / "coll"
     r = _run("segment", str(collection), str(coll / "part-0.jsonl.gz"), "--anserini", "--workers", "2")

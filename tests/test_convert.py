@@ -7,14 +7,14 @@ from __future__ import annotations
 import json
 
 import pytest
+from test_track_parity import SEGS, official_2025, write_lines
 from typer.testing import CliRunner
 
-from ragnarok.cli import app
-from ragnarok.topics import read_tsv
+from ragnarok.cli.main import app
+from ragnarok.core.topics import read_tsv
+from ragnarok.core.types import CitedSentence, RagAnswer
 from ragnarok.track.formats import answer_record
 from ragnarok.track.validate import validate
-from ragnarok.types import CitedSentence, RagAnswer
-from test_track_parity import SEGS, official_2025, write_lines
 
 cli = CliRunner()
 

@@ -19,12 +19,12 @@ from contextlib import contextmanager
 import anyio
 import httpx
 import pytest
+from servers import free_port, serve_app
 
 from api.main import create_app
-from ragnarok.cancel import CancelToken, DeadlineExceeded, FairLock, run_watched
-from ragnarok.retrieve.dense import Encoder, shared_encoder
-from ragnarok.settings import Settings
-from servers import free_port, serve_app
+from ragnarok.core.settings import Settings
+from ragnarok.runtime.cancel import CancelToken, DeadlineExceeded, FairLock, run_watched
+from ragnarok.stages.retrieve.dense import Encoder, shared_encoder
 
 # ~1.3 KB: more than MiniLM's 256 tokens, so every candidate costs a full-length encoding
 TEXT = "The gzip module provides a simple interface to compress and decompress files like GNU gzip. " * 14

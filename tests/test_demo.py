@@ -8,10 +8,10 @@ import pytest
 
 from ragnarok.collection.demo import iter_demo_documents
 from ragnarok.collection.segment import Segmenter
-from ragnarok.evaluate import evaluate, read_qrels
-from ragnarok.retrieval_service import RetrievalService
-from ragnarok.topics import load_topics
-from ragnarok.types import Query
+from ragnarok.core.evaluation import evaluate, read_qrels
+from ragnarok.core.topics import load_topics
+from ragnarok.core.types import Query
+from ragnarok.service.retrieval_service import RetrievalService
 
 TOPICS = Path(__file__).resolve().parent.parent / "topics"
 

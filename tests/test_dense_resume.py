@@ -12,16 +12,16 @@ import sys
 import time
 
 import pytest
+from test_index_lifecycle import docs, ragnarok
 
 from ragnarok.collection.lucene_index import index_documents
-from ragnarok.retrieve.dense import dense_dir
-from ragnarok.retrieve.dense_build import build_dense_index
-from ragnarok.retrieve.dense_chunks import partial_dir
-from test_index_lifecycle import docs, ragnarok
+from ragnarok.stages.retrieve.dense import dense_dir
+from ragnarok.stages.retrieve.dense_build import build_dense_index
+from ragnarok.stages.retrieve.dense_chunks import partial_dir
 
 
 def cli(*args: str) -> list[str]:
-    return [sys.executable, "-c", "import sys\nfrom ragnarok.cli import app\napp(sys.argv[1:], prog_name='ragnarok')",
+    return [sys.executable, "-c", "import sys\nfrom ragnarok.cli.main import app\napp(sys.argv[1:], prog_name='ragnarok')",
             *args]
 
 

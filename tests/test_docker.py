@@ -6,18 +6,16 @@ makes keys in that volume and serves with them."""
 
 from __future__ import annotations
 
+import re
+import shlex
 import shutil
 import subprocess
 import time
 import uuid
 from pathlib import Path
 
-import re
-import shlex
-
 import httpx
 import pytest
-
 from servers import free_port
 
 ROOT = Path(__file__).resolve().parent.parent

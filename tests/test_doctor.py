@@ -10,10 +10,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from ragnarok import doctor
-from ragnarok.generate.base import GeneratorConfig
 from servers import free_port
+
+from ragnarok.cli import doctor
+from ragnarok.stages.generate.base import GeneratorConfig
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -104,7 +104,7 @@ def test_an_unreachable_database_fails(demo_settings, capsys):
 
 def test_lucene_documents_reads_the_segment_infos(demo_settings):
     """The count read from the segment info files without the JVM is Lucene's own."""
-    from ragnarok.java import import_pyserini_search
+    from ragnarok.core.java import import_pyserini_search
 
     searcher = import_pyserini_search().LuceneSearcher(str(demo_settings.demo_index_dir))
     assert doctor.lucene_documents(demo_settings.demo_index_dir) == searcher.num_docs > 1000

@@ -1,4 +1,4 @@
-"""The dense encoder backends (ragnarok/embed/backends.py): the ONNX export of the packaged MiniLM gives the
+"""The dense encoder backends (ragnarok/stages/embed/backends.py): the ONNX export of the packaged MiniLM gives the
 PyTorch vectors within float32 rounding, so the same rankings, on a small fixture."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 from test_dense import DOCS, PARAPHRASES
 
-from ragnarok.retrieve.dense import Encoder
-from ragnarok.embed.backends import NotExportableError, gpu_driver, load_backend
+from ragnarok.stages.embed.backends import NotExportableError, gpu_driver, load_backend
+from ragnarok.stages.retrieve.dense import Encoder
 
 TEXTS = [f"{title}\n{body}" for _, title, body in DOCS]
 QUERIES = [q for q, _ in PARAPHRASES] + ["x", "The gzip module provides a simple interface. " * 60]  # > 256 tokens
@@ -21,7 +21,7 @@ QUERIES = [q for q, _ in PARAPHRASES] + ["x", "The gzip module provides a simple
 def torch_vectors(texts: list[str], queries: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """PyTorch's vectors, computed in a child process: onnxruntime and PyTorch running models in turn in one
     process have crashed here (a process uses one backend)."""
-    code = ("import json, sys; from ragnarok.retrieve.dense import Encoder; e = Encoder('minilm', backend='torch');"
+    code = ("import json, sys; from ragnarok.stages.retrieve.dense import Encoder; e = Encoder('minilm', backend='torch');"
             " t, q = json.load(sys.stdin); print(json.dumps([e.encode(t).tolist(), e.encode(q, query=True).tolist()]))")
     out = subprocess.run([sys.executable, "-c", code], input=json.dumps([texts, queries]), capture_output=True,
                          text=True, timeout=600, check=True).stdout
@@ -79,7 +79,7 @@ def test_auto_on_a_cpu_runs_onnx_without_loading_torch(tmp_path):
     """``auto`` on a CPU: MiniLM runs on onnxruntime and PyTorch never loads in the process (~180 MB resident
     for a server's life, issue 41): the GPU check does not import it, nor does the export (a child process's,
     here into a fresh cache)."""
-    code = ("import sys; from ragnarok.embed.backends import load_backend; from ragnarok.retrieve.dense import Encoder;"
+    code = ("import sys; from ragnarok.stages.embed.backends import load_backend; from ragnarok.stages.retrieve.dense import Encoder;"
             f" b = load_backend(Encoder('minilm').path, 'auto', {str(tmp_path)!r}); b.encode(['gzip']);"
             " print(b.name, 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
+from servers import free_port
 
 from api.main import create_app
-from ragnarok.settings import Settings
-from servers import free_port
+from ragnarok.core.settings import Settings
 
 KEY_ENV = "RAGNAROK_TEST_ORACLE_KEY"
 KEY = "sk-oracle-upstream-secret-0123456789"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from ragnarok.cli import app
+from ragnarok.cli.main import app
 
 ROOT = Path(__file__).resolve().parent.parent
 cli = CliRunner()

@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from ragnarok.evaluate import (
+from ragnarok.core.evaluation import (
     DEFAULT_METRICS,
     QrelsFormatError,
     evaluate,
@@ -15,7 +15,7 @@ from ragnarok.evaluate import (
     per_query,
     read_qrels,
 )
-from ragnarok.trec import RunFormatError, format_run_lines, read_run, write_run
+from ragnarok.core.trec import RunFormatError, format_run_lines, read_run, write_run
 
 QRELS = {"q1": {"d1": 1, "d2": 0, "d3": 1}}
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from ragnarok.generate.extractive import ExtractiveGenerator, is_code, prose_sentences
-from ragnarok.generate.finish import repeats
-from ragnarok.generate.prompts import get_template
-from ragnarok.types import Candidate, Doc, Query, word_count
+from ragnarok.core.types import Candidate, Doc, Query, word_count
+from ragnarok.stages.generate.extractive import ExtractiveGenerator, is_code, prose_sentences
+from ragnarok.stages.generate.finish import repeats
+from ragnarok.stages.generate.prompts import get_template
 
 CSV_DOC = """CSV parsing and writing.
 
@@ -164,14 +164,14 @@ def test_no_rag24_topic_gets_an_empty_extractive_answer_on_the_demo(demo_setting
     301 had neither before)."""
     import asyncio
 
-    from ragnarok.batch import run_topics
-    from ragnarok.spec import parse
-    from ragnarok.topics import read_topics
+    from ragnarok.core.spec import parse
+    from ragnarok.core.topics import read_topics
+    from ragnarok.service.batch import run_topics
 
     topics = read_topics(shared_data / "trec-rag" / "topics.rag24.test.txt")[::10]  # 31 of the 301
     results = asyncio.run(run_topics(parse("bm25@100 | extractive"), topics, demo_settings, concurrency=2))
     assert len(results) == len(topics) and all(r.answer and r.answer[0].text.strip() for r in results.values())
-    from ragnarok.generate.cite import NO_ANSWER_TEXT
+    from ragnarok.stages.generate.cite import NO_ANSWER_TEXT
 
     # no reference only where BM25 found no candidate at all (the service then says the context lacks it)
     uncited = {qid for qid, r in results.items() if not r.references}
@@ -232,10 +232,10 @@ def test_no_demo_answer_repeats_a_sentence_or_glues_two(demo_settings):
     gzip.open: Open …")."""
     import asyncio
 
-    from ragnarok.batch import local_services
-    from ragnarok.gateway import PipelineRunner
-    from ragnarok.spec import parse
-    from ragnarok.topics import read_topics
+    from ragnarok.core.spec import parse
+    from ragnarok.core.topics import read_topics
+    from ragnarok.service.batch import local_services
+    from ragnarok.service.gateway import PipelineRunner
 
     topics = read_topics(ROOT / "topics" / "demo.tsv")
     runner = PipelineRunner(local_services(demo_settings)[0])

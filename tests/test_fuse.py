@@ -2,7 +2,7 @@
 
 import pytest
 
-from ragnarok.fuse import cc, dbsf, minmax, ranked, rrf, three_sigma
+from ragnarok.core.fuse import cc, dbsf, minmax, ranked, rrf, three_sigma
 
 A = {"d1": 10.0, "d2": 8.0, "d3": 1.0}
 B = {"d3": 0.9, "d1": 0.5, "d4": 0.1}

@@ -2,10 +2,10 @@
 
 import pytest
 from fastapi.testclient import TestClient
+from servers import serve_app
 
 from api.main import create_app
-from ragnarok.settings import Settings
-from servers import serve_app
+from ragnarok.core.settings import Settings
 
 
 @pytest.fixture(scope="module")
@@ -92,7 +92,8 @@ def test_missing_components_are_named(client, pipeline, words):
 
 def test_stage_failures_name_the_stage(demo_settings, tmp_path, client):
     from fakes import flaky_openai_app
-    from ragnarok.generate.base import GeneratorConfig
+
+    from ragnarok.stages.generate.base import GeneratorConfig
 
     r = client.post("/rag", json={"topic": "gzip", "pipeline": "rrf(bm25, dense:gte-l)@20 | extractive"})
     detail = r.json()["detail"]  # the R service has no such index (503): the gateway says which stage, and how

@@ -4,18 +4,18 @@ model, the embedded model, a local server in Cohere's documented shape, and a fa
 import threading
 
 import pytest
-
 from fakes import cohere_app, flaky_openai_app
-from ragnarok.generate.base import GenerationError, GeneratorConfig
-from ragnarok.generate.cohere_chat import CohereGenerator, spans_to_markers
-from ragnarok.generate.extractive import ExtractiveGenerator
-from ragnarok.generate.finish import repeats
-from ragnarok.generate.llama_cpp import LlamaCppGenerator
-from ragnarok.generate.openai_compat import OpenAIChatGenerator
-from ragnarok.generate.prompts import get_template
-from ragnarok.settings import Settings
-from ragnarok.types import Candidate, Doc, Query, RagAnswer, word_count
 from servers import serve_app
+
+from ragnarok.core.settings import Settings
+from ragnarok.core.types import Candidate, Doc, Query, RagAnswer, word_count
+from ragnarok.stages.generate.base import GenerationError, GeneratorConfig
+from ragnarok.stages.generate.cohere_chat import CohereGenerator, spans_to_markers
+from ragnarok.stages.generate.extractive import ExtractiveGenerator
+from ragnarok.stages.generate.finish import repeats
+from ragnarok.stages.generate.llama_cpp import LlamaCppGenerator
+from ragnarok.stages.generate.openai_compat import OpenAIChatGenerator
+from ragnarok.stages.generate.prompts import get_template
 
 CANDIDATES = [
     Candidate(docid="stdlib.argparse#0_0", score=3.0, doc=Doc(
@@ -61,7 +61,7 @@ def test_embedded_llama_cpp(slowdown):
 
 def test_the_embedded_models_deadline_is_a_timeout_as_every_backends():
     """Issue 27: the same cause, one status: its deadline was re-wrapped as a plain failure (502, not 504)."""
-    from ragnarok.generate.base import GenerationError
+    from ragnarok.stages.generate.base import GenerationError
 
     gen = LlamaCppGenerator(GeneratorConfig(name="smollm2-hurried", backend="llama-cpp", max_tokens=400,
                                             context_tokens=2048, timeout_s=0.2))

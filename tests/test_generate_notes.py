@@ -5,11 +5,11 @@ answer keeps one sentence, cited after the fact, and /rag's trace says so; the s
 import pytest
 from fastapi import FastAPI, Request
 from fastapi.testclient import TestClient
+from servers import serve_app
 
 from api.main import create_app
-from ragnarok.generate.base import GeneratorConfig
-from ragnarok.settings import Settings
-from servers import serve_app
+from ragnarok.core.settings import Settings
+from ragnarok.stages.generate.base import GeneratorConfig
 
 LOOP = "The answer is to compress a file with gzip using the gzip module. " * 19 + "The answer is to"
 

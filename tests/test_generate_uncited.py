@@ -9,16 +9,16 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-
-from ragnarok.generate.base import GeneratorConfig
-from ragnarok.generate.cite import NO_ANSWER_TEXT
-from ragnarok.generate.llama_cpp import LlamaCppGenerator
-from ragnarok.generate.llm import UNCITED_FALLBACK, finish
-from ragnarok.generate.prompts import get_template
-from ragnarok.generate.streaming import SentenceAssembler
-from ragnarok.settings import Settings
-from ragnarok.types import Query
 from test_generate_backends import CANDIDATES, TOPIC  # three Python documentation segments
+
+from ragnarok.core.settings import Settings
+from ragnarok.core.types import Query
+from ragnarok.stages.generate.base import GeneratorConfig
+from ragnarok.stages.generate.cite import NO_ANSWER_TEXT
+from ragnarok.stages.generate.llama_cpp import LlamaCppGenerator
+from ragnarok.stages.generate.llm import UNCITED_FALLBACK, finish
+from ragnarok.stages.generate.prompts import get_template
+from ragnarok.stages.generate.streaming import SentenceAssembler
 
 INVENTED = "Paris is the capital of France. It lies on the river Seine. Millions visit it every year."
 CITED = INVENTED + " The argparse module makes it easy to write command-line interfaces [1]."
@@ -64,10 +64,10 @@ def smollm2():
 
 def test_smollm2_on_rag24_topics_over_the_demo_index_cites_or_says_the_sources_lack_it(
         smollm2, demo_settings, shared_data):
-    from ragnarok.batch import local_services
-    from ragnarok.gateway import PipelineRunner
-    from ragnarok.spec import parse
-    from ragnarok.topics import read_topics
+    from ragnarok.core.spec import parse
+    from ragnarok.core.topics import read_topics
+    from ragnarok.service.batch import local_services
+    from ragnarok.service.gateway import PipelineRunner
 
     topics = read_topics(shared_data / "trec-rag" / "topics.rag24.test.txt")[::60]  # 6 of the 301
     runner = PipelineRunner(local_services(demo_settings)[0])

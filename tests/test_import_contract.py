@@ -31,14 +31,14 @@ def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
 
 def layer_names() -> set[str]:
     config = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["importlinter"]
-    (layers,) = [c["layers"] for c in config["contracts"] if c["type"] == "layers"]
+    (layers,) = [c["layers"] for c in config["contracts"] if c["id"] == "layers"]
     return {name.strip().strip("()") for layer in layers for name in layer.replace("|", ":").split(":")}
 
 
 def test_the_import_contract_holds():
     result = lint_imports(ROOT)
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "Contracts: 2 kept, 0 broken." in result.stdout
+    assert "Contracts: 3 kept, 0 broken." in result.stdout
 
 
 def test_every_top_level_module_is_in_a_layer():
@@ -60,14 +60,17 @@ def copy_tree(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize(("module", "line", "says"), [
     # a circle inside one layer: only the acyclic contract sees it (the streamed half imports the gateway)
-    ("ragnarok/gateway.py", "from ragnarok.gateway_stream import stream_pipeline",
-     "No cycles are allowed in ragnarok.\nIt could be made acyclic by removing 1 dependency:"),
+    ("ragnarok/service/gateway.py", "from ragnarok.service.gateway_stream import stream_pipeline",
+     "No cycles are allowed in ragnarok.service.\nIt could be made acyclic by removing 1 dependency:"),
     # a stage importing what sits above it (the circle components -> llmcompress -> gateway -> components)
-    ("ragnarok/passage/llmcompress.py", "from ragnarok.gateway import StageError",
-     "ragnarok.passage is not allowed to import ragnarok.gateway"),
+    ("ragnarok/stages/passage/llmcompress.py", "from ragnarok.service.gateway import StageError",
+     "ragnarok.stages is not allowed to import ragnarok.service"),
+    # a stage importing a sibling it may not know (the encoder every stage shares, importing a generator)
+    ("ragnarok/stages/embed/encoder.py", "from ragnarok.stages.generate.base import Guard",
+     "ragnarok.stages.embed is not allowed to import ragnarok.stages.generate"),
     # core importing a stage
-    ("ragnarok/settings.py", "from ragnarok.generate.base import Guard",
-     "ragnarok.settings is not allowed to import ragnarok.generate"),
+    ("ragnarok/core/settings.py", "from ragnarok.stages.generate.base import Guard",
+     "ragnarok.core is not allowed to import ragnarok.stages"),
 ])
 def test_an_import_against_the_flow_fails_the_check(tmp_path, module, line, says):
     tree = copy_tree(tmp_path)

@@ -14,8 +14,8 @@ import pytest
 
 from ragnarok.collection.demo_index import ensure_dense_index
 from ragnarok.collection.lucene_index import index_documents, index_identity
-from ragnarok.retrieve.dense import DenseRetriever, StaleDenseIndexError, dense_dir
-from ragnarok.types import Query
+from ragnarok.core.types import Query
+from ragnarok.stages.retrieve.dense import DenseRetriever, StaleDenseIndexError, dense_dir
 
 WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliett kilo lima mike november oscar".split()
 
@@ -27,7 +27,7 @@ def docs(n: int, prefix: str = "d") -> list[dict]:
 
 def ragnarok(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """The real CLI in a subprocess; prints whether torch was imported (on stdout, last line)."""
-    code = ("import sys\nfrom ragnarok.cli import app\ntry:\n    app(sys.argv[1:], prog_name='ragnarok')\n"
+    code = ("import sys\nfrom ragnarok.cli.main import app\ntry:\n    app(sys.argv[1:], prog_name='ragnarok')\n"
             "except SystemExit as e:\n    code = e.code\nprint('torch imported:', 'torch' in sys.modules)\n"
             "sys.exit(code)")
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=600,
@@ -64,8 +64,8 @@ def test_stale_dense_index_is_refused_then_rebuilt(stale):
 
 
 def describe(lucene: Path) -> tuple[bool, str]:
-    from ragnarok.retrieval_service import RetrievalService
-    from ragnarok.settings import Settings
+    from ragnarok.core.settings import Settings
+    from ragnarok.service.retrieval_service import RetrievalService
 
     info = next(i for i in RetrievalService(Settings(indexes={"x": str(lucene)})).describe()
                 if i.index == "x" and i.name == "dense:minilm")
@@ -155,9 +155,9 @@ def test_search_pipeline_uses_its_retrieval_part_with_a_bar(demo_env, tmp_path):
 
 
 def test_presets_are_resolved_before_deciding_about_the_dense_index():
-    from ragnarok.search_cli import dense_models
-    from ragnarok.presets import resolve
-    from ragnarok.spec import parse
+    from ragnarok.cli.search import dense_models
+    from ragnarok.core.presets import resolve
+    from ragnarok.core.spec import parse
 
     def needs(spec: str) -> list[str]:
         return dense_models([s.name + (f":{s.arg}" if s.arg else "") for s in parse(resolve(spec)).sources()])

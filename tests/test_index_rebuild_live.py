@@ -5,13 +5,13 @@ rebuild) until it is rebuilt, and lists dense:minilm as not built for an index t
 from __future__ import annotations
 
 import httpx
+from servers import serve_app
+from test_index_lifecycle import docs
 
 from api.main import create_app
 from ragnarok.collection.demo_index import ensure_dense_index
 from ragnarok.collection.lucene_index import index_documents
-from ragnarok.settings import Settings
-from servers import serve_app
-from test_index_lifecycle import docs
+from ragnarok.core.settings import Settings
 
 T = 120
 
@@ -83,7 +83,7 @@ def test_a_rebuilt_index_is_noticed_by_a_running_server(tmp_path):
 
 
 def test_an_unchanged_index_keeps_its_retrievers(tmp_path):
-    from ragnarok.retrieval_service import RetrievalService
+    from ragnarok.service.retrieval_service import RetrievalService
 
     lucene = tmp_path / "idx"
     index_documents(iter(docs(4)), lucene)

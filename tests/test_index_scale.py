@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ragnarok.cli import app
-from ragnarok.retrieve.lucene import LuceneRetriever
-from ragnarok.types import Query
+from ragnarok.cli.main import app
+from ragnarok.core.types import Query
+from ragnarok.stages.retrieve.lucene import LuceneRetriever
 
 ROOT = Path(__file__).resolve().parent.parent
 WORDS = [f"term{i}" for i in range(2000)]

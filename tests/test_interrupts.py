@@ -19,7 +19,7 @@ import pytest
 from fakes import flaky_openai_app
 from servers import serve_app
 
-from ragnarok.topics import read_tsv
+from ragnarok.core.topics import read_tsv
 from ragnarok.track.validate import validate
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -253,8 +253,9 @@ def test_index_stops_on_sigterm_and_leaves_the_old_index(tmp_path):
                                 "headings": "", "body": " ".join(f"{sentence} Word{n}x{i}." for i in range(40))})
                     + "\n")
     target = tmp_path / "index"
-    from ragnarok.collection.lucene_index import index_documents
     from test_index_lifecycle import docs as old_docs
+
+    from ragnarok.collection.lucene_index import index_documents
 
     index_documents(iter(old_docs(3)), target)
     before = {p.name: p.read_bytes() for p in target.iterdir()}
@@ -313,7 +314,7 @@ def test_the_resume_line_starts_a_line_of_its_own_after_a_progress_bar(tmp_path)
     script = """
 import sys, time
 from tqdm import tqdm
-from ragnarok.interrupt import stop_on_signals
+from ragnarok.runtime.interrupt import stop_on_signals
 with stop_on_signals("3 of 10 things kept; run the same command again"):
     bar = tqdm(total=10, desc="work", file=sys.stderr, mininterval=0)
     bar.update(3)
@@ -337,8 +338,8 @@ def test_a_main_thread_blocked_in_java_stops_at_once(tmp_path):
     """The JVM leaves SIGTERM to us (-Xrs) and the stop does not wait for the main thread's Java call."""
     script = """
 import sys
-from ragnarok.interrupt import stop_on_signals
-from ragnarok.java import start_jvm
+from ragnarok.runtime.interrupt import stop_on_signals
+from ragnarok.core.java import start_jvm
 start_jvm()
 from jnius import autoclass
 with stop_on_signals("3 of 5 things kept; run the same command again"):

@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from ragnarok import java
+from ragnarok.core import java
 
 
 def test_finds_a_java_21_or_newer():
@@ -35,7 +35,7 @@ def test_importing_search_needs_no_openai_key():
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
     code = (
         "import os\n"
-        "from ragnarok.java import import_pyserini_search\n"
+        "from ragnarok.core.java import import_pyserini_search\n"
         "lucene = import_pyserini_search()\n"
         "assert lucene.LuceneSearcher is not None\n"
         "assert 'OPENAI_API_KEY' not in os.environ\n"
@@ -51,7 +51,7 @@ def test_the_heap_starts_small_on_a_large_machine():
     G1 fills with young objects that stay resident; ours starts at 64 MB and grows as searching needs it, and
     the JVM is told to give unused heap back when idle (issue 41)."""
     env = {**os.environ, "JAVA_TOOL_OPTIONS": "-XX:MaxRAM=128g", "RAGNAROK_JVM_HEAP": "1g"}
-    code = ("from ragnarok.java import start_jvm; start_jvm(); from jnius import autoclass;"
+    code = ("from ragnarok.core.java import start_jvm; start_jvm(); from jnius import autoclass;"
             " print(autoclass('java.lang.Runtime').getRuntime().totalMemory() >> 20,"
             " autoclass('java.lang.Runtime').getRuntime().maxMemory() >> 20)")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)

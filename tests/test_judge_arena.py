@@ -4,16 +4,15 @@ scripted judge server (tests/judge_server.py); the judges' board and the judge-h
 
 from __future__ import annotations
 
-
 import pytest
 from sqlalchemy import text
 from typer.testing import CliRunner
 
 from ragnarok.arena.judge_log import board_rows, judge_votes, record, unjudged
 from ragnarok.arena.store import VoteRefused, VoteStore
-from ragnarok.cli import app
+from ragnarok.cli.main import app
+from ragnarok.core.settings import Settings
 from ragnarok.judge.arena import JudgeVote, agreement
-from ragnarok.settings import Settings
 
 A = {"spec": "bm25@20 | extractive", "retriever": "bm25@20", "reranker": "none", "generator": "extractive"}
 B = {"spec": "bm25+rm3@20 | extractive", "retriever": "bm25+rm3@20", "reranker": "none",

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ragnarok.cli import app
+from ragnarok.cli.main import app
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -19,9 +19,9 @@ def invoke(*args: object):
 
 
 def test_the_demo_evaluation_data_covers_30_topics():
+    from ragnarok.core.topics import load_topics
     from ragnarok.judge.nuggets import read_nuggets
     from ragnarok.judge.reference import read_references
-    from ragnarok.topics import load_topics
 
     topics = {t.qid: t.text for t in load_topics(ROOT / "topics" / "demo.tsv")}
     nuggets = read_nuggets(ROOT / "topics" / "eval" / "demo.nuggets.jsonl")

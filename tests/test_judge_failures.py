@@ -9,7 +9,7 @@ import json
 from judge_server import judge_env, scripted  # noqa: F401 - fixtures
 from typer.testing import CliRunner
 
-from ragnarok.cli import app
+from ragnarok.cli.main import app
 from ragnarok.judge.cache import JudgeCache
 from ragnarok.judge.llm import LLMJudge
 
@@ -62,7 +62,7 @@ def test_pairwise_with_only_unreadable_verdicts_says_so_and_fails(judge_env, tmp
 
 
 def test_relevance_that_labels_nothing_fails(judge_env, demo_settings, monkeypatch, tmp_path):  # noqa: F811
-    from ragnarok.settings import get_settings
+    from ragnarok.core.settings import get_settings
 
     monkeypatch.setenv("RAGNAROK_DATA_DIR", str(demo_settings.data_dir))
     get_settings.cache_clear()
@@ -87,11 +87,11 @@ def test_a_failing_backend_is_one_error_not_one_line_per_judgment_in_flight(capl
 
     import pytest
 
-    from ragnarok.generate.base import GenerationError
     from ragnarok.judge.llm import JudgeStats
     from ragnarok.judge.service import JudgeFailed, run_all
+    from ragnarok.stages.generate.base import GenerationError
 
-    log = logging.getLogger("ragnarok.generate.base")
+    log = logging.getLogger("ragnarok.stages.generate.base")
 
     def work(item: int) -> int:
         log.warning("generator %r failed after %.0f ms: %s", "down", 1.0, "cannot reach it")

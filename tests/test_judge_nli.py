@@ -9,10 +9,10 @@ import json
 
 import pytest
 
+from ragnarok.core.settings import Settings
 from ragnarok.judge.cache import JudgeCache
 from ragnarok.judge.nli import SETTING, NLIUnavailable, load_nli
 from ragnarok.judge.service import make_judge
-from ragnarok.settings import Settings
 
 ORDERS = {"entail-first": {0: "ENTAILMENT", 1: "NEUTRAL", 2: "CONTRADICTION"},
           "contradict-first": {0: "contradiction", 1: "entailment", 2: "neutral"}}
@@ -30,7 +30,7 @@ def models(tmp_path_factory):
     import torch
     from transformers import BertForSequenceClassification
 
-    from ragnarok.rerank.tiny import build_tiny_cross_encoder
+    from ragnarok.stages.rerank.tiny import build_tiny_cross_encoder
 
     root = tmp_path_factory.mktemp("nli")
     out = {}
@@ -89,7 +89,7 @@ def test_a_model_that_is_not_here_is_a_clear_error(models, tmp_path):
         make_judge(Settings(data_dir=tmp_path, judge_nli_model="not-a-real/nli-model"), None)
     with pytest.raises(NLIUnavailable, match=f"{SETTING}.*no model directory"):
         make_judge(Settings(data_dir=tmp_path, judge_nli_model=str(tmp_path / "missing")), None)
-    from ragnarok.rerank.tiny import build_tiny_cross_encoder
+    from ragnarok.stages.rerank.tiny import build_tiny_cross_encoder
 
     single = build_tiny_cross_encoder(tmp_path / "relevance")  # a reranker's one label: no entailment label
     with pytest.raises(NLIUnavailable, match=f"{SETTING}.*id2label"):
@@ -99,8 +99,8 @@ def test_a_model_that_is_not_here_is_a_clear_error(models, tmp_path):
 def test_eval_rag_refuses_a_missing_model_at_start(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
-    from ragnarok.cli import app
-    from ragnarok.settings import get_settings
+    from ragnarok.cli.main import app
+    from ragnarok.core.settings import get_settings
 
     monkeypatch.setenv("RAGNAROK_JUDGE_NLI_MODEL", "not-a-real/nli-model")
     run, nuggets = tmp_path / "run.jsonl", tmp_path / "n.jsonl"

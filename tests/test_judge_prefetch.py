@@ -11,8 +11,8 @@ from ragnarok.judge.cache import JudgeCache
 from ragnarok.judge.nuggets import Nugget, TopicNuggets
 from ragnarok.judge.proxy import ProxyJudge
 from ragnarok.judge.service import Watched
-from ragnarok.retrieve.dense import shared_encoder
-from ragnarok.embed.vectors import text_vectors
+from ragnarok.stages.embed.vectors import text_vectors
+from ragnarok.stages.retrieve.dense import shared_encoder
 
 QUERY = "compress a file with gzip"
 NUGGETS = ["use the gzip module", "gzip.open opens a file for compressed writing",

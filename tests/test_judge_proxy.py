@@ -174,9 +174,9 @@ def test_eval_rag_says_what_the_judge_is_and_is_not(tmp_path, monkeypatch):
 
     from typer.testing import CliRunner
 
-    from ragnarok.cli import app
+    from ragnarok.cli.main import app
+    from ragnarok.core.settings import get_settings
     from ragnarok.judge.agreement import measured
-    from ragnarok.settings import get_settings
 
     monkeypatch.setenv("RAGNAROK_DATA_DIR", str(tmp_path / "data"))
     get_settings.cache_clear()

@@ -9,8 +9,7 @@ import sqlite3
 import pytest
 from typer.testing import CliRunner
 
-from ragnarok.cli import app
-
+from ragnarok.cli.main import app
 
 
 def answer(qid: str, *sentences: str) -> str:
@@ -169,11 +168,11 @@ def test_pairwise_judges_twice_with_sides_swapped(judge_env, tmp_path):
 
 
 def test_support_and_relevance_with_the_scripted_judge(judge_env):
+    from ragnarok.core.settings import Settings
     from ragnarok.judge.answers import Answer
     from ragnarok.judge.create import relevance_labels, write_qrels
     from ragnarok.judge.evalrag import evaluate_run
     from ragnarok.judge.service import make_judge
-    from ragnarok.settings import Settings
 
     judge = make_judge(Settings(), "scripted")
     texts = {"s1": "GOOD passage", "s2": "HALF passage", "s3": "nothing"}

@@ -10,8 +10,8 @@ import re
 import pytest
 from typer.testing import CliRunner
 
-from ragnarok.cli import app
-from ragnarok.settings import get_settings
+from ragnarok.cli.main import app
+from ragnarok.core.settings import get_settings
 
 pytestmark = pytest.mark.slow
 

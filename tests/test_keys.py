@@ -45,8 +45,8 @@ def fake():
 def service(fake, demo_settings, tmp_path_factory):
     """create_app with keys on a real uvicorn: the demo index, a paid fake generator, a fresh SQLite database."""
     from api.main import create_app
-    from ragnarok.generate.base import GeneratorConfig
-    from ragnarok.settings import Settings
+    from ragnarok.core.settings import Settings
+    from ragnarok.stages.generate.base import GeneratorConfig
 
     _, base = fake
     os.environ[KEY_ENV] = KEY_VALUE
@@ -241,7 +241,7 @@ def test_keys_command_line(tmp_path):
 
 
 def test_serve_refuses_a_public_address_without_keys(tmp_path):
-    from ragnarok.cli import is_loopback
+    from ragnarok.cli.main import is_loopback
 
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost") and is_loopback("127.8.0.1")
     assert not is_loopback("0.0.0.0") and not is_loopback("::") and not is_loopback("example.org")
@@ -345,7 +345,7 @@ def test_a_forwarded_address_that_is_no_ip_is_refused(tmp_path):
     from fastapi import Request  # noqa: F401 - the route's annotation
 
     from api.main import create_app
-    from ragnarok.settings import Settings
+    from ragnarok.core.settings import Settings
 
     app = create_app(Settings(data_dir=tmp_path / "data", trusted_proxies="127.0.0.1"), arena=False)
     seen: list[str] = []
@@ -376,7 +376,7 @@ def _keys_cli(*args: str):
     from typer.testing import CliRunner
 
     from ragnarok.auth.cli import keys_app
-    from ragnarok.settings import get_settings
+    from ragnarok.core.settings import get_settings
 
     get_settings.cache_clear()  # this test's data dir (conftest)
     return CliRunner().invoke(keys_app, list(args))
@@ -414,7 +414,7 @@ def test_keys_list_survives_any_row(tmp_path):
     from sqlalchemy import text
 
     from ragnarok.auth.store import AuthError, AuthStore
-    from ragnarok.settings import get_settings
+    from ragnarok.core.settings import get_settings
 
     good = _keys_cli("create", "--name", "good", "--scopes", "retrieve", "--expires", "36525d")
     assert good.exit_code == 0, good.output
@@ -451,8 +451,8 @@ def test_a_generator_not_granted_is_named_only_when_it_exists(service):
 
 
 def test_the_arena_served_alone_refuses_a_forwarded_address_that_is_no_ip(tmp_path):
-    """``python -m webui`` reads X-Forwarded-For through the same middleware as the API (ragnarok.proxies)."""
-    from ragnarok.settings import Settings
+    """``python -m webui`` reads X-Forwarded-For through the same middleware as the API (ragnarok.runtime.proxies)."""
+    from ragnarok.core.settings import Settings
     from webui.app import standalone_app
 
     app = standalone_app(Settings(data_dir=tmp_path / "data", trusted_proxies="127.0.0.1"), "http://127.0.0.1:9")

@@ -1,4 +1,4 @@
-"""The LLM compressor (ragnarok/passage/llmcompress.py): select, refine and tree_summarize.
+"""The LLM compressor (ragnarok/stages/passage/llmcompress.py): select, refine and tree_summarize.
 
 Exact behaviour against a scripted OpenAI-compatible server (its summaries are the ``factN`` words of the
 passages it is shown, so what each mode must hand on is known in advance), through the real AG service
@@ -19,17 +19,17 @@ from fastapi.testclient import TestClient
 from servers import free_port, serve_app
 
 from api.main import create_app
-from ragnarok.batch import local_services
-from ragnarok.components import PASSAGE_STAGES
-from ragnarok.gateway import PipelineRunner, StageError
-from ragnarok.generate.base import GeneratorConfig
-from ragnarok.passage.base import StageContext
-from ragnarok.passage.compress import JOIN, sentences
-from ragnarok.passage.llmcompress import CHUNK_CHARS, LLMCompress, pack, tree_calls
-from ragnarok.registry import ComponentArgumentError
-from ragnarok.spec import parse
-from ragnarok.spec_mapping import from_mapping
-from ragnarok.types import Candidate, Doc, Query, Request
+from ragnarok.core.registry import ComponentArgumentError
+from ragnarok.core.spec import parse
+from ragnarok.core.spec_mapping import from_mapping
+from ragnarok.core.types import Candidate, Doc, Query, Request
+from ragnarok.service.batch import local_services
+from ragnarok.service.gateway import PipelineRunner, StageError
+from ragnarok.stages.components import PASSAGE_STAGES
+from ragnarok.stages.generate.base import GeneratorConfig
+from ragnarok.stages.passage.base import StageContext
+from ragnarok.stages.passage.compress import JOIN, sentences
+from ragnarok.stages.passage.llmcompress import CHUNK_CHARS, LLMCompress, pack, tree_calls
 
 
 def scripted_app() -> FastAPI:

@@ -11,13 +11,13 @@ from collections import Counter
 
 import pytest
 from fastapi import FastAPI, Request
+from servers import serve_app
 from typer.testing import CliRunner
 
-from ragnarok.batch import AdaptiveLimit, PipelineRefused, describe, refusal, with_retries
-from ragnarok.cli import app
-from ragnarok.gateway import StageError
-from ragnarok.settings import get_settings
-from servers import serve_app
+from ragnarok.cli.main import app
+from ragnarok.core.settings import get_settings
+from ragnarok.service.batch import AdaptiveLimit, PipelineRefused, describe, refusal, with_retries
+from ragnarok.service.gateway import StageError
 
 cli = CliRunner()
 TOPICS = [("demo-01", "how do I parse command-line arguments"), ("demo-02", "compress a file with gzip"),

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from ragnarok.collection.lucene_index import index_documents
-from ragnarok.retrieve.lucene import LuceneRetriever, doc_from_raw
-from ragnarok.types import Query
+from ragnarok.core.types import Query
+from ragnarok.stages.retrieve.lucene import LuceneRetriever, doc_from_raw
 
 TOPICS = Path(__file__).resolve().parents[1] / "topics" / "demo.tsv"
 
@@ -60,7 +60,7 @@ def test_each_model_ranks(small_index, feedback):
 
 
 def test_missing_index_is_reported(tmp_path):
-    from ragnarok.retrieve.lucene import IndexNotFoundError
+    from ragnarok.stages.retrieve.lucene import IndexNotFoundError
 
     with pytest.raises(IndexNotFoundError):
         LuceneRetriever("bm25", str(tmp_path)).retrieve(Query(text="x"), 1)
@@ -80,7 +80,7 @@ def test_an_empty_collection_is_an_error(tmp_path):
 
 def test_prebuilt_index_failure_is_clear(tmp_path, monkeypatch):
     """Offline (or unknown), a prebuilt index is a clear IndexNotFoundError, not a crash."""
-    from ragnarok.retrieve.lucene import IndexNotFoundError
+    from ragnarok.stages.retrieve.lucene import IndexNotFoundError
 
     monkeypatch.setenv("PYSERINI_CACHE", str(tmp_path))
     with pytest.raises(IndexNotFoundError, match="prebuilt index 'no-such-index'"):
@@ -93,7 +93,7 @@ def test_the_indexing_buffer_is_passed_to_anserini(tmp_path):
     from pydantic import ValidationError
 
     from ragnarok.collection.lucene_index import index_collection, is_lucene_index
-    from ragnarok.settings import Settings
+    from ragnarok.core.settings import Settings
 
     coll = tmp_path / "coll"
     coll.mkdir()
@@ -130,8 +130,8 @@ def test_concurrent_fast_path_searches_do_not_crash_the_jvm(demo_settings):
     script = f"""
 import sys
 from concurrent.futures import ThreadPoolExecutor
-from ragnarok.retrieve.lucene import LuceneRetriever
-from ragnarok.types import Query
+from ragnarok.stages.retrieve.lucene import LuceneRetriever
+from ragnarok.core.types import Query
 r = LuceneRetriever("bm25", {str(demo_settings.data_dir / "indexes" / "demo")!r})
 texts = [line.split("\\t", 1)[1] for line in open({str(TOPICS)!r}) if "\\t" in line]
 def one(i):

@@ -13,10 +13,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+from fakes import flaky_openai_app
 from fastapi import FastAPI, Request
 from prometheus_client.parser import text_string_to_metric_families
-
-from fakes import flaky_openai_app
 from servers import serve_app
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,7 +48,7 @@ def backend():
 def service(demo_settings, backend):
     """The whole API on a real uvicorn, the demo index, an OpenAI-compatible fake generator and a failing one."""
     from api.main import create_app
-    from ragnarok.generate.base import GeneratorConfig
+    from ragnarok.stages.generate.base import GeneratorConfig
 
     settings = demo_settings.model_copy(update={"generators": [
         GeneratorConfig(name="fake", backend="openai", base_url=backend, model="ok", max_retries=0),
@@ -139,7 +138,7 @@ def test_failures_are_counted_by_cause_and_stage(service):
 
 @pytest.fixture
 def json_log():
-    from ragnarok import logs
+    from ragnarok.runtime import logs
 
     stream = io.StringIO()
     handler = logs.configure("json", "info", stream)
@@ -191,8 +190,8 @@ def test_a_remote_stage_service_gets_the_request_id_and_the_stage(demo_settings,
     """RAGNAROK_RETRIEVAL_URL: the gateway's stage call to another service carries X-Request-ID and
     Ragnarok-Stage; a text log line names both."""
     from api.main import create_app
-    from ragnarok import logs
-    from ragnarok.generate.base import GeneratorConfig
+    from ragnarok.runtime import logs
+    from ragnarok.stages.generate.base import GeneratorConfig
 
     seen: list[dict[str, str]] = []
     remote = FastAPI()
@@ -248,7 +247,7 @@ MULTIPROCESS = """
 import sys
 from fastapi.testclient import TestClient
 from api.main import create_app
-from ragnarok.settings import Settings
+from ragnarok.core.settings import Settings
 client = TestClient(create_app(Settings(data_dir=sys.argv[1]), arena=False))
 assert client.get("/healthz").status_code == 200
 print(client.get("/metrics").text)
@@ -259,7 +258,7 @@ def test_multiprocess_mode_adds_up_every_process(tmp_path):
     """PROMETHEUS_MULTIPROC_DIR (several workers): /metrics in one process counts the others' requests too."""
     env = {**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(tmp_path / "prom")}
     (tmp_path / "prom").mkdir()
-    other = "from ragnarok import metrics; metrics.REQUESTS.labels('GET', '/healthz', '200').inc(3)"
+    other = "from ragnarok.runtime import metrics; metrics.REQUESTS.labels('GET', '/healthz', '200').inc(3)"
     subprocess.run([sys.executable, "-c", other], env=env, cwd=ROOT, check=True, timeout=120)
     out = subprocess.run([sys.executable, "-c", MULTIPROCESS, str(tmp_path / "data")], env=env, cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
@@ -273,10 +272,10 @@ def test_dense_builds_and_the_arena_move_their_families(tmp_path):
     """The dense build's progress and an arena battle and vote (a real SQLite vote log), without the API."""
     import asyncio
 
-    from ragnarok import metrics
     from ragnarok.arena.pool import identify
-    from ragnarok.retrieve.building import DenseBuild
-    from ragnarok.settings import Settings
+    from ragnarok.core.settings import Settings
+    from ragnarok.runtime import metrics
+    from ragnarok.stages.retrieve.building import DenseBuild
     from webui.arena import Arena
     from webui.client import PaneResult
 
@@ -299,7 +298,7 @@ def test_dense_builds_and_the_arena_move_their_families(tmp_path):
 
 
 def test_backend_failure_causes_are_a_fixed_vocabulary():
-    from ragnarok.metrics import failure_cause
+    from ragnarok.runtime.metrics import failure_cause
 
     assert failure_cause("no answer within 5 s", timeout=True, retryable=True) == "timeout"
     assert failure_cause("busy: no slot within 1 s (4 calls in flight)") == "busy"

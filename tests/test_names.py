@@ -10,7 +10,7 @@ import sys
 import pytest
 from fastapi.testclient import TestClient
 
-from ragnarok.registry import UnknownComponentError, suggest
+from ragnarok.core.registry import UnknownComponentError, suggest
 
 
 @pytest.mark.parametrize(("name", "available", "expected"), [
@@ -55,10 +55,11 @@ def test_cli_refuses_unknown_names_with_a_suggestion(command, spec, message, tmp
 
 
 def test_api_404s_suggest_names(tmp_path):
+    from test_index_lifecycle import docs
+
     from api.main import create_app
     from ragnarok.collection.lucene_index import index_documents
-    from ragnarok.settings import Settings
-    from test_index_lifecycle import docs
+    from ragnarok.core.settings import Settings
 
     index_documents(iter(docs(4)), tmp_path / "idx")
     settings = Settings(data_dir=tmp_path / "data", indexes={"x": str(tmp_path / "idx")}, default_index="x")
@@ -76,10 +77,11 @@ def test_api_404s_suggest_names(tmp_path):
 
 def test_saved_presets_are_listed_with_the_built_in_ones(tmp_path):
     """GET /v1/pipelines lists the presets `ragnarok optimize` saved in the data directory (issue 30)."""
-    from api.main import create_app
     from fastapi.testclient import TestClient
-    from ragnarok.presets import PRESETS, save_preset
-    from ragnarok.settings import Settings
+
+    from api.main import create_app
+    from ragnarok.core.presets import PRESETS, save_preset
+    from ragnarok.core.settings import Settings
 
     settings = Settings(data_dir=tmp_path)
     save_preset("my-best", "bm25@50 | extractive", tmp_path)

@@ -30,15 +30,15 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import Response
 from fastapi.testclient import TestClient
+from servers import ragnarok_serve, serve_app
 
 from api.errors import ErrorOut
-from api.shutdown import ShutdownAnswer
 from api.main import create_app
-from ragnarok.cancel import CancelToken, InFlight, run_watched
-from ragnarok.generate.base import MAX_BACKEND_THREADS, Guard, GeneratorConfig, guard_of
-from ragnarok.spec import SpecError, parse
-from ragnarok.spec_mapping import from_mapping
-from servers import ragnarok_serve, serve_app
+from api.shutdown import ShutdownAnswer
+from ragnarok.core.spec import SpecError, parse
+from ragnarok.core.spec_mapping import from_mapping
+from ragnarok.runtime.cancel import CancelToken, InFlight, run_watched
+from ragnarok.stages.generate.base import MAX_BACKEND_THREADS, GeneratorConfig, Guard, guard_of
 
 CANDIDATES = [{"docid": f"d{i}", "score": 1.0 - i / 10, "doc": {"segment": f"gzip compresses files, part {i}."}}
               for i in range(3)]
@@ -258,9 +258,9 @@ def test_each_backend_has_threads_of_its_own_bounded():
     assert large.slots == large.threads.total_tokens == MAX_BACKEND_THREADS
     assert small.threads is not large.threads and small.threads is not anyio.to_thread.current_default_thread_limiter
     config = GeneratorConfig(name="g", backend="openai", model="m")
-    from ragnarok.generate.openai_compat import OpenAIChatGenerator
     from ragnarok.judge.llm import LLMJudge
-    from ragnarok.rerank.listwise import ListwiseReranker
+    from ragnarok.stages.generate.openai_compat import OpenAIChatGenerator
+    from ragnarok.stages.rerank.listwise import ListwiseReranker
 
     generator = OpenAIChatGenerator(config)
     assert guard_of(generator) is generator.guard

@@ -12,9 +12,9 @@ import pytest
 from typer.testing import CliRunner
 
 import ragnarok
-from ragnarok.cli import app
-from ragnarok.registry import UnknownComponentError
-from ragnarok.topic_sets import UnknownTopicSetError
+from ragnarok.cli.main import app
+from ragnarok.core.registry import UnknownComponentError
+from ragnarok.core.topic_sets import UnknownTopicSetError
 
 ROOT = Path(__file__).resolve().parent.parent
 SPEC = "bm25@20 | extractive"
@@ -23,13 +23,14 @@ SPEC = "bm25@20 | extractive"
 def test_import_ragnarok_is_cheap_and_the_submodules_still_work():
     code = ("import sys, ragnarok; print(sorted(m for m in sys.modules if m.split('.')[0] in "
             "('ragnarok', 'pydantic', 'torch', 'httpx', 'jnius'))); "
-            "import ragnarok.retrieve.vectors as v, ragnarok.evaluate as e; from ragnarok import evaluate; "
+            "import ragnarok.stages.retrieve.vectors as v, ragnarok.core.evaluation as e; "
+            "from ragnarok import evaluate; import ragnarok.api as api; "
             "print(callable(ragnarok.retrieve), callable(ragnarok.evaluate), e.read_qrels.__name__, "
-            "evaluate is e, v.__name__, sorted(set(ragnarok.__all__) - set(dir(ragnarok))))")
+            "evaluate is api.evaluate, v.__name__, sorted(set(ragnarok.__all__) - set(dir(ragnarok))))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                          env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}, check=True).stdout.splitlines()
     assert out[0] == "['ragnarok']"  # nothing else loads, nothing is read
-    assert out[1] == "True True read_qrels True ragnarok.retrieve.vectors []"
+    assert out[1] == "True True read_qrels True ragnarok.stages.retrieve.vectors []"
 
 
 @pytest.fixture(scope="module")
@@ -53,17 +54,17 @@ def test_rag_gives_what_post_rag_gives_and_loads_once(pipeline, demo_settings):
     assert json.loads(answer.model_dump_json(exclude_none=True)) == body.json()
     assert answer.references and answer.answer[0].citations
     # the module's functions keep one pipeline per spec: a second call reuses it
-    first = ragnarok.notebook.pipeline_for(SPEC, settings=demo_settings)
+    first = ragnarok.api.pipeline_for(SPEC, settings=demo_settings)
     assert ragnarok.rag(topic, pipeline=SPEC, topic_id="demo-01", settings=demo_settings) == answer
-    assert ragnarok.notebook.pipeline_for(SPEC, settings=demo_settings) is first
+    assert ragnarok.api.pipeline_for(SPEC, settings=demo_settings) is first
     ranking = ragnarok.retrieve(topic, k=5, pipeline=pipeline)
     assert [c.docid for c in ranking.candidates][:1] == answer.references[:1] and len(ranking.candidates) == 5
     assert len(ragnarok.retrieve(topic, k=50, pipeline="bm25", settings=demo_settings).candidates) == 50
 
 
 def test_search_and_evaluate_match_the_cli(pipeline, demo_settings, tmp_path, monkeypatch):
-    from ragnarok.settings import get_settings
-    from ragnarok.trec import write_run
+    from ragnarok.core.settings import get_settings
+    from ragnarok.core.trec import write_run
 
     monkeypatch.setenv("RAGNAROK_DATA_DIR", str(demo_settings.data_dir))
     get_settings.cache_clear()

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from ragnarok.core.settings import Settings
 from ragnarok.optimize.config import ConfigError, load_config
 from ragnarok.optimize.space import build_space
-from ragnarok.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 TOPICS = ROOT / "topics" / "demo.tsv"
@@ -137,7 +137,7 @@ def test_search_scores_held_out_topics_and_saves_a_preset(tmp_path, demo_index):
     best = done.stdout.strip().splitlines()[-1]
     assert best in {"bm25@20", "bm25:k1_1.2@20", "bm25+rocchio@20"}
     assert "held-out nDCG@10" in done.stdout and "(25 topics)" in done.stdout  # 50 judged topics, half held out
-    from ragnarok.presets import saved_presets
+    from ragnarok.core.presets import saved_presets
 
     assert saved_presets(Path(os.environ["RAGNAROK_DATA_DIR"])) == {"tuned-demo": best}
     report = (tmp_path / "out" / "report.greedy.md").read_text()  # one report per strategy
@@ -257,9 +257,9 @@ def test_stage_cache_serves_repeated_and_shallower_retrievals(tmp_path, demo_ind
 
 
 def test_bm25_arguments_are_one_canonical_token():
-    from ragnarok.registry import ComponentArgumentError
-    from ragnarok.retrieve.bm25_args import format_args, parse_args
-    from ragnarok.spec import parse
+    from ragnarok.core.registry import ComponentArgumentError
+    from ragnarok.core.spec import parse
+    from ragnarok.stages.retrieve.bm25_args import format_args, parse_args
 
     params = parse_args("k1_1.2-b_0.75")
     assert (params.k1, params.b) == (1.2, 0.75)
@@ -275,7 +275,7 @@ def test_bm25_arguments_are_one_canonical_token():
 
 
 def test_saved_presets_resolve_and_builtins_are_kept(tmp_path):
-    from ragnarok.presets import PRESETS, resolve, save_preset, saved_presets
+    from ragnarok.core.presets import PRESETS, resolve, save_preset, saved_presets
 
     save_preset("mine", "bm25:k1_1.2@100 | extractive", tmp_path)
     assert saved_presets(tmp_path) == {"mine": "bm25:k1_1.2@100 | extractive"}
@@ -291,7 +291,7 @@ def test_a_saved_preset_runs_in_rag_and_the_arena_pool(tmp_path, demo_index):
 
     from api.main import create_app
     from ragnarok.arena.pool import identify
-    from ragnarok.presets import save_preset
+    from ragnarok.core.presets import save_preset
 
     save_preset("searched", "bm25:k1_1.2@20 | cutoff:0@5 | extractive", tmp_path)
     settings = Settings(data_dir=tmp_path, indexes={"d": demo_index}, default_index="d")
@@ -301,7 +301,7 @@ def test_a_saved_preset_runs_in_rag_and_the_arena_pool(tmp_path, demo_index):
         assert answer.headers["Ragnarok-Pipeline"] in ("searched", "bm25:k1_1.2@20 | cutoff:0@5 | extractive")
         assert 1 <= len(answer.json()["references"]) <= 5
     os.environ["RAGNAROK_DATA_DIR"] = str(tmp_path)  # the arena resolves names with the process's settings
-    from ragnarok.settings import get_settings
+    from ragnarok.core.settings import get_settings
 
     get_settings.cache_clear()
     try:
@@ -336,12 +336,12 @@ def test_fused_rankings_from_the_stage_cache_are_the_gateways(tmp_path):
     import asyncio
     import json
 
-    from ragnarok.evaluate import per_query
-    from ragnarok.gateway import PipelineRunner, Services
+    from ragnarok.core.evaluation import per_query
+    from ragnarok.core.spec import parse
+    from ragnarok.core.types import Query
     from ragnarok.optimize.cache import CachingRunner, StageCache
     from ragnarok.optimize.objective import Evaluator, _run
-    from ragnarok.spec import parse
-    from ragnarok.types import Query
+    from ragnarok.service.gateway import PipelineRunner, Services
 
     class Fake(Services):
         calls = 0

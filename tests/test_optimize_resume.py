@@ -15,12 +15,12 @@ import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
+from test_optimize import LEXICAL as NARROW  # two bm25 settings and bm25+rocchio, depth 20
 
+from ragnarok.core.settings import Settings
 from ragnarok.optimize.config import ConfigError, load_config
 from ragnarok.optimize.objective import TrialResult
 from ragnarok.optimize.space import build_space
-from ragnarok.settings import Settings
-from test_optimize import LEXICAL as NARROW  # two bm25 settings and bm25+rocchio, depth 20
 
 ROOT = Path(__file__).resolve().parent.parent
 TOPICS = ROOT / "topics" / "demo.tsv"

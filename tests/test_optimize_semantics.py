@@ -20,10 +20,10 @@ import pytest
 from optuna.distributions import CategoricalDistribution
 from optuna.trial import TrialState, create_trial
 
+from ragnarok.core.settings import Settings
 from ragnarok.optimize.config import ConfigError, load_config
 from ragnarok.optimize.objective import TrialError, TrialResult
 from ragnarok.optimize.space import build_space
-from ragnarok.settings import Settings
 
 ROOT = Path(__file__).resolve().parent.parent
 TOPICS = ROOT / "topics" / "demo.tsv"
@@ -160,8 +160,8 @@ def test_cli_changed_config_preset_notice_reports_per_strategy_and_log_lines(tmp
 
 
 def test_saving_a_preset_over_another_says_so(tmp_path):
+    from ragnarok.core.presets import saved_presets
     from ragnarok.optimize.cli import save_preset_noting
-    from ragnarok.presets import saved_presets
 
     assert save_preset_noting("tuned", "bm25@10", tmp_path)[1] is None
     assert save_preset_noting("tuned", "bm25@10", tmp_path)[1] == "preset 'tuned' was already saved with this spec"

@@ -39,13 +39,13 @@ def wheel(tmp_path_factory) -> Path:
 def test_the_wheel_carries_topics_templates_and_presets(wheel):
     names = set(zipfile.ZipFile(wheel).namelist())
     data = [p for p in tracked() if p.startswith(PACKAGES) and not p.endswith(".py")]
-    assert "ragnarok/data/topics/demo.tsv" in data and "ragnarok/generate/prompts/ragnarok.yaml" in data
+    assert "ragnarok/data/topics/demo.tsv" in data and "ragnarok/stages/generate/prompts/ragnarok.yaml" in data
     assert sorted(set(data) - names) == []  # every data file of the packages: topics, qrels, nuggets, templates
-    for module in ("ragnarok/__init__.py", "ragnarok/notebook.py", "ragnarok/presets.py", "ragnarok/cli.py",
+    for module in ("ragnarok/__init__.py", "ragnarok/api.py", "ragnarok/core/presets.py", "ragnarok/cli/main.py",
                    "api/main.py", "webui/app.py"):
         assert module in names
     entry = next(n for n in names if n.endswith("entry_points.txt"))
-    assert "ragnarok = ragnarok.cli:app" in zipfile.ZipFile(wheel).read(entry).decode()
+    assert "ragnarok = ragnarok.cli.main:app" in zipfile.ZipFile(wheel).read(entry).decode()
 
 
 def test_the_installed_wheel_finds_its_demo_topics(wheel, tmp_path):
@@ -66,7 +66,7 @@ def test_the_installed_wheel_finds_its_demo_topics(wheel, tmp_path):
         assert out.returncode == 0, out.stderr[-2000:]
         return out.stdout + out.stderr
 
-    where = run(str(venv / "bin" / "python"), "-c", "import ragnarok, ragnarok.topic_sets as t; "
+    where = run(str(venv / "bin" / "python"), "-c", "import ragnarok, ragnarok.core.topic_sets as t; "
                 "print(t.PACKAGE_TOPICS); print(ragnarok.load_topics('demo')[0].qid)")
     assert where.split() == [str(purelib / "ragnarok" / "data" / "topics"), "demo-01"]
     assert "demo\tavailable" in run(str(venv / "bin" / "ragnarok"), "topics", "list")

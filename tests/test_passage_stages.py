@@ -1,4 +1,4 @@
-"""Passage stages (ragnarok/passage/): a ranking in, a ranking out. Neighbour windows and auto-merging are
+"""Passage stages (ragnarok/stages/passage/): a ranking in, a ranking out. Neighbour windows and auto-merging are
 checked on segments made by our own segmenter: the merged text is the document body between the merged
 offsets, byte for byte (in memory, and end to end through Lucene, POST /v1/segments and POST /rag)."""
 
@@ -11,11 +11,11 @@ from fastapi.testclient import TestClient
 
 from api.main import create_app
 from ragnarok.collection.segment import Segmenter
-from ragnarok.components import PASSAGE_STAGES
-from ragnarok.passage.base import StageContext
-from ragnarok.passage.spans import piece
-from ragnarok.registry import ComponentArgumentError
-from ragnarok.types import Candidate, Doc, Query, Request
+from ragnarok.core.registry import ComponentArgumentError
+from ragnarok.core.types import Candidate, Doc, Query, Request
+from ragnarok.stages.components import PASSAGE_STAGES
+from ragnarok.stages.passage.base import StageContext
+from ragnarok.stages.passage.spans import piece
 
 # Paragraphs, short and long sentences, a heading: what the segmenter has to cope with in real documents.
 BODY = "\n\n".join(

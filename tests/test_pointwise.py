@@ -21,19 +21,19 @@ from servers import rerank_behind_a_counting_hub, serve_app
 ROOT = Path(__file__).resolve().parent.parent
 
 from api.main import create_app
-from ragnarok.cancel import CancelToken, ShuttingDown
 from ragnarok.collection.lucene_index import index_documents
-from ragnarok.components import RERANKERS
-from ragnarok.fuse import ranked, rrf
-from ragnarok.rerank.base import RerankerUnavailable
-from ragnarok.rerank.cross_encoder import CrossEncoderReranker
-from ragnarok.rerank.monot5 import MonoT5Reranker
-from ragnarok.rerank.pointwise import PointwiseReranker
-from ragnarok.rerank.rank_llm_adapter import RankLLMReranker
-from ragnarok.rerank.tiny import build_tiny_cross_encoder, build_tiny_monot5
-from ragnarok.retrieval_service import RerankService
-from ragnarok.settings import Settings
-from ragnarok.types import Request
+from ragnarok.core.fuse import ranked, rrf
+from ragnarok.core.settings import Settings
+from ragnarok.core.types import Request
+from ragnarok.runtime.cancel import CancelToken, ShuttingDown
+from ragnarok.service.retrieval_service import RerankService
+from ragnarok.stages.components import RERANKERS
+from ragnarok.stages.rerank.base import RerankerUnavailable
+from ragnarok.stages.rerank.cross_encoder import CrossEncoderReranker
+from ragnarok.stages.rerank.monot5 import MonoT5Reranker
+from ragnarok.stages.rerank.pointwise import PointwiseReranker
+from ragnarok.stages.rerank.rank_llm_adapter import RankLLMReranker
+from ragnarok.stages.rerank.tiny import build_tiny_cross_encoder, build_tiny_monot5
 
 QUERY = "how do i compress a file with gzip"
 TEXTS = [

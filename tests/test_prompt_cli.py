@@ -6,13 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from fakes import cohere_app, flaky_openai_app
+from servers import serve_app
 from typer.testing import CliRunner
 
-from fakes import cohere_app, flaky_openai_app
-from ragnarok.cli import app
-from ragnarok.prompt_cli import render
-from ragnarok.settings import get_settings
-from servers import serve_app
+from ragnarok.cli.main import app
+from ragnarok.cli.prompt import render
+from ragnarok.core.settings import get_settings
 
 
 @pytest.fixture

@@ -4,9 +4,15 @@ import re
 
 import pytest
 
-from ragnarok.generate.prompts import PACKAGED, approx_tokens, build_messages, get_template, load_templates
-from ragnarok.registry import UnknownComponentError
-from ragnarok.types import Candidate, Doc
+from ragnarok.core.registry import UnknownComponentError
+from ragnarok.core.types import Candidate, Doc
+from ragnarok.stages.generate.prompts import (
+    PACKAGED,
+    approx_tokens,
+    build_messages,
+    get_template,
+    load_templates,
+)
 
 SEGMENT = "Segment {} says [3] things. "
 CANDS = [Candidate(docid=f"d{i}", score=1.0, doc=Doc(title=f"T{i}", segment=SEGMENT.format(i) * 40))

@@ -1,4 +1,4 @@
-"""Query stages (ragnarok/query/) in the pipeline grammar, against the real llama.cpp server with SmolLM2:
+"""Query stages (ragnarok/stages/query/) in the pipeline grammar, against the real llama.cpp server with SmolLM2:
 whatever the model writes, the queries are non-empty text, the rankings hold only retrieved segments, the
 generated text is cached per (generator, prompt, query) and shown in the trace; failures name the stage."""
 
@@ -9,11 +9,11 @@ from fastapi.testclient import TestClient
 from servers import free_port
 
 from api.main import create_app
-from ragnarok.components import QUERY_STAGES
-from ragnarok.generate.base import GeneratorConfig
-from ragnarok.query.stages import HYDE, MULTIQUERY, QUERY2DOC, Expansion, parse_selection
-from ragnarok.spec import SpecError, parse
-from ragnarok.spec_mapping import from_mapping
+from ragnarok.core.spec import SpecError, parse
+from ragnarok.core.spec_mapping import from_mapping
+from ragnarok.stages.components import QUERY_STAGES
+from ragnarok.stages.generate.base import GeneratorConfig
+from ragnarok.stages.query.stages import HYDE, MULTIQUERY, QUERY2DOC, Expansion, parse_selection
 
 # --- the grammar ----------------------------------------------------------------------------------------------
 

@@ -12,12 +12,12 @@ from typer.testing import CliRunner
 
 from api.main import create_app
 from api.routes.rag import PIPELINE_HEADER
-from ragnarok.cli import app as cli
+from ragnarok.cli.main import app as cli
 from ragnarok.collection.lucene_index import index_documents
-from ragnarok.presets import DEFAULT_PIPELINES, PRESETS, default_pipeline
-from ragnarok.retrieve.dense import dense_dir
-from ragnarok.retrieve.dense_build import build_dense_index, segments_from_lucene
-from ragnarok.settings import Settings
+from ragnarok.core.presets import DEFAULT_PIPELINES, PRESETS, default_pipeline
+from ragnarok.core.settings import Settings
+from ragnarok.stages.retrieve.dense import dense_dir
+from ragnarok.stages.retrieve.dense_build import build_dense_index, segments_from_lucene
 
 DOCS = [
     ("gzip", "gzip", "The gzip module compresses and decompresses files in the GNU zip format."),

@@ -16,12 +16,12 @@ from servers import free_port, rerank_behind_a_counting_hub
 
 from api.errors import scrub
 from api.main import create_app
-from ragnarok.model_paths import dir_bytes
-from ragnarok.registry import ComponentArgumentError
-from ragnarok.rerank.cross_encoder import CrossEncoderReranker
-from ragnarok.rerank.tiny import build_tiny_cross_encoder
-from ragnarok.retrieval_service import RerankService
-from ragnarok.settings import Settings
+from ragnarok.core.model_paths import dir_bytes
+from ragnarok.core.registry import ComponentArgumentError
+from ragnarok.core.settings import Settings
+from ragnarok.service.retrieval_service import RerankService
+from ragnarok.stages.rerank.cross_encoder import CrossEncoderReranker
+from ragnarok.stages.rerank.tiny import build_tiny_cross_encoder
 
 REQUEST = {"query": {"text": "compress a file with gzip"}, "candidates": [
     {"docid": "a", "score": 2, "doc": {"segment": "the gzip module can compress and decompress files"}},

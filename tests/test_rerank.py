@@ -7,14 +7,20 @@ import re
 from dataclasses import dataclass, field
 
 import pytest
-
-from ragnarok.protocols import Reranker
-from ragnarok.rerank.base import RerankError, RerankerUnavailable
-from ragnarok.rerank.embedding import EmbeddingReranker, MMRReranker
-from ragnarok.rerank.listwise import ListwiseReranker, complete_permutation, parse_permutation, sweep, window_bounds
-from ragnarok.rerank.rank_llm_adapter import MODELS, RankLLMReranker, from_rank_llm
-from ragnarok.types import Candidate, Doc, Query, Request
 from servers import free_port
+
+from ragnarok.core.protocols import Reranker
+from ragnarok.core.types import Candidate, Doc, Query, Request
+from ragnarok.stages.rerank.base import RerankError, RerankerUnavailable
+from ragnarok.stages.rerank.embedding import EmbeddingReranker, MMRReranker
+from ragnarok.stages.rerank.listwise import (
+    ListwiseReranker,
+    complete_permutation,
+    parse_permutation,
+    sweep,
+    window_bounds,
+)
+from ragnarok.stages.rerank.rank_llm_adapter import MODELS, RankLLMReranker, from_rank_llm
 
 DOCS = [
     ("bread", "How to bake bread", "Mix flour, water, yeast and salt, knead the dough and bake it in a hot oven."),

@@ -10,13 +10,13 @@ from typing import Any
 import jsonschema
 import pytest
 from fastapi.testclient import TestClient
+from test_track_parity import SEGS, official_2024, official_2025, record_2025, write_lines
 from typer.testing import CliRunner
 
 from api.main import create_app
-from ragnarok.cli import app
-from ragnarok.schema_cli import SCHEMAS
-from ragnarok.settings import Settings, get_settings
-from test_track_parity import SEGS, official_2024, official_2025, record_2025, write_lines
+from ragnarok.cli.main import app
+from ragnarok.cli.schema import SCHEMAS
+from ragnarok.core.settings import Settings, get_settings
 
 cli = CliRunner()
 

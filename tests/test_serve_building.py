@@ -18,10 +18,10 @@ from servers import ragnarok_serve
 
 from ragnarok.collection.demo_index import remove_abandoned
 from ragnarok.collection.lucene_index import index_documents
-from ragnarok.retrieve.dense import dense_dir
-from ragnarok.retrieval_service import RetrievalService
-from ragnarok.settings import Settings
-from ragnarok.types import Query
+from ragnarok.core.settings import Settings
+from ragnarok.core.types import Query
+from ragnarok.service.retrieval_service import RetrievalService
+from ragnarok.stages.retrieve.dense import dense_dir
 
 WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliett kilo lima mike november oscar".split()
 BUILDING = re.compile(r"building, (\d+) % done \(([\d,]+) of ([\d,]+) segments")
@@ -173,7 +173,7 @@ def test_leftovers_of_dead_builds_are_removed_and_never_listed(tmp_path):
 
 
 def test_progress_reads_as_the_503_says():
-    from ragnarok.retrieve.building import Progress
+    from ragnarok.stages.retrieve.building import Progress
 
     assert Progress(2650, 6281, 70.0, 95.0).describe() == \
         "building, 42 % done (2,650 of 6,281 segments, about 2 min left)"
@@ -183,8 +183,8 @@ def test_progress_reads_as_the_503_says():
 
 def test_a_failed_build_is_reported_until_the_index_is_built(tmp_path):
     from ragnarok.collection.demo_index import ensure_dense_index
-    from ragnarok.retrieve.building import DenseBuild
-    from ragnarok.retrieve.dense import DenseIndexNotFoundError
+    from ragnarok.stages.retrieve.building import DenseBuild
+    from ragnarok.stages.retrieve.dense import DenseIndexNotFoundError
 
     lucene = tmp_path / "idx"
     service = RetrievalService(Settings(data_dir=tmp_path / "data", indexes={"x": str(lucene)}))

@@ -15,7 +15,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-
 from servers import ragnarok_serve
 
 #: A rerank by MiniLM embeddings: the query and the candidates encoded by the ONNX encoder (exported on first use).

@@ -1,7 +1,7 @@
 import pytest
 
-from ragnarok.spec import Fusion, Generate, Pipeline, Rerank, Source, SpecError, parse
-from ragnarok.spec_mapping import from_mapping, load
+from ragnarok.core.spec import Fusion, Generate, Pipeline, Rerank, Source, SpecError, parse
+from ragnarok.core.spec_mapping import from_mapping, load
 
 PAPER = "rrf(bm25+rocchio, dense:minilm)@3000 | monot5@100~rrf | rankzephyr@20 | gpt-4o:chatqa"
 

@@ -16,7 +16,6 @@ from collections.abc import Callable
 
 import httpx
 import pytest
-
 from servers import ragnarok_serve, serve_app
 from test_keys import fake  # noqa: F401 - the flaky OpenAI-shaped backend, once per module
 
@@ -38,8 +37,8 @@ def service(fake, demo_settings, tmp_path_factory):
     """create_app with keys on a real uvicorn: the demo index, a paid generator, two that hang (one slot each:
     one waits for its slot a minute, the other 0.3 s), a fresh SQLite database."""
     from api.main import create_app
-    from ragnarok.generate.base import GeneratorConfig
-    from ragnarok.settings import Settings
+    from ragnarok.core.settings import Settings
+    from ragnarok.stages.generate.base import GeneratorConfig
 
     _, base = fake
     os.environ[KEY_ENV] = "sk-spend-test"

@@ -116,7 +116,7 @@ def test_postgresql_restarted_under_load(own_postgres, demo_settings, tmp_path):
     from api.main import create_app
     from ragnarok.arena.store import VoteStore
     from ragnarok.auth.store import AuthStore
-    from ragnarok.settings import Settings
+    from ragnarok.core.settings import Settings
     from webui.votes import VoteLog
 
     url = own_postgres.url
@@ -197,7 +197,7 @@ def _usage_fails_cleanly(url: str) -> None:
     from typer.testing import CliRunner
 
     from ragnarok.auth.cli import keys_app
-    from ragnarok.settings import get_settings
+    from ragnarok.core.settings import get_settings
 
     get_settings.cache_clear()  # the command reads its settings from this environment
     try:
@@ -314,8 +314,8 @@ def test_redis_down_fails_closed(demo_settings, tmp_path):
 
     from api.main import create_app
     from ragnarok.auth.store import AuthStore
-    from ragnarok.generate.base import GeneratorConfig
-    from ragnarok.settings import Settings
+    from ragnarok.core.settings import Settings
+    from ragnarok.stages.generate.base import GeneratorConfig
     from webui.admission import Admission
 
     pytest.importorskip("redis")

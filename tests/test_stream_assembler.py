@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from ragnarok.generate.base import GeneratorConfig
-from ragnarok.generate.llm import finish
-from ragnarok.generate.streaming import SentenceAssembler
-from ragnarok.types import Candidate, Doc, Query
+from ragnarok.core.types import Candidate, Doc, Query
+from ragnarok.stages.generate.base import GeneratorConfig
+from ragnarok.stages.generate.llm import finish
+from ragnarok.stages.generate.streaming import SentenceAssembler
 
 CANDIDATES = [Candidate(docid=f"d{i}", score=1.0, doc=Doc(segment=text)) for i, text in enumerate([
     "The argparse module parses command line arguments and generates help messages.",
@@ -62,7 +62,7 @@ def test_a_sentence_is_sent_once_the_next_one_starts():
 
 
 def test_a_secret_split_across_pieces_is_never_streamed(monkeypatch):
-    from ragnarok.redact import register_value
+    from ragnarok.runtime.redact import register_value
 
     secret = "sk-streamed-secret-0123456789"
     register_value(secret)

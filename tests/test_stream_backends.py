@@ -19,17 +19,17 @@ import pytest
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from servers import serve_app
-
-from ragnarok.meter import Meter, metering
-from ragnarok.generate.base import GenerationError, GeneratorConfig
-from ragnarok.generate.cohere_chat import CohereGenerator
-from ragnarok.generate.llama_cpp import LlamaCppGenerator
-from ragnarok.generate.openai_compat import OpenAIChatGenerator
-from ragnarok.generate.prompts import get_template
-from ragnarok.generate.streaming import StreamDeadline, StreamEvent, sentence_texts
-from ragnarok.settings import Settings
-from ragnarok.types import Candidate, Query, RagAnswer
 from test_generate_backends import CANDIDATES, TOPIC  # the same three segments and topic
+
+from ragnarok.core.meter import Meter, metering
+from ragnarok.core.settings import Settings
+from ragnarok.core.types import Candidate, Query, RagAnswer
+from ragnarok.stages.generate.base import GenerationError, GeneratorConfig
+from ragnarok.stages.generate.cohere_chat import CohereGenerator
+from ragnarok.stages.generate.llama_cpp import LlamaCppGenerator
+from ragnarok.stages.generate.openai_compat import OpenAIChatGenerator
+from ragnarok.stages.generate.prompts import get_template
+from ragnarok.stages.generate.streaming import StreamDeadline, StreamEvent, sentence_texts
 
 OPENAI_TEXT = ("Python parses arguments with argparse [1]. It can also compress files [2][1]. "
                "The getopt module is the older way [3]. That is all.")
@@ -430,7 +430,7 @@ def test_embedded_stream_is_the_answer_without_streaming(smollm2):
 
 def test_closing_the_embedded_stream_stops_the_model(smollm2, monkeypatch):
     """Closed after three pieces: the model stops at the token it is writing, and its one slot is free."""
-    monkeypatch.setattr("ragnarok.generate.streaming.secrets", list)  # no text held back: a delta a token
+    monkeypatch.setattr("ragnarok.stages.generate.streaming.secrets", list)  # no text held back: a delta a token
     template = get_template(smollm2.config.template or "small")
     meter = Meter()
 

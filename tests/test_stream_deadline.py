@@ -16,7 +16,6 @@ from contextlib import contextmanager
 import httpx
 import pytest
 from httpx_sse import connect_sse
-
 from servers import serve_app
 from sse_fakes import Script, streaming_openai_app
 from test_api_stream import CANDIDATES
@@ -41,8 +40,8 @@ def cpu_hogs(seconds: float) -> Iterator[None]:
 @pytest.fixture(scope="module")
 def service(demo_settings):
     from api.main import create_app
-    from ragnarok.generate.base import GeneratorConfig
-    from ragnarok.settings import Settings
+    from ragnarok.core.settings import Settings
+    from ragnarok.stages.generate.base import GeneratorConfig
 
     # endless: 2,000 sentences, one every 10 ms streamed (20 s), or at once (their post-processing takes seconds)
     endless = streaming_openai_app(Script(pieces=[f" Step {i} parses one more argument [1]." for i in range(2000)],

@@ -11,7 +11,6 @@ import json
 
 import httpx
 import pytest
-
 from servers import serve_app
 from test_api_stream import CANDIDATES, _generators, events, fake, script  # noqa: F401 - fixtures
 from test_metrics import scrape, value
@@ -21,7 +20,7 @@ STALL_S = 2  # `stalls`: no token for this long after the first one is an error;
 
 
 def _with_stalls(base: str) -> list:
-    from ragnarok.generate.base import GeneratorConfig
+    from ragnarok.stages.generate.base import GeneratorConfig
 
     return [*_generators(base), GeneratorConfig(name="stalls", backend="openai", base_url=base + "/v1", model="fake",
                                                 max_retries=0, stall_s=STALL_S, timeout_s=60)]
@@ -30,7 +29,7 @@ def _with_stalls(base: str) -> list:
 @pytest.fixture(scope="module")
 def service(fake, demo_settings):
     from api.main import create_app
-    from ragnarok.settings import Settings
+    from ragnarok.core.settings import Settings
 
     with serve_app(create_app(Settings(data_dir=demo_settings.data_dir, generators=_with_stalls(fake[1])),
                               arena=False)) as url:
@@ -48,7 +47,7 @@ def failure_lines(caplog: pytest.LogCaptureFixture) -> list[str]:
 
 @pytest.mark.parametrize("done", [True, False], ids=["then-DONE", "then-nothing"])
 def test_an_error_object_mid_stream_is_an_error_event_with_the_backends_message(service, script, caplog, done):
-    from ragnarok.redact import register_value
+    from ragnarok.runtime.redact import register_value
 
     register_value(SECRET)
     script.error_after, script.done_after_error = 2, done
@@ -68,7 +67,7 @@ def test_an_error_object_mid_stream_is_an_error_event_with_the_backends_message(
 
 
 def test_an_error_object_as_the_whole_answer_is_a_502_with_the_backends_message(service, script, caplog):
-    from ragnarok.redact import register_value
+    from ragnarok.runtime.redact import register_value
 
     register_value(SECRET)
     script.error_after, script.error_message = 0, f"Internal error with key {SECRET}: the model is overloaded"
@@ -101,7 +100,7 @@ def test_the_error_events_detail_is_one_string_in_one_process_and_across_service
                                                                                   script):
     """The same stall: ``/rag`` on one app, then on a gateway whose AG service is that app."""
     from api.main import create_app
-    from ragnarok.settings import Settings
+    from ragnarok.core.settings import Settings
 
     body = {"topic": "how do I parse command line arguments", "pipeline": "bm25@5 | stalls", "stream": True}
     script.stall_after, script.stall_s = 3, 5 * STALL_S

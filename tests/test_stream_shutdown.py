@@ -14,7 +14,6 @@ import time
 import httpx
 import pytest
 from httpx_sse import connect_sse
-
 from servers import ragnarok_serve, serve_app
 from sse_fakes import Script, streaming_openai_app
 from test_api_stream import CANDIDATES

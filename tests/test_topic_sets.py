@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ragnarok.cli import app
-from ragnarok.settings import Settings, get_settings
-from ragnarok.topic_sets import UnknownTopicSetError, qrels_path, resolve_topics, set_names, topics_path
+from ragnarok.cli.main import app
+from ragnarok.core.settings import Settings, get_settings
+from ragnarok.core.topic_sets import UnknownTopicSetError, qrels_path, resolve_topics, set_names, topics_path
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -40,7 +40,7 @@ def test_names_and_aliases_resolve_to_the_track_files(track, shared_data):
 
 
 def test_the_project_topics_live_in_the_package_and_topics_links_there():
-    from ragnarok.topic_sets import PACKAGE_TOPICS
+    from ragnarok.core.topic_sets import PACKAGE_TOPICS
 
     assert PACKAGE_TOPICS.parent.parent == ROOT / "ragnarok"
     assert (PACKAGE_TOPICS / "demo.tsv").is_file() and (PACKAGE_TOPICS / "eval" / "demo.nuggets.jsonl").is_file()

@@ -6,7 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from ragnarok.topics import Topic, TopicFormatError, load_topics, read_jsonl, read_topics, read_trec, read_tsv
+from ragnarok.core.topics import (
+    Topic,
+    TopicFormatError,
+    load_topics,
+    read_jsonl,
+    read_topics,
+    read_trec,
+    read_tsv,
+)
 
 TOPICS = Path(__file__).resolve().parent.parent / "topics"
 

@@ -3,18 +3,19 @@
 from __future__ import annotations
 
 import json
+
 import pytest
+from fakes import flaky_openai_app
+from servers import serve_app
 from typer.testing import CliRunner
 
-from fakes import flaky_openai_app
-from ragnarok.cli import app
-from ragnarok.settings import get_settings
-from ragnarok.topics import read_jsonl, read_tsv
+from ragnarok.cli.main import app
+from ragnarok.core.settings import get_settings
+from ragnarok.core.topics import read_jsonl, read_tsv
+from ragnarok.core.types import CitedSentence, RagAnswer
 from ragnarok.track.formats import answer_record, normalise, trim_words
 from ragnarok.track.output import JsonLinesLog
 from ragnarok.track.validate import fix, validate
-from ragnarok.types import CitedSentence, RagAnswer
-from servers import serve_app
 
 cli = CliRunner()
 SEG = "msmarco_v2.1_doc_51_766815931#2_1606878413"

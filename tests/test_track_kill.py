@@ -12,9 +12,10 @@ import time
 from pathlib import Path
 
 from fakes import flaky_openai_app
-from ragnarok.topics import read_tsv
-from ragnarok.track.validate import validate
 from servers import serve_app
+
+from ragnarok.core.topics import read_tsv
+from ragnarok.track.validate import validate
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -33,14 +33,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from ragnarok.cli import app
-from ragnarok.settings import get_settings
-from ragnarok.topics import read_jsonl, read_tsv
+from ragnarok.cli.main import app
+from ragnarok.core.settings import get_settings
+from ragnarok.core.topics import read_jsonl, read_tsv
+from ragnarok.core.types import CitedSentence, RagAnswer, word_count
 from ragnarok.track.formats import answer_record
 from ragnarok.track.output import JsonLinesLog
 from ragnarok.track.run import TrackOptions, write_r_run
 from ragnarok.track.validate import validate
-from ragnarok.types import CitedSentence, RagAnswer, word_count
 
 ROOT = Path(__file__).resolve().parent.parent
 MARCODOC = re.compile(r"^msmarco_v2\.1_doc_\d+_\d+#\d+_\d+$")
@@ -333,7 +333,7 @@ def test_unknown_generator_imports_nothing_heavy(tmp_path):
     probe = textwrap.dedent(f"""
         import sys
         from typer.testing import CliRunner
-        from ragnarok.cli import app
+        from ragnarok.cli.main import app
         result = CliRunner().invoke(app, ["run", "--topics", "demo", "--pipeline", "bm25@10 | gpt-9",
                                           "--output", {str(tmp_path / "run.jsonl")!r}])
         heavy = [m for m in ("jnius", "pyserini", "torch", "sentence_transformers", "faiss", "llama_cpp",

@@ -12,8 +12,8 @@ from fastapi import FastAPI, Request
 from servers import serve_app
 from typer.testing import CliRunner
 
-from ragnarok.cli import app
-from ragnarok.settings import get_settings
+from ragnarok.cli.main import app
+from ragnarok.core.settings import get_settings
 from ragnarok.track.validate import fix, validate
 
 cli = CliRunner()

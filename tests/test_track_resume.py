@@ -8,11 +8,11 @@ import json
 
 import pytest
 from fastapi.testclient import TestClient
+from test_track_parity import GIVEN, write_lines
 from typer.testing import CliRunner
 
-from ragnarok.cli import app
-from ragnarok.settings import get_settings
-from test_track_parity import GIVEN, write_lines
+from ragnarok.cli.main import app
+from ragnarok.core.settings import get_settings
 
 cli = CliRunner()
 
@@ -74,10 +74,11 @@ def test_a_misspelt_passage_stage_gets_a_suggestion_in_the_cli(tmp_path):
 
 
 def test_a_misspelt_passage_stage_gets_a_suggestion_from_the_api(tmp_path):
+    from test_index_lifecycle import docs
+
     from api.main import create_app
     from ragnarok.collection.lucene_index import index_documents
-    from ragnarok.settings import Settings
-    from test_index_lifecycle import docs
+    from ragnarok.core.settings import Settings
 
     index_documents(iter(docs(4)), tmp_path / "idx")
     settings = Settings(data_dir=tmp_path / "data", indexes={"x": str(tmp_path / "idx")}, default_index="x")

@@ -3,7 +3,7 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from ragnarok.types import Candidate, CitedSentence, Doc, Query, RagAnswer, Request, word_count
+from ragnarok.core.types import Candidate, CitedSentence, Doc, Query, RagAnswer, Request, word_count
 
 RANK_LLM_REQUEST = (
     '{"query": {"text": "how do I parse arguments", "qid": 7}, "candidates": ['

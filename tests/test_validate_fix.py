@@ -9,11 +9,11 @@ import json
 import unicodedata
 from pathlib import Path
 
+from test_track_parity import SEGS, official_2025, record_2025, write_lines
 from typer.testing import CliRunner
 
-from ragnarok.cli import app
+from ragnarok.cli.main import app
 from ragnarok.track.validate import fix, validate
-from test_track_parity import SEGS, official_2025, record_2025, write_lines
 
 cli = CliRunner()
 TOPICS = {"1": "what is x", "2": "what is y", "3": "what is z", "4": "what is w", "5": "what is v"}

@@ -6,12 +6,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ragnarok.generate.extractive import ExtractiveGenerator, prose_sentences
-from ragnarok.generate.prompts import get_template
-from ragnarok.retrieve.dense import shared_encoder
-from ragnarok.retrieve.dense_build import build_dense_index
-from ragnarok.embed.vectors import STORE_DIR, TextVectors, open_store, text_keys
-from ragnarok.types import Candidate, Doc, Query
+from ragnarok.core.types import Candidate, Doc, Query
+from ragnarok.stages.embed.vectors import STORE_DIR, TextVectors, open_store, text_keys
+from ragnarok.stages.generate.extractive import ExtractiveGenerator, prose_sentences
+from ragnarok.stages.generate.prompts import get_template
+from ragnarok.stages.retrieve.dense import shared_encoder
+from ragnarok.stages.retrieve.dense_build import build_dense_index
 
 SEGMENTS = {
     "gzip#0": ("gzip", "The gzip module compresses and decompresses files in the GNU zip format. Its open() "
@@ -89,7 +89,7 @@ def test_query_vectors_are_keyed_with_their_prefix():
 
 def test_the_extractive_answer_is_the_same_with_the_store_and_reads_no_sentence_from_the_model(store_dir,
                                                                                              monkeypatch):
-    import ragnarok.embed.vectors as module
+    import ragnarok.stages.embed.vectors as module
 
     candidates = [Candidate(docid=d, score=1.0 / (i + 1), doc=Doc(title=t, segment=s))
                   for i, (d, (t, s)) in enumerate(SEGMENTS.items())]

@@ -11,7 +11,7 @@ import pytest
 from browser import chromium
 from typer.testing import CliRunner
 
-from ragnarok.cli import app
+from ragnarok.cli.main import app
 
 ROOT = Path(__file__).resolve().parent.parent
 NUGGETS = ROOT / "topics" / "eval" / "demo.nuggets.jsonl"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ragnarok.netaddr import bare_host, http_url
-from ragnarok.settings import get_settings
+from ragnarok.core.settings import get_settings
+from ragnarok.runtime.netaddr import bare_host, http_url
 from webui.arena import DEFAULT_TOPICS
 
 

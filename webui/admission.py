@@ -22,8 +22,8 @@ from ragnarok.arena.pool import PipelineId
 from ragnarok.auth import rates
 from ragnarok.auth.cost import pipeline_cost
 from ragnarok.auth.principal import Principal
-from ragnarok.settings import Settings
-from ragnarok.spec import parse
+from ragnarok.core.settings import Settings
+from ragnarok.core.spec import parse
 
 if TYPE_CHECKING:
     from ragnarok.auth.store import AuthStore

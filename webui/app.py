@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from ragnarok.settings import Settings
+from ragnarok.core.settings import Settings
 from webui import render
 from webui.arena import DEFAULT_TOPICS, Arena, BattleView, VoteView
 from webui.client import RagClient
@@ -375,8 +375,9 @@ def standalone_app(settings: Settings, rag_url: str, topics_path: Path | None = 
     import os  # noqa: PLC0415
 
     from fastapi import FastAPI  # noqa: PLC0415
-    from ragnarok.proxies import ForwardedFor  # noqa: PLC0415
-    from ragnarok.redact import register_env  # noqa: PLC0415
+
+    from ragnarok.runtime.proxies import ForwardedFor  # noqa: PLC0415
+    from ragnarok.runtime.redact import register_env  # noqa: PLC0415
 
     app = FastAPI(title=TITLE)
     app.add_middleware(ForwardedFor, trusted_hosts=settings.trusted_proxy_list() or "")

@@ -47,7 +47,6 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from ragnarok import metrics
 from ragnarok.arena.pool import (
     NO_RERANKER,
     LatencyBook,
@@ -61,8 +60,9 @@ from ragnarok.arena.pool import (
 )
 from ragnarok.arena.store import StoreError, VoteStore
 from ragnarok.auth.principal import Principal, acting_as
-from ragnarok.settings import Settings
-from ragnarok.topics import Topic, read_topics
+from ragnarok.core.settings import Settings
+from ragnarok.core.topics import Topic, read_topics
+from ragnarok.runtime import metrics
 from webui import render
 from webui.admission import Admission, arena_principal, listing_principal, pool_generators
 from webui.client import PaneResult, RagClient

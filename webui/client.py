@@ -22,7 +22,7 @@ import httpx
 from httpx_sse import SSEError, aconnect_sse
 
 from ragnarok.arena.pool import PipelineId, free_generators
-from ragnarok.generate.streaming import StreamEvent
+from ragnarok.stages.generate.streaming import StreamEvent
 from webui.asgi_stream import StreamingASGITransport
 
 

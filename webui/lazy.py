@@ -5,7 +5,7 @@ import importlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ragnarok.activity import REQUESTS
+from ragnarok.runtime.activity import REQUESTS
 
 if TYPE_CHECKING:
     from fastapi import FastAPI

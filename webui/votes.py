@@ -17,9 +17,9 @@ from typing import Any
 
 from cachetools import LRUCache
 
-from ragnarok import metrics
 from ragnarok.arena.store import StoreError, VoteRefused, VoteStore
-from ragnarok.settings import Settings
+from ragnarok.core.settings import Settings
+from ragnarok.runtime import metrics
 from webui import boards, render
 from webui.views import VoteView, reveal
 

@@ -22,9 +22,9 @@ from api.body import StrictJSONRoute
 from api.deps import GenerationDep, RetrievalDep, SettingsDep
 from api.errors import BadInput, errors
 from ragnarok.auth.cost import evaluate_cost
-from ragnarok.cancel import InFlight, run_watched
-from ragnarok.generate.base import guard_of
-from ragnarok.types import RagAnswer
+from ragnarok.core.types import RagAnswer
+from ragnarok.runtime.cancel import InFlight, run_watched
+from ragnarok.stages.generate.base import guard_of
 
 router = APIRouter(prefix="/v1", tags=["evaluation"], route_class=StrictJSONRoute)
 
@@ -136,8 +136,8 @@ async def evaluate(body: EvaluateBody, http: HttpRequest, settings: SettingsDep,
     from ragnarok.judge.evalrag import judge_topic
     from ragnarok.judge.nuggets import Nugget, TopicNuggets
     from ragnarok.judge.service import Watched, make_judge
-    from ragnarok.retrieve.lucene import LuceneRetriever
-    from ragnarok.retrieval_service import source_kind
+    from ragnarok.service.retrieval_service import source_kind
+    from ragnarok.stages.retrieve.lucene import LuceneRetriever
 
     _bounds(body, settings.max_segment_chars, settings.max_query_chars)
     start = time.perf_counter()

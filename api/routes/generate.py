@@ -9,17 +9,17 @@ from fastapi import Request as HttpRequest
 from pydantic import BaseModel, Field, StrictBool
 
 from api.auth import SpendOut, reserve, spent
-from api.deps import GenerationDep, SettingsDep
 from api.body import StrictJSONRoute
+from api.deps import GenerationDep, SettingsDep
 from api.errors import BadInput, errors, scrub
 from api.sse import EventStream, encode, primed
 from api.sse import body as sse_body
 from ragnarok.auth.cost import Cost
-from ragnarok.cancel import CancelToken, watched
-from ragnarok.generate.prompts import load_templates
-from ragnarok.generate.service import GenerationService
-from ragnarok.generate.streaming import StreamEvent
-from ragnarok.types import MAX_ID_CHARS, Integer, Query, RagAnswer, Request
+from ragnarok.core.types import MAX_ID_CHARS, Integer, Query, RagAnswer, Request
+from ragnarok.runtime.cancel import CancelToken, watched
+from ragnarok.stages.generate.prompts import load_templates
+from ragnarok.stages.generate.service import GenerationService
+from ragnarok.stages.generate.streaming import StreamEvent
 
 router = APIRouter(prefix="/v1", tags=["generation"], route_class=StrictJSONRoute)
 

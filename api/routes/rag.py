@@ -5,26 +5,34 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-from fastapi import APIRouter, Request as HttpRequest, Response
+from fastapi import APIRouter, Response
+from fastapi import Request as HttpRequest
 from pydantic import BaseModel, Field, StrictBool
 
 from api.auth import SpendOut, reserve, spent
-from api.deps import SettingsDep
 from api.body import StrictJSONRoute
+from api.deps import SettingsDep
 from api.errors import BadInput, errors
-from ragnarok.auth.cost import pipeline_cost
-from ragnarok.cancel import CancelToken, watched
 from api.sse import EventStream, encode, primed
 from api.sse import body as sse_body
-from ragnarok.gateway import PipelineRun, PipelineRunner, Services
-from ragnarok.gateway_stream import stream_pipeline
-from ragnarok.generate.streaming import StreamEvent
-from ragnarok.logs import outgoing_headers, request_id
-from ragnarok.presets import DEFAULT_PIPELINES, PRESETS, default_pipeline, resolve, retrievers, saved_presets
-from ragnarok.quoting import shorten
-from ragnarok.spec import parse
-from ragnarok.spec_mapping import PipelineMapping, from_mapping
-from ragnarok.types import MAX_ID_CHARS, CitedSentence, Doc, Query
+from ragnarok.auth.cost import pipeline_cost
+from ragnarok.core.presets import (
+    DEFAULT_PIPELINES,
+    PRESETS,
+    default_pipeline,
+    resolve,
+    retrievers,
+    saved_presets,
+)
+from ragnarok.core.spec import parse
+from ragnarok.core.spec_mapping import PipelineMapping, from_mapping
+from ragnarok.core.types import MAX_ID_CHARS, CitedSentence, Doc, Query
+from ragnarok.runtime.cancel import CancelToken, watched
+from ragnarok.runtime.logs import outgoing_headers, request_id
+from ragnarok.runtime.quoting import shorten
+from ragnarok.service.gateway import PipelineRun, PipelineRunner, Services
+from ragnarok.service.gateway_stream import stream_pipeline
+from ragnarok.stages.generate.streaming import StreamEvent
 
 router = APIRouter(tags=["rag"], route_class=StrictJSONRoute)
 #: The response header that names the pipeline that ran (the default one is chosen per request).
@@ -133,7 +141,7 @@ def _out(run: PipelineRun, body: RagBody, spend: SpendOut | None = None) -> str:
 
 
 async def _default_pipeline(services: Services, index: str) -> tuple[str, str | None]:
-    """The preset that runs when the request names none (:func:`ragnarok.presets.default_pipeline`), chosen
+    """The preset that runs when the request names none (:func:`ragnarok.core.presets.default_pipeline`), chosen
     from the retrievers the R service can run on ``index`` now (GET /v1/retrievers), and, when it is not the
     first default, why (``offline needs dense:minilm: building, 42 % done (...)``; the header's value)."""
     try:

@@ -3,20 +3,21 @@
 from __future__ import annotations
 
 import anyio.to_thread
-from fastapi import APIRouter, Request as HttpRequest, Response
+from fastapi import APIRouter, Response
+from fastapi import Request as HttpRequest
 from pydantic import BaseModel, Field
 
 from api.auth import check_scope, reserve
-from api.deps import RerankDep, SettingsDep
 from api.body import StrictJSONRoute
+from api.deps import RerankDep, SettingsDep
 from api.errors import BadInput, errors
 from api.routes.retrieve import json_response
 from ragnarok.auth.cost import rerank_cost
-from ragnarok.cancel import InFlight, run_watched
-from ragnarok.generate.base import guard_of
-from ragnarok.rerank.embedding import EmbeddingReranker, check_work
-from ragnarok.rerank.pointwise import PointwiseReranker
-from ragnarok.types import Integer, Request
+from ragnarok.core.types import Integer, Request
+from ragnarok.runtime.cancel import InFlight, run_watched
+from ragnarok.stages.generate.base import guard_of
+from ragnarok.stages.rerank.embedding import EmbeddingReranker, check_work
+from ragnarok.stages.rerank.pointwise import PointwiseReranker
 
 router = APIRouter(prefix="/v1", tags=["retrieval"], route_class=StrictJSONRoute)
 

@@ -14,8 +14,8 @@ from pydantic import BaseModel, Field
 from api.body import StrictJSONRoute
 from api.deps import RetrievalDep, SettingsDep
 from api.errors import BadInput, errors, scrub
-from ragnarok.settings import Settings
-from ragnarok.types import MAX_ID_CHARS, Id, Integer, Query, Request
+from ragnarok.core.settings import Settings
+from ragnarok.core.types import MAX_ID_CHARS, Id, Integer, Query, Request
 
 router = APIRouter(prefix="/v1", tags=["retrieval"], route_class=StrictJSONRoute)
 

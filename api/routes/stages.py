@@ -17,7 +17,9 @@ from api.body import StrictJSONRoute
 from api.deps import RetrievalDep, SettingsDep
 from api.errors import BadInput, errors
 from ragnarok.auth.cost import Cost
-from ragnarok.passage.llmcompress import (
+from ragnarok.core.types import Candidate, Integer
+from ragnarok.service.retrieval_service import source_kind
+from ragnarok.stages.passage.llmcompress import (
     MAX_WRITE_CHARS,
     MAX_WRITE_TEXTS,
     SUMMARY_MAX_TOKENS,
@@ -25,10 +27,13 @@ from ragnarok.passage.llmcompress import (
     refine_messages,
     summarize_messages,
 )
-from ragnarok.passage.lookup import MAX_PREFIX_CHARS, MAX_PREFIXES, SegmentLookup
-from ragnarok.query.stages import MAX_SELECT_SENTENCES, SELECT_MAX_TOKENS, parse_selection, select_messages
-from ragnarok.retrieval_service import source_kind
-from ragnarok.types import Candidate, Integer
+from ragnarok.stages.passage.lookup import MAX_PREFIX_CHARS, MAX_PREFIXES, SegmentLookup
+from ragnarok.stages.query.stages import (
+    MAX_SELECT_SENTENCES,
+    SELECT_MAX_TOKENS,
+    parse_selection,
+    select_messages,
+)
 
 router = APIRouter(prefix="/v1", tags=["stages"], route_class=StrictJSONRoute)
 
@@ -94,8 +99,8 @@ class WriteOut(BaseModel):
              dependencies=[Depends(needs("generate"))])
 async def write(body: WriteBody, http: HttpRequest, settings: SettingsDep) -> WriteOut:
     """Within the generator's deadline (504), else 502 naming the generator and what went wrong."""
-    from ragnarok.components import QUERY_STAGES
-    from ragnarok.query.writer import TextWriter
+    from ragnarok.stages.components import QUERY_STAGES
+    from ragnarok.stages.query.writer import TextWriter
 
     if not body.query.strip():
         raise BadInput("query is empty")

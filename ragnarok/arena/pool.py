@@ -28,7 +28,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ragnarok.spec import Pipeline, parse
+from ragnarok.core.spec import Pipeline, parse
 
 NO_RERANKER = "none"
 DEFAULT_DEPTH = 20
@@ -63,7 +63,7 @@ class PipelineId:
 
 def identify(spec: str) -> PipelineId:
     """Parse a pool spec; it must end with a generator (an arena battle compares answers)."""
-    from ragnarok.presets import resolve  # noqa: PLC0415 - a preset name (built in or saved) is a spec too
+    from ragnarok.core.presets import resolve  # noqa: PLC0415 - a preset name (built in or saved) is a spec too
 
     pipeline: Pipeline = parse(resolve(spec))
     if pipeline.generate is None:

@@ -12,9 +12,9 @@ import typer
 
 from ragnarok.auth.records import check_fields
 from ragnarok.auth.records import when as _when
-from ragnarok import cli_output
-from ragnarok.cli_errors import fails_cleanly
-from ragnarok.cli_output import Format, OutputOpt
+from ragnarok.runtime import cli_output
+from ragnarok.runtime.cli_errors import fails_cleanly
+from ragnarok.runtime.cli_output import Format, OutputOpt
 
 keys_app = typer.Typer(no_args_is_help=True, add_completion=False,
                        help="API keys: scopes, generators, rates and budgets (RAGNAROK_AUTH=keys).")
@@ -45,7 +45,7 @@ def _names(text: str | None) -> list[str] | None:
 
 def _store():  # type: ignore[no-untyped-def]
     from ragnarok.auth.store import AuthStore  # noqa: PLC0415
-    from ragnarok.settings import get_settings  # noqa: PLC0415
+    from ragnarok.core.settings import get_settings  # noqa: PLC0415
 
     return AuthStore.for_settings(get_settings())
 
@@ -54,7 +54,7 @@ def _known_generators(names: list[str] | None) -> list[str] | None:
     """``names``, once each is a configured generator (``ValueError`` listing the known ones otherwise)."""
     if names is None:
         return None
-    from ragnarok.settings import get_settings  # noqa: PLC0415
+    from ragnarok.core.settings import get_settings  # noqa: PLC0415
 
     known = sorted(get_settings().generator_configs())
     unknown = [n for n in names if n not in known]

@@ -2,7 +2,7 @@
 
 Every LLM call is counted as its generator's attempts (the first and each retry: ``GeneratorConfig.attempts``),
 since each attempt is an HTTP request a paid backend may bill. The figures are upper bounds: the meter
-(:mod:`ragnarok.meter`) refuses any call past the reservation, so an estimate that were too low would stop
+(:mod:`ragnarok.core.meter`) refuses any call past the reservation, so an estimate that were too low would stop
 a request, never let it spend more.
 
 - ``POST /v1/generate``, ``POST /v1/write``: one call of the named generator (none for ``extractive``).
@@ -21,8 +21,8 @@ from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from ragnarok.generate.base import GeneratorConfig
-from ragnarok.spec import MAX_GENERATED, MAX_QUERIES, Pipeline
+from ragnarok.core.spec import MAX_GENERATED, MAX_QUERIES, Pipeline
+from ragnarok.stages.generate.base import GeneratorConfig
 
 #: Generators that never call a model.
 NO_MODEL_BACKENDS = ("extractive",)
@@ -64,7 +64,7 @@ class Cost:
 
 def listwise_windows(n: int, passes: int = 1) -> int:
     """Model calls of a sliding-window listwise rerank of ``n`` candidates (window 20, stride 10)."""
-    from ragnarok.rerank.listwise import window_bounds  # noqa: PLC0415
+    from ragnarok.stages.rerank.listwise import window_bounds  # noqa: PLC0415
 
     if n <= 1:
         return 0
@@ -104,7 +104,7 @@ def evaluate_cost(judge: str | None, nuggets: int, citations: int, geval: bool,
 
 def pipeline_cost(pipeline: Pipeline, configs: Mapping[str, GeneratorConfig]) -> Cost:
     """The worst case of ``POST /rag`` with ``pipeline``."""
-    from ragnarok.passage.llmcompress import MAX_CALLS as LLMCOMPRESS_CALLS  # noqa: PLC0415
+    from ragnarok.stages.passage.llmcompress import MAX_CALLS as LLMCOMPRESS_CALLS  # noqa: PLC0415
 
     cost = Cost()
     queries = 1

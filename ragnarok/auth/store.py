@@ -35,7 +35,15 @@ from typing import Any
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from ragnarok.arena.db import CONNECT_TIMEOUT_S, StoreError, describe, make_engine, safe_url, serialised, utc_now
+from ragnarok.arena.db import (
+    CONNECT_TIMEOUT_S,
+    StoreError,
+    describe,
+    make_engine,
+    safe_url,
+    serialised,
+    utc_now,
+)
 from ragnarok.arena.migrations import migrate
 from ragnarok.auth.backlog import Backlog, unreachable
 from ragnarok.auth.principal import SCOPES, Principal

@@ -7,7 +7,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ragnarok.cli_errors import fails_cleanly
+from ragnarok.runtime.cli_errors import fails_cleanly
 
 collection_app = typer.Typer(
     no_args_is_help=True, add_completion=False,
@@ -78,8 +78,8 @@ def segment(
     """Segment documents into overlapping sentence windows (MS MARCO V2.1 segmented: 10 sentences, stride 5)."""
     import json  # noqa: PLC0415
 
-    from ragnarok.collection.workers import write_atomically  # noqa: PLC0415
     from ragnarok.collection.parallel_segment import segment_collection  # noqa: PLC0415
+    from ragnarok.collection.workers import write_atomically  # noqa: PLC0415
 
     _check_paths(input, output, report)
     result = segment_collection(input, output, workers=workers, skip_bad=skip_bad, window=window, stride=stride,

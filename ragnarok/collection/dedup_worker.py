@@ -12,7 +12,14 @@ from dataclasses import dataclass
 import numpy as np
 
 from ragnarok.collection.jsonl import BadLine, CollectionFormatError, classify, docid_hash, parse_document
-from ragnarok.collection.minhash import SHINGLE_WORDS, band_hashes, band_keys, document_text, shingle_hashes, signatures
+from ragnarok.collection.minhash import (
+    SHINGLE_WORDS,
+    band_hashes,
+    band_keys,
+    document_text,
+    shingle_hashes,
+    signatures,
+)
 
 
 @dataclass

@@ -6,10 +6,13 @@ import sys
 from pathlib import Path
 
 from ragnarok.collection.lucene_index import index_documents, is_lucene_index
-from ragnarok.retrieve.dense_ensure import (  # noqa: F401 - re-exported (their old home)
-    dense_build_reason, ensure_dense_index, remove_abandoned, store_by_default,
+from ragnarok.core.settings import Settings
+from ragnarok.stages.retrieve.dense_ensure import (  # noqa: F401 - re-exported (their old home)
+    dense_build_reason,
+    ensure_dense_index,
+    remove_abandoned,
+    store_by_default,
 )
-from ragnarok.settings import Settings
 
 
 def ensure_demo_index(settings: Settings, threads: int = 2, dense_model: str | None = None) -> Path:

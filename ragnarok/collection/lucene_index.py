@@ -25,9 +25,8 @@ from typing import Any
 from tqdm import tqdm
 
 from ragnarok.collection.segment import Segmenter
-from ragnarok.index_files import index_identity, is_lucene_index  # noqa: F401 - re-exported (their old home)
-from ragnarok.index_files import put_in_place
-from ragnarok.java import start_jvm
+from ragnarok.core.java import start_jvm
+from ragnarok.runtime.index_files import index_identity, is_lucene_index, put_in_place  # noqa: F401 - re-exported (their old home)
 
 SHARD_SIZE = 100_000
 NO_SEGMENTS = "no segments: the input holds no document with a non-empty body"
@@ -46,7 +45,7 @@ def index_collection(
     the settings' ``index_buffer_mb``, 128). Anserini's own default, 4096 MB, lets the JVM grow by gigabytes on
     a large collection (and fail with a smaller heap).
     """
-    from ragnarok.interrupt import on_stop  # noqa: PLC0415
+    from ragnarok.runtime.interrupt import on_stop  # noqa: PLC0415
 
     input_dir, index_dir = Path(input_dir), Path(index_dir)
     if input_dir.is_file():  # Anserini reads directories: give it one holding a link to the file
@@ -76,13 +75,13 @@ def _anserini(input_dir: Path, index_dir: Path, collection: str, threads: int, g
               extra_args: Iterable[str], buffer_mb: int | None) -> None:
     """Anserini's IndexCollection, writing into ``index_dir`` (created)."""
     if buffer_mb is None:
-        from ragnarok.settings import get_settings  # noqa: PLC0415 - read when indexing, not on import
+        from ragnarok.core.settings import get_settings  # noqa: PLC0415 - read when indexing, not on import
 
         buffer_mb = get_settings().index_buffer_mb
     start_jvm()
     from jnius import autoclass  # noqa: PLC0415 - JVM must be started first
 
-    from ragnarok.java import is_verbose  # noqa: PLC0415
+    from ragnarok.core.java import is_verbose  # noqa: PLC0415
 
     args = [
         "-collection", collection, "-input", str(input_dir), "-index", str(index_dir),
@@ -145,7 +144,7 @@ def index_documents(
 def _index_replacing(segments_dir: Path, index_dir: Path, threads: int, count: int) -> None:
     """Index a JsonCollection directory of ``count`` segments in place of ``index_dir``
     (:func:`index_collection`)."""
-    from ragnarok.java import is_verbose  # noqa: PLC0415
+    from ragnarok.core.java import is_verbose  # noqa: PLC0415
 
     if not is_verbose():  # Anserini's own progress lines are hidden: say what is running
         print(f"indexing {count:,} segments with Anserini ({threads} threads; --verbose shows its log)",

@@ -159,7 +159,7 @@ def _stripped(body: str, start: int, end: int) -> Iterator[tuple[int, int]]:
 
 
 def sentence_spans(body: str) -> list[tuple[int, int]]:
-    """:func:`ragnarok.sentences.sentence_spans`, fast (same spans)."""
+    """:func:`ragnarok.core.sentences.sentence_spans`, fast (same spans)."""
     import blingfire  # noqa: PLC0415
 
     spans = []

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from ragnarok.sentences import _PARAGRAPH, sentence_spans  # noqa: F401 - re-exported (their old home)
+from ragnarok.core.sentences import _PARAGRAPH, sentence_spans  # noqa: F401 - re-exported (their old home)
 
 WINDOW = 10
 STRIDE = 5

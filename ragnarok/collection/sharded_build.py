@@ -41,8 +41,8 @@ from ragnarok.collection.build_dir import (
 )
 from ragnarok.collection.jsonl import CollectionFormatError, is_segmented
 from ragnarok.collection.lucene_index import NO_SEGMENTS, _anserini
-from ragnarok.index_files import put_in_place
 from ragnarok.collection.segment import STRIDE, WINDOW
+from ragnarok.runtime.index_files import put_in_place
 
 SHARD_SEGMENTS = 1_000_000
 
@@ -203,7 +203,7 @@ def _chunk(input_path: Path, work: Path, threads: int, workers: int | None, skip
 
 
 def _index_shards(work: Path, counts: list[int], threads: int) -> None:
-    from ragnarok.progress import progress  # noqa: PLC0415
+    from ragnarok.runtime.progress import progress  # noqa: PLC0415
 
     shards = work / "shards"
     shards.mkdir(exist_ok=True)
@@ -256,8 +256,8 @@ def _output_to(log: Path) -> Iterator[None]:
     block, so that a failure can be read there and the terminal gets one clear line; with ``--verbose`` only
     stdout is kept, and shown on stderr afterwards. Interrupted, the streams come back first (``on_stop``),
     so that the ``interrupted: ...`` line is seen."""
-    from ragnarok.interrupt import on_stop  # noqa: PLC0415
-    from ragnarok.java import is_verbose  # noqa: PLC0415
+    from ragnarok.core.java import is_verbose  # noqa: PLC0415
+    from ragnarok.runtime.interrupt import on_stop  # noqa: PLC0415
 
     streams = (1,) if is_verbose() else (1, 2)
     sys.stdout.flush()
@@ -284,7 +284,7 @@ def _output_to(log: Path) -> Iterator[None]:
 
 
 def num_docs(index: Path) -> int:
-    from ragnarok.java import start_jvm  # noqa: PLC0415
+    from ragnarok.core.java import start_jvm  # noqa: PLC0415
 
     start_jvm()
     from jnius import autoclass  # noqa: PLC0415 - after the JVM started with Anserini's jar
@@ -327,8 +327,8 @@ def _merge(work: Path, counts: list[int], output: Path) -> None:
 def add_indexes(shards: list[Path], merged: Path) -> None:
     """Lucene's ``IndexWriter.addIndexes(Directory...)`` with Anserini's IndexCollection configuration
     (its analyzer, BM25, no compound files, a concurrent merge scheduler)."""
-    from ragnarok.java import start_jvm  # noqa: PLC0415
-    from ragnarok.settings import get_settings  # noqa: PLC0415
+    from ragnarok.core.java import start_jvm  # noqa: PLC0415
+    from ragnarok.core.settings import get_settings  # noqa: PLC0415
 
     start_jvm()
     from jnius import autoclass, cast  # noqa: PLC0415 - after the JVM started with Anserini's jar

@@ -11,7 +11,6 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-
 WRITE_BUFFER = 1 << 20  # large writes: copying 1.7 GB of kept lines takes 3.4 s instead of 6.1 s
 
 

@@ -25,12 +25,12 @@ from typing import Annotated, Optional
 
 import typer
 
-from ragnarok.cli_errors import fails_cleanly
+from ragnarok.core.settings import Settings
 from ragnarok.deploy import nginx
 from ragnarok.deploy.postgres import PgServer, pg_bin_dir
 from ragnarok.deploy.procs import healthy, running, spawn, stop, tail, wait_until
-from ragnarok.netaddr import bind_error, free_port, http_url, is_loopback
-from ragnarok.settings import Settings
+from ragnarok.runtime.cli_errors import fails_cleanly
+from ragnarok.runtime.netaddr import bind_error, free_port, http_url, is_loopback
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Several `ragnarok serve` instances on one PostgreSQL and one Redis behind nginx.")

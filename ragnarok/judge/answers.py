@@ -12,7 +12,7 @@ from ragnarok.judge.nuggets import json_lines
 from ragnarok.track.formats import record_topic
 
 if TYPE_CHECKING:
-    from ragnarok.retrieve.lucene import LuceneRetriever
+    from ragnarok.stages.retrieve.lucene import LuceneRetriever
 
 
 @dataclass(frozen=True)
@@ -76,14 +76,14 @@ def lucene_segments(index_dir: str | Path, style: str = "title segment") -> Segm
     """docid -> the segment's text from a Lucene index, None when the index lacks it. ``style``: ``title
     segment`` (the title, a space, the segment: ours), ``segment`` (the segment alone: UMBRELA's passages) or
     ``title: segment`` (TREC 2024's support evaluation)."""
-    from ragnarok.retrieve.lucene import LuceneRetriever
+    from ragnarok.stages.retrieve.lucene import LuceneRetriever
 
     return retriever_segments(LuceneRetriever(name="bm25", source=str(index_dir)), style)
 
 
 def retriever_segments(retriever: LuceneRetriever, style: str = "title segment") -> SegmentText:
     """:func:`lucene_segments` over a retriever already open (the API's)."""
-    from ragnarok.retrieve.lucene import doc_from_raw
+    from ragnarok.stages.retrieve.lucene import doc_from_raw
 
     if style not in STYLES:
         raise ValueError(f"unknown segment style {style!r} ({', '.join(STYLES)})")

@@ -17,8 +17,8 @@ from typing import Any
 
 from ragnarok.arena.judge_log import JudgeVote, record, unjudged, voter_name
 from ragnarok.arena.store import StoredBattle, VoteStore
+from ragnarok.core.settings import Settings
 from ragnarok.judge.service import Judge, run_all
-from ragnarok.settings import Settings
 
 MAX_ANSWER_CHARS = 8_000  # of each answer shown to the judge
 SWAP = {"A": "B", "B": "A", "tie": "tie"}

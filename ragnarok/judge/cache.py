@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ragnarok import metrics
+from ragnarok.runtime import metrics
 
 SCHEMA = """CREATE TABLE IF NOT EXISTS judgments (
     key TEXT PRIMARY KEY, judge TEXT NOT NULL, prompt TEXT NOT NULL, result TEXT NOT NULL, raw TEXT NOT NULL,

@@ -8,11 +8,11 @@ from typing import Annotated, Any
 
 import typer
 
-from ragnarok import cli_output
-from ragnarok.cli_errors import fails_cleanly, row_names
-from ragnarok.cli_output import Format, OutputOpt
-from ragnarok.interrupt import stops_on_signals, writing
-from ragnarok.settings import Settings, get_settings
+from ragnarok.core.settings import Settings, get_settings
+from ragnarok.runtime import cli_output
+from ragnarok.runtime.cli_errors import fails_cleanly, row_names
+from ragnarok.runtime.cli_output import Format, OutputOpt
+from ragnarok.runtime.interrupt import stops_on_signals, writing
 
 judge_app = typer.Typer(no_args_is_help=True, help="LLM (or proxy) judges: nuggets, relevance labels, "
                                                    "pairwise preferences. Every judgment is cached.")
@@ -69,15 +69,15 @@ def index_dir(settings: Settings, index: str | None) -> str:
 def _topics(source: str | None, settings: Settings) -> dict[str, str]:
     if source is None:
         return {}
-    from ragnarok.topic_sets import resolve_topics
+    from ragnarok.core.topic_sets import resolve_topics
 
     return {t.qid: t.text for t in resolve_topics(source, settings)}
 
 
 def _qrels(source: str, settings: Settings):  # type: ignore[no-untyped-def]
-    """The judgments of a qrels file or set name (``demo``, ``rag24``: :mod:`ragnarok.topic_sets`)."""
-    from ragnarok.evaluate import read_qrels
-    from ragnarok.topic_sets import qrels_path
+    """The judgments of a qrels file or set name (``demo``, ``rag24``: :mod:`ragnarok.core.topic_sets`)."""
+    from ragnarok.core.evaluation import read_qrels
+    from ragnarok.core.topic_sets import qrels_path
 
     return read_qrels(qrels_path(source, settings))
 
@@ -118,13 +118,13 @@ def nuggets(
         if topics is None:
             raise ValueError("--qrels needs --topics (the query text of each topic)")
         from ragnarok.judge.answers import lucene_segments
-        from ragnarok.retrieve.lucene import LuceneRetriever
+        from ragnarok.stages.retrieve.lucene import LuceneRetriever
 
         directory = index_dir(settings, index)
         bm25 = LuceneRetriever(name="bm25", source=directory)
 
         def search(query: str, k: int) -> list[tuple[str, str]]:
-            from ragnarok.retrieve.lucene import doc_from_raw
+            from ragnarok.stages.retrieve.lucene import doc_from_raw
 
             return [(d, " ".join(p for p in (doc.title, doc.segment) if p))
                     for d, _, raw in bm25.search(query, k) for doc in [doc_from_raw(raw.get("raw"))]]
@@ -158,9 +158,9 @@ def relevance(
                                                    "and an unreadable grade is not labelled.")] = "umbrela",
 ) -> None:
     """UMBRELA-style 0-3 grades for the retrieved segments the qrels do not judge, written as qrels."""
+    from ragnarok.core.trec import read_run
     from ragnarok.judge.answers import lucene_segments
     from ragnarok.judge.create import relevance_labels, write_qrels
-    from ragnarok.trec import read_run
 
     settings = get_settings()
     if umbrela_mode not in ("umbrela", "strict"):
@@ -287,6 +287,7 @@ def eval_rag(
 ) -> None:
     """Score RAG runs: the four AutoNuggetizer scores, citation support, reference metrics; means with 95 %
     bootstrap intervals, one row per run, and a paired t-test of the first run against each other."""
+    from ragnarok.core.topic_sets import nuggets_path
     from ragnarok.judge.answers import lucene_segments, read_answers
     from ragnarok.judge.evalrag import (
         assignment_records,
@@ -298,7 +299,6 @@ def eval_rag(
     )
     from ragnarok.judge.nuggets import read_nuggets
     from ragnarok.judge.reference import read_references
-    from ragnarok.topic_sets import nuggets_path
 
     if nuggets is None and not support and references is None and not geval:
         raise ValueError("nothing to score: give --nuggets FILE, --support, --references FILE and/or --geval")

@@ -52,9 +52,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ragnarok.judge import slots
+from ragnarok.judge import slots, support_rules
 from ragnarok.judge import statements as st
-from ragnarok.judge import support_rules
 from ragnarok.judge import textrules as tr
 
 if TYPE_CHECKING:

@@ -13,11 +13,18 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ragnarok.generate.prompts import approx_tokens
 from ragnarok.judge.cache import JudgeCache, judgment_key
 from ragnarok.judge.nuggets import ASSIGNMENTS, MAX_NUGGETS, Nugget
-from ragnarok.judge.parse import parse_choice, parse_grade, parse_labels, parse_list, parse_umbrela, parse_verdict
+from ragnarok.judge.parse import (
+    parse_choice,
+    parse_grade,
+    parse_labels,
+    parse_list,
+    parse_umbrela,
+    parse_verdict,
+)
 from ragnarok.judge.prompts import JudgePrompt, Messages, judge_prompt
+from ragnarok.stages.generate.prompts import approx_tokens
 
 T = TypeVar("T")
 SUPPORT_LABELS = ("full_support", "partial_support", "no_support")

@@ -29,9 +29,9 @@ from typing import Any
 
 import numpy as np
 
-from ragnarok import cancel
 from ragnarok.judge import support_rules
 from ragnarok.judge import textrules as tr
+from ragnarok.runtime import cancel
 
 SETTING = "RAGNAROK_JUDGE_NLI_MODEL"
 ENTAIL = 0.5  # p(entailment) for support / full
@@ -120,7 +120,7 @@ def _level(p_entail: float) -> int:
 def load_nli(name: str) -> NLIModel:
     """The NLI model ``name`` (a local directory or a cached Hugging Face name), loaded once, offline;
     :class:`NLIUnavailable` naming the setting when it is not here or not an NLI model."""
-    from ragnarok.rerank.pointwise import device_auto, missing, model_config  # noqa: PLC0415
+    from ragnarok.stages.rerank.pointwise import device_auto, missing, model_config  # noqa: PLC0415
 
     reason = missing(name)
     config = None if reason else model_config(name)

@@ -52,8 +52,8 @@ def sentences(text: str) -> list[str]:
 
 def _vectors(texts: Sequence[str]) -> np.ndarray:
     """MiniLM vectors: the sentence store's, else the process's cache of encoded texts, else encoded
-    (:mod:`ragnarok.embed.vectors`)."""
-    from ragnarok.embed.vectors import text_vectors  # noqa: PLC0415 - loads MiniLM on first use
+    (:mod:`ragnarok.stages.embed.vectors`)."""
+    from ragnarok.stages.embed.vectors import text_vectors  # noqa: PLC0415 - loads MiniLM on first use
 
     return text_vectors("minilm").encode(list(texts))
 
@@ -121,7 +121,7 @@ class ProxyJudge:
         for sentence, passage in support:
             if self._missing("support", [{"sentence": sentence, "passage": passage}]):
                 texts.update(dict.fromkeys(entail.plan_support(sentence, passage).texts))
-        from ragnarok.embed.vectors import text_vectors  # noqa: PLC0415
+        from ragnarok.stages.embed.vectors import text_vectors  # noqa: PLC0415
 
         vectors = text_vectors("minilm")
         before = vectors.stats["encoded"]

@@ -13,14 +13,14 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from tqdm import tqdm
 
+from ragnarok.core.settings import Settings
 from ragnarok.judge.cache import JudgeCache
 from ragnarok.judge.llm import JudgeStats, LLMJudge
 from ragnarok.judge.nuggets import Nugget
 from ragnarok.judge.proxy import ProxyJudge
-from ragnarok.settings import Settings
 
 if TYPE_CHECKING:
-    from ragnarok.generate.service import GenerationService
+    from ragnarok.stages.generate.service import GenerationService
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -63,8 +63,8 @@ def make_judge(settings: Settings, name: str | None, generation: GenerationServi
 
             nli = load_nli(settings.judge_nli_model)
         return ProxyJudge(cache or JudgeCache(cache_path(settings)), nli)
-    from ragnarok.generate.base import GeneratorUnavailable  # noqa: PLC0415 - not for the proxy judge
-    from ragnarok.generate.service import GenerationService  # noqa: PLC0415
+    from ragnarok.stages.generate.base import GeneratorUnavailable  # noqa: PLC0415 - not for the proxy judge
+    from ragnarok.stages.generate.service import GenerationService  # noqa: PLC0415
 
     generator = (generation or GenerationService(settings)).get(name)  # UnknownComponentError: the known ones
     complete = getattr(generator, "complete", None)
@@ -79,7 +79,7 @@ def make_judge(settings: Settings, name: str | None, generation: GenerationServi
 
 
 class Watched:
-    """A judge whose every judgment first checks the current cancel token (:func:`ragnarok.cancel.check`),
+    """A judge whose every judgment first checks the current cancel token (:func:`ragnarok.runtime.cancel.check`),
     so work under a deadline stops between judgments (each LLM call has its backend's own deadline)."""
 
     def __init__(self, judge: Judge):
@@ -90,7 +90,7 @@ class Watched:
         return self.judge.describe()
 
     def __getattr__(self, task: str) -> Callable[..., object]:
-        from ragnarok.cancel import check
+        from ragnarok.runtime.cancel import check
 
         method = getattr(self.judge, task)
 
@@ -119,7 +119,7 @@ def run_all(items: Sequence[T], work: Callable[[T], R], concurrency: int, desc: 
     """``work`` over ``items`` in ``concurrency`` threads, results in order. The first backend failure
     cancels what has not started (a judgment that was queued does not start) and is raised as
     :class:`JudgeFailed` -- one error, not one per judgment in flight."""
-    from ragnarok.generate.base import GenerationError, GeneratorUnavailable
+    from ragnarok.stages.generate.base import GenerationError, GeneratorUnavailable
 
     bar = tqdm(total=len(items), desc=desc, file=sys.stderr, disable=not (progress if progress is not None
                                                                           else sys.stderr.isatty()))
@@ -132,7 +132,7 @@ def run_all(items: Sequence[T], work: Callable[[T], R], concurrency: int, desc: 
         quiet.threads.add(threading.get_ident())
         return None if stopped.is_set() else work(item)
 
-    logger = logging.getLogger("ragnarok.generate.base")
+    logger = logging.getLogger("ragnarok.stages.generate.base")
     logger.addFilter(quiet)
     try:
         return _run(items, guarded, concurrency, judge, bar, results, stopped,  # type: ignore[arg-type]

@@ -30,9 +30,6 @@ from ragnarok.judge import frames as fr
 from ragnarok.judge import textrules as tr
 
 
-
-
-
 def retracts(sentence: str) -> bool:
     """The sentence takes back the one before it ("That is not true.", "But this is a myth.")."""
     return bool(fr.RETRACT.match(sentence.strip()))

@@ -24,7 +24,6 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-
 _TOKEN = re.compile(r"%[A-Za-z]|[A-Za-z0-9_][\w.]*(?:'[a-z]{1,2}\b)?(?:\(\))?")
 _SENT = re.compile(r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\betc\.)(?<!\bvs\.)(?<=[.!?])\s+(?=\S)|\n+")
 _CLAUSE = re.compile(r"\s*(?:;|:\s|,\s*(?:and|but|while|whereas|although|though|so|yet|or|because|since)\s|"
@@ -112,9 +111,9 @@ def vocabulary() -> frozenset[str]:
     """The MiniLM tokenizer's whole words (its vocab.txt, ordinary English and common names); empty when
     the model is not installed (then every unknown-looking word is a specific only by its shape)."""
     try:
-        from ragnarok.embed.encoder import resolve_model
-
         from pathlib import Path
+
+        from ragnarok.stages.embed.encoder import resolve_model
 
         path = Path(resolve_model("minilm")) / "vocab.txt"
         return frozenset(w for w in path.read_text(encoding="utf-8").split() if w.isalpha())

@@ -26,10 +26,10 @@ from typing import Any
 
 import httpx
 
-from ragnarok.gateway import PipelineRunner, Services, _fuse
-from ragnarok.query.stages import Expansion
-from ragnarok.spec import Fusion, Node, Source
-from ragnarok.types import Candidate, Doc, Query, Request
+from ragnarok.core.spec import Fusion, Node, Source
+from ragnarok.core.types import Candidate, Doc, Query, Request
+from ragnarok.service.gateway import PipelineRunner, Services, _fuse
+from ragnarok.stages.query.stages import Expansion
 
 
 class StageCache:

@@ -12,8 +12,8 @@ from typing import Annotated, Optional
 
 import typer
 
-from ragnarok.cli_errors import fails_cleanly
-from ragnarok.interrupt import on_stop, resume_with, stops_on_signals
+from ragnarok.runtime.cli_errors import fails_cleanly
+from ragnarok.runtime.interrupt import on_stop, resume_with, stops_on_signals
 
 
 @fails_cleanly
@@ -38,10 +38,10 @@ def optimize(
     output: Annotated[Optional[Path], typer.Option(help="Report directory (overrides the config).")] = None,
 ) -> None:
     """Search pipeline specs (AutoRAG's node-by-node greedy, or Optuna's random, TPE, grid) on your topics."""
+    from ragnarok.core.settings import get_settings  # noqa: PLC0415
     from ragnarok.optimize.config import STRATEGIES, load_config  # noqa: PLC0415
     from ragnarok.optimize.objective import Evaluator  # noqa: PLC0415
     from ragnarok.optimize.space import build_space  # noqa: PLC0415
-    from ragnarok.settings import get_settings  # noqa: PLC0415
 
     config, located = load_config(config_file)
     if strategy is not None and strategy not in STRATEGIES:
@@ -221,7 +221,7 @@ def _extra(evaluator, result, test) -> dict[str, float]:  # type: ignore[no-unty
     if evaluator.generation or evaluator.qrels is None:
         return {}
     out = {}
-    from ragnarok.evaluate import evaluate  # noqa: PLC0415
+    from ragnarok.core.evaluation import evaluate  # noqa: PLC0415
 
     run = result.run
     for metric in ("nDCG@10", "AP"):
@@ -238,7 +238,7 @@ def _redacted(url: str) -> str:
 
 def save_preset_noting(name: str, spec: str, data_dir: Path) -> tuple[Path, str | None]:
     """Save the preset; a line saying so when it replaces one of the same name."""
-    from ragnarok.presets import save_preset, saved_presets  # noqa: PLC0415
+    from ragnarok.core.presets import save_preset, saved_presets  # noqa: PLC0415
 
     before = saved_presets(data_dir).get(name)
     saved = save_preset(name, spec, data_dir)

@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from ragnarok.quoting import quote
+from ragnarok.runtime.quoting import quote
 
 STRATEGIES = ("greedy", "greedy-m", "greedy-r", "random", "tpe", "grid")
 Strategy = Literal["greedy", "greedy-m", "greedy-r", "random", "tpe", "grid"]
@@ -252,8 +252,8 @@ def check_metric(located: Located, loc: tuple[Any, ...], name: str) -> None:
 
 
 def _check_baseline(located: Located, loc: tuple[Any, ...], spec: str) -> None:
-    from ragnarok.presets import resolve  # noqa: PLC0415
-    from ragnarok.spec import SpecError, parse  # noqa: PLC0415
+    from ragnarok.core.presets import resolve  # noqa: PLC0415
+    from ragnarok.core.spec import SpecError, parse  # noqa: PLC0415
 
     try:
         parse(resolve(spec))

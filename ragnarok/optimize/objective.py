@@ -1,5 +1,5 @@
 """Scoring one pipeline spec on a set of topics: the objective (a retrieval metric through
-:mod:`ragnarok.evaluate`, or a nugget score of the answers with the judge), each node's metric and its
+:mod:`ragnarok.core.evaluation`, or a nugget score of the answers with the judge), each node's metric and its
 seconds per query. Pipelines run through the gateway's own runner, in process, with the stage cache."""
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ragnarok.evaluate import Qrels, needs_maxp, per_query, read_qrels
+from ragnarok.core.evaluation import Qrels, needs_maxp, per_query, read_qrels
+from ragnarok.core.settings import Settings
+from ragnarok.core.spec import Pipeline, Source, parse
+from ragnarok.core.topics import Topic
+from ragnarok.core.types import Query, RagAnswer
 from ragnarok.optimize.cache import CachingRunner, CachingServices, StageCache
 from ragnarok.optimize.config import NUGGET_METRICS, OptimizeConfig, one_line
 from ragnarok.optimize.space import NONE, Space
-from ragnarok.settings import Settings
-from ragnarok.spec import Pipeline, Source, parse
-from ragnarok.topics import Topic
-from ragnarok.types import Query, RagAnswer
 
 
 class TrialError(RuntimeError):
@@ -76,7 +76,7 @@ class Evaluator:
     """Runs specs over topics; one per process (it holds the app, the event loop and the cache)."""
 
     def __init__(self, config: OptimizeConfig, space: Space, settings: Settings):
-        from ragnarok.topic_sets import nuggets_path, qrels_path, resolve_topics  # noqa: PLC0415
+        from ragnarok.core.topic_sets import nuggets_path, qrels_path, resolve_topics  # noqa: PLC0415
 
         self.config, self.space = config, space
         index = config.index
@@ -115,7 +115,7 @@ class Evaluator:
 
     def runner(self) -> CachingRunner:
         if self._runner is None:
-            from ragnarok.batch import local_services  # noqa: PLC0415
+            from ragnarok.service.batch import local_services  # noqa: PLC0415
 
             services, self._app = local_services(self.settings)
             self._runner = CachingRunner(CachingServices(services.retrieval, services.generation, self.cache),
@@ -212,7 +212,7 @@ class Evaluator:
 
     def _by_node(self, pipeline: Pipeline, traces: list[Any]) -> list[tuple[str, list[str] | None, float]]:
         """Each trace as (node, ranking, ms): the service's own time when it says, else the gateway's."""
-        from ragnarok.components import PASSAGE_STAGES  # noqa: PLC0415
+        from ragnarok.stages.components import PASSAGE_STAGES  # noqa: PLC0415
 
         names = ["query"] * len(pipeline.query) + ["retrieval"]
         passage = self.space.node("passage")

@@ -8,9 +8,9 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from ragnarok.core.settings import Settings
 from ragnarok.optimize.config import OptimizeConfig
 from ragnarok.optimize.space import Space
-from ragnarok.settings import Settings
 
 
 def prepare_index(config: OptimizeConfig, space: Space, settings: Settings) -> str:

@@ -23,11 +23,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from ragnarok.core.settings import Settings
+from ragnarok.core.spec import DEFAULT_DEPTH, FUSIONS, Pipeline, SpecError, parse
 from ragnarok.optimize.config import NUGGET_METRICS, Located, OptimizeConfig, one_line
-from ragnarok.quoting import quote
-from ragnarok.retrieve.bm25_args import format_args, keys_for
-from ragnarok.settings import Settings
-from ragnarok.spec import DEFAULT_DEPTH, FUSIONS, Pipeline, SpecError, parse
+from ragnarok.runtime.quoting import quote
+from ragnarok.stages.retrieve.bm25_args import format_args, keys_for
 
 NODE_ORDER = ("query", "lexical", "semantic", "retrieval", "rerank", "passage", "generator")
 RETRIEVAL_SIDE = ("query", "lexical", "semantic", "retrieval", "rerank")
@@ -37,7 +37,7 @@ _FEEDBACK = {"bm25": "none", "bm25+rocchio": "rocchio", "bm25+rm3": "rm3"}
 
 def modules_of(node: str, settings: Settings) -> dict[str, tuple[str, ...]]:
     """Each module a node takes, with the parameters it takes."""
-    from ragnarok.components import PASSAGE_STAGES, QUERY_STAGES, RERANKERS  # noqa: PLC0415
+    from ragnarok.stages.components import PASSAGE_STAGES, QUERY_STAGES, RERANKERS  # noqa: PLC0415
 
     if node == "query":
         return {NONE: (), **{n: ("generator", "n", "fuse") for n in QUERY_STAGES.names()}}
@@ -239,7 +239,7 @@ def _check(candidate: Candidate, located: Located, loc: tuple[Any, ...]) -> None
     p = dict(candidate.params)
     try:
         if candidate.node == "lexical":
-            from ragnarok.retrieve.bm25_args import parse_args  # noqa: PLC0415
+            from ragnarok.stages.retrieve.bm25_args import parse_args  # noqa: PLC0415
 
             parse_args(format_args(p), _FEEDBACK[candidate.module])
         if "depth" in p and (not isinstance(p["depth"], int) or p["depth"] < 1):
@@ -251,11 +251,11 @@ def _check(candidate: Candidate, located: Located, loc: tuple[Any, ...]) -> None
         if "fuse" in p and p["fuse"] not in FUSIONS:
             raise ValueError(f"fuse is one of {', '.join(FUSIONS)}, got {quote(str(p['fuse']), 40)}")
         if candidate.node == "passage" and candidate.module != NONE:
-            from ragnarok.components import PASSAGE_STAGES  # noqa: PLC0415
+            from ragnarok.stages.components import PASSAGE_STAGES  # noqa: PLC0415
 
             PASSAGE_STAGES.create(candidate.module, arg=None if p.get("arg") is None else str(p["arg"]))
         if candidate.node == "semantic":
-            from ragnarok.retrieve.dense import resolve_model  # noqa: PLC0415
+            from ragnarok.stages.retrieve.dense import resolve_model  # noqa: PLC0415
 
             resolve_model(str(p.get("model", "minilm")))
         parse(build_spec({candidate.node: candidate}) if candidate.node not in ("lexical", "semantic")

@@ -22,11 +22,18 @@ import optuna
 from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback, fail_stale_trials
 from optuna.trial import FrozenTrial, TrialState
 
-from ragnarok.interrupt import wait_for_writes, writing
 from ragnarok.optimize.config import OptimizeConfig
 from ragnarok.optimize.objective import Evaluator, TrialError
 from ragnarok.optimize.space import Space
-from ragnarok.optimize.strategies import GREEDY, greedy_step, make_sampler, params_key, seconds_per_query, suggest
+from ragnarok.optimize.strategies import (
+    GREEDY,
+    greedy_step,
+    make_sampler,
+    params_key,
+    seconds_per_query,
+    suggest,
+)
+from ragnarok.runtime.interrupt import wait_for_writes, writing
 
 HEARTBEAT_S = int(os.environ.get("RAGNAROK_OPTIMIZE_HEARTBEAT_S", "10"))
 

@@ -8,13 +8,13 @@ from typing import Annotated, Optional
 
 import typer
 
-from ragnarok import cli_output
-from ragnarok.cli_errors import fails_cleanly
-from ragnarok.cli_output import Format, OutputFormatOpt, OutputOpt
-from ragnarok.interrupt import resume_with, stops_on_signals
-from ragnarok.settings import get_settings
-from ragnarok.topic_sets import PACKAGE_TOPICS, resolve_topics
-from ragnarok.topics import Topic
+from ragnarok.core.settings import get_settings
+from ragnarok.core.topic_sets import PACKAGE_TOPICS, resolve_topics
+from ragnarok.core.topics import Topic
+from ragnarok.runtime import cli_output
+from ragnarok.runtime.cli_errors import fails_cleanly
+from ragnarok.runtime.cli_output import Format, OutputFormatOpt, OutputOpt
+from ragnarok.runtime.interrupt import resume_with, stops_on_signals
 
 TOPICS_DIR = PACKAGE_TOPICS  # the project's own topic sets (``topics/`` in a checkout links to them)
 topics_app = typer.Typer(no_args_is_help=True, add_completion=False, help="Topic sets: list them, fetch the track's.")
@@ -48,10 +48,14 @@ def run(
 ) -> None:
     """Run a pipeline over a topic set and write a TREC RAG submission; re-run the same command to resume
     (another --pipeline or --index is refused: give another --output, or --restart)."""
-    from ragnarok.presets import resolve  # noqa: PLC0415
+    from ragnarok.core.presets import resolve  # noqa: PLC0415
     from ragnarok.track.formats import RUN_TYPES, YEARS  # noqa: PLC0415
     from ragnarok.track.run import (  # noqa: PLC0415
-        TrackOptions, check_names, read_requests, run_track, track_pipeline,
+        TrackOptions,
+        check_names,
+        read_requests,
+        run_track,
+        track_pipeline,
     )
 
     cli_output.file_not_format(output)
@@ -164,7 +168,7 @@ def _validation_report(result) -> dict:  # type: ignore[no-untyped-def]
 def list_topics() -> None:
     """The topic-set names available here (project topics, fetched track topics, RAGNAROK_TOPICS_DIR, the shared
     copies beside a checkout) and the track's sets that can be fetched."""
-    from ragnarok.topic_sets import ALIASES, TRACK_TOPICS, set_names  # noqa: PLC0415
+    from ragnarok.core.topic_sets import ALIASES, TRACK_TOPICS, set_names  # noqa: PLC0415
 
     here = set(set_names(get_settings()))
     for name in sorted((here - set(ALIASES)) | set(TRACK_TOPICS)):

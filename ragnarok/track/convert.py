@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ragnarok.core.types import CitedSentence, RagAnswer
 from ragnarok.track.formats import RUN_TYPES, answer_record, record_year
 from ragnarok.track.output import atomic_write
 from ragnarok.track.prompt import as_text
-from ragnarok.types import CitedSentence, RagAnswer
 
 
 @dataclass

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import httpx
 
-from ragnarok.settings import Settings
-from ragnarok.topic_sets import ALIASES, TRACK_TOPICS, fetched_dir
-from ragnarok.topics import Topic, read_topics
+from ragnarok.core.settings import Settings
+from ragnarok.core.topic_sets import ALIASES, TRACK_TOPICS, fetched_dir
+from ragnarok.core.topics import Topic, read_topics
 from ragnarok.track.output import atomic_write
+
 
 def fetch_topics(name: str, settings: Settings, timeout: float = 60.0) -> tuple[Path, list[Topic]]:
     """Download topic set ``name`` into :func:`fetched_dir`; returns the file and its topics."""

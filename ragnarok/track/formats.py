@@ -10,7 +10,7 @@
     {"metadata": {"team_id", "run_id", "type", "narrative_id", "narrative", "prompt"?},
      "references": [segment ids, <= 100], "answer": [{"text", "citations"}]}
 
-Both: at most 400 words (``ragnarok.types.word_count``, the official checkers' NFKC count), references
+Both: at most 400 words (``ragnarok.core.types.word_count``, the official checkers' NFKC count), references
 unique, citations inside ``references`` and not repeated within a sentence. 2025's ``type`` is ``automatic``
 or ``manual``.
 """
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ragnarok.types import CitedSentence, RagAnswer, cut_words, word_count
+from ragnarok.core.types import CitedSentence, RagAnswer, cut_words, word_count
 
 YEARS = (2024, 2025)
 MAX_WORDS = 400

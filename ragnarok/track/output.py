@@ -18,7 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ragnarok.interrupt import writing
+from ragnarok.runtime.interrupt import writing
 
 #: Mode of every file created here, before the umask: what ``open(path, "w")`` gives.
 FILE_MODE = 0o666
@@ -94,7 +94,7 @@ class JsonLinesLog:
         if self._fd is None:
             self._open_fd()
             assert self._fd is not None
-        with writing():  # an interrupted run leaves after the line, not in it (ragnarok.interrupt)
+        with writing():  # an interrupted run leaves after the line, not in it (ragnarok.runtime.interrupt)
             written = os.write(self._fd, data)
             while written < len(data):  # only on a full disk or the like; finish the line or fail loudly
                 written += os.write(self._fd, data[written:])
@@ -168,6 +168,6 @@ def in_topic_order(path: str | Path, order: list[str], topic_of: Callable[[dict[
     ordered = [line for _, line in sorted(enumerate(lines), key=key)]
     if ordered == lines:
         return False
-    with writing():  # not cut by an interrupt half-way (ragnarok.interrupt)
+    with writing():  # not cut by an interrupt half-way (ragnarok.runtime.interrupt)
         atomic_write(path, b"".join(line + b"\n" for line in ordered) + data[len(complete):])
     return True

@@ -2,18 +2,18 @@
 generator was given for the topic, rendered again here from the same template, candidates and token budget.
 
 The messages are written as ``system: ...`` and ``user: ...`` blocks, a blank line apart. The budget is
-counted with :func:`~ragnarok.generate.prompts.approx_tokens` (no model is loaded to count): where a model's
+counted with :func:`~ragnarok.stages.generate.prompts.approx_tokens` (no model is loaded to count): where a model's
 own tokenizer cut the segments shorter, the written prompt holds a little more of them than the model read.
 A generator that prompts no model (the extractive baseline) gets one line saying so.
 """
 
 from __future__ import annotations
 
-from ragnarok.generate.llm import sized
-from ragnarok.generate.prompts import build_messages, get_template
-from ragnarok.settings import Settings
-from ragnarok.spec import Pipeline
-from ragnarok.types import Candidate
+from ragnarok.core.settings import Settings
+from ragnarok.core.spec import Pipeline
+from ragnarok.core.types import Candidate
+from ragnarok.stages.generate.llm import sized
+from ragnarok.stages.generate.prompts import build_messages, get_template
 
 
 def rendered_prompt(pipeline: Pipeline, settings: Settings, topic: str, candidates: list[Candidate]) -> str:

@@ -10,7 +10,7 @@
   (:mod:`ragnarok.track.resume`). A topic that fails is retried (``retries`` attempts in all, waiting
   ``settings.topic_backoff_s``, then twice that, ...); the ones that still fail are reported, each in one line
   (stage, status, cause), and the run goes on. A timeout (504, 429) halves the topics in flight (not below 1; see
-  :class:`ragnarok.batch.AdaptiveLimit`): load is not a verdict. A stage that refuses the pipeline itself
+  :class:`ragnarok.service.batch.AdaptiveLimit`): load is not a verdict. A stage that refuses the pipeline itself
   (4xx: unknown component, missing key) stops the run at once.
 """
 
@@ -28,19 +28,25 @@ from typing import Any, Literal
 from pydantic import ValidationError
 from tqdm import tqdm
 
-from ragnarok.progress import LineProgress
-
-from ragnarok.batch import AdaptiveLimit, PipelineRefused, describe, local_services, refusal, with_retries
-from ragnarok.gateway import GIVEN, PipelineRun, PipelineRunner, StageError
-from ragnarok.settings import DEMO_INDEX, Settings
-from ragnarok.spec import Pipeline, Source, parse
-from ragnarok.topics import Topic
+from ragnarok.core.settings import DEMO_INDEX, Settings
+from ragnarok.core.spec import Pipeline, Source, parse
+from ragnarok.core.topics import Topic
+from ragnarok.core.trec import format_run_lines
+from ragnarok.core.types import Query, RagAnswer, Request
+from ragnarok.runtime.progress import LineProgress
+from ragnarok.service.batch import (
+    AdaptiveLimit,
+    PipelineRefused,
+    describe,
+    local_services,
+    refusal,
+    with_retries,
+)
+from ragnarok.service.gateway import GIVEN, PipelineRun, PipelineRunner, StageError
 from ragnarok.track.formats import answer_record, record_run_id, record_topic, record_year
 from ragnarok.track.output import JsonLinesLog, atomic_write, in_topic_order, read_records
-from ragnarok.track.resume import check_same, made_with, move_aside, record
 from ragnarok.track.prompt import rendered_prompt
-from ragnarok.trec import format_run_lines
-from ragnarok.types import Query, RagAnswer, Request
+from ragnarok.track.resume import check_same, made_with, move_aside, record
 
 R_DEPTH = 100
 
@@ -96,17 +102,17 @@ def check_names(pipeline: Pipeline, settings: Settings, index: str | None = None
     a second rather than after the JVM, the indexes and the models load. Stages served by a remote R or AG
     service (``retrieval_url``, ``generation_url``) are left for that service to check.
 
-    Raises :class:`~ragnarok.registry.UnknownComponentError` naming the component and what is available."""
-    from ragnarok.components import (  # noqa: PLC0415 - the registry
+    Raises :class:`~ragnarok.core.registry.UnknownComponentError` naming the component and what is available."""
+    from ragnarok.core.model_paths import looks_like_path  # noqa: PLC0415
+    from ragnarok.core.registry import UnknownComponentError, lookup  # noqa: PLC0415
+    from ragnarok.stages.components import (  # noqa: PLC0415 - the registry
         PASSAGE_STAGES,
         QUERY_STAGES,
         RERANKERS,
         RETRIEVERS,
         model_choices,
     )
-    from ragnarok.generate.prompts import load_templates  # noqa: PLC0415
-    from ragnarok.model_paths import looks_like_path  # noqa: PLC0415
-    from ragnarok.registry import UnknownComponentError, lookup  # noqa: PLC0415
+    from ragnarok.stages.generate.prompts import load_templates  # noqa: PLC0415
 
     for q in pipeline.query:  # query stages run in the gateway
         QUERY_STAGES.get(q.name)

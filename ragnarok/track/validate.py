@@ -3,7 +3,7 @@
 Errors make the file invalid; warnings (a topic with no answer; a 2025 line without the optional
 ``metadata.type``, ``narrative`` or ``prompt``: one warning per line and field, worded as the official 2025
 validator words them) do not. An empty file is invalid. Words are counted as the official checkers count them
-(``ragnarok.types.word_count``). ``fix`` rewrites what has one right answer: an answer over 400 words is
+(``ragnarok.core.types.word_count``). ``fix`` rewrites what has one right answer: an answer over 400 words is
 trimmed from the end, ``response_length`` recomputed, repeated citations in a sentence dropped, citations
 outside ``references`` (< 0 or >= its length) dropped. Everything else (a wrong topic text, a repeated topic, a
 missing field) stays an error for a person to look at.
@@ -18,12 +18,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from ragnarok.quoting import quote
+from ragnarok.core.types import cut_words, word_count
+from ragnarok.runtime.quoting import quote
 from ragnarok.track.formats import (
-    MAX_REFERENCES, MAX_WORDS, RUN_TYPES, record_run_id, record_topic, record_year,
+    MAX_REFERENCES,
+    MAX_WORDS,
+    RUN_TYPES,
+    record_run_id,
+    record_topic,
+    record_year,
 )
 from ragnarok.track.output import atomic_write
-from ragnarok.types import cut_words, word_count
 
 V21_SEGMENT = re.compile(r"^msmarco_v2\.1_doc_\d+_\d+#\d+_\d+$")
 #: 2025 metadata fields the official validator warns about (once per line) when they are missing.

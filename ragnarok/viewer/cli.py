@@ -8,7 +8,7 @@ from typing import Annotated, Optional
 
 import typer
 
-from ragnarok.cli_errors import fails_cleanly
+from ragnarok.runtime.cli_errors import fails_cleanly
 from ragnarok.viewer.model import load_view, terminal
 
 
@@ -31,9 +31,9 @@ def view(
 ) -> None:
     """Show a run for people: each topic's answer, its citations resolved to the cited segments' text, and
     nugget labels; give two runs to compare them."""
+    from ragnarok.core.settings import get_settings  # noqa: PLC0415
     from ragnarok.judge.answers import lucene_segments  # noqa: PLC0415
     from ragnarok.judge.cli import index_dir  # noqa: PLC0415
-    from ragnarok.settings import get_settings  # noqa: PLC0415
     from ragnarok.track.cli import resolve_topics  # noqa: PLC0415
 
     if len(runs) > 2:

@@ -12,10 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ragnarok.core.registry import suggest
 from ragnarok.judge.answers import Answer, read_answers
 from ragnarok.judge.nuggets import Nugget, json_lines, nugget_scores, read_nuggets, topic_nuggets
-from ragnarok.quoting import quote
-from ragnarok.registry import suggest
+from ragnarok.runtime.quoting import quote
 from ragnarok.track.formats import record_year
 
 WIDTH = 80

@@ -1,0 +1,311 @@
+"""The Python API, for notebooks and scripts: ``ragnarok.rag``, ``ragnarok.retrieve``, ``ragnarok.search``,
+``ragnarok.evaluate`` and ``ragnarok.Pipeline``.
+
+The same code as the command line and ``POST /rag`` (the gateway's :class:`~ragnarok.service.gateway.PipelineRunner`
+over the R and AG services of an app in this process, or the remote ones the settings name; the batch runner
+of ``ragnarok search``; the scorers of ``ragnarok eval`` and ``eval-rag``), on the same settings
+(:func:`~ragnarok.core.settings.get_settings`, i.e. ``RAGNAROK_*`` and ``.env``; every function takes
+``settings=`` instead). A :class:`Pipeline` holds its loaded indexes and models: the module-level functions
+keep one per pipeline spec, so a second call does not load anything again.
+
+>>> import ragnarok
+>>> answer = ragnarok.rag("how do I compress a file with gzip", pipeline="bm25@20 | extractive")
+>>> answer.answer[0].text, answer.references[:2]                              # doctest: +SKIP
+>>> ragnarok.retrieve("gzip compression", k=5, pipeline="bm25").candidates[0].docid  # doctest: +SKIP
+>>> run = ragnarok.search("demo", pipeline="bm25@100")                         # {qid: {docid: score}}
+>>> ragnarok.evaluate(run, qrels="demo")["nDCG@10"]                            # doctest: +SKIP
+
+Bad input raises the project's exceptions with the CLI's messages: an unknown component is an
+:class:`~ragnarok.core.registry.UnknownComponentError` ("did you mean ...?"), an unknown topic set an
+:class:`~ragnarok.core.topic_sets.UnknownTopicSetError`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+from collections.abc import Coroutine, Iterable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+from ragnarok.core.settings import Settings, get_settings
+from ragnarok.core.topics import Topic
+from ragnarok.core.types import Query, RagAnswer, Request
+
+T = TypeVar("T")
+#: The pipeline the functions run when given none (``ragnarok run``'s default).
+DEFAULT_PIPELINE = "offline"
+Run = dict[str, dict[str, float]]
+
+
+class SearchFailed(RuntimeError):
+    """Some topics failed after their retries: ``failures`` names each one, ``run`` holds the others."""
+
+    def __init__(self, failures: list[Any], run: Run):
+        self.failures, self.run = failures, run
+        names = ", ".join(f.qid for f in failures[:20]) + (f" and {len(failures) - 20} more" if len(failures) > 20
+                                                           else "")
+        super().__init__(f"{len(failures)} topics failed ({names}); the first: {failures[0]}")
+
+
+class _Loop:
+    """An event loop on a thread of its own: the calls block until done, from a script or from a notebook
+    (whose own loop is already running), and the app's loop-bound state lives as long as the pipeline."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="ragnarok-pipeline", daemon=True)
+        self.thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result()
+        except BaseException:  # Ctrl-C (a notebook's interrupt) stops the work too
+            future.cancel()
+            raise
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=10)
+        if not self.loop.is_running():
+            self.loop.close()
+
+
+class Pipeline:
+    """A pipeline, loaded once and reused across calls: its indexes, models and services stay loaded.
+
+    ``spec``: a pipeline spec (``'bm25@100 | extractive'``), a preset name (``offline``, or one ``ragnarok
+    optimize`` saved) or a TOML/YAML pipeline file. Every component it names is checked at once (a typo fails
+    here, with "did you mean ...?"); nothing loads until the first call (the demo index is built then, on
+    first use, as ``ragnarok run`` builds it).
+
+    >>> p = Pipeline("bm25@20 | extractive")
+    >>> p.rag("what does the yield statement do").references[:3]   # doctest: +SKIP
+    >>> p.retrieve("yield statement", k=3).candidates[0].docid     # doctest: +SKIP
+    >>> p.close()                                                   # or: with Pipeline(...) as p: ...
+    """
+
+    def __init__(self, spec: str = DEFAULT_PIPELINE, *, index: str | None = None,
+                 settings: Settings | None = None):
+        from ragnarok.track.run import check_names  # noqa: PLC0415
+
+        self.settings = settings or get_settings()
+        self.spec, self.index = str(spec), index
+        self.pipeline = _parse(self.spec, self.settings)
+        check_names(self.pipeline, self.settings, index)
+        self._services: Any = None
+        self._app: Any = None  # the in-process app behind the services (kept alive with them)
+        self._loop: _Loop | None = None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"Pipeline({str(self.pipeline)!r}" + (f", index={self.index!r})" if self.index else ")")
+
+    def __enter__(self) -> Pipeline:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def _ready(self) -> tuple[Any, _Loop]:
+        """The services and the loop, made on the first call (the demo index built if it is missing)."""
+        with self._lock:
+            if self._services is None:
+                from ragnarok.service.batch import local_services  # noqa: PLC0415
+                from ragnarok.track.run import prepare_demo_index  # noqa: PLC0415
+
+                prepare_demo_index(self.pipeline, self.settings, self.index)
+                self._services, self._app = local_services(self.settings)
+                self._loop = _Loop()
+            assert self._loop is not None
+            return self._services, self._loop
+
+    def _runner(self) -> tuple[Any, _Loop]:
+        from ragnarok.service.gateway import PipelineRunner  # noqa: PLC0415
+
+        services, loop = self._ready()
+        return PipelineRunner(services, self.index), loop
+
+    def rag(self, topic: str | Topic, topic_id: str = "") -> RagAnswer:
+        """The answer ``POST /rag`` gives for ``topic`` (its JSON: ``answer.model_dump_json()``): sentences
+        citing ``references`` (segment ids) by index."""
+        if self.pipeline.generate is None:
+            raise ValueError("the pipeline has no generation stage: end it with a generator, e.g. `| extractive`")
+        runner, loop = self._runner()
+        result = loop.run(runner.run(self.pipeline, _query(topic, topic_id))).result
+        assert isinstance(result, RagAnswer)
+        return result
+
+    def retrieve(self, query: str | Topic, k: int | None = None) -> Request:
+        """The ranking the pipeline's retrieval part (every stage before the generator) gives ``query``: a
+        rank_llm Request (``query``, ``candidates`` with ``docid``, ``score`` and the segment in ``doc``).
+        ``k``: how many candidates (a pipeline without rerank stages retrieves ``k``; else its ranking is cut)."""
+        runner, loop = self._runner()
+        result = loop.run(runner.run(self._retrieval(k), _query(query, ""))).result
+        assert isinstance(result, Request)
+        return result.model_copy(update={"candidates": result.candidates[:k]}) if k else result
+
+    def search(self, topics: str | Path | Iterable[str | Topic] | Mapping[str, str], *,
+               concurrency: int = 4) -> Run:
+        """A run of the pipeline's retrieval part over ``topics``: ``{qid: {docid: score}}`` in the topics'
+        order, what ``ragnarok search --pipeline`` writes (:func:`ragnarok.core.trec.write_run` writes it out).
+
+        ``topics``: a set name (``demo``, ``rag24``, ...), a topic file, ``{qid: text}``, or a list of topics
+        or strings (numbered ``q1``, ``q2``, ...). Topics that still fail after their retries raise
+        :class:`SearchFailed` (its ``run`` holds the others)."""
+        from ragnarok.service.batch import run_topics  # noqa: PLC0415
+
+        loaded = load_topics(topics, self.settings)
+        services, loop = self._ready()
+        failures: list[Any] = []
+        results = loop.run(run_topics(self._retrieval(None), loaded, self.settings, self.index, concurrency,
+                                      on_failure=failures.append, services=services))
+        run = {t.qid: {c.docid: c.score for c in results[t.qid].candidates}  # type: ignore[union-attr]
+               for t in loaded if t.qid in results}
+        if failures:
+            raise SearchFailed(failures, run)
+        return run
+
+    def _retrieval(self, k: int | None) -> Any:
+        part = dataclasses.replace(self.pipeline, generate=None)
+        return dataclasses.replace(part, depth=k) if k and not part.rerank else part
+
+    def close(self) -> None:
+        """Stop the pipeline's event loop and let its services go (a later call loads them again)."""
+        with self._lock:
+            if self._loop is not None:
+                self._loop.close()
+            self._services = self._app = self._loop = None
+
+
+def _parse(spec: str, settings: Settings) -> Any:
+    """A preset, a spec or a TOML/YAML pipeline file, parsed as ``/rag`` and ``ragnarok search`` parse them."""
+    from ragnarok.core.presets import resolve  # noqa: PLC0415
+    from ragnarok.core.spec import parse  # noqa: PLC0415
+    from ragnarok.core.spec_mapping import load  # noqa: PLC0415
+
+    if Path(spec).suffix in {".toml", ".yaml", ".yml"} and Path(spec).is_file():
+        return load(Path(spec))
+    return parse(resolve(spec, settings.data_dir), settings.max_k)
+
+
+def _query(topic: str | Topic, topic_id: str) -> Query:
+    if isinstance(topic, Topic):
+        return Query(text=topic.text, qid=topic.qid)
+    if not isinstance(topic, str) or not topic.strip():
+        raise ValueError(f"a topic is a non-empty string or a Topic, got {topic!r:.80}")
+    return Query(text=topic, qid=topic_id)
+
+
+def load_topics(topics: str | Path | Iterable[str | Topic] | Mapping[str, str],
+                settings: Settings | None = None) -> list[Topic]:
+    """Topics from a set name or file (:func:`ragnarok.core.topic_sets.resolve_topics`), ``{qid: text}``, or a list of
+    Topic or strings (numbered ``q1``, ``q2``, ...)."""
+    from ragnarok.core.topic_sets import resolve_topics  # noqa: PLC0415
+
+    if isinstance(topics, (str, Path)):
+        return resolve_topics(topics, settings or get_settings())
+    if isinstance(topics, Mapping):
+        return [Topic(str(qid), text) for qid, text in topics.items()]
+    loaded = [t if isinstance(t, Topic) else Topic(f"q{n}", _query(t, "").text) for n, t in enumerate(topics, 1)]
+    if not loaded:
+        raise ValueError("no topics given")
+    return loaded
+
+
+_pipelines: dict[tuple[str, str | None, str], Pipeline] = {}
+_pipelines_lock = threading.Lock()
+
+
+def pipeline_for(pipeline: str | Pipeline | None, index: str | None = None,
+                 settings: Settings | None = None) -> Pipeline:
+    """``pipeline`` itself when it is a :class:`Pipeline`; else the one kept for this spec, index and
+    settings (made on first use): what lets ``ragnarok.rag(...)`` twice load its models once."""
+    if isinstance(pipeline, Pipeline):
+        return pipeline
+    settings = settings or get_settings()
+    key = (str(pipeline or DEFAULT_PIPELINE), index, settings.model_dump_json())
+    with _pipelines_lock:
+        if key not in _pipelines:
+            _pipelines[key] = Pipeline(key[0], index=index, settings=settings)
+        return _pipelines[key]
+
+
+def rag(topic: str | Topic, pipeline: str | Pipeline | None = None, *, topic_id: str = "",
+        index: str | None = None, settings: Settings | None = None) -> RagAnswer:
+    """The standardized answer (what ``POST /rag`` returns) to ``topic``; see :meth:`Pipeline.rag`.
+
+    >>> ragnarok.rag("run a shell command and capture its output", pipeline="bm25@20 | extractive")  # doctest: +SKIP
+    """
+    return pipeline_for(pipeline, index, settings).rag(topic, topic_id)
+
+
+def retrieve(query: str | Topic, k: int | None = None, pipeline: str | Pipeline | None = "bm25", *,
+             index: str | None = None, settings: Settings | None = None) -> Request:
+    """Candidates for ``query`` (a rank_llm Request); see :meth:`Pipeline.retrieve`.
+
+    >>> [c.docid for c in ragnarok.retrieve("read a csv file", k=3).candidates]   # doctest: +SKIP
+    """
+    return pipeline_for(pipeline, index, settings).retrieve(query, k)
+
+
+def search(topics: str | Path | Iterable[str | Topic] | Mapping[str, str], pipeline: str | Pipeline | None = "bm25",
+           *, index: str | None = None, concurrency: int = 4, settings: Settings | None = None) -> Run:
+    """A run ``{qid: {docid: score}}`` over ``topics`` (a set name, a file, ``{qid: text}`` or a list); see
+    :meth:`Pipeline.search`.
+
+    >>> run = ragnarok.search("demo", pipeline="bm25+rocchio@100")   # doctest: +SKIP
+    """
+    return pipeline_for(pipeline, index, settings).search(topics, concurrency=concurrency)
+
+
+def evaluate(run: Mapping[str, Any] | Iterable[RagAnswer] | str | Path, *, qrels: Any = None, nuggets: Any = None,
+             judge: str | None = None, maxp: bool | None = None, settings: Settings | None = None) -> dict[str, float]:
+    """Scores of a run, as ``ragnarok eval`` (``qrels=``) or ``ragnarok eval-rag --nuggets`` (``nuggets=``) give them.
+
+    With ``qrels`` (a set name such as ``demo`` or ``rag24``, a qrels file, or ``{qid: {docid: grade}}``):
+    ``run`` is ``{qid: {docid: score}}`` (:func:`search`'s) or a TREC run file; the result is nDCG@10, MAP@100,
+    Recall@100 and MAP over every topic of the qrels (one the run misses scores 0). With ``nuggets`` (a set
+    name such as ``demo``, a nugget file, or what :func:`ragnarok.judge.nuggets.read_nuggets` gives): ``run`` is answers (``{qid: RagAnswer}``, a
+    list of them, or a run file) and the result each nugget score's mean, judged by ``judge`` (a configured
+    generator; default the settings' judge, else the proxy judge, no LLM).
+
+    >>> ragnarok.evaluate(run, qrels="demo")                          # doctest: +SKIP
+    {'nDCG@10': 0.61, 'MAP@100': 0.52, 'Recall@100': 0.9, 'MAP': 0.52}
+    """
+    if (qrels is None) == (nuggets is None):
+        raise ValueError("give qrels= (a ranking's scores) or nuggets= (an answer's), one of them")
+    settings = settings or get_settings()
+    if qrels is not None:
+        from ragnarok.core.evaluation import evaluate_all, read_qrels  # noqa: PLC0415
+        from ragnarok.core.topic_sets import qrels_path  # noqa: PLC0415
+        from ragnarok.core.trec import read_run  # noqa: PLC0415
+
+        judged = qrels if isinstance(qrels, Mapping) else read_qrels(qrels_path(qrels, settings))
+        ranked = read_run(run) if isinstance(run, (str, Path)) else run
+        return evaluate_all(judged, ranked, maxp=maxp)[0]  # type: ignore[arg-type]
+    return _nugget_scores(run, nuggets, judge, settings)
+
+
+def _nugget_scores(run: Any, nuggets: Any, judge: str | None, settings: Settings) -> dict[str, float]:
+    """``eval-rag --nuggets``'s means for one run (the same judge, cache and scores)."""
+    from ragnarok.core.topic_sets import nuggets_path  # noqa: PLC0415
+    from ragnarok.judge.answers import answers_from, read_answers  # noqa: PLC0415
+    from ragnarok.judge.evalrag import evaluate_run, metrics_of  # noqa: PLC0415
+    from ragnarok.judge.nuggets import read_nuggets  # noqa: PLC0415
+    from ragnarok.judge.service import make_judge  # noqa: PLC0415
+
+    if isinstance(run, (str, Path)):
+        answers = read_answers(run)
+    else:
+        given = list(run.values()) if isinstance(run, Mapping) else list(run)
+        answers = answers_from((f"answer {n}", a.model_dump() if isinstance(a, RagAnswer) else a)
+                               for n, a in enumerate(given, 1))
+    topics = read_nuggets(nuggets_path(nuggets, settings)) if isinstance(nuggets, (str, Path)) else nuggets
+    result = evaluate_run("run", answers, make_judge(settings, judge), nuggets=topics, progress=False)
+    if not result.topics:
+        raise ValueError(f"no answered topic has nuggets (answered: {', '.join(sorted(answers)[:5])}...): "
+                         "wrong nugget file?")
+    return {metric: interval.mean for metric, interval in result.means(metrics_of([result])).items()}

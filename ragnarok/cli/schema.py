@@ -1,0 +1,129 @@
+"""``ragnarok schema [NAME]``: JSON Schemas of what the services and files exchange, generated from the pydantic
+models the API validates with (so they are what ``/openapi.json`` says for the same bodies), the track's run
+lines (:mod:`ragnarok.track.lines`) and the events of a streamed ``/rag`` answer."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Annotated, Any, Literal, Optional
+
+import typer
+from pydantic import BaseModel, Field, TypeAdapter
+
+from ragnarok.runtime.cli_errors import fails_cleanly
+
+
+def _request() -> Any:
+    from ragnarok.core.types import Request  # noqa: PLC0415
+
+    return Request
+
+
+def _candidates() -> Any:
+    from ragnarok.core.types import Candidate  # noqa: PLC0415
+
+    return list[Candidate]
+
+
+def _answer() -> Any:
+    from ragnarok.core.types import RagAnswer  # noqa: PLC0415
+
+    return RagAnswer
+
+
+def _run_line(year: int) -> Callable[[], Any]:
+    def model() -> Any:
+        from ragnarok.track import lines  # noqa: PLC0415
+
+        return lines.RunLine2024 if year == 2024 else lines.RunLine2025
+
+    return model
+
+
+def _rag_body() -> Any:
+    from api.routes.rag import RagBody  # noqa: PLC0415 - the API's own model (FastAPI loads only here)
+
+    return RagBody
+
+
+def _stream_events() -> Any:
+    """One event of a streamed answer (``POST /rag`` or ``/v1/generate`` with ``"stream": true``): its SSE
+    ``event`` name and its ``data`` (JSON), as the API writes them."""
+    from api.routes.rag import RagOut  # noqa: PLC0415
+
+    class StageData(BaseModel):
+        stage: str
+        latency_ms: float
+        k_in: int
+        k_out: int
+
+    class ReferencesData(BaseModel):
+        docids: list[str]
+
+    class DeltaData(BaseModel):
+        text: str
+
+    class SentenceData(BaseModel):
+        index: int
+        text: str
+        citations: list[int]
+        docids: list[str]
+
+    class ErrorData(BaseModel):
+        stage: str
+        status: int
+        detail: str
+        deadline: str | None = None
+
+    def event(name: str, data: Any) -> Any:
+        return type(f"{name.capitalize()}Event", (BaseModel,), {
+            "__annotations__": {"event": Literal[name], "data": data}})  # type: ignore[valid-type]
+
+    events = [event("stage", StageData), event("references", ReferencesData), event("delta", DeltaData),
+              event("sentence", SentenceData), event("done", RagOut), event("error", ErrorData)]
+    from typing import Union  # noqa: PLC0415
+
+    return Annotated[Union[tuple(events)], Field(discriminator="event")]  # type: ignore[return-value]  # noqa: UP007
+
+
+#: name -> (what it describes, the model)
+SCHEMAS: dict[str, tuple[str, Callable[[], Any]]] = {
+    "request": ("a query and its ranked candidates (rank_llm Request): what POST /v1/retrieve and /v1/rerank "
+                "answer, /v1/generate reads as `request`, and one line of run --task r's .requests.jsonl",
+                _request),
+    "candidates": ("a ranking's candidates, best first: a request's `candidates`", _candidates),
+    "answer": ("the standardized answer (TREC RAG 2024 shape): POST /v1/generate's answer without its notes, "
+               "and /rag's without its trace", _answer),
+    "run-line-2024": ("one line of a TREC RAG 2024 submission (JSONL)", _run_line(2024)),
+    "run-line-2025": ("one line of a TREC RAG 2025 submission (JSONL)", _run_line(2025)),
+    "rag-body": ("the body of POST /rag", _rag_body),
+    "stream-events": ("one Server-Sent Event of a streamed answer: its `event` name and its JSON `data`",
+                      _stream_events),
+}
+
+
+def json_schema(name: str) -> dict[str, Any]:
+    """The JSON Schema called ``name`` (:data:`SCHEMAS`); an unknown name: did you mean."""
+    if name not in SCHEMAS:
+        from ragnarok.core.registry import UnknownComponentError  # noqa: PLC0415
+
+        raise UnknownComponentError("schema", name, list(SCHEMAS))
+    described, model = SCHEMAS[name]
+    schema = TypeAdapter(model()).json_schema()
+    head = {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": f"ragnarok:{name}"}
+    return {**head, "description": described, **schema} if "description" not in schema else {**head, **schema}
+
+
+@fails_cleanly
+def schema(
+    name: Annotated[Optional[str], typer.Argument(help=f"One of {', '.join(SCHEMAS)} (none: list them).")] = None,
+) -> None:
+    """Print the JSON Schema of what the services and files exchange (the models the API validates with), or
+    with no NAME the names and what each describes."""
+    if name is None:
+        width = max(map(len, SCHEMAS))
+        for key, (described, _) in SCHEMAS.items():
+            typer.echo(f"{key.ljust(width)}  {described}")
+        return
+    typer.echo(json.dumps(json_schema(name), indent=2, ensure_ascii=False))
