@@ -11,8 +11,8 @@ The Python API is :mod:`ragnarok.api`, re-exported here and imported on first us
     pipeline = ragnarok.Pipeline("bm25@20 | extractive")   # loaded once, reused across calls
 
 The layers, top to bottom, are packages: ``cli`` and ``api`` (the entry points), the tools (``track``,
-``optimize``, ``judge``, ``collection``, ``viewer``, ``deploy``), ``service``, the stores (``auth``, ``arena``),
-``stages``, ``core`` and ``runtime``; pyproject.toml's import contract keeps them in that order.
+``optimize``, ``judge``, ``collection``, ``viewer``, ``deploy``), ``service``, the stores (``auth``,
+``arena``), ``stages``, ``core`` and ``runtime``; pyproject.toml's import contract keeps them in that order.
 """
 
 from __future__ import annotations

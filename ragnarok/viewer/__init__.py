@@ -1,1 +1,2 @@
-"""``ragnarok view``: runs rendered for people, in the terminal or as one self-contained HTML page."""
+"""``ragnarok view``: runs rendered for people, in the terminal or as one self-contained HTML page.
+A tool: it imports the other tools (judge, track), core and runtime."""
