@@ -36,7 +36,8 @@ from ragnarok.stages.rerank.embedding import TooMuchWork
 from ragnarok.stages.retrieve.building import IndexBuilding
 from ragnarok.stages.retrieve.dense import DenseIndexNotFoundError
 from ragnarok.stages.retrieve.lucene import IndexNotFoundError
-from ragnarok.stages.retrieve.remote import RemoteRetrievalError
+from ragnarok.stages.retrieve.prebuilt import PrebuiltMissing
+from ragnarok.stages.retrieve.remote import RemoteRetrievalError, RemoteTimeout
 
 log = logging.getLogger(__name__)
 
@@ -271,6 +272,8 @@ MESSAGE_STATUS: dict[type[Exception], int] = {
     RerankerUnavailable: 422,
     DenseIndexNotFoundError: 503,
     JavaNotFoundError: 503,
+    PrebuiltMissing: 503,  # a catalogue index not unpacked here: the message says how to get it
+    RemoteTimeout: 504,  # before RemoteRetrievalError, its base: the first match wins
     RemoteRetrievalError: 502,
     TooMuchWork: 413,  # CPU work over the per-request bound
     DeadlineExceeded: 504,  # no answer within the request's deadline

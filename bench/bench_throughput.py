@@ -102,8 +102,9 @@ def start_server(env: dict, port: int) -> tuple[subprocess.Popen, float]:
     raise RuntimeError("the server never answered /healthz")
 
 
-def load(port: int, queries: list[str], k: int, clients: int, seconds: float) -> list[float]:
-    """Latencies (ms) of ``clients`` keep-alive clients sending queries for ``seconds``."""
+def load_with(port: int, send, queries: list[str], clients: int, seconds: float) -> list[float]:
+    """Latencies (ms) of ``clients`` keep-alive clients sending queries for ``seconds``; ``send(conn, query)``
+    sends one and returns ``(status, body)``."""
     latencies: list[float] = []
     stop = time.monotonic() + seconds
     lock = threading.Lock()
@@ -112,13 +113,10 @@ def load(port: int, queries: list[str], k: int, clients: int, seconds: float) ->
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
         mine, n = [], offset
         while time.monotonic() < stop:
-            body = json.dumps({"query": queries[n % len(queries)], "k": k})
             t = time.perf_counter()
-            conn.request("POST", "/v1/retrieve", body, {"content-type": "application/json"})
-            response = conn.getresponse()
-            payload = response.read()
+            status, payload = send(conn, queries[n % len(queries)])
             mine.append((time.perf_counter() - t) * 1000)
-            assert response.status == 200, payload[:200]
+            assert status == 200, payload[:200]
             n += 1
         conn.close()
         with lock:
@@ -130,6 +128,21 @@ def load(port: int, queries: list[str], k: int, clients: int, seconds: float) ->
     for t in threads:
         t.join()
     return latencies
+
+
+def retrieve_sender(k: int, index: str | None = None):
+    """``POST /v1/retrieve`` of one query, for :func:`load_with`."""
+    def send(conn: http.client.HTTPConnection, query: str) -> tuple[int, bytes]:
+        body = {"query": query, "k": k, **({"index": index} if index else {})}
+        conn.request("POST", "/v1/retrieve", json.dumps(body), {"content-type": "application/json"})
+        response = conn.getresponse()
+        return response.status, response.read()
+    return send
+
+
+def load(port: int, queries: list[str], k: int, clients: int, seconds: float) -> list[float]:
+    """Latencies (ms) of ``clients`` keep-alive clients sending ``POST /v1/retrieve`` for ``seconds``."""
+    return load_with(port, retrieve_sender(k), queries, clients, seconds)
 
 
 def main() -> None:

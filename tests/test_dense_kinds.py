@@ -24,7 +24,7 @@ from ragnarok.stages.retrieve.dense import (
 )
 from ragnarok.stages.retrieve.dense_build import write_dense_index
 from ragnarok.stages.retrieve.dense_kinds import resolve_kind
-from ragnarok.stages.retrieve.lucene_hnsw import resolve_prebuilt
+from ragnarok.stages.retrieve.prebuilt import PrebuiltMissing, catalogue
 
 N, DIM = 2000, 64
 
@@ -191,31 +191,45 @@ def test_lucene_hnsw_and_a_prebuilt_index_by_name(lucene_dir, built, tmp_path):
     with pytest.raises(DenseIndexMismatchError, match="holds 64-dimensional vectors but the query encoder minilm"):
         lucene_hnsw.search("a string instrument", 3)
 
-    # a prebuilt index: MiniLM vectors of the Lucene index's segments, as Anserini builds them
+    # a prebuilt index by its catalogue name, unpacked under pyserini's own directory name (tarball name + md5)
+    name = "msmarco-v2.1-doc-segmented-shard00.arctic-embed-l.hnsw-int8"
     settings = Settings(data_dir=tmp_path / "data", prebuilt_dir=tmp_path / "prebuilt",
                         indexes={"x": str(lucene_dir)}, default_index="x")
-    for name in ("tiny-minilm.hnsw", "../" + str(lucene_dir), ".hidden"):  # missing, or a path: never echoed
+    for bad in ("tiny-minilm.hnsw", "../" + str(lucene_dir), ".hidden"):  # no catalogue name, or a path: never echoed
         with pytest.raises(UnknownComponentError) as missing:
-            RetrievalService(settings).get(f"dense:prebuilt:{name}")
-        assert "not echoed" in missing.value.public and name not in missing.value.public
-    assert missing.value.public == ("unknown prebuilt dense index (the name is not echoed); available: none "
-                                    "unpacked in RAGNAROK_PREBUILT_DIR (download one, e.g. msmarco-v2.1-doc-"
-                                    "segmented-shard00.arctic-embed-l.hnsw-int8, where there is network)")
-    with pytest.raises(DenseIndexNotFoundError, match=r"prebuilt index tiny-minilm.hnsw is not on this machine: "
-                                                      r"download it .* unpack it so that its Lucene files are in "
-                                                      + str(tmp_path / "prebuilt" / "tiny-minilm.hnsw")):
-        resolve_prebuilt("tiny-minilm.hnsw", tmp_path / "prebuilt")  # the library call says what to download
+            RetrievalService(settings).get(f"dense:prebuilt:{bad}")
+        assert "not echoed" in missing.value.public and bad not in missing.value.public
+    assert missing.value.public == ("unknown prebuilt index (the name is not echoed); available: a name of "
+                                    "pyserini's prebuilt catalogue (`ragnarok prebuilt list`)")
+    with pytest.raises(PrebuiltMissing, match=rf"the prebuilt index {name} is not on this machine: .* Download it "
+                                              rf"with `ragnarok prebuilt fetch {name}`"):
+        RetrievalService(settings).get(f"dense:prebuilt:{name}").search("x", 1)
     texts = [f"{t}\n{b}" for _, t, b in DOCS]
     write_dense_index(Encoder("minilm").encode(texts), [f"{d}#0_0" for d, _, _ in DOCS], tmp_path / "built",
                       kind="lucene-hnsw")
     (tmp_path / "prebuilt").mkdir()
-    (tmp_path / "built" / "lucene-hnsw").rename(tmp_path / "prebuilt" / "tiny-minilm.hnsw")
-    (tmp_path / "prebuilt" / "tiny-minilm.hnsw" / "ragnarok-prebuilt.json").write_text('{"encoder": "minilm"}')
-    prebuilt = RetrievalService(settings).get("dense:prebuilt:tiny-minilm.hnsw")
+    unpacked = tmp_path / "prebuilt" / catalogue()[name].dir_name
+    (tmp_path / "built" / "lucene-hnsw").rename(unpacked)
+    (unpacked / "ragnarok-prebuilt.json").write_text('{"encoder": "minilm"}')  # MiniLM's vectors, not Arctic's
+    found = RetrievalService(settings).get(f"dense:prebuilt:{name}")
     for text, expected in PARAPHRASES:
-        top = prebuilt.retrieve(Query(text=text), 3).candidates[0]
+        top = found.retrieve(Query(text=text), 3).candidates[0]
         assert top.docid == expected and top.doc.title, text
-    (tmp_path / "prebuilt" / "tiny-minilm.hnsw" / "ragnarok-prebuilt.json").unlink()
-    with pytest.raises(DenseIndexMismatchError, match="query encoder of the prebuilt index tiny-minilm.hnsw is "
-                                                      "not known"):
-        RetrievalService(settings).get("dense:prebuilt:tiny-minilm.hnsw").search("x", 1)
+    (unpacked / "ragnarok-prebuilt.json").unlink()  # the name's encoder, Arctic-embed-L: not on this machine
+    with pytest.raises(DenseIndexNotFoundError, match="arctic-l is not on this machine"):
+        RetrievalService(settings).get(f"dense:prebuilt:{name}").search("x", 1)
+
+
+def test_a_lucene_hnsw_index_is_written_from_a_fresh_process(tmp_path):
+    """write_dense_index(kind="lucene-hnsw") as the first call of a process: the JVM is started with Anserini's
+    jar before jnius is imported (it failed with NoClassDefFoundError: io/anserini/index/IndexHnswDenseVectors)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, numpy as np; from pathlib import Path; "
+            "from ragnarok.stages.retrieve.dense_build import write_dense_index; "
+            "v = np.eye(20, 8, dtype=np.float32); "
+            "print(write_dense_index(v, [f'd{i}' for i in range(20)], Path(sys.argv[1]), kind='lucene-hnsw')['kind'])")
+    out = subprocess.run([sys.executable, "-c", code, str(tmp_path / "lh")], capture_output=True, text=True,
+                         timeout=300, cwd=Path(__file__).resolve().parent.parent)
+    assert out.returncode == 0 and out.stdout.split() == ["lucene-hnsw"], out.stderr[-2000:]

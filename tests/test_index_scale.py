@@ -249,3 +249,22 @@ def test_every_indexing_thread_gets_a_chunk_file_however_small_the_shard(tmp_pat
     single.add(b'{"id": "only"}\n')
     single.finish()
     assert [p.name for p in (tmp_path / "one" / "00000").iterdir()] == ["part-000.jsonl"]  # no empty files
+
+
+def test_the_default_shard_size_is_a_tenth_of_the_collection(tmp_path):
+    """Estimated from the input's first MB (a V2.1 file of any size, documents too), kept within its bounds: a
+    build killed halfway finds about half of its shards done (bench/bench_index_v21.py measures it)."""
+    from ragnarok.collection.build_dir import MAX_SHARD, MIN_SHARD, default_shard_segments, estimate_segments
+
+    src = write_jsonl(tmp_path / "segs.jsonl", segments(6000))
+    assert 5_400 <= estimate_segments(src, True) <= 6_600
+    assert default_shard_segments(src, True) == MIN_SHARD
+    big = tmp_path / "big.jsonl"
+    with open(big, "wb") as out:
+        for _ in range(40):
+            out.write(src.read_bytes())  # 240,000 lines
+    assert 216_000 <= estimate_segments(big, True) <= 264_000
+    assert 21_600 <= default_shard_segments(big, True) <= 27_200 < MAX_SHARD
+    docs = write_jsonl(tmp_path / "docs.jsonl", [{"docid": f"d{i}", "body": " ".join(
+        f"Sentence {j} of document {i} is here." for j in range(30))} for i in range(200)])
+    assert 200 * 5 * 0.9 <= estimate_segments(docs, False) <= 200 * 5 * 1.1  # 30 sentences: 5 windows each

@@ -79,12 +79,23 @@ def test_an_empty_collection_is_an_error(tmp_path):
 
 
 def test_prebuilt_index_failure_is_clear(tmp_path, monkeypatch):
-    """Offline (or unknown), a prebuilt index is a clear IndexNotFoundError, not a crash."""
-    from ragnarok.stages.retrieve.lucene import IndexNotFoundError
+    """A name of no catalogue is an unknown component; a catalogue name not unpacked here fails at once (no
+    download is tried), naming the command that fetches it and the sizes."""
+    import time
+
+    from ragnarok.core.registry import UnknownComponentError
+    from ragnarok.stages.retrieve.prebuilt import PrebuiltMissing
 
     monkeypatch.setenv("PYSERINI_CACHE", str(tmp_path))
-    with pytest.raises(IndexNotFoundError, match="prebuilt index 'no-such-index'"):
+    with pytest.raises(UnknownComponentError, match="unknown prebuilt index 'no-such-index'"):
         LuceneRetriever("bm25", "prebuilt:no-such-index").retrieve(Query(text="x"), 1)
+    start = time.monotonic()
+    with pytest.raises(PrebuiltMissing, match=r"^the prebuilt index msmarco-v2.1-doc-segmented is not on this "
+                                              r"machine: .* `ragnarok prebuilt fetch msmarco-v2.1-doc-segmented`.* "
+                                              r"60 GB to download, 84 GB unpacked, 144 GB of free disk"):
+        LuceneRetriever("bm25", "prebuilt:msmarco-v2.1-doc-segmented", prebuilt_dir=tmp_path).retrieve(
+            Query(text="x"), 1)
+    assert time.monotonic() - start < 2
 
 
 def test_the_indexing_buffer_is_passed_to_anserini(tmp_path):

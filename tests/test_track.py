@@ -153,6 +153,25 @@ def test_validate_cli(tmp_path, shared_data):
     assert "error: cannot read" in ragnarok("validate", tmp_path / "nope.jsonl", code=2)
 
 
+def test_track_topics_count_references_that_are_not_v21_segments_in_one_line(tmp_path, shared_data):
+    """With rag24 or rag25 topics, a run citing other docids (a demo run's) is invalid, as the official checkers
+    count it; --no-v21 lets a demo run through."""
+    from ragnarok.core.topics import read_topics
+
+    topics = read_topics(shared_data / "trec-rag" / "topics.rag24.test.txt")[:3]
+    path = tmp_path / "demo-run.jsonl"
+    path.write_text("".join(json.dumps({
+        "run_id": "r", "topic_id": t.qid, "topic": t.text, "references": ["stdlib.gzip#0_0", "stdlib.argparse#2_9"],
+        "response_length": 2, "answer": [{"text": "X is.", "citations": [0, 1]}]}) + "\n" for t in topics))
+    for topic_set in ("rag24", "rag24.test", str(shared_data / "trec-rag" / "topics.rag24.test.txt")):
+        out = ragnarok("validate", path, "--topics", topic_set, code=1)
+        said = [line for line in out.splitlines() if "not MS MARCO V2.1 segment ids" in line]
+        assert len(said) == 1 and "6 references in 3 answers are not MS MARCO V2.1 segment ids" in said[0], out
+        assert "'stdlib.gzip#0_0', on line 1 (--no-v21 allows other docids" in said[0]
+    out = ragnarok("validate", path, "--topics", "rag24", "--no-v21")  # 298 topics unanswered: warnings only
+    assert "not MS MARCO V2.1" not in out and "298 of 301 topics have no answer" in out
+
+
 # ------------------------------------------------------------------ runs on the demo corpus
 
 

@@ -6,12 +6,14 @@ from typing import Any
 
 from fastapi import APIRouter
 from fastapi import Request as HttpRequest
-from pydantic import BaseModel, Field, StrictBool
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field, PrivateAttr, StrictBool, model_validator
 
 from api.auth import SpendOut, reserve, spent
 from api.body import StrictJSONRoute
 from api.deps import GenerationDep, SettingsDep
 from api.errors import BadInput, errors, scrub
+from api.ragnarok_shape import envelope, from_direct, is_direct
 from api.sse import EventStream, encode, primed
 from api.sse import body as sse_body
 from ragnarok.auth.cost import Cost
@@ -40,6 +42,23 @@ class GenerateBody(BaseModel):
                                "its citations), `done` (the body this request answers without `stream`, with "
                                "`spend`: the calls and tokens spent), or "
                                "`error` after the stream started.")
+    envelope: StrictBool = Field(False, description="Answer in Ragnarök's `castorini.cli.v1` envelope (the TREC "
+                                 "answer in `artifacts[0].data[0]`), as its `serve` does. Set by itself for "
+                                 "Ragnarök's direct body, `{query, candidates, overrides?}`, which this route also "
+                                 "takes (Anserini's REST answer piped in as it is, too).")
+    run_id: str = Field("ragnarok", max_length=MAX_ID_CHARS, description="The enveloped record's `run_id`.")
+    _ignored: list[str] = PrivateAttr(default_factory=list)  # Ragnarök overrides that change nothing here
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _ragnarok_direct(cls, data: Any, handler: Any) -> Any:
+        if not is_direct(data):
+            return handler(data)
+        body = from_direct(data)  # a ValueError is the 422 that says what is wrong
+        ignored = body.pop("ignored")
+        model = handler(body)
+        model._ignored = ignored
+        return model
 
 
 class GeneratorOut(BaseModel):
@@ -99,6 +118,9 @@ async def generate(body: GenerateBody, http: HttpRequest, service: GenerationDep
     # token is not the server's: api/shutdown.py answers 503 for it when the grace ends)
     answer = await watched(lambda: service.agenerate(topic, body.request, generator, body.template, body.k),
                            CancelToken(), disconnected=http.is_disconnected)
+    if body.envelope:
+        template = body.template or service.configs[generator].template or settings.default_template
+        return JSONResponse(envelope(answer, body.run_id, generator, template, body._ignored))
     return answer_out(answer, body.notes)
 
 

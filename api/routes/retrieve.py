@@ -4,20 +4,24 @@ from __future__ import annotations
 
 import asyncio
 import unicodedata
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Response
+from fastapi import APIRouter, Path, Response
 from fastapi import Query as Q
 from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
+from pydantic_core import to_json
 
 from api.body import StrictJSONRoute
 from api.deps import RetrievalDep, SettingsDep
 from api.errors import BadInput, errors, scrub
+from ragnarok.core.registry import UnknownComponentError
 from ragnarok.core.settings import Settings
 from ragnarok.core.types import MAX_ID_CHARS, Id, Integer, Query, Request
+from ragnarok.stages.retrieve.lucene import doc_from_raw
 
 router = APIRouter(prefix="/v1", tags=["retrieval"], route_class=StrictJSONRoute)
+DROPPED_HEADER = "Ragnarok-Dropped-Hits"
 
 
 def json_response(request: Request) -> Response:
@@ -32,6 +36,13 @@ async def retrieved(retriever: object, query: Query, k: int) -> Response:
     submit_json = getattr(retriever, "submit_json", None)
     if submit_json is not None:
         return Response(await asyncio.wrap_future(submit_json(query, k)), media_type="application/json")
+    noted = getattr(retriever, "retrieve_noted", None)  # dense: hits whose text the index does not hold
+    if noted is not None:
+        request, dropped = await run_in_threadpool(noted, query, k)
+        response = json_response(request)
+        if dropped:
+            response.headers[DROPPED_HEADER] = f"{dropped} hits dropped: their docids are not in the index of texts"
+        return response
     return json_response(await run_in_threadpool(retriever.retrieve, query, k))  # type: ignore[attr-defined]
 
 
@@ -104,7 +115,46 @@ def retrievers(service: RetrievalDep, settings: SettingsDep) -> list[RetrieverOu
     ]
 
 
-@router.get("/{index}/search", response_model=Request, response_model_exclude_unset=True,
+class AnseriniQueryOut(BaseModel):
+    text: str
+    qid: str | int | None = None
+
+
+class AnseriniCandidateOut(BaseModel):
+    docid: str
+    score: float
+    rank: int = Field(description="1 for the best.")
+    doc: dict[str, Any] | str | None = Field(description="The segment's fields (`parse=true`) or its stored raw "
+                                                         "document (`parse=false`).")
+
+
+class AnseriniSearchOut(BaseModel):
+    """Anserini's RestServer 1.7.1 answer (its openapi.yaml's SearchResponse)."""
+
+    api: Literal["v1"]
+    index: str
+    query: AnseriniQueryOut
+    candidates: list[AnseriniCandidateOut]
+
+
+class AnseriniDocOut(BaseModel):
+    api: Literal["v1"]
+    index: str
+    docid: str
+    doc: dict[str, Any] | str | None
+
+
+def anserini_json(index: str, request: Request, raw: dict[str, str | None] | None = None) -> bytes:
+    """A ranking in Anserini's REST shape (``raw``: each docid's stored document, for ``parse=false``)."""
+    query: dict[str, Any] = {"text": request.query.text, **({"qid": request.query.qid} if request.query.qid != ""
+                                                            else {})}
+    candidates = [{"docid": c.docid, "score": c.score, "rank": rank,
+                   "doc": raw.get(c.docid) if raw is not None else c.doc.model_dump(mode="json", exclude_unset=True)}
+                  for rank, c in enumerate(request.candidates, 1)]
+    return to_json({"api": "v1", "index": index, "query": query, "candidates": candidates})
+
+
+@router.get("/{index}/search", response_model=AnseriniSearchOut,
             responses=errors(400, 404, 413, 422, 502, 503, 504))
 async def search(
     index: str,
@@ -113,8 +163,36 @@ async def search(
     query: Annotated[str, Q(description="The query text.")],
     hits: Annotated[int, Q(description="Number of hits, 1..10,000.")] = 10,
     qid: Annotated[str, Q(max_length=MAX_ID_CHARS)] = "",
+    parse: Annotated[bool, Q(description="The segments' fields (true) or their stored raw documents.")] = True,
 ) -> Response:
-    """Anserini's REST shape: BM25 over ``index``."""
+    """BM25 over ``index`` in Anserini's REST shape (its RestServer's ``GET /v1/{index}/search``): a client of
+    one works with the other."""
     checked = _check(settings, query, hits)
     checked.qid = qid
-    return await retrieved(service.get("bm25", index), checked, hits)
+    retriever = service.get("bm25", index)
+    submit = getattr(retriever, "submit_anserini_json", None)
+    if submit is not None and parse:
+        return Response(await asyncio.wrap_future(submit(checked, hits, index)), media_type="application/json")
+    request = await run_in_threadpool(retriever.retrieve, checked, hits)  # type: ignore[attr-defined]
+    raw = None
+    if not parse:
+        read = getattr(retriever, "raw_doc", None)
+        raw = {c.docid: read(c.docid) if read else c.doc.model_dump_json(exclude_unset=True)
+               for c in request.candidates}
+    return Response(anserini_json(index, request, raw), media_type="application/json")
+
+
+@router.get("/{index}/doc/{docid}", response_model=AnseriniDocOut, responses=errors(404, 422, 502, 503))
+async def document(index: str, docid: Annotated[str, Path(max_length=MAX_ID_CHARS)], service: RetrievalDep,
+                   parse: bool = True) -> Response:
+    """One segment by docid, as Anserini's RestServer answers ``GET /v1/{index}/doc/{docid}`` (a local or
+    prebuilt index)."""
+    retriever = service.get("bm25", index)
+    read = getattr(retriever, "raw_doc", None)
+    if read is None:
+        raise BadInput(f"index {index!r} is remote: its documents are read from its own server")
+    raw = await run_in_threadpool(read, docid)
+    if raw is None:
+        raise UnknownComponentError("document", docid, [f"a docid of index {index}"])
+    doc: Any = raw if not parse else doc_from_raw(raw).model_dump(mode="json", exclude_unset=True)
+    return Response(to_json({"api": "v1", "index": index, "docid": docid, "doc": doc}), media_type="application/json")

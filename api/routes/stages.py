@@ -18,7 +18,6 @@ from api.deps import RetrievalDep, SettingsDep
 from api.errors import BadInput, errors
 from ragnarok.auth.cost import Cost
 from ragnarok.core.types import Candidate, Integer
-from ragnarok.service.retrieval_service import source_kind
 from ragnarok.stages.passage.llmcompress import (
     MAX_WRITE_CHARS,
     MAX_WRITE_TEXTS,
@@ -59,9 +58,9 @@ async def segments(body: SegmentsBody, http: HttpRequest, service: RetrievalDep,
             raise BadInput(f"a prefix has 1 to {MAX_PREFIX_CHARS} characters, got {len(p)}")
     index = body.index or settings.default_index
     service.get("bm25", index)  # an unknown index is a 404 naming it
-    source = service.sources()[index]
-    if source_kind(source) != "local":
-        raise BadInput(f"index {index!r} is {source_kind(source)}: segments can only be looked up in a local "
+    source = service.text_dir(index)
+    if source is None:
+        raise BadInput(f"index {index!r} is remote: segments can only be looked up in a local or prebuilt "
                        "Lucene index (neighbours and automerge need one)")
     # keyed by the rebuilds of the index noticed so far: a rebuilt index is looked up in its new commit
     key = (source, service.generation(index))

@@ -89,8 +89,15 @@ def check_index(settings: Settings, name: str, source: str) -> Check:
     if source.startswith(("http://", "https://")):
         return _check_remote_index(settings, name, source)
     if source.startswith("prebuilt:"):
-        return Check("index", name, "ok", {"source": source,
-                                           "kind": "prebuilt (downloaded when first used, online)"})
+        from ragnarok.stages.retrieve import prebuilt  # noqa: PLC0415
+
+        catalogue_name = source.removeprefix("prebuilt:")
+        try:
+            path = prebuilt.resolve(catalogue_name, settings.prebuilt_path)
+        except (LookupError, FileNotFoundError) as exc:
+            return Check("index", name, "fail", {"source": source, "kind": "prebuilt"}, str(exc),
+                         f"ragnarok prebuilt fetch {catalogue_name}")
+        return Check("index", name, "ok", {"source": source, "kind": "prebuilt", "path": str(path)})
     path = Path(source)
     fix = "ragnarok index --demo" if name == DEMO_INDEX else f"ragnarok index DOCS.jsonl {path}"
     if not is_lucene_index(path):

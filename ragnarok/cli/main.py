@@ -14,7 +14,7 @@ from ragnarok.auth.cli import keys_app
 from ragnarok.cli import prompt as prompt_cli
 from ragnarok.cli import schema as schema_cli
 from ragnarok.cli.search import evaluate_run, search
-from ragnarok.collection.cli import collection_app
+from ragnarok.collection.cli import collection_app, prebuilt_app
 from ragnarok.core.settings import get_settings
 from ragnarok.judge import cli as judge_cli
 from ragnarok.optimize import cli as optimize_cli
@@ -210,8 +210,9 @@ def index(
              "sentence). Default: on up to RAGNAROK_SENTENCE_STORE_MAX_SEGMENTS segments (8,000), off past it.",
         show_default=False)] = None,
     verbose: Annotated[bool, typer.Option("--verbose", help="Show Anserini's and the JVM's log lines.")] = False,
-    shard_segments: Annotated[int, typer.Option(min=1, help="Segments per shard: a killed build resumes at its "
-                                                            "first shard not done.")] = 1_000_000,
+    shard_segments: Annotated[Optional[int], typer.Option(
+        min=1, help="Segments per shard: a killed build resumes at its first shard not done. Default: a tenth of "
+                    "the collection (estimated from its first MB), 5,000 to 1,000,000.", show_default=False)] = None,
 ) -> None:
     """Segment MS MARCO V2.1-style documents (10 sentences, stride 5; V2.1 segments are indexed as they are) and
     build a Lucene index (and a dense one), resumably, in shards merged at the end.
@@ -274,6 +275,7 @@ def _warn_stale_dense(lucene_dir: Path, built: str | None) -> None:
 app.command()(search)
 app.command("eval")(evaluate_run)
 app.add_typer(collection_app, name="collection")
+app.add_typer(prebuilt_app, name="prebuilt")
 app.add_typer(keys_app, name="keys")
 app.add_typer(judge_cli.judge_app, name="judge")
 app.command("eval-rag")(judge_cli.eval_rag)

@@ -24,7 +24,8 @@ def search(
     topics: Annotated[str, typer.Option(help="Topic file or set name (demo, rag24, rag25, ...: `ragnarok topics "
                                              "list`).")],
     output: Annotated[Path, typer.Option(help="TREC run file to write.")],
-    index: Annotated[Optional[str], typer.Option(help="Index name or Lucene index directory.")] = None,
+    index: Annotated[Optional[str], typer.Option(help="Index name, Lucene index directory, or prebuilt:NAME (a "
+                                                      "name of pyserini's catalogue).")] = None,
     retriever: Annotated[str, typer.Option(help="bm25, bm25+rocchio, bm25+rm3 or dense:MODEL.")] = "bm25",
     pipeline: Annotated[Optional[str], typer.Option(
         help="A pipeline (spec, preset name or TOML/YAML file) instead of one retriever, e.g. "
@@ -45,7 +46,7 @@ def search(
     cli_output.file_not_format(output)
     set_verbose(verbose)
     settings = _with_index_path(get_settings(), index)
-    if index is not None and not Path(index).is_dir() and index not in settings.index_sources() \
+    if index is not None and not _named_source(index) and index not in settings.index_sources() \
             and ("/" in index or index.startswith(".")):
         raise FileNotFoundError(f"no index directory {index} (and no configured index of that name)")
     loaded = resolve_topics(topics, settings)
@@ -189,13 +190,19 @@ def _pipeline_ranking(parsed: Any, topics: list, settings: Settings, index: str 
             for t in topics if t.qid in results}, failures
 
 
+def _named_source(index: str) -> bool:
+    """``--index`` names a source rather than a configured index: a directory, or ``prebuilt:NAME``."""
+    return index.startswith("prebuilt:") or Path(index).is_dir()
+
+
 def _index_name(index: str | None) -> str | None:
-    return None if index is None else (f"path:{index}" if Path(index).is_dir() else index)
+    return None if index is None else (f"path:{index}" if _named_source(index) else index)
 
 
 def _with_index_path(settings: Settings, index: str | None) -> Settings:
-    """Settings that also know ``index`` when it is a directory rather than a configured name."""
-    if index is not None and Path(index).is_dir():
+    """Settings that also know ``index`` when it is a directory (or ``prebuilt:NAME``) rather than a configured
+    name."""
+    if index is not None and _named_source(index):
         return settings.model_copy(update={"indexes": {**settings.indexes, f"path:{index}": index}})
     return settings
 

@@ -98,3 +98,46 @@ def _check_paths(input: Path, output: Path, report: Optional[Path]) -> None:
     if input.resolve() == output.resolve() or (report is not None and report.resolve() in
                                                {input.resolve(), output.resolve()}):
         raise ValueError("INPUT, OUTPUT and --report must be different files")
+
+
+prebuilt_app = typer.Typer(
+    no_args_is_help=True, add_completion=False,
+    help="pyserini's prebuilt indexes by their catalogue names: which are here, and downloading one.",
+)
+
+
+@prebuilt_app.command("list")
+@fails_cleanly
+def prebuilt_list(
+    match: Annotated[Optional[str], typer.Argument(help="Only names containing this (e.g. msmarco-v2.1).")] = None,
+) -> None:
+    """Every index of the catalogue (and each set of shards), its tarball's size, and where it is unpacked here."""
+    from ragnarok.core.settings import get_settings  # noqa: PLC0415
+    from ragnarok.stages.retrieve import prebuilt  # noqa: PLC0415
+
+    where = get_settings().prebuilt_path
+    rows = [(name, "set", sum(e.compressed_bytes for e in shards),
+             "here" if all(prebuilt.locate(e.name, where) for e in shards) else "missing")
+            for name, shards in prebuilt.sets().items()]
+    rows += [(e.name, e.type, e.compressed_bytes, str(prebuilt.locate(e.name, where) or "missing"))
+             for e in prebuilt.catalogue().values()]
+    for name, kind, size, status in sorted(r for r in rows if not match or match in r[0]):
+        typer.echo(f"{name}\t{kind}\t{prebuilt.gb(size)}\t{status}")
+
+
+@prebuilt_app.command("fetch")
+@fails_cleanly
+def prebuilt_fetch(
+    name: Annotated[str, typer.Argument(help="A catalogue name, or a set's (msmarco-v2.1-doc-segmented."
+                                             "arctic-embed-l: its 10 shards).")],
+    dest: Annotated[Optional[Path], typer.Option(help="Where to unpack (default: RAGNAROK_PREBUILT_DIR, else "
+                                                      "DATA_DIR/prebuilt).")] = None,
+    mirror: Annotated[Optional[str], typer.Option(help="Download MIRROR/<tarball> instead of the catalogue's "
+                                                       "URL.")] = None,
+) -> None:
+    """Download and unpack NAME under pyserini's own directory name, resumably, after checking the disk; the
+    R service then finds it by name (prebuilt:NAME, dense:prebuilt:NAME)."""
+    from ragnarok.collection.prebuilt_fetch import fetch  # noqa: PLC0415
+    from ragnarok.core.settings import get_settings  # noqa: PLC0415
+
+    fetch(name, dest or get_settings().prebuilt_path, mirror, say=lambda line: typer.echo(line, err=True))

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, BinaryIO, TextIO
 
 import numpy as np
+from pydantic_core import from_json
 
 
 class CollectionFormatError(ValueError):
@@ -110,7 +111,16 @@ class BadLine:
 
 
 def parse_record(data: bytes, where: str) -> dict[str, Any]:
-    """One JSON object from one raw line; :class:`CollectionFormatError` names ``where`` (``file:line``)."""
+    """One JSON object from one raw line; :class:`CollectionFormatError` names ``where`` (``file:line``).
+    pydantic-core's parser first (about 2.5x the standard library's speed); a line it refuses (a lone
+    surrogate, which the standard library accepts; or a real error, which the standard library then words)
+    is read again by the standard library."""
+    try:
+        record = from_json(data)
+    except ValueError:
+        record = None
+    if isinstance(record, dict):
+        return record
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -162,6 +172,8 @@ def to_segment(record: dict[str, Any], where: str) -> dict[str, Any]:
     text = record.get("segment")
     if not isinstance(text, str):
         raise CollectionFormatError(f"{where}: malformed segment (its \"segment\" is not a string): {str(record)[:80]}")
+    if type(record.get("docid")) is str and all(type(record.get(name)) is str for name in SEGMENT_FIELDS):
+        return record  # a segment already: nothing to change, nothing copied
     segment = {**record, "docid": str(docid)}
     for name in SEGMENT_FIELDS:
         value = segment.get(name)

@@ -203,12 +203,16 @@ def segmented_lines(record: dict[str, Any], anserini: bool = False, raw: bytes |
     """The JSONL bytes of one already-made segment (:func:`~ragnarok.collection.jsonl.to_segment`): itself,
     as :func:`anserini_record` with ``anserini``; none when its text is empty. ``raw``: its line as read, when
     ``record`` is exactly what it holds: the Anserini record is then that line with ``id`` and ``contents``
-    put in front (the same JSON object, not serialised again: a fifth of the cost of checking a segment)."""
+    put in front (the same JSON object, not serialised again: a fifth of the cost of checking a segment), or
+    the line itself when it has them already (as a collection prepared for Anserini's JsonCollection does)."""
     if not record["segment"].strip():
         return b"", 0
     if not anserini:
         return (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass"), 1
     line = raw.strip() if raw is not None else b""
+    if line.startswith(b"{") and record.get("id") == record["docid"] and \
+            record.get("contents") == record_contents(record):  # an Anserini record already: the line as it is
+        return line + b"\n", 1
     if line.startswith(b"{") and "id" not in record and "contents" not in record:
         head = json.dumps({"id": record["docid"], "contents": record_contents(record)}, ensure_ascii=False)
         return head[:-1].encode("utf-8", "surrogatepass") + b", " + line[1:].lstrip() + b"\n", 1
@@ -233,7 +237,7 @@ def _segment_batch(items: list[tuple[str, int, bytes]]) -> _Done:
         docids.append(document["docid"])
         hashes[pos] = docid_hash(document["docid"])
         if parsed is not None:
-            out, n = segmented_lines(document, _anserini, data if document == parsed else None)
+            out, n = segmented_lines(document, _anserini, data if document is parsed or document == parsed else None)
         else:
             out, n = segment_lines(document, _segmenter, _anserini)
         outputs.append(out)

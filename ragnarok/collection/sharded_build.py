@@ -26,11 +26,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, TextIO
 
 from ragnarok.collection.build_dir import (
     BuildLock,
     check_free_disk,
+    default_shard_segments,
     disk_full,
     estimate_bytes,
     identity,
@@ -39,12 +40,10 @@ from ragnarok.collection.build_dir import (
     size_of,
     write_json,
 )
-from ragnarok.collection.jsonl import CollectionFormatError, is_segmented
+from ragnarok.collection.jsonl import CollectionFormatError, collection_files, is_segmented
 from ragnarok.collection.lucene_index import NO_SEGMENTS, _anserini
 from ragnarok.collection.segment import STRIDE, WINDOW
 from ragnarok.runtime.index_files import put_in_place
-
-SHARD_SEGMENTS = 1_000_000
 
 
 @dataclass
@@ -71,14 +70,17 @@ def work_dir(output: Path) -> Path:
 
 
 def build_index(input_path: Path, output: Path, threads: int = 2, workers: int | None = None,
-                skip_bad: bool = False, shard_segments: int = SHARD_SEGMENTS) -> BuildResult:
-    """Build the Lucene index of a JSONL collection (documents or V2.1 segments) at ``output``, resumably."""
+                skip_bad: bool = False, shard_segments: int | None = None) -> BuildResult:
+    """Build the Lucene index of a JSONL collection (documents or V2.1 segments) at ``output``, resumably;
+    ``shard_segments`` None: :func:`default_shard_segments`."""
     input_path, output = Path(input_path), Path(output)
-    if shard_segments < 1:
+    if shard_segments is not None and shard_segments < 1:
         raise ValueError("--shard-segments must be at least 1")
     if output.exists() and not output.is_dir():
         raise FileExistsError(f"{output} is a file, not an index directory")
     segmented = is_segmented(input_path)
+    if shard_segments is None:
+        shard_segments = default_shard_segments(input_path, segmented)
     if segmented and workers is None:  # checking a segment costs less than shipping it to a worker process
         workers = 1
     ident = identity(input_path, {"segmented": segmented, "window": WINDOW, "stride": STRIDE,
@@ -176,7 +178,10 @@ def _chunk(input_path: Path, work: Path, threads: int, workers: int | None, skip
     shutil.rmtree(root, ignore_errors=True)
     root.mkdir()
     report = SegmentReport()
-    writer = _ChunkWriter(root, shard_segments, threads)
+    # a shard's chunk files: one per input file, up to the threads (Anserini gives each file a thread, as
+    # pyserini's indexer does the input's): two writers of one index cost ~15 % more CPU, in merges, for ~20 %
+    # less wall time (docs/BENCHMARKS.md, "Indexing V2.1 segments")
+    writer = _ChunkWriter(root, shard_segments, max(1, min(threads, len(collection_files(input_path)))))
     try:
         for out, n in segment_stream(input_path, report, workers, skip_bad, anserini=True, segmented=segmented):
             if n == 1:
@@ -212,22 +217,23 @@ def _index_shards(work: Path, counts: list[int], threads: int) -> None:
         return
     total, already = sum(counts), sum(counts) - sum(counts[k] for k in todo)
     say(f"indexing {total - already:,} segments with Anserini ({threads} threads, {len(todo)} shards)")
-    with progress(total, "indexing", unit="segment", initial=already) as bar:
+
+    log = work / "anserini.log"
+    with _output_to(log) as terminal, progress(total, "indexing", unit="segment", initial=already,
+                                               file=terminal) as bar:
         for k in todo:
             target = shards / f"{k:05d}"
             shutil.rmtree(target, ignore_errors=True)  # a shard a killed build left half-written
-            _index_one(work, work / "chunks" / f"{k:05d}", target, threads, counts[k])
+            _index_one(work / "chunks" / f"{k:05d}", target, threads, counts[k], log)
             (shards / f"{k:05d}.done").write_text(f"{counts[k]}\n")
             shutil.rmtree(work / "chunks" / f"{k:05d}", ignore_errors=True)
             bar.update(counts[k])
 
 
-def _index_one(work: Path, chunks: Path, target: Path, threads: int, expected: int) -> None:
+def _index_one(chunks: Path, target: Path, threads: int, expected: int, log: Path) -> None:
     """One shard's sub-index, checked; a disk that filled is :func:`disk_full`."""
-    log = work / "anserini.log"
     try:
-        with _output_to(log):
-            _anserini(chunks, target, "JsonCollection", threads, "DefaultLuceneDocumentGenerator", (), None)
+        _anserini(chunks, target, "JsonCollection", threads, "DefaultLuceneDocumentGenerator", (), None)
         indexed = num_docs(target)
     except Exception as exc:  # noqa: BLE001 - Java's exceptions come as JavaException
         if is_disk_full(exc, _read(log)):
@@ -251,11 +257,11 @@ def _read(path: Path) -> str:
 
 
 @contextmanager
-def _output_to(log: Path) -> Iterator[None]:
+def _output_to(log: Path) -> Iterator[TextIO]:
     """The process's stdout and stderr (where Anserini's log and its stack traces go) into ``log`` for the
     block, so that a failure can be read there and the terminal gets one clear line; with ``--verbose`` only
-    stdout is kept, and shown on stderr afterwards. Interrupted, the streams come back first (``on_stop``),
-    so that the ``interrupted: ...`` line is seen."""
+    stdout is kept, and shown on stderr afterwards. Yields the terminal's stderr (for the progress). Interrupted,
+    the streams come back first (``on_stop``), so that the ``interrupted: ...`` line is seen."""
     from ragnarok.core.java import is_verbose  # noqa: PLC0415
     from ragnarok.runtime.interrupt import on_stop  # noqa: PLC0415
 
@@ -272,11 +278,14 @@ def _output_to(log: Path) -> Iterator[None]:
     for fd in streams:
         os.dup2(target, fd)
     os.close(target)
+    terminal = os.fdopen(os.dup(saved[2]), "w", buffering=1) if 2 in saved else sys.stderr
     try:
         with on_stop(restore):
-            yield
+            yield terminal
     finally:
         restore()
+        if terminal is not sys.stderr:
+            terminal.close()
         for copy in saved.values():
             os.close(copy)
         if is_verbose():

@@ -116,6 +116,18 @@ def find_java() -> JavaRuntime:
     )
 
 
+def anserini_jar() -> Path | None:
+    """Anserini's fatjar inside the installed pyserini (found without importing pyserini), or None."""
+    import importlib.util  # noqa: PLC0415
+
+    spec = importlib.util.find_spec("pyserini")
+    for root in (spec.submodule_search_locations or []) if spec else []:
+        jars = sorted((Path(root) / "resources" / "jars").glob("anserini-*-fatjar.jar"))
+        if jars:
+            return jars[-1]
+    return None
+
+
 def start_jvm(heap: str | None = None) -> JavaRuntime:
     """Start the JVM with Anserini's jar on the classpath (idempotent, thread-safe). The JVM is one per process:
     its maximum heap is ``heap``, else :func:`set_heap`'s, else the settings' ``jvm_heap`` (RAGNAROK_JVM_HEAP,
@@ -132,13 +144,11 @@ def start_jvm(heap: str | None = None) -> JavaRuntime:
         runtime = find_java()
         os.environ["JAVA_HOME"] = str(runtime.home)
         import jnius_config  # noqa: PLC0415 - must run before jnius is imported
-        import pyserini  # noqa: PLC0415
-
-        jars = sorted((Path(pyserini.__file__).parent / "resources" / "jars").glob("anserini-*-fatjar.jar"))
-        if not jars:
+        jar = anserini_jar()
+        if jar is None:
             raise JavaNotFoundError("pyserini is installed without its Anserini jar; reinstall pyserini")
         if not jnius_config.vm_running:
-            jnius_config.add_classpath(str(jars[-1]))
+            jnius_config.add_classpath(str(jar))
             if runtime.has_module("jdk.incubator.vector"):
                 jnius_config.add_options("--add-modules=jdk.incubator.vector")
             if heap:

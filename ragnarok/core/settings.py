@@ -126,8 +126,12 @@ class Settings(BaseSettings):
                                              "this many segments (the demo's 6,282 included): it costs ~4.5 KB "
                                              "and ~65 % more encoding per segment and saves ~70-200 ms per "
                                              "extractive answer (docs/SCALE.md); `--sentence-store` forces it.")
-    prebuilt_dir: Path | None = Field(None, description="Where prebuilt Lucene HNSW indexes are unpacked, one "
-                                      "directory per name (`dense:prebuilt:NAME`); default data_dir/prebuilt.")
+    prebuilt_dir: Path | None = Field(None, description="Where pyserini's prebuilt indexes are unpacked "
+                                      "(`prebuilt:NAME`, `dense:prebuilt:NAME`), under pyserini's own directory "
+                                      "names; looked in first, then pyserini's cache. Default data_dir/prebuilt.")
+    arctic_model: str = Field("Snowflake/snowflake-arctic-embed-l", description="What `arctic-l` (the query "
+                              "encoder of the prebuilt Arctic-embed-L shards) loads: its Hugging Face name (from "
+                              "the local cache) or a local model directory with its sentence-transformers files.")
     dense_build_pause_s: float = Field(0.0, ge=0, le=60, description="`ragnarok serve`'s background dense build: "
                                        "seconds it pauses after each step, leaving the CPU to requests.")
     retrieval_url: str | None = Field(None, description="Base URL of the R service the gateway calls; "
@@ -229,6 +233,11 @@ class Settings(BaseSettings):
     def trusted_proxy_list(self) -> list[str]:
         """``trusted_proxies`` as a list (empty: X-Forwarded-For is never believed)."""
         return [p.strip() for p in self.trusted_proxies.split(",") if p.strip()]
+
+    @property
+    def prebuilt_path(self) -> Path:
+        """Where ``ragnarok prebuilt fetch`` unpacks and the R service looks first (``prebuilt_dir``)."""
+        return self.prebuilt_dir or self.data_dir / "prebuilt"
 
     @property
     def demo_index_dir(self) -> Path:

@@ -9,7 +9,8 @@ Grammar (whitespace is free)::
                                                       query2doc) over a generator; INT = queries it writes;
                                                       several queries are each retrieved, then fused (rrf)
     retrieve := source ("@" INT)?                    first stage; depth = candidates kept (default 100)
-    source   := NAME (":" ARG)? ("=" NUMBER)?         a retriever; "=w" is its weight inside cc/dbsf
+    source   := NAME (":" ARG)* ("=" NUMBER)?         a retriever; "=w" is its weight inside cc/dbsf; several
+                                                      ARGs reach it as one "a:b" argument (dense:prebuilt:NAME)
               | FUSION "(" source ("," source)+ ")"   FUSION is rrf, cc or dbsf
     rerank   := NAME (":" ARG)* "@" INT ("~" FUSION)? a reranker or passage stage (neighbours, cutoff, compress,
                                                       reorder, ...) keeping INT candidates; "~rrf" fuses its
@@ -249,6 +250,8 @@ class _Parser:
             self.i -= 1
             raise self.fail(f"a pipeline has at most {MAX_SOURCES} retrievers")
         arg = self._arg()
+        while arg is not None and self.peek(":"):  # dense:prebuilt:NAME, one "a:b" argument as for reranks
+            arg += ":" + (self._arg() or "")
         weight = None
         if self.peek("="):
             self.expect("=")

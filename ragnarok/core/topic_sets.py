@@ -75,6 +75,13 @@ def topics_path(source: str | Path, settings: Settings) -> Path:
     raise _unknown("topic set or file", str(source), set_names(settings), name in TRACK_TOPICS)
 
 
+def is_track_set(source: str | Path) -> bool:
+    """Whether ``source`` names the TREC RAG track's topics (``rag24``, ``rag25.test``, a ``topics.rag24.*`` file):
+    answers to them cite MS MARCO V2.1 segments."""
+    name = Path(str(source)).name.removeprefix("topics.")
+    return ALIASES.get(name, name).startswith(("rag24", "rag25"))
+
+
 def resolve_topics(source: str | Path, settings: Settings) -> list[Topic]:
     """The topics of a file, or of a set name (``demo``, ``rag24``, ``rag25.test``, ...)."""
     return read_topics(topics_path(source, settings))

@@ -256,8 +256,13 @@ def _check(candidate: Candidate, located: Located, loc: tuple[Any, ...]) -> None
             PASSAGE_STAGES.create(candidate.module, arg=None if p.get("arg") is None else str(p["arg"]))
         if candidate.node == "semantic":
             from ragnarok.stages.retrieve.dense import resolve_model  # noqa: PLC0415
+            from ragnarok.stages.retrieve.prebuilt import check_name  # noqa: PLC0415
 
-            resolve_model(str(p.get("model", "minilm")))
+            model = str(p.get("model", "minilm"))
+            if model.startswith("prebuilt:"):  # dense:prebuilt:NAME, a catalogue name (a shard set too)
+                check_name(model.removeprefix("prebuilt:").split(":")[0])
+            else:
+                resolve_model(model)
         parse(build_spec({candidate.node: candidate}) if candidate.node not in ("lexical", "semantic")
               else candidate.label + "@10")
     except (ValueError, LookupError, SpecError) as exc:

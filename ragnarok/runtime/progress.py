@@ -48,13 +48,15 @@ class LineProgress:
         self.close()
 
 
-def progress(total: int, desc: str, unit: str = "topic", initial: int = 0) -> Any:
-    """A bar on a terminal, lines otherwise; ``initial``: done before (a resumed run), not in the rate."""
-    if sys.stderr.isatty():
+def progress(total: int, desc: str, unit: str = "topic", initial: int = 0, file: Any = None) -> Any:
+    """A bar on a terminal, lines otherwise, on ``file`` (default stderr); ``initial``: done before (a resumed
+    run), not in the rate."""
+    file = file or sys.stderr
+    if file.isatty():
         from tqdm import tqdm  # noqa: PLC0415
 
-        return tqdm(total=total, desc=desc, unit=unit, initial=initial, unit_scale=total >= 10_000)
-    return LineProgress(total, desc, unit, initial=initial)
+        return tqdm(total=total, desc=desc, unit=unit, initial=initial, unit_scale=total >= 10_000, file=file)
+    return LineProgress(total, desc, unit, initial=initial, file=file)
 
 
 def progress_iter(items: Iterable[T], total: int, desc: str, unit: str = "topic") -> Iterator[T]:

@@ -14,6 +14,7 @@ from ragnarok.core.registry import Instances, UnknownComponentError
 from ragnarok.core.settings import Settings
 from ragnarok.runtime.index_files import is_lucene_index
 from ragnarok.stages.components import RERANKERS, RETRIEVERS, request_model_path
+from ragnarok.stages.retrieve import prebuilt
 from ragnarok.stages.retrieve.building import DenseBuild, DenseBuilds, Progress
 from ragnarok.stages.retrieve.dense import dense_dir, is_dense_index, rebuild_command, stale_reason
 
@@ -110,7 +111,8 @@ class RetrievalService:
         sources = self.sources()
         if index not in sources:
             raise UnknownComponentError("index", index, sorted(sources))
-        if base == "dense" and arg and (real := request_model_path(base, arg, self.settings)) is not None:
+        if base == "dense" and arg and not arg.startswith("prebuilt:") and \
+                (real := request_model_path(base, arg, self.settings)) is not None:
             arg, retriever = real, f"dense:{real}"  # every spelling of a model directory: one retriever
         if base == "dense" and (build := self.builds.get(sources[index], arg or "minilm")) is not None:
             build.check()  # 503 while it is being built
@@ -155,15 +157,51 @@ class RetrievalService:
                      "was rebuilt" if rebuilt else "has a rebuilt dense index", len(dropped))
         return bool(dropped)
 
+    def text_dir(self, index: str) -> str | None:
+        """The local directory of ``index``'s Lucene index (a prebuilt one resolved, or a
+        :class:`~ragnarok.stages.retrieve.prebuilt.PrebuiltMissing`); None for a remote index."""
+        source = self.sources()[index]
+        kind = source_kind(source)
+        if kind == "prebuilt":
+            return str(prebuilt.resolve(source.removeprefix("prebuilt:"), self.settings.prebuilt_path))
+        return None if kind == "remote" else source
+
+    def _prebuilt_status(self, source: str) -> tuple[bool, str, prebuilt.PrebuiltEntry | None]:
+        name = source.removeprefix("prebuilt:")
+        entry = prebuilt.catalogue().get(name)
+        if entry is None:
+            return False, "not a name of pyserini's prebuilt catalogue (`ragnarok prebuilt list`)", None
+        if prebuilt.locate(name, self.settings.prebuilt_path) is None:
+            return False, str(prebuilt.missing([entry], name)), entry
+        return True, "", entry
+
+    def _prebuilt_sets(self, index: str, source: str, entry: prebuilt.PrebuiltEntry | None,
+                       reason: str) -> list[RetrieverInfo]:
+        """The catalogue's dense sets over the collection of a prebuilt BM25 index, and whether each is here."""
+        infos = []
+        for set_name, shards in prebuilt.sets().items():
+            if entry is None or shards[0].corpus_index != entry.corpus_index:
+                continue
+            absent = [s for s in shards if prebuilt.locate(s.name, self.settings.prebuilt_path) is None]
+            infos.append(RetrieverInfo(f"dense:prebuilt:{set_name}", index, source, "prebuilt",
+                                       not reason and not absent,
+                                       reason or (str(prebuilt.missing(absent, set_name)) if absent else "")))
+        return infos
+
     def describe(self) -> list[RetrieverInfo]:
         infos = []
         for index, source in sorted(self.sources().items()):
             kind = source_kind(source)
-            available, reason = True, ""
+            available, reason, entry = True, "", None
             if kind == "local" and not is_lucene_index(Path(source)):
                 available, reason = False, f"no Lucene index at {source} yet"
+            if kind == "prebuilt":
+                available, reason, entry = self._prebuilt_status(source)
             for name in RETRIEVERS.names():
                 if kind == "remote" and name != "bm25":
+                    continue
+                if kind == "prebuilt" and name == "dense":
+                    infos += self._prebuilt_sets(index, source, entry, reason)
                     continue
                 if name == "dense":
                     models = {*self._dense_models(source), *self.builds.models(source)}

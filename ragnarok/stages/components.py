@@ -4,7 +4,6 @@ factories build objects whose heavy parts (indexes, models, clients) load on fir
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 from ragnarok.core.model_paths import A_DIRECTORY, looks_like_path, model_dir
 from ragnarok.core.protocols import Reranker, Retriever
@@ -28,6 +27,7 @@ from ragnarok.stages.rerank.monot5 import MonoT5Reranker
 from ragnarok.stages.rerank.pointwise import PointwiseReranker, resolve_checkpoint
 from ragnarok.stages.rerank.rank_llm_adapter import MODELS as RANK_LLM_MODELS
 from ragnarok.stages.rerank.rank_llm_adapter import RankLLMReranker
+from ragnarok.stages.retrieve import prebuilt
 from ragnarok.stages.retrieve.bm25_args import parse_args as parse_bm25_args
 from ragnarok.stages.retrieve.dense import (
     PACKAGED,
@@ -40,6 +40,7 @@ from ragnarok.stages.retrieve.lucene import LuceneRetriever
 from ragnarok.stages.retrieve.remote import RemoteRetriever
 
 RETRIEVERS: Registry[Retriever] = Registry("retriever")
+MAX_EF_SEARCH = 10_000
 RERANKERS: Registry[Reranker] = Registry("reranker")
 
 
@@ -53,7 +54,7 @@ def _lucene(feedback: str):
             return RemoteRetriever(name, source, settings.remote_timeout_s)
         # bm25:k1_1.2-b_0.75, bm25+rocchio:terms_20-docs_5 (ragnarok/stages/retrieve/bm25_args.py)
         return LuceneRetriever(name, source, feedback, parse_bm25_args(arg, feedback),  # type: ignore[arg-type]
-                               search_threads=settings.search_threads)
+                               search_threads=settings.search_threads, prebuilt_dir=settings.prebuilt_path)
 
     return factory
 
@@ -112,26 +113,38 @@ def _embedding_model(base: str, arg: str, settings: Settings) -> tuple[str, bool
     return arg, False
 
 
+def _prebuilt_arg(arg: str) -> tuple[str, int | None]:
+    """``prebuilt:NAME[:ef_N]`` -> ``(NAME, efSearch or None)``; NAME a catalogue name (else the fixed 404)."""
+    name, _, rest = arg.removeprefix("prebuilt:").partition(":")
+    prebuilt.check_name(name)
+    if not rest:
+        return name, None
+    digits = rest.removeprefix("ef_")
+    if not (rest.startswith("ef_") and digits.isascii() and digits.isdigit() and 1 <= int(digits) <= MAX_EF_SEARCH):
+        raise ComponentArgumentError(f"dense:prebuilt:NAME takes one option, ef_N (efSearch, 1 to {MAX_EF_SEARCH:,}), "
+                                     f"got {quote(rest, 40)}")
+    return name, int(digits)
+
+
 def _dense(name: str, source: str, settings: Settings, arg: str | None = None) -> Retriever:
-    if source.startswith(("http://", "https://", "prebuilt:")):
-        raise UnknownComponentError("retriever", name, ["dense needs a local index (built with --dense)"])
-    if arg and arg.startswith("prebuilt:"):  # dense:prebuilt:NAME, a Lucene HNSW index in prebuilt_dir
-        prebuilt = arg.removeprefix("prebuilt:")
-        where = Path(settings.prebuilt_dir or settings.data_dir / "prebuilt")
-        unpacked = sorted(p.name for p in where.glob("*/") if any(p.glob("segments_*"))) if where.is_dir() else []
-        if prebuilt not in unpacked:  # neither a path nor a name missing here is echoed (an API error body)
-            raise UnknownComponentError("prebuilt dense index", prebuilt, unpacked or [
-                "none unpacked in RAGNAROK_PREBUILT_DIR (download one, e.g. msmarco-v2.1-doc-segmented-shard00."
-                "arctic-embed-l.hnsw-int8, where there is network)"])
-        return DenseRetriever(name, source, allow_downloads=settings.allow_downloads, prebuilt=prebuilt,
-                              prebuilt_dir=str(where))
+    if source.startswith(("http://", "https://")):
+        raise UnknownComponentError("retriever", name, ["bm25 (a remote index serves BM25 alone: dense retrieval "
+                                                        "reads its texts from a local or prebuilt index)"])
+    set_name, ef_search = _prebuilt_arg(arg) if arg and arg.startswith("prebuilt:") else (None, None)
+    texts = source  # the BM25 index that holds the segments' texts
+    if source.startswith("prebuilt:"):
+        texts = str(prebuilt.resolve(source.removeprefix("prebuilt:"), settings.prebuilt_path))
+    if set_name is not None:  # dense:prebuilt:NAME, one catalogue HNSW index or a set of shards
+        return DenseRetriever(name, texts, allow_downloads=settings.allow_downloads, prebuilt=set_name,
+                              prebuilt_dir=str(settings.prebuilt_path), ef_search=ef_search)
     model, _ = _embedding_model("dense", arg or "minilm", settings)
     # a hub model not in the local cache: 503 once its dense index is found, unless allow_downloads
-    return DenseRetriever(name, source, model, allow_downloads=settings.allow_downloads)
+    return DenseRetriever(name, texts, model, allow_downloads=settings.allow_downloads)
 
 
 RETRIEVERS.register("dense", _dense, "dense retrieval: dense:MODEL (minilm offline; arctic-l, gte-l online), "
-                    "dense:prebuilt:NAME (a Lucene HNSW index unpacked in RAGNAROK_PREBUILT_DIR)")
+                    "dense:prebuilt:NAME[:ef_N] (pyserini's prebuilt HNSW indexes by their catalogue names, a set "
+                    "of shards as one: msmarco-v2.1-doc-segmented.arctic-embed-l)")
 
 
 

@@ -9,7 +9,7 @@ from typing import Annotated, Optional
 import typer
 
 from ragnarok.core.settings import get_settings
-from ragnarok.core.topic_sets import PACKAGE_TOPICS, resolve_topics
+from ragnarok.core.topic_sets import PACKAGE_TOPICS, is_track_set, resolve_topics
 from ragnarok.core.topics import Topic
 from ragnarok.runtime import cli_output
 from ragnarok.runtime.cli_errors import fails_cleanly
@@ -111,7 +111,8 @@ def validate(
     apply_fixes: Annotated[bool, typer.Option("--apply-fixes", help="The official validator's flag: --fix "
                                               "RUN.fixed.")] = False,
     v21: Annotated[Optional[bool], typer.Option("--v21/--no-v21", help="Check MS MARCO V2.1 segment ids "
-                                                                      "(default: when the run uses them).")] = None,
+                                                "(default: with the track's topics, rag24/rag25, or when the run "
+                                                "uses them); --no-v21 allows other docids (demo runs).")] = None,
     output_format: OutputOpt = Format.text,
 ) -> None:
     """Check a submission against the track's rules; exit 1 when it has errors."""
@@ -122,6 +123,8 @@ def validate(
             raise ValueError(f"--apply-fixes writes {run_file}.fixed: give it or --fix OUT, not both")
         fix = Path(f"{run_file}.fixed")
     expected = {t.qid: t.text for t in resolve_topics(topics, get_settings())} if topics else None
+    if v21 is None and topics and is_track_set(topics):  # the track's topics: its collection's ids, as its checkers
+        v21 = True
     result = checks.validate(run_file, expected, year, v21)
     for problem in result.problems[:200]:
         typer.echo(str(problem), err=True)

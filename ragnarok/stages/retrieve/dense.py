@@ -19,6 +19,7 @@ Nothing is loaded at import: models, indexes and the JVM load on first use.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -49,6 +50,7 @@ Kind = Literal["flat", "hnsw", "hnsw-sq8", "lucene-hnsw", "auto"]
 __all__ = ["HNSW_M", "DenseIndexMismatchError", "DenseIndexNotFoundError", "StaleDenseIndexError",  # re-exported
            "PACKAGED", "QUERY_PREFIXES", "REMOTE_MODELS", "TRUST_REMOTE_CODE", "Encoder", "download_refused",
            "resolve_model", "shared_encoder"]
+log = logging.getLogger(__name__)
 DOC_CACHE = 20_000  # parsed segments a dense retriever keeps (a few KB each)
 
 
@@ -102,16 +104,18 @@ class DenseRetriever:
     parallel, or Lucene HNSW); candidates' fields come from the Lucene index's stored raw JSON.
 
     ``index_dir`` defaults to the index of ``model`` beside ``lucene_dir`` (:func:`dense_dir`); the model that
-    encodes queries is the one named in the index's ``meta.json``. ``prebuilt``: the name of a prebuilt Lucene
-    HNSW index in ``prebuilt_dir`` (``dense:prebuilt:NAME``; its query encoder comes with it:
-    :func:`ragnarok.stages.retrieve.lucene_hnsw.resolve_prebuilt`).
+    encodes queries is the one named in the index's ``meta.json``. ``prebuilt``: a name of pyserini's catalogue,
+    one Lucene HNSW index or a set of shards searched as one (``dense:prebuilt:NAME``, found unpacked in
+    ``prebuilt_dir`` or pyserini's cache, with the query encoder its vectors need:
+    :func:`ragnarok.stages.retrieve.prebuilt.dense_meta`). Its texts come from ``lucene_dir``, the BM25 index
+    named beside it; a hit whose docid that index does not hold is dropped and counted (:meth:`retrieve_noted`).
     """
 
     name: str
     lucene_dir: str
     model: str = "minilm"
     index_dir: str | None = None
-    ef_search: int = HNSW_EF_SEARCH  # HNSW search breadth (raised to k when k is larger)
+    ef_search: int | None = None  # HNSW search breadth (raised to k when k is larger); None: the index's own
     allow_downloads: bool = True  # False (a server's default): a hub model that is not cached is refused (503)
     prebuilt: str | None = None
     prebuilt_dir: str | None = None
@@ -125,7 +129,7 @@ class DenseRetriever:
     @property
     def path(self) -> Path:
         if self.prebuilt is not None:
-            return Path(self.prebuilt_dir or ".") / self.prebuilt
+            return Path(str(self._meta["dirs"][0])) if self._meta.get("dirs") else Path(self.prebuilt_dir or ".")
         return Path(self.index_dir) if self.index_dir else dense_dir(self.lucene_dir, self.model)
 
     def _load(self) -> None:
@@ -155,9 +159,9 @@ class DenseRetriever:
 
         path = self.path
         if self.prebuilt is not None:
-            from ragnarok.stages.retrieve.lucene_hnsw import resolve_prebuilt  # noqa: PLC0415
+            from ragnarok.stages.retrieve.prebuilt import dense_meta  # noqa: PLC0415
 
-            return resolve_prebuilt(self.prebuilt, Path(self.prebuilt_dir or "."))
+            return dense_meta(self.prebuilt, Path(self.prebuilt_dir) if self.prebuilt_dir else None)
         if not is_dense_index(path):
             raise DenseIndexNotFoundError(
                 f"no dense index for {self.model} at {path}; build it with "
@@ -184,7 +188,10 @@ class DenseRetriever:
         if meta.get("kind") == "lucene-hnsw":
             from ragnarok.stages.retrieve.lucene_hnsw import LuceneHnsw  # noqa: PLC0415
 
-            return LuceneHnsw(Path(meta.get("dir", path / "lucene-hnsw")), int(meta.get("dim") or 0)), []
+            dirs = [Path(str(d)) for d in meta.get("dirs") or [meta.get("dir", path / "lucene-hnsw")]]
+            index = LuceneHnsw(dirs, int(meta.get("ef_search") or 0) or None, meta.get("labels"))
+            meta["dim"] = meta.get("dim") or index.dim
+            return index, []
         from ragnarok.stages.retrieve.dense_shards import FaissShards  # noqa: PLC0415
 
         meta.setdefault("kind", "flat")
@@ -226,26 +233,40 @@ class DenseRetriever:
                 f"{self._meta.get('model', self.model)} gives {vector.shape[0]}-dimensional ones: build the index "
                 "with the model that encodes the queries")
         if self._meta.get("kind") == "lucene-hnsw":
-            return self._index.search(vector, k, self.ef_search)
+            return self._index.search(vector, k, self.ef_search or 0)
         k = min(k, len(self._docids))
         if k <= 0:
             return []
-        scores, rows = self._index.search(vector, k, self.ef_search)
+        scores, rows = self._index.search(vector, k, self.ef_search or HNSW_EF_SEARCH)
         return [(self._docids[row], float(score)) for score, row in zip(scores.tolist(), rows.tolist())]
 
     def retrieve(self, query: Query, k: int) -> Request:
-        return Request(query=query, candidates=[Candidate(docid=docid, score=score, doc=self._doc(docid))
-                                                for docid, score in self.search(query.text, k)])
+        return self.retrieve_noted(query, k)[0]
 
-    def _doc(self, docid: str) -> Doc:
-        """A segment's stored fields, parsed once (the last ``DOC_CACHE`` segments are kept). Read as raw JSON
-        by docid: one JNI call, and no Lucene ``Document`` objects, which pyjnius can mix up across threads."""
+    def retrieve_noted(self, query: Query, k: int) -> tuple[Request, int]:
+        """The ranking and how many hits were dropped because the index of texts does not hold their docid
+        (a prebuilt set beside a BM25 index of another collection, or of part of it)."""
+        hits = self.search(query.text, k)
+        candidates = [Candidate(docid=docid, score=score, doc=doc)
+                      for docid, score in hits if (doc := self._doc(docid)) is not None]
+        if dropped := len(hits) - len(candidates):
+            log.warning("%s: %d of %d hits dropped: their docids are not in the index of texts %s", self.name,
+                        dropped, len(hits), self.lucene_dir)
+        return Request(query=query, candidates=candidates), dropped
+
+    def _doc(self, docid: str) -> Doc | None:
+        """A segment's stored fields, parsed once (the last ``DOC_CACHE`` segments are kept); None when the
+        index of texts has no such docid. Read as raw JSON by docid: one JNI call, and no Lucene ``Document``
+        objects, which pyjnius can mix up across threads."""
         from ragnarok.stages.retrieve.lucene import doc_from_raw  # noqa: PLC0415
 
         with self._lock:
             doc = self._docs.get(docid)
         if doc is None:
-            doc = doc_from_raw(self._searcher.object.doc_raw(docid))
+            raw = self._searcher.object.doc_raw(docid)
+            if raw is None:
+                return None
+            doc = doc_from_raw(raw)
             with self._lock:
                 self._docs[docid] = doc
         return doc

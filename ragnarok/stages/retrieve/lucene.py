@@ -18,7 +18,6 @@ from typing import Any, Literal
 
 from pydantic_core import to_json
 
-from ragnarok.core.java import import_pyserini_search
 from ragnarok.core.types import Candidate, Doc, Query, Request
 from ragnarok.runtime import metrics
 from ragnarok.runtime.index_files import is_lucene_index
@@ -63,9 +62,33 @@ def doc_from_raw(raw: str | None) -> Doc:
         return Doc(segment=raw)
     if not isinstance(data, dict):
         return Doc(segment=raw)
+    return doc_from_fields(data)
+
+
+def _offset(value: Any) -> int | None:
+    """A character offset as Anserini may write it: an integer, or its digits as a string (its REST server's
+    parsed documents); anything else is left out."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.isascii() and value.isdigit():
+        return int(value)
+    return None
+
+
+def doc_from_fields(data: dict[str, Any]) -> Doc:
+    """A candidate's ``doc`` from a stored document's fields (our segments', V2.1's, Anserini's ``contents``)."""
     fields = {key: data[key] for key in DOC_FIELDS if key in data}
+    for key in ("start_char", "end_char"):
+        if key in fields:
+            offset = _offset(fields.pop(key))
+            if offset is not None:
+                fields[key] = offset
+    for key in ("segment", "title", "url", "headings"):
+        if key in fields and not isinstance(fields[key], str):
+            del fields[key]
     if "segment" not in fields:
-        fields["segment"] = data.get("contents", data.get("body", data.get("text", "")))
+        text = data.get("contents", data.get("body", data.get("text", "")))
+        fields["segment"] = text if isinstance(text, str) else ""
     return Doc(**fields)
 
 
@@ -74,12 +97,13 @@ class LuceneRetriever:
     """A Lucene index searched with BM25 and optional pseudo-relevance feedback."""
 
     name: str
-    source: str  # an index directory, or "prebuilt:NAME"
+    source: str  # an index directory, or "prebuilt:NAME" (a catalogue name, unpacked in prebuilt_dir or pyserini's cache)
     feedback: Feedback = "none"
     params: BM25Params = field(default_factory=BM25Params)
     doc_cache_bytes: int = DOC_CACHE_BYTES
     search_threads: int = 2  # Java threads of one of the batcher's batch_search calls
     max_batch: int = 32  # queries the batcher sends to one batch_search at the most
+    prebuilt_dir: str | Path | None = None  # where prebuilt indexes are unpacked (RAGNAROK_PREBUILT_DIR)
     _searcher: Any = field(default=None, init=False, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
     # Lucene docid -> the candidate's JSON around its score (see ``_json``)
@@ -95,21 +119,15 @@ class LuceneRetriever:
             return self._searcher
         with self._lock:
             if self._searcher is None:
-                if self.source.startswith("prebuilt:"):
-                    lucene = import_pyserini_search()  # pyserini downloads prebuilt indexes (and imports torch)
-                    name = self.source.removeprefix("prebuilt:")
-                    try:
-                        searcher = lucene.LuceneSearcher.from_prebuilt_index(name)
-                    except Exception as exc:  # noqa: BLE001 - pyserini raises bare Exceptions here
-                        raise IndexNotFoundError(
-                            f"prebuilt index {name!r} is not available (downloaded on first use, which needs "
-                            f"the network): {str(exc)[:200]}") from None
-                    if searcher is None:
-                        raise IndexNotFoundError(f"prebuilt index {name!r} is not known to pyserini")
-                else:
-                    if not is_lucene_index(Path(self.source)):
-                        raise IndexNotFoundError(f"no Lucene index at {self.source}")
-                    searcher = LuceneSearcher(self.source)  # Anserini's searcher alone: no torch
+                directory = self.source
+                if self.source.startswith("prebuilt:"):  # unpacked here, or a PrebuiltMissing at once
+                    from ragnarok.stages.retrieve.prebuilt import resolve  # noqa: PLC0415
+
+                    directory = str(resolve(self.source.removeprefix("prebuilt:"),
+                                            Path(self.prebuilt_dir) if self.prebuilt_dir else None))
+                elif not is_lucene_index(Path(self.source)):
+                    raise IndexNotFoundError(f"no Lucene index at {self.source}")
+                searcher = LuceneSearcher(directory)  # Anserini's searcher alone: no torch
                 p = self.params
                 searcher.set_bm25(p.k1, p.b)
                 if self.feedback == "rm3":
@@ -138,7 +156,7 @@ class LuceneRetriever:
                       for number, score, docid in search_hits(searcher, query.text, k)]
         return Request(query=query, candidates=candidates)
 
-    def _json(self, query_json: bytes, hits: Sequence[Hit]) -> bytes:
+    def _json(self, query_json: bytes, hits: Sequence[Hit], head: bytes = b'{"query":', ranks: bool = False) -> bytes:
         """The answer's JSON from each hit's cached fragments around its score, ``b'{"docid":...,"score":'`` and
         ``b',"doc":{...}}'``, keyed by Lucene docid: a hit seen before costs no stored-field read, no JSON parse
         and no pydantic model. Stored documents are read after the search, by Lucene docid (reading each hit's
@@ -157,9 +175,13 @@ class LuceneRetriever:
                     docs[number] = entry
                     self._docs_bytes += size
         metrics.cache_lookups("segment_json", len(entries) - misses, misses)
-        body = b",".join(entry[0] + to_json(score) + entry[1]  # type: ignore[index]
-                         for entry, (_, score, _) in zip(entries, hits, strict=True))
-        return b'{"query":' + query_json + b',"candidates":[' + body + b"]}"
+        if ranks:  # Anserini's REST shape: each candidate's rank after its score
+            body = b",".join(entry[0] + to_json(score) + b',"rank":' + b"%d" % rank + entry[1]  # type: ignore[index]
+                             for rank, (entry, (_, score, _)) in enumerate(zip(entries, hits, strict=True), 1))
+        else:
+            body = b",".join(entry[0] + to_json(score) + entry[1]  # type: ignore[index]
+                             for entry, (_, score, _) in zip(entries, hits, strict=True))
+        return head + query_json + b',"candidates":[' + body + b"]}"
 
     def retrieve_json(self, query: Query, k: int) -> bytes:
         """``retrieve(query, k)`` serialised, byte for byte what ``Request.model_dump_json(exclude_unset=True)``
@@ -172,6 +194,17 @@ class LuceneRetriever:
         (:class:`~ragnarok.stages.retrieve.batcher.SearchBatcher`): what ``POST /v1/retrieve`` awaits."""
         query_json = query.model_dump_json(exclude_unset=True).encode()
         return self._batcher().submit(query.text, k, lambda hits: self._json(query_json, hits))
+
+    def submit_anserini_json(self, query: Query, k: int, index: str) -> Future[bytes]:
+        """What Anserini's RestServer answers ``GET /v1/{index}/search``, ``{"api": "v1", "index", "query":
+        {"text"}, "candidates": [{"docid", "score", "rank", "doc"}]}``, from the same cached fragments."""
+        head = b'{"api":"v1","index":' + to_json(index) + b',"query":'
+        query_json = to_json({"text": query.text, **({"qid": query.qid} if query.qid != "" else {})})
+        return self._batcher().submit(query.text, k, lambda hits: self._json(query_json, hits, head, ranks=True))
+
+    def raw_doc(self, docid: str) -> str | None:
+        """A segment's stored raw document (Anserini's ``doc/{docid}`` with ``parse=false``), or None."""
+        return self._load().object.doc_raw(docid)
 
     def _batcher(self) -> SearchBatcher:
         with self._batch_lock:

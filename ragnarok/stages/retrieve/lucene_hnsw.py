@@ -1,18 +1,19 @@
-"""Lucene HNSW dense indexes through Anserini (pyserini's jar): the form of the track's prebuilt Arctic-embed
-indexes (``msmarco-v2.1-doc-segmented-shardNN.arctic-embed-l.hnsw-int8``).
+"""Lucene HNSW dense indexes through Anserini's jar: the form of the track's prebuilt Arctic-embed-L shards
+(``msmarco-v2.1-doc-segmented-shardNN.arctic-embed-l.hnsw-int8``).
 
 - :func:`write_lucene_hnsw` writes vectors as a ``JsonDenseVectorCollection`` (``{"docid", "vector"}`` lines) and
-  indexes them with Anserini's ``IndexHnswDenseVectors`` (``DenseVectorDocumentGenerator``, M 16, efC 100).
-- :class:`LuceneHnsw` searches one with Anserini's ``HnswDenseSearcher`` by query vector (encoded by our
-  :class:`~ragnarok.stages.embed.encoder.Encoder`; Anserini's own ONNX encoders are not used).
-- :func:`resolve_prebuilt` finds a prebuilt index by name in ``<prebuilt_dir>/NAME/`` (this machine may not
-  download), with the query encoder it needs: ``ragnarok-prebuilt.json`` beside it (``{"encoder": MODEL}``)
-  or the model its catalog name says (``arctic-embed-l``: ``arctic-l``).
+  indexes them with Anserini's ``IndexHnswDenseVectors`` (M 16, efC 100; ``int8``: ``-quantize.int8``, as the
+  prebuilt shards are).
+- :class:`LuceneHnsw` searches one index, or several shards as one: a ``MultiReader`` over all their segments
+  and one ``IndexSearcher`` whose ``KnnFloatVectorQuery`` searches each segment on a Java thread pool (no Python
+  lock held) and merges the segments' best hits by raw score, exactly as Lucene merges the segments of one
+  index. Only the final ``k`` hits' docids are read. Every shard's vectors must have one dimension.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -22,18 +23,18 @@ import numpy as np
 from ragnarok.stages.embed.errors import DenseIndexMismatchError, DenseIndexNotFoundError
 from ragnarok.stages.retrieve.dense_kinds import params
 
-PREBUILT_META = "ragnarok-prebuilt.json"
-# a catalog name's model part -> our model name (the query encoder the prebuilt vectors need)
-CATALOG_ENCODERS = {"arctic-embed-l": "arctic-l"}
 WRITE_ROWS = 10_000  # vectors per JSON write while preparing the collection
+VECTOR_FIELD, ID_FIELD = "vector", "id"  # Anserini's field names (io.anserini.index.Constants)
 
 
-def write_lucene_hnsw(vectors: np.ndarray, docids: list[str], index_dir: Path, threads: int = 2) -> None:
+def write_lucene_hnsw(vectors: np.ndarray, docids: list[str], index_dir: Path, threads: int = 2,
+                      int8: bool = False) -> None:
     """Index ``vectors`` (L2-normalised rows) under ``docids`` into a new Lucene HNSW index at ``index_dir``
     (which must not exist; the caller puts the finished index in place)."""
-    from jnius import autoclass  # noqa: PLC0415
-
     from ragnarok.core.java import is_verbose, start_jvm  # noqa: PLC0415
+
+    start_jvm()  # before jnius is imported: the JVM starts with Anserini's jar on its classpath
+    from jnius import autoclass  # noqa: PLC0415
 
     collection = index_dir.with_name(index_dir.name + ".jsonl")
     collection.mkdir(parents=True, exist_ok=True)
@@ -44,80 +45,93 @@ def write_lucene_hnsw(vectors: np.ndarray, docids: list[str], index_dir: Path, t
                 out.writelines(json.dumps({"docid": d, "vector": v}) + "\n"
                                for d, v in zip(docids[start:start + WRITE_ROWS], rows.tolist()))
         hnsw = params("lucene-hnsw")
-        start_jvm()
         args = ["-collection", "JsonDenseVectorCollection", "-input", str(collection), "-index", str(index_dir),
                 "-generator", "DenseVectorDocumentGenerator", "-threads", str(threads),
-                "-M", str(hnsw["M"]), "-efC", str(hnsw["efConstruction"]), *(() if is_verbose() else ("-quiet",))]
+                "-M", str(hnsw["M"]), "-efC", str(hnsw["efConstruction"]), *(("-quantize.int8",) if int8 else ()),
+                *(() if is_verbose() else ("-quiet",))]
         autoclass("io.anserini.index.IndexHnswDenseVectors").main(args)
     finally:
         shutil.rmtree(collection, ignore_errors=True)
-    if not (index_dir / "segments_1").exists() and not list(index_dir.glob("segments_*")):
+    if not list(index_dir.glob("segments_*")):
         raise RuntimeError(f"Anserini wrote no HNSW index to {index_dir}; run with --verbose to see its log")
 
 
-class LuceneHnsw:
-    """Anserini's ``HnswDenseSearcher`` over a Lucene HNSW index, searched by query vector."""
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
 
-    def __init__(self, index_dir: Path, dim: int = 0):
+
+class LuceneHnsw:
+    """Lucene HNSW indexes (``dirs``: one, or a set's shards) searched as one index by query vector.
+
+    ``labels`` name the shards in errors (default: their directories). ``ef_search`` is the search breadth
+    (raised to ``k`` when ``k`` is larger); ``threads`` the Java threads that search the segments (default: one
+    per shard, at most the cores)."""
+
+    def __init__(self, dirs: list[Path], ef_search: int | None = None, labels: list[str] | None = None,
+                 threads: int | None = None):
         from ragnarok.core.java import start_jvm  # noqa: PLC0415
 
-        if not list(Path(index_dir).glob("segments_*")):
-            raise DenseIndexNotFoundError(f"no Lucene HNSW index at {index_dir}")
+        dirs = [Path(d) for d in dirs]
+        labels = labels or [str(d) for d in dirs]
+        for d, label in zip(dirs, labels, strict=True):
+            if not list(d.glob("segments_*")):
+                raise DenseIndexNotFoundError(f"no Lucene HNSW index at {label}")
         start_jvm()
-        from jnius import autoclass  # noqa: PLC0415
+        from jnius import JavaException, autoclass, cast  # noqa: PLC0415
 
-        args = autoclass("io.anserini.search.HnswDenseSearcher$Args")()
-        args.index = str(index_dir)
-        args.efSearch = int(params("lucene-hnsw")["efSearch"])
+        self._query = autoclass("org.apache.lucene.search.KnnFloatVectorQuery")
+        fields = autoclass("java.util.HashSet")()
+        fields.add(ID_FIELD)
+        self._fields = cast("java.util.Set", fields)  # document(int, Set), not document(int, StoredFieldVisitor)
+        readers = []
         try:
-            self.object = autoclass("io.anserini.search.HnswDenseSearcher")(args)
-        except Exception as exc:  # noqa: BLE001 - a JavaException: not an HNSW index
-            raise DenseIndexMismatchError(f"{index_dir} is not a Lucene HNSW dense index: "
-                                          f"{(str(exc).strip().splitlines() or [''])[0]}") from None
-        self.index_dir, self.dim = Path(index_dir), dim
+            for d in dirs:
+                readers.append(autoclass("org.apache.lucene.index.DirectoryReader").open(
+                    autoclass("org.apache.lucene.store.FSDirectory").open(autoclass("java.io.File")(str(d)).toPath())))
+        except JavaException as exc:
+            for reader in readers:
+                reader.close()
+            raise DenseIndexMismatchError(f"{labels[len(readers)]} is not a Lucene index: {_first_line(exc)}") \
+                from None
+        dims = [self._dimension(reader) for reader in readers]
+        for label, dim in zip(labels, dims, strict=True):
+            if dim is None:
+                raise DenseIndexMismatchError(f"{label} is not a Lucene HNSW dense index (no {VECTOR_FIELD!r} "
+                                              "vector field)")
+        common = max(set(dims), key=dims.count)
+        if odd := [f"{label} ({dim})" for label, dim in zip(labels, dims, strict=True) if dim != common]:
+            raise DenseIndexMismatchError(f"the shards' vectors differ in dimension: {', '.join(odd)} against "
+                                          f"{common} for the others (a shard of another encoder?)")
+        self.dim, self.shards, self.labels = int(common), len(dirs), labels
+        self.ef_search = int(ef_search or params("lucene-hnsw")["efSearch"])
+        multi = autoclass("org.apache.lucene.index.MultiReader")(readers, True)  # closes the shards with it
+        # a ForkJoinPool's threads are daemons: they never keep the process alive at exit
+        self._pool = autoclass("java.util.concurrent.ForkJoinPool")(threads or min(len(dirs), os.cpu_count() or 1))
+        self._reader = multi
+        self._searcher = autoclass("org.apache.lucene.search.IndexSearcher")(
+            cast("org.apache.lucene.index.IndexReader", multi), cast("java.util.concurrent.Executor", self._pool))
+
+    @staticmethod
+    def _dimension(reader: Any) -> int | None:
+        leaves = reader.leaves()
+        for i in range(leaves.size()):
+            info = leaves.get(i).reader().getFieldInfos().fieldInfo(VECTOR_FIELD)
+            if info is not None and info.getVectorDimension() > 0:
+                return int(info.getVectorDimension())
+        return None
 
     def search(self, vector: np.ndarray, k: int, ef_search: int = 0) -> list[tuple[str, float]]:
         """``(docid, cosine)`` of the ``k`` nearest, best first. Lucene scores a dot product ``d`` as
         ``(1 + d) / 2``; it is turned back into ``d`` (as FAISS's inner product gives it)."""
-        try:
-            hits = self.object.search([float(x) for x in vector.tolist()], int(k))
-        except Exception as exc:  # noqa: BLE001 - e.g. a vector of another dimension than the field's
-            raise DenseIndexMismatchError(f"the Lucene HNSW index at {self.index_dir} refused a "
-                                          f"{len(vector)}-dimensional query vector: "
-                                          f"{(str(exc).strip().splitlines() or [''])[0]}") from None
-        return [(str(hit.docid), 2.0 * float(hit.score) - 1.0) for hit in hits]
+        if len(vector) != self.dim:
+            raise DenseIndexMismatchError(f"the Lucene HNSW index holds {self.dim}-dimensional vectors; the query "
+                                          f"vector has {len(vector)} dimensions")
+        breadth = max(int(k), int(ef_search or self.ef_search))
+        top = self._searcher.search(self._query(VECTOR_FIELD, [float(x) for x in vector.tolist()], breadth), int(k))
+        stored = self._searcher.storedFields()  # one per call: a StoredFields is not shared between threads
+        return [(str(stored.document(hit.doc, self._fields).get(ID_FIELD)), 2.0 * float(hit.score) - 1.0)
+                for hit in top.scoreDocs]
 
-
-def resolve_prebuilt(name: str, prebuilt_dir: Path) -> dict[str, Any]:
-    """The meta of the prebuilt Lucene HNSW index ``name``: ``{kind, dir, model, dim: 0}`` (its dimension is
-    checked at search). ``<prebuilt_dir>/NAME/`` must hold it; when it does not, the error says what to
-    download and where to unpack it."""
-    where = Path(prebuilt_dir) / name
-    if not list(where.glob("segments_*")):
-        raise DenseIndexNotFoundError(
-            f"the prebuilt index {name} is not on this machine: download it where there is network "
-            f"({_catalog_url(name) or 'see pyserini prebuilt indexes'}) and unpack it so that its Lucene files "
-            f"are in {where}/ (RAGNAROK_PREBUILT_DIR sets {prebuilt_dir})")
-    model = None
-    if (where / PREBUILT_META).is_file():
-        model = json.loads((where / PREBUILT_META).read_text(encoding="utf-8")).get("encoder")
-    model = model or next((ours for part, ours in CATALOG_ENCODERS.items() if f".{part}." in f".{name}."), None)
-    if not model:
-        raise DenseIndexMismatchError(
-            f"the query encoder of the prebuilt index {name} is not known here: write "
-            f'{{"encoder": "MODEL"}} into {where / PREBUILT_META}')
-    return {"kind": "lucene-hnsw", "dir": str(where), "model": model, "dim": 0, "prebuilt": name}
-
-
-def _catalog_url(name: str) -> str | None:
-    """The download URL pyserini's catalog (Anserini's ``PrebuiltHnswIndex``) gives ``name``, if it knows it."""
-    try:
-        from jnius import autoclass  # noqa: PLC0415
-
-        from ragnarok.core.java import start_jvm  # noqa: PLC0415
-
-        start_jvm()
-        entry = autoclass("io.anserini.index.prebuilt.PrebuiltHnswIndex").get(name)
-        return str(entry.urls[0]) if entry is not None and entry.urls else None
-    except Exception:  # noqa: BLE001 - no Java, or an older jar: the message goes without the URL
-        return None
+    def close(self) -> None:
+        self._pool.shutdown()
+        self._reader.close()
