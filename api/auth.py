@@ -2,8 +2,8 @@
 
 :class:`AuthMiddleware` runs first for every HTTP request from outside:
 
-1. ``/healthz``, the OpenAPI documents and the arena's own pages are open (the arena runs its pipelines as its
-   own principal, with its own caps: :mod:`webui.arena`).
+1. ``/healthz`` and ``/readyz`` (the probes), the OpenAPI documents and the arena's own pages are open (the
+   arena runs its pipelines as its own principal, with its own caps: :mod:`webui.arena`).
 2. With ``RAGNAROK_AUTH=keys`` the request must carry ``Authorization: Bearer KEY``: 401 when it is missing,
    unknown, expired or revoked; 429 with ``Retry-After`` past the key's requests per minute (the ``limits``
    library, in ``rate_limit_storage``) or its requests in parallel (per process). With ``off`` the caller is
@@ -41,6 +41,8 @@ from fastapi import HTTPException, Request
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
+from api.sse import CLIENT_CLOSED, OUTCOME
+from api.store_call import retry_after, store_call, unavailable
 from ragnarok.arena.db import StoreError
 from ragnarok.auth import principal as principals
 from ragnarok.auth import rates
@@ -54,15 +56,11 @@ from ragnarok.runtime.quoting import quote
 log = logging.getLogger(__name__)
 #: The owner of the audit rows of requests refused before a key was known (none, unknown, expired, revoked).
 UNAUTHENTICATED = "unauthenticated"
-#: The status of a request that ended without an answer (nginx's "client closed request").
-CLIENT_CLOSED = 499
 #: The most shutdown waits for the requests cut off to record their spend and audit row (they do at once).
 DRAIN_S = 2.0
-#: What a 503 for an unavailable service database tells the caller to wait (seconds).
-STORE_RETRY_AFTER_S = 5
 #: The characters of a secret that ``ragnarok keys list`` shows (``api_keys.prefix``).
 PUBLIC_PREFIX_CHARS = 11
-OPEN_PATHS = frozenset({"/healthz", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/docs", "/docs/oauth2-redirect", "/redoc", "/openapi.json"})
 OPEN_PREFIXES = ("/arena/",)
 
 
@@ -98,6 +96,20 @@ class Auth:
         if self._store is not None:
             await anyio.to_thread.run_sync(self._store.flush, timeout_s)
 
+    def limiter(self) -> Any:
+        """The rate-limit limiter, opened if it was not."""
+        if self._limiter is None:
+            with rates.OPENING:
+                if self._limiter is None:
+                    self._limiter = rates.moving_window(self.settings.rate_limit_storage)
+        return self._limiter
+
+    def open_limiter(self) -> None:
+        """The rate-limit storage, opened once at start-up (opened by two requests at once, ``limits`` failed
+        in one: its check of the redis package's version saw it half-imported); connecting waits for a hit."""
+        if self._limiter is None and self.settings.auth == "keys":
+            self._limiter = rates.moving_window(self.settings.rate_limit_storage)
+
     def rate_limited(self, principal: Principal) -> float | None:
         """None when the principal may make one more request this minute, else the seconds to wait;
         :class:`~ragnarok.auth.rates.RateStoreDown` when the rate-limit store cannot count (fail closed)."""
@@ -105,9 +117,7 @@ class Auth:
             return None
         from limits import RateLimitItemPerMinute  # noqa: PLC0415
 
-        if self._limiter is None:
-            self._limiter = rates.moving_window(self.settings.rate_limit_storage)
-        return rates.hit(self._limiter, RateLimitItemPerMinute(principal.rpm), "key", principal.owner)
+        return rates.hit(self.limiter(), RateLimitItemPerMinute(principal.rpm), "key", principal.owner)
 
     async def rate_limited_async(self, principal: Principal) -> float | None:
         """:meth:`rate_limited` off the event loop when the store is remote (a slow Redis stalls no request)."""
@@ -128,7 +138,7 @@ class Auth:
             raise AuthError("unknown API key")
         store = self.store
         found = store.cached(secret)  # on the event loop: a dictionary read
-        return found if found is not None else await anyio.to_thread.run_sync(store.lookup, secret)
+        return found if found is not None else await store_call(store.lookup, secret)
 
 
 def _error(status: int, detail: str, headers: dict[str, str] | None = None) -> JSONResponse:
@@ -195,8 +205,8 @@ class AuthMiddleware:
                 return
             except StoreError as exc:
                 log.error("keys cannot be checked: %s", exc)
-                refusal = _error(503, "API keys cannot be checked now (the service database is unavailable)",
-                                 {"Retry-After": str(STORE_RETRY_AFTER_S)})
+                refusal = _error(503, f"API keys cannot be checked now ({unavailable(exc)})",
+                                 {"Retry-After": str(retry_after(exc))})
                 await self._refuse(refusal, scope, receive, send, start)
                 return
             try:
@@ -268,7 +278,9 @@ class AuthMiddleware:
             auth.in_flight[principal.owner] -= 1
             if auth.in_flight[principal.owner] <= 0:
                 del auth.in_flight[principal.owner]
-            # queued at once, however the request ends (even cancelled again meanwhile); the spend shielded
+            # queued at once, however the request ends (even cancelled again meanwhile); the spend shielded;
+            # a stream's status is what its client saw at the end (api/sse.py: its error event's, or 499)
+            status = scope.get(OUTCOME, status)
             self._audit(principal, meter, scope, status or 500, (time.perf_counter() - start) * 1000)
             try:
                 if not settled:
@@ -286,7 +298,7 @@ class AuthMiddleware:
         store = self.auth.store
         reservation, meter.reservation = meter.reservation or store.unreserved(principal), None
         try:
-            await anyio.to_thread.run_sync(store.settle, reservation, meter.calls, meter.tokens)
+            await store_call(store.settle, reservation, meter.calls, meter.tokens)
         except StoreError as exc:
             log.error("the spend of a request of %s (%d calls, %d tokens) was not recorded: %s", principal.name,
                       meter.calls, meter.tokens, exc)
@@ -361,16 +373,17 @@ async def reserve(http: Request, cost: Cost) -> None:
                                  f"retries included); the limit is {settings.max_calls_per_request} per request")
     if principal.has_budget and (total or principal.budget_tokens is not None):  # nothing to reserve: no read
         store = http.app.state.auth.store
-        try:
-            meter.reservation = await anyio.to_thread.run_sync(store.reserve, principal, total)
+        try:  # a reservation made after its request was refused (the database answered late) is given back
+            meter.reservation = await store_call(store.reserve, principal, total,
+                                                 undo=lambda late: store.settle(late, 0, 0))
         except BudgetExceeded as exc:
             raise HTTPException(429, str(exc), headers={"Retry-After": str(int(exc.retry_after_s + 0.999))}) \
                 from None
         except StoreError as exc:  # nothing reserved: nothing may be spent
             log.error("the budget of %s cannot be reserved: %s", principal.name, exc)
-            raise HTTPException(503, f"key {principal.name!r}'s budget cannot be checked now (the service database "
-                                     "is unavailable); nothing was spent: try again shortly",
-                                headers={"Retry-After": str(STORE_RETRY_AFTER_S)}) from None
+            raise HTTPException(503, f"key {principal.name!r}'s budget cannot be checked now ({unavailable(exc)}); "
+                                     "nothing was spent: try again shortly",
+                                headers={"Retry-After": str(retry_after(exc))}) from None
         meter.token_limit = meter.reservation.token_limit
     meter.reserved = True
     meter.limit = total if principal.limited else None

@@ -27,8 +27,11 @@ from ragnarok.service.retrieval_service import RerankService, RetrievalService
 from ragnarok.stages.generate.service import GenerationService
 from ragnarok.stages.query.writer import TextWriter
 
-#: The least time the background builds get to stop at shutdown, however little of the grace is left.
-MIN_BUILD_STOP_S = 0.5
+#: The least time the audit rows and the background builds each get at shutdown, however little time is left.
+MIN_STEP_S = 0.1
+#: The shutdown's last steps end within the grace plus this (the process leaves at the grace plus 0.9 s:
+#: ragnarok.cli.serving.EXIT_MARGIN_S).
+LAST_STEPS_S = 0.6
 
 
 def create_app(settings: Settings | None = None, arena: bool = True, principal: Principal | None = None) -> FastAPI:
@@ -86,16 +89,18 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     process leaves within the grace), once the audit log has every request's row (:meth:`api.auth.Auth.drain`)."""
     builds, inflight = app.state.retrieval.builds, app.state.inflight
     builds.start_all(inflight)
+    await anyio.to_thread.run_sync(app.state.auth.open_limiter)  # once, before the first request
     try:
         yield
     finally:
         grace_s = app.state.settings.shutdown_grace_s
 
-        def left_s() -> float:
-            return grace_s - (time.monotonic() - inflight.closed_at) if inflight.closed_at is not None else grace_s
+        def left_s() -> float:  # the rows of the requests cut at the grace's end still fit
+            since = time.monotonic() - inflight.closed_at if inflight.closed_at is not None else 0.0
+            return grace_s + LAST_STEPS_S - since
 
-        await app.state.auth.drain(max(MIN_BUILD_STOP_S, left_s()))  # the rows of the requests cut off, first
-        await anyio.to_thread.run_sync(builds.stop_all, max(MIN_BUILD_STOP_S, left_s()))
+        await app.state.auth.drain(max(MIN_STEP_S, left_s()))  # the rows of the requests cut off, first
+        await anyio.to_thread.run_sync(builds.stop_all, max(MIN_STEP_S, left_s()))
 
 
 def _services(app: FastAPI, settings: Settings) -> Services:

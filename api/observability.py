@@ -27,6 +27,7 @@ from starlette.routing import compile_path
 
 from api.auth import needs
 from api.body import StrictJSONRoute
+from api.sse import OUTCOME
 from ragnarok.core.settings import Settings
 from ragnarok.runtime import metrics
 from ragnarok.runtime.activity import REQUESTS, is_work
@@ -163,6 +164,7 @@ class RequestMetrics:
             if work:
                 REQUESTS.end()
             seconds = time.perf_counter() - start
+            status = scope.get(OUTCOME, status)  # a stream's: what its client saw at its end (api/sse.py)
             method = scope.get("method", "")
             method = method if method in METHODS else "other"
             if not internal:

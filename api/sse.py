@@ -31,6 +31,10 @@ from ragnarok.stages.generate.streaming import StreamEvent
 
 log = logging.getLogger(__name__)
 ANSWER_EVENTS = frozenset({"delta", "sentence", "done"})
+#: The scope's key for a stream's outcome (see :meth:`EventStream.__call__`).
+OUTCOME = "ragnarok.stream_outcome"
+#: The status of a request that ended without an answer (nginx's "client closed request").
+CLIENT_CLOSED = 499
 #: How often a stream looks whether the server is shutting down (it then ends with an ``error`` event, 503).
 SHUTDOWN_POLL_S = 0.1
 
@@ -90,6 +94,7 @@ class EventBody:
                  render: Callable[[StreamEvent], bytes], stage: Callable[[], str]):
         self._rest = rest
         self._stopped: Exception | None = None
+        self.status: int | None = None  # the status of its error event, when it ended with one
         self._step: anyio.CancelScope | None = None
         self._bytes = self._render(head, render, stage)
 
@@ -129,6 +134,9 @@ class EventBody:
         except Exception as exc:  # noqa: BLE001 - any failure after the 200 is an event, logged once
             if not isinstance(exc, GenerationError | GeneratorUnavailable | StageError | ShuttingDown):
                 log.exception("a streamed answer failed in stage %s", stage())  # (the others are logged)
+            from api.errors import error_detail  # noqa: PLC0415 - (as in error_event)
+
+            self.status = error_detail(exc)[0]
             yield error_event(stage(), exc)
         finally:
             with anyio.CancelScope(shield=True):
@@ -143,10 +151,13 @@ class EventStream(StreamingResponse):
                          headers={"cache-control": "no-cache", "x-accel-buffering": "no", **(headers or {})})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        sent = False
         async with anyio.create_task_group() as group:
             async def stream() -> None:
+                nonlocal sent
                 try:
                     await self.stream_response(send)
+                    sent = True
                 except OSError:
                     pass  # the client went away mid-send
                 group.cancel_scope.cancel()
@@ -165,3 +176,8 @@ class EventStream(StreamingResponse):
         if close is not None:
             with anyio.CancelScope(shield=True):
                 await close()
+        # what the client saw, for the audit log and the access line (api/auth.py): the status of the error event
+        # that ended the stream, 499 when the client left before the end, else the 200 of its start
+        failed = getattr(self.body_iterator, "status", None)
+        if failed is not None or not sent:
+            scope[OUTCOME] = failed if failed is not None else CLIENT_CLOSED

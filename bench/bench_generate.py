@@ -52,18 +52,19 @@ def llm_ratio(rounds: int, max_tokens: int = 128) -> dict[str, float]:
     template = get_template(config.template or "small")
     messages = build_messages(template, "how do I parse command-line arguments", CANDIDATES[: config.max_contexts],
                               config.prompt_budget(), gen.count_tokens)
-    llm = gen.llm()
     sampling = gen.sampling()
 
     def raw(reset: bool) -> tuple[int, str]:
-        if reset:
-            llm.reset()
-        out = llm.create_chat_completion(messages=messages, **sampling)
-        return out["usage"]["completion_tokens"], out["choices"][0]["message"]["content"]
+        def call(llm) -> tuple[int, str]:  # in the model's owner thread, as every call into it
+            if reset:
+                llm.reset()
+            out = llm.create_chat_completion(messages=messages, **sampling)
+            return out["usage"]["completion_tokens"], out["choices"][0]["message"]["content"]
+        return gen.owner.run(call)
 
     def ours(reset: bool) -> tuple[int, str]:
         if reset:
-            llm.reset()
+            gen.owner.run(lambda llm: llm.reset())
         text, notes = gen.stream(messages)
         return notes["completion_tokens"], text
 
@@ -79,11 +80,14 @@ def llm_ratio(rounds: int, max_tokens: int = 128) -> dict[str, float]:
                 t = time.perf_counter()
                 tokens[key], texts[key] = fn(reset)
                 times[key].append(time.perf_counter() - t)
-    prompt_tokens = llm.create_chat_completion(messages=messages, max_tokens=1)["usage"]["prompt_tokens"]
-    llm.reset()
-    t = time.perf_counter()
-    llm.create_chat_completion(messages=messages, max_tokens=1, temperature=0.0)
-    prompt_s = time.perf_counter() - t
+    def prompt_speed(llm) -> tuple[int, float]:
+        tokens = llm.create_chat_completion(messages=messages, max_tokens=1)["usage"]["prompt_tokens"]
+        llm.reset()
+        t = time.perf_counter()
+        llm.create_chat_completion(messages=messages, max_tokens=1, temperature=0.0)
+        return tokens, time.perf_counter() - t
+
+    prompt_tokens, prompt_s = gen.owner.run(prompt_speed)
     median = {k: statistics.median(v) for k, v in times.items()}
     return {"rounds": rounds, "prompt_tokens": prompt_tokens, "prompt_tokens_per_s": prompt_tokens / prompt_s,
             "completion_tokens": tokens["raw"], "same_text": float(texts["raw"] == texts["ours"]),

@@ -251,3 +251,57 @@ def test_generators_are_probed_at_once_and_cached(fake, tmp_path):
     assert listed["up"]["available"] and not listed["hung0"]["available"]
     # the endpoint is named, never its URL (issue 24: no internal URL in an answer)
     assert listed["hung3"]["reason"] == "server <generator hung3's endpoint> did not answer GET /models within 1 s"
+
+
+# --- a deadline covers the wait for a slot (issue 51, item 2) -----------------------------------------------------
+
+def test_a_slot_freed_too_late_is_given_back_unused():
+    """A stream whose first token is due 0.3 s from now waits for the one slot, freed 0.28 s from now: it is
+    given back at once (the "busy" error), never used for a call that could not answer in time."""
+    from ragnarok.stages.generate.base import Guard
+
+    guard = Guard("one", max_concurrency=1, timeout_s=5)
+
+    async def scene() -> tuple[str, float]:
+        async def holder() -> None:
+            async with guard.slot():
+                await asyncio.sleep(0.28)
+
+        task = asyncio.create_task(holder())
+        await asyncio.sleep(0.01)
+        first_by, used = time.monotonic() + 0.29, False
+        with pytest.raises(GenerationError) as info:
+            async with guard.slot(first_by):
+                used = True
+        await task
+        assert not used
+        async with guard.slot(time.monotonic() + 1):  # the slot was given back
+            pass
+        return info.value.cause, first_by - time.monotonic()
+
+    cause, left = asyncio.run(scene())
+    assert cause.startswith("busy: the first token was due before a slot freed") and left < 0.06, (cause, left)
+
+
+def test_streams_waiting_past_their_deadline_never_call(fake, tmp_path):
+    """70 streams on a backend that never answers, 64 slots, 2 s each: at most 64 calls, none after the 504s
+    (those that waited for a slot past their deadline gave it back unused)."""
+    app, base = fake
+    settings = Settings(data_dir=tmp_path, generators=[
+        GeneratorConfig(name="hung", backend="openai", base_url=base + "/v1", model="hang::streams", timeout_s=2,
+                        max_retries=0, max_concurrency=64)])
+    body = {"request": REQUEST, "generator": "hung", "stream": True}
+
+    async def load(url: str) -> list[str]:
+        async with httpx.AsyncClient(base_url=url, timeout=30, limits=httpx.Limits(max_connections=100)) as c:
+            rs = await asyncio.gather(*[c.post("/v1/generate", json=body) for _ in range(70)])
+        assert {r.status_code for r in rs} == {504}  # no first token: the JSON error, not a 200 stream
+        return [r.json()["detail"]["error"] for r in rs]
+
+    with serve_app(create_app(settings, arena=False)) as url:
+        causes = asyncio.run(load(url))
+        at_end = list(app.state.times["hang::streams"])
+        time.sleep(2.5)  # a call made late would arrive now
+        later = list(app.state.times["hang::streams"])
+    # (the calls' times are not compared with the client's: server, fake and client share this process)
+    assert later == at_end and 0 < len(later) <= 64, (len(at_end), len(later), sorted(set(causes)))

@@ -65,6 +65,18 @@ def test_serve_on_a_busy_port_fails_in_one_line_before_any_start_up_work(host, t
     assert not (tmp_path / "data").exists() or not any((tmp_path / "data").iterdir())
 
 
+@pytest.mark.parametrize("port", ["99999", "65536", "0", "-1"])
+def test_serve_refuses_a_port_that_is_no_tcp_port(port, tmp_path):
+    """Before any work: 99999 was served on 34463 (its low 16 bits) while the banner said 99999."""
+    import os
+
+    env = {**os.environ, "RAGNAROK_DATA_DIR": str(tmp_path / "data")}
+    out = subprocess.run([sys.executable, "-m", "ragnarok.cli", "serve", f"--port={port}"], capture_output=True,
+                         text=True, timeout=120, cwd=tmp_path, env=env)
+    assert out.returncode == 2 and out.stderr == f"error: port {port} is not a TCP port: give one from 1 to 65535\n"
+    assert not (tmp_path / "data").exists()
+
+
 def test_urls_put_an_ipv6_host_in_brackets():
     from ragnarok.runtime.netaddr import http_url, is_loopback
 

@@ -65,7 +65,7 @@ def test_the_embedded_models_deadline_is_a_timeout_as_every_backends():
 
     gen = LlamaCppGenerator(GeneratorConfig(name="smollm2-hurried", backend="llama-cpp", max_tokens=400,
                                             context_tokens=2048, timeout_s=0.2))
-    gen.llm()  # loaded first: the deadline is the answer's
+    gen.load()  # loaded first: the deadline is the answer's
     with pytest.raises(GenerationError) as info:
         gen.generate(TOPIC, CANDIDATES, get_template("ragnarok"))
     assert info.value.timeout and "no answer within" in info.value.cause

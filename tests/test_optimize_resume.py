@@ -87,6 +87,46 @@ def test_a_resumed_study_continues_its_sampler(tmp_path, strategy):
     assert used(study.get_trials()) == 8
 
 
+@pytest.mark.parametrize("strategy", ["random", "tpe"])
+@pytest.mark.parametrize("stop_at", [2, 5])
+def test_an_interrupted_and_resumed_study_is_the_uninterrupted_one(tmp_path, strategy, stop_at):
+    """The same pipelines scored in the same order and the same winner: the trial an interrupt gave back took no
+    place in the sampler's sequence (it had moved every later proposal by one), and its rerun is scored."""
+    from ragnarok.optimize.study import best_trial, open_study, search
+
+    config, space = _space(tmp_path, WIDE, strategy)
+    whole = open_study(config, space, f"sqlite:///{tmp_path / 'a.db'}", "s", strategy)
+    search(whole, Scripted(), space, strategy, ["q"], 8, None)
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    with pytest.raises(KeyboardInterrupt):
+        search(open_study(config, space, url, "s", strategy), Scripted(stop_at=stop_at), space, strategy, ["q"], 8,
+               None)
+    resumed = open_study(config, space, url, "s", strategy)
+    search(resumed, Scripted(), space, strategy, ["q"], 8, None)
+    assert _run_specs(resumed.get_trials()) == _run_specs(whole.get_trials())
+    assert best_trial(resumed).user_attrs["spec"] == best_trial(whole).user_attrs["spec"]
+
+
+@pytest.mark.parametrize("strategy", ["random", "tpe"])
+@pytest.mark.parametrize("done", [2, 4])
+def test_a_trial_given_back_before_its_parameters_is_drawn_again_in_its_place(tmp_path, strategy, done):
+    from ragnarok.optimize import study as studies
+
+    config, space = _space(tmp_path, WIDE, strategy)
+    whole = studies.open_study(config, space, f"sqlite:///{tmp_path / 'a.db'}", "s", strategy)
+    studies.search(whole, Scripted(), space, strategy, ["q"], 6, None)
+    url = f"sqlite:///{tmp_path / 'b.db'}"
+    cut = studies.open_study(config, space, url, "s", strategy)
+    studies.search(cut, Scripted(), space, strategy, ["q"], done, None)
+    studies._in_flight[:] = [(cut, cut.ask())]  # interrupted while its parameters were being chosen
+    studies.give_back_in_flight()
+    resumed = studies.open_study(config, space, url, "s", strategy)
+    studies.search(resumed, Scripted(), space, strategy, ["q"], 6, None)
+    given_back = [t for t in resumed.get_trials() if t.user_attrs.get("interrupted")]
+    assert len(given_back) == 1 and not given_back[0].params
+    assert _run_specs(resumed.get_trials()) == _run_specs(whole.get_trials())
+
+
 def test_a_repeated_proposal_is_not_run_nor_counted(tmp_path):
     from ragnarok.optimize.study import best_trial, open_study, search, used
 

@@ -364,3 +364,57 @@ def test_redis_down_fails_closed(demo_settings, tmp_path):
               f"in {answers[0][1]:.2f} s")
         owner = f"key:{store.find('limited').id}"
         assert [u["calls"] for u in store.usage(owner)] == [backend.state.calls[MODEL]] == [3]
+
+
+def _pg_processes(postmaster: int) -> list[int]:
+    """The postmaster and every PostgreSQL process it started (the backends serving our connections)."""
+    from pathlib import Path
+
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == postmaster:
+            children.append(int(stat.parent.name))
+    return [postmaster, *children]
+
+
+def test_a_frozen_postgresql_is_a_503_within_5_s(own_postgres, demo_settings, tmp_path):
+    """Issue 51, item 6: every PostgreSQL process stopped (SIGSTOP: the kernel still accepts and acknowledges,
+    nothing answers) under a keyed instance: a request that needs the database gets its 503 with Retry-After
+    within the 5 s bound (not after the freeze), and /readyz says the database is not ready; the service is
+    back at once after SIGCONT."""
+    import signal
+
+    from fakes import flaky_openai_app
+
+    from ragnarok.arena.db import STORE_DEADLINE_S
+    from ragnarok.auth.store import AuthStore
+
+    url = own_postgres.url
+    _, secret = AuthStore(url).create("frozen", ["retrieve", "generate"], budget_calls=100)
+    with serve_app(flaky_openai_app()) as base:
+        env = {**os.environ, "RAGNAROK_DATA_DIR": str(demo_settings.data_dir), "RAGNAROK_AUTH": "keys",
+               "RAGNAROK_DATABASE_URL": url, KEY_ENV: KEY_VALUE,
+               "RAGNAROK_GENERATORS": json.dumps([_paid("paid", base, "ok:frozen")])}
+        with ragnarok_serve(env, tmp_path / "serve.log") as serve:
+            assert _generate(serve, secret, generator="paid").status_code == 200
+            assert httpx.get(serve + "/readyz", timeout=30).status_code == 200
+            frozen = _pg_processes(own_postgres.postmaster())
+            for pid in frozen:
+                os.kill(pid, signal.SIGSTOP)
+            try:
+                start = time.monotonic()
+                answer = _generate(serve, secret, generator="paid")
+                took = time.monotonic() - start
+                ready = httpx.get(serve + "/readyz", timeout=30)
+            finally:
+                for pid in frozen:
+                    os.kill(pid, signal.SIGCONT)
+            print(f"\nfrozen PostgreSQL: 503 after {took:.2f} s")
+            assert answer.status_code == 503 and answer.headers.get("retry-after"), answer.text
+            assert took < STORE_DEADLINE_S + 1.0, took
+            assert ready.status_code == 503 and ready.json()["checks"]["database"] != "ok", ready.text
+            _until(lambda: _generate(serve, secret, generator="paid").status_code == 200, 30, "the service back")

@@ -84,3 +84,76 @@ def test_sigterm_ends_streams_answers_requests_and_exits_within_the_grace(demo_s
     assert hung.status_code == 503 and hung.json() == {"detail": "the server is shutting down"}, hung.text
     assert exit_s < GRACE_S + 1.5 * slowdown, (exit_s, output[-3000:])
     assert "Traceback" not in output and "Exception in ASGI application" not in output, output[-5000:]
+
+
+def test_sigterm_beside_a_cpu_hog_exits_within_the_grace_plus_1s_and_audits_what_clients_saw(
+        demo_settings, tmp_path, slowdown):
+    """Issue 51, item 3: with keys on, 3 streams and 2 plain requests in flight and one stream whose client
+    left: SIGTERM beside a CPU hog; the process is gone within the grace plus 1 s, each client in flight has its
+    503 (event or JSON), and the audit log says 503 for each of them and 499 for the client that left."""
+    from test_stream_deadline import cpu_hogs
+
+    from ragnarok.auth.store import AuthStore
+    from ragnarok.core.settings import Settings
+
+    db = tmp_path / "service.db"
+    _, secret = AuthStore.for_settings(Settings(data_dir=demo_settings.data_dir, auth="keys",
+                                                database_url=f"sqlite:///{db}")).create("sigterm", ["generate"])
+    headers = {"Authorization": f"Bearer {secret}"}
+    slow = streaming_openai_app(Script(pieces=[f" Word {i} [1]." for i in range(600)], each_wait_s=0.1))
+    with serve_app(slow) as slow_url, hung_backend() as (hung_url, accepted, _):
+        generators = [{"name": name, "backend": "openai", "base_url": url, "model": "fake", "max_retries": 0,
+                       "timeout_s": 120} for name, url in {"slow": slow_url + "/v1", "hung": hung_url}.items()]
+        env = {**os.environ, "RAGNAROK_DATA_DIR": str(demo_settings.data_dir), "HF_HUB_OFFLINE": "1",
+               "RAGNAROK_SHUTDOWN_GRACE_S": str(GRACE_S), "RAGNAROK_GENERATORS": json.dumps(generators),
+               "RAGNAROK_AUTH": "keys", "RAGNAROK_DATABASE_URL": f"sqlite:///{db}"}
+        log, started, results = tmp_path / "serve.log", [], {}
+        with ragnarok_serve(env, output=log, started=started) as base:
+            def stream(name: str, leave: bool = False) -> None:
+                events: list[str] = []
+                try:
+                    with httpx.Client(timeout=60) as client, connect_sse(
+                            client, "POST", base + "/v1/generate", headers=headers,
+                            json={"request": CANDIDATES, "generator": "slow", "stream": True}) as source:
+                        for sse in source.iter_sse():
+                            events.append(sse.data if sse.event == "error" else sse.event)
+                            if leave and sse.event == "sentence":
+                                break  # the client hangs up mid-answer
+                except httpx.HTTPError as exc:
+                    events.append(repr(exc))
+                results[name] = events
+
+            def plain(name: str) -> None:
+                try:
+                    results[name] = httpx.post(base + "/v1/generate", headers=headers, timeout=60,
+                                               json={"request": CANDIDATES, "generator": "hung"})
+                except httpx.HTTPError as exc:
+                    results[name] = exc
+
+            stream("left", leave=True)
+            calls = [threading.Thread(target=stream, args=(f"stream{i}",)) for i in range(3)]
+            calls += [threading.Thread(target=plain, args=(f"plain{i}",)) for i in range(2)]
+            for call in calls:
+                call.start()
+            deadline = time.monotonic() + 60 * slowdown
+            while slow.state.script.calls < 4 or len(accepted) < 2:
+                assert time.monotonic() < deadline, ("the calls did not reach their backends", results)
+                time.sleep(0.05)
+            time.sleep(0.5)  # every stream has sent some text
+            with cpu_hogs(GRACE_S + 30):
+                signalled = time.monotonic()
+                started[0].send_signal(signal.SIGTERM)
+                started[0].wait(60)
+                exit_s = time.monotonic() - signalled
+            for call in calls:
+                call.join(30)
+    output = log.read_text(errors="replace")
+    assert exit_s < GRACE_S + 1.0, (exit_s, output[-3000:])
+    for i in range(3):
+        assert json.loads(results[f"stream{i}"][-1])["status"] == 503, (results[f"stream{i}"][-3:], output[-3000:])
+    for i in range(2):
+        got = results[f"plain{i}"]
+        assert isinstance(got, httpx.Response) and got.status_code == 503, (got, output[-3000:])
+    rows = AuthStore.for_settings(Settings(data_dir=demo_settings.data_dir, auth="keys",
+                                           database_url=f"sqlite:///{db}")).audit_rows()
+    assert sorted(r["status"] for r in rows) == [499] + [503] * 5, (rows, output[-3000:])

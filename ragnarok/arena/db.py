@@ -25,15 +25,31 @@ from sqlalchemy.exc import ArgumentError, DBAPIError, SQLAlchemyError
 DIALECTS = ("sqlite", "postgresql")
 #: Every PostgreSQL call has a deadline, so that a database that is gone or hangs is an error within seconds,
 #: never a request that waits (the API answers 503 with ``Retry-After``): seconds to connect, seconds to wait
-#: for a pooled connection, and the longest statement (an advisory lock's wait included).
+#: for a pooled connection (past it the database is *busy*, not down), and the longest statement (an advisory
+#: lock's wait included) on the server's side. On the client's side, TCP keepalives and ``tcp_user_timeout``
+#: end a connection to a host that went away; a database that is up but frozen (SIGSTOP: its kernel still
+#: answers TCP) is bounded by the request's own deadline on every store call, ``STORE_DEADLINE_S``
+#: (api/auth.py).
 CONNECT_TIMEOUT_S = 3
-POOL_TIMEOUT_S = 10.0
+POOL_TIMEOUT_S = 2.0
+POOL_SIZE, POOL_OVERFLOW = 8, 16  # per process: 3 instances hold at most 72 of PostgreSQL's default 100
 STATEMENT_TIMEOUT_MS = 15_000
+STORE_DEADLINE_S = 5.0
+TCP_USER_TIMEOUT_MS = 5_000
 _BEGIN = "ragnarok_begin"  # execution option: the statement that opens a SQLite transaction
 
 
 class StoreError(RuntimeError):
     """The vote store cannot do its work (unreachable, locked, a migration failed): one line, never SQL."""
+
+
+class StoreBusy(StoreError):
+    """No pooled connection freed within ``POOL_TIMEOUT_S``: the database is up, this process has too many
+    requests on it."""
+
+
+class StoreTimeout(StoreError):
+    """A store call did not answer within ``STORE_DEADLINE_S`` (the database frozen, or overwhelmed)."""
 
 
 def utc_now() -> str:
@@ -73,9 +89,12 @@ def make_engine(url: str) -> Engine:
     if parsed.get_backend_name() == "postgresql":
         # deadlines (above); a pooled connection is checked before use, so that the first requests after the
         # server's restart get a fresh one instead of an error
-        options = {"pool_pre_ping": True, "pool_timeout": POOL_TIMEOUT_S,
+        options = {"pool_pre_ping": True, "pool_timeout": POOL_TIMEOUT_S, "pool_size": POOL_SIZE,
+                   "max_overflow": POOL_OVERFLOW,
                    "connect_args": {"connect_timeout": CONNECT_TIMEOUT_S,
-                                    "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}"}}
+                                    "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
+                                    "keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 1,
+                                    "keepalives_count": 3, "tcp_user_timeout": TCP_USER_TIMEOUT_MS}}
     try:
         engine = create_engine(parsed, **options)
     except ImportError as exc:  # the driver is missing

@@ -19,7 +19,7 @@ SOCKET_TIMEOUT_S = 1.0
 RETRY_AFTER_S = 5
 # `limits` opening a redis:// storage in two threads at once fails in one of them (ConfigurationError: its check
 # of the redis package's version sees the module half-imported by the other): one opening at a time
-_OPENING = threading.Lock()
+OPENING = threading.RLock()
 
 
 class RateStoreDown(RuntimeError):
@@ -38,7 +38,7 @@ def moving_window(storage_url: str) -> Any:
 
         options = {"socket_timeout": SOCKET_TIMEOUT_S, "socket_connect_timeout": SOCKET_TIMEOUT_S,
                    "retry": Retry(NoBackoff(), 1)}
-    with _OPENING:
+    with OPENING:
         return MovingWindowRateLimiter(storage_from_string(storage_url, wrap_exceptions=True, **options))
 
 

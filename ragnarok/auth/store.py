@@ -37,6 +37,8 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from ragnarok.arena.db import (
     CONNECT_TIMEOUT_S,
+    POOL_TIMEOUT_S,
+    StoreBusy,
     StoreError,
     describe,
     make_engine,
@@ -183,6 +185,11 @@ class AuthStore:
                 ":scopes, :gens, :rpm, :parallel, :bc, :bt, :period, :at, :epoch, :exp)"), values)
             row = conn.execute(text(f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE name = :n"), {"n": name}).one()
         return _record(row), secret
+
+    def ping(self) -> None:
+        """One round trip to the database (readiness); :class:`StoreError` when it does not answer."""
+        with self._errors("answer a ping"), self.engine.connect() as conn:
+            conn.execute(text("SELECT 1"))
 
     def keys(self) -> list[KeyRecord]:
         with self._errors("list the keys"), self.engine.connect() as conn:
@@ -384,4 +391,7 @@ class _Errors:
     def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> bool:
         if exc is None or isinstance(exc, (ValueError, LookupError, AuthError, BudgetExceeded, StoreError)):
             return False
+        if isinstance(exc, PoolTimeout):
+            raise StoreBusy(f"the service database at {self.where} is busy: no connection of this process's pool "
+                            f"freed within {POOL_TIMEOUT_S:g} s to {self.what}") from exc
         raise StoreError(f"the service database at {self.where} could not {self.what}: {describe(exc)}") from exc

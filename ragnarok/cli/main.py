@@ -93,7 +93,7 @@ def serve(
     if settings.log_format == "json":  # every line the service writes one JSON object
         logs.capture_std_streams()
         quiet.no_progress_bars()
-    host, port = bare_host(host or settings.host), port or settings.port
+    host, port = bare_host(host or settings.host), port if port is not None else settings.port
     if settings.auth != "keys" and not insecure_open and not is_loopback(host):
         raise ValueError(f"refusing to serve on {host} without API keys: set RAGNAROK_AUTH=keys and make keys "
                          "with `ragnarok keys create` (README: Deploying), or bind 127.0.0.1, or pass "
@@ -148,9 +148,12 @@ def _serve(app: Any, host: str, port: int, grace_s: float) -> None:
     are doing (the interpreter would wait at exit for a thread blocked in a Java or backend call)."""
     import uvicorn  # noqa: PLC0415
 
+    from ragnarok.cli.serving import leave_by  # noqa: PLC0415
+
     class Server(uvicorn.Server):
         def handle_exit(self, sig: int, frame: Any) -> None:
             app.state.inflight.cancel_all()  # CPU work stops within one batch and answers 503
+            leave_by(grace_s)  # gone within the grace + 0.9 s, whatever is still running
             super().handle_exit(sig, frame)
 
     # proxy_headers off: the app believes X-Forwarded-For from RAGNAROK_TRUSTED_PROXIES only (api/main.py)

@@ -13,11 +13,38 @@ event, and finishes its other requests within ``RAGNAROK_SHUTDOWN_GRACE_S`` (the
 
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import signal
+import sys
 import tempfile
+import threading
 from typing import Any
+
+log = logging.getLogger(__name__)
+#: After SIGTERM the process is gone within the grace plus this, whatever its threads or event loop are still
+#: doing (a thread blocked in a backend or Java call, a loop slowed down by a busy machine).
+EXIT_MARGIN_S = 0.9
+_leaving = threading.Lock()
+
+
+def leave_by(grace_s: float) -> None:
+    """Exit the process ``grace_s + EXIT_MARGIN_S`` from now unless it has left by then (called once per
+    signal; the first call counts). The requests cut at the grace's end have had their 503 and their audit
+    rows by then (api/main.py's lifespan ends its steps before this)."""
+    if not _leaving.acquire(blocking=False):
+        return
+
+    def leave() -> None:
+        log.warning("still running %.1f s after the signal: leaving now", grace_s + EXIT_MARGIN_S)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)
+
+    timer = threading.Timer(grace_s + EXIT_MARGIN_S, leave)
+    timer.daemon = True  # it never holds the exit up
+    timer.start()
 
 
 def worker_app() -> Any:
@@ -58,6 +85,7 @@ def _cancelling_first(app: Any, handler: Any) -> Any:
     answers 503, streams end with an ``error`` event, and requests cut off at the grace's end get the JSON 503."""
     def handle(sig: int, frame: Any) -> None:
         app.state.inflight.cancel_all()
+        leave_by(app.state.settings.shutdown_grace_s)
         handler(sig, frame)
 
     return handle

@@ -2,9 +2,14 @@
 
 Which requests nginx may send to another instance after one failed is the decision this file writes down:
 
-* **Retried after they were sent** (``proxy_next_upstream error timeout http_502 http_503``): GET and HEAD
-  (nginx's idempotent methods), ``POST /v1/retrieve`` and ``POST /v1/segments``: they read an index, spend
-  nothing and record nothing, so a second try on another instance costs CPU only.
+* **Retried after they were sent** (``proxy_next_upstream error timeout``, on a connection that failed or
+  timed out): GET and HEAD (nginx's idempotent methods), ``POST /v1/retrieve`` and ``POST /v1/segments``: they
+  read an index, spend nothing and record nothing, so a second try on another instance costs CPU only.
+* **An instance's own answer is the client's**, 502 and 503 too: a 503 says the service database or Redis is
+  away, or the instance is busy, with a ``Retry-After`` the client needs, and every instance would say the
+  same. Only a connection error or a timeout counts against an instance (``max_fails``): a store outage used
+  to mark all three down, and nginx answered its own 502 page for seconds after the store was back. When no
+  instance can be reached, nginx answers a JSON 503 with ``Retry-After`` itself, never an HTML page.
 * **Never retried once sent**: ``POST /rag``, ``/v1/generate``, ``/v1/write``, ``/v1/evaluate``, ``/v1/rerank``
   (a request may name an LLM reranker, and nginx cannot read the body to tell) and every POST of the arena (a
   battle or a vote): a second try could call a paid backend twice, spend a key's budget twice or record a
@@ -55,8 +60,8 @@ http {{
     map $cookie_{cookie} $affinity_cookie {{ "" "{cookie}=$request_id; Path=/; HttpOnly; SameSite=Lax"; default ""; }}
     map $http_upgrade $connection_upgrade {{ default upgrade; "" ""; }}
 
-    # passive health checks: an instance that fails once (refused, reset, timed out, 502/503 on a retried
-    # route) gets no request for {fail_timeout}; `deploy/cluster up` checks each instance's /healthz itself
+    # passive health checks: an instance that fails once (refused, reset, timed out: never an answer of its
+    # own, a 503 included) gets no request for {fail_timeout}; GET /readyz says whether one can serve now
     upstream ragnarok {{
 {servers}
         keepalive 64;
@@ -82,14 +87,20 @@ http {{
         proxy_send_timeout 60s;
         proxy_next_upstream error timeout;     # non-idempotent requests: only when never sent (see above)
         proxy_next_upstream_tries {instances};
+        # no instance reachable: a JSON 503 with Retry-After, not nginx's HTML page (the instances' own 502s
+        # and 503s pass as they are: proxy_intercept_errors is off)
+        error_page 502 504 = @unreachable;
+        location @unreachable {{
+            default_type application/json;
+            add_header Retry-After 2 always;
+            return 503 '{{"detail": "no instance of the service could be reached: try again shortly"}}';
+        }}
 
         location / {{
-            proxy_next_upstream error timeout http_502 http_503;
             proxy_pass http://ragnarok;
         }}
 {retried_locations}
         location ~ ^/v1/[^/]+/search$ {{
-            proxy_next_upstream error timeout http_502 http_503;
             proxy_pass http://ragnarok;
         }}
         location ~ ^/(rag|v1/generate|v1/write|v1/evaluate|v1/rerank)$ {{
@@ -112,7 +123,7 @@ http {{
 
 RETRIED_LOCATION = """\
         location = {path} {{
-            proxy_next_upstream error timeout http_502 http_503 non_idempotent;
+            proxy_next_upstream error timeout non_idempotent;
             proxy_pass http://ragnarok;
         }}
 """

@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 from pathlib import Path
+from urllib.parse import quote
 
 SUPERUSER = "ragnarok"
 
@@ -57,29 +58,56 @@ def give_to(user: str | None, *paths: Path) -> None:
 
 class PgServer:
     """One PostgreSQL cluster in ``root`` (``data``, ``sock``, ``server.log``) listening on 127.0.0.1:``port``
-    with trust authentication for :data:`SUPERUSER`."""
+    for :data:`SUPERUSER`: with ``password``, SCRAM authentication (socket and TCP alike), else trust (the
+    test session's own server)."""
 
-    def __init__(self, bin_dir: Path, root: Path, port: int, options: str = ""):
+    def __init__(self, bin_dir: Path, root: Path, port: int, options: str = "", password: str | None = None):
         self.bin_dir, self.root, self.port, self.options = bin_dir, root, port, options
         self.data, self.sock, self.log = root / "data", root / "sock", root / "server.log"
         self.prefix, self.user = run_as()
+        self.password = password
 
     def url(self, database: str = "postgres") -> str:
-        return f"postgresql+psycopg://{SUPERUSER}@127.0.0.1:{self.port}/{database}"
+        secret = f":{quote(self.password, safe='')}" if self.password else ""
+        return f"postgresql+psycopg://{SUPERUSER}{secret}@127.0.0.1:{self.port}/{database}"
+
+    def reachable(self) -> None:
+        """Raise when the user PostgreSQL runs as cannot reach ``root`` (as root: a directory above it closed
+        to other users, such as /root)."""
+        if self.user is not None and subprocess.run([*self.prefix, "test", "-x", str(self.root)],
+                                                    capture_output=True, timeout=30).returncode:
+            raise RuntimeError(f"PostgreSQL runs as {self.user}, which cannot reach {self.root} (a directory "
+                               "above it is closed to other users): pass --data-dir under a directory it can "
+                               "reach (e.g. /var/lib/ragnarok/cluster, the default as root)")
 
     def _run(self, *args: str, timeout: float = 120) -> None:
+        env = {**os.environ, "PGPASSWORD": self.password} if self.password else None
         done = subprocess.run([*self.prefix, *args], cwd=self.root, capture_output=True, text=True,
-                              timeout=timeout)
+                              timeout=timeout, env=env)
         if done.returncode:
             tail = self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
             raise RuntimeError(f"{Path(args[0]).name} failed ({done.returncode}): {done.stderr[-2000:]}{tail}")
 
     def initdb(self) -> None:
-        """A new cluster in ``data`` (``root`` and ``sock`` made and given to the PostgreSQL user)."""
+        """A new cluster in ``data`` (``root`` and ``sock`` made and given to the PostgreSQL user); with a
+        password, SCRAM only (the password passed in a file readable by that user alone, removed at once)."""
         self.sock.mkdir(parents=True, exist_ok=True)
         give_to(self.user, self.root, self.sock)
-        self._run(str(self.bin_dir / "initdb"), "-D", str(self.data), "-U", SUPERUSER, "--auth=trust",
-                  "-E", "UTF8", "--locale=C", "--no-sync")
+        self.reachable()
+        auth = ["--auth=trust"]
+        secret = self.root / ".pwfile"
+        try:
+            if self.password:
+                secret.touch(0o600)
+                secret.write_text(self.password + "\n")
+                if self.user is not None:
+                    entry = pwd.getpwnam(self.user)
+                    os.chown(secret, entry.pw_uid, entry.pw_gid)
+                auth = ["--auth=scram-sha-256", f"--pwfile={secret}"]
+            self._run(str(self.bin_dir / "initdb"), "-D", str(self.data), "-U", SUPERUSER, *auth,
+                      "-E", "UTF8", "--locale=C", "--no-sync")
+        finally:
+            secret.unlink(missing_ok=True)
 
     def start(self) -> None:
         """``pg_ctl start``, waiting until it accepts connections."""

@@ -45,34 +45,43 @@ def make_sampler(strategy: str, space: Space, seed: int) -> optuna.samplers.Base
 
 class Reseeded(optuna.samplers.BaseSampler):
     """A sampler whose trial N is proposed by ``make(seed of (seed, N))``: its proposals depend on the trial's
-    number (and, for TPE, the finished trials), not on how many this process asked for before, so a study
-    resumed in a new process continues where it stopped. (A sampler seeded once replays its sequence from the
-    start in every process: 8 trials, resumed after 4, covered 4 pipelines.)"""
+    place in the study (and, for TPE, the finished trials), not on how many this process asked for before, so a
+    study resumed in a new process continues where it stopped. (A sampler seeded once replays its sequence from
+    the start in every process: 8 trials, resumed after 4, covered 4 pipelines.) A trial's place is its number
+    less the trials before it that an interrupt gave back: the one that takes over a given-back trial (its rerun,
+    or the next trial drawn) has its place, so a study interrupted and resumed proposes what it would have
+    uninterrupted."""
 
     def __init__(self, make: Callable[[int], optuna.samplers.BaseSampler], seed: int):
         self._make, self._seed = make, seed
         self._current: tuple[int, optuna.samplers.BaseSampler] | None = None
 
-    def _for(self, trial: FrozenTrial) -> optuna.samplers.BaseSampler:
+    @staticmethod
+    def place(study: optuna.Study, trial: FrozenTrial) -> int:
+        given_back = sum(1 for t in study.get_trials(deepcopy=False)
+                         if t.number < trial.number and t.user_attrs.get("interrupted"))
+        return trial.number - given_back
+
+    def _for(self, study: optuna.Study, trial: FrozenTrial) -> optuna.samplers.BaseSampler:
         if self._current is None or self._current[0] != trial.number:
-            seed = int(np.random.SeedSequence([self._seed, trial.number]).generate_state(1)[0])
+            seed = int(np.random.SeedSequence([self._seed, self.place(study, trial)]).generate_state(1)[0])
             self._current = (trial.number, self._make(seed))
         return self._current[1]
 
     def infer_relative_search_space(self, study, trial):  # type: ignore[no-untyped-def]
-        return self._for(trial).infer_relative_search_space(study, trial)
+        return self._for(study, trial).infer_relative_search_space(study, trial)
 
     def sample_relative(self, study, trial, search_space):  # type: ignore[no-untyped-def]
-        return self._for(trial).sample_relative(study, trial, search_space)
+        return self._for(study, trial).sample_relative(study, trial, search_space)
 
     def sample_independent(self, study, trial, param_name, param_distribution):  # type: ignore[no-untyped-def]
-        return self._for(trial).sample_independent(study, trial, param_name, param_distribution)
+        return self._for(study, trial).sample_independent(study, trial, param_name, param_distribution)
 
     def before_trial(self, study, trial):  # type: ignore[no-untyped-def]
-        self._for(trial).before_trial(study, trial)
+        self._for(study, trial).before_trial(study, trial)
 
     def after_trial(self, study, trial, state, values):  # type: ignore[no-untyped-def]
-        self._for(trial).after_trial(study, trial, state, values)
+        self._for(study, trial).after_trial(study, trial, state, values)
 
 
 def seconds_per_query(trial: FrozenTrial) -> float:

@@ -39,6 +39,8 @@ def http_url(host: str, port: int, scheme: str = "http") -> str:
 def bind_error(host: str, port: int) -> str | None:
     """Why a server could not listen on ``host:port`` (every address ``host`` resolves to, as uvicorn binds
     them: ``SO_REUSEADDR``, IPv6 sockets v6-only), or None when it can; nothing stays bound."""
+    if not 1 <= port <= 65535:  # getaddrinfo takes 99999 as 34463 (its low 16 bits): it would serve there
+        return f"port {port} is not a TCP port: give one from 1 to 65535"
     bare = bare_host(host)
     try:
         infos = socket.getaddrinfo(bare or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)

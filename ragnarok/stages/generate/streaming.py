@@ -234,7 +234,7 @@ async def assemble(pieces: AsyncIterator[Any], assembler: SentenceAssembler, con
     yield StreamEvent("done", answer)
 
 
-async def stream_llm(stream_text: Callable[[Messages], AsyncIterator[Any]], topic: Query,
+async def stream_llm(stream_text: Callable[[Messages, float], AsyncIterator[Any]], topic: Query,
                      candidates: list[Candidate], template: PromptTemplate, max_prompt_tokens: int,
                      config: GeneratorConfig, count_tokens: Callable[[str], int] | None = None,
                      ) -> AsyncIterator[StreamEvent]:
@@ -247,7 +247,7 @@ async def stream_llm(stream_text: Callable[[Messages], AsyncIterator[Any]], topi
     yield references_event(candidates)
     assembler = SentenceAssembler.for_llm(topic, candidates, template.max_words, config,
                                           {"contexts": len(candidates)})
-    events = assemble(stream_text(messages), assembler, config, start=start)
+    events = assemble(stream_text(messages, start + deadlines(config)[0]), assembler, config, start=start)
     try:
         async for event in events:
             yield event
