@@ -42,7 +42,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from api.sse import CLIENT_CLOSED, OUTCOME
-from api.store_call import retry_after, store_call, unavailable
+from api.store_call import call_recorder, retry_after, store_call, unavailable
 from ragnarok.arena.db import StoreError
 from ragnarok.auth import principal as principals
 from ragnarok.auth import rates
@@ -385,5 +385,7 @@ async def reserve(http: Request, cost: Cost) -> None:
                                      "nothing was spent: try again shortly",
                                 headers={"Retry-After": str(retry_after(exc))}) from None
         meter.token_limit = meter.reservation.token_limit
+        if meter.reservation.id is not None:
+            meter.record = call_recorder(store, meter.reservation)
     meter.reserved = True
     meter.limit = total if principal.limited else None

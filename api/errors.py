@@ -22,7 +22,7 @@ from pydantic import BaseModel, Field
 
 from api.body import BodyLimit
 from ragnarok.core.java import JavaNotFoundError
-from ragnarok.core.meter import CallLimitReached
+from ragnarok.core.meter import CallLimitReached, CallNotRecorded
 from ragnarok.core.registry import ComponentArgumentError, UnknownComponentError
 from ragnarok.core.settings import Settings, get_settings
 from ragnarok.core.spec import SpecError
@@ -280,6 +280,7 @@ MESSAGE_STATUS: dict[type[Exception], int] = {
     ShuttingDown: 503,
     ClientDisconnected: 499,  # nobody reads it: the client has gone
     CallLimitReached: 429,  # a backend call past what the request reserved (api/auth.py)
+    CallNotRecorded: 503,  # the service database cannot record a call first: it is not made
 }
 
 

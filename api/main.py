@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -15,6 +16,7 @@ from api.auth import Auth, AuthMiddleware, needs
 from api.errors import install_error_handlers
 from api.routes import evaluate, generate, health, rag, rerank, retrieve, stages
 from api.shutdown import ShutdownAnswer
+from api.store_call import sweep_forever
 from api.timing import ServerTiming
 from ragnarok.auth.principal import Principal, forwarded_credentials
 from ragnarok.core.registry import Instances
@@ -90,9 +92,14 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     builds, inflight = app.state.retrieval.builds, app.state.inflight
     builds.start_all(inflight)
     await anyio.to_thread.run_sync(app.state.auth.open_limiter)  # once, before the first request
+    sweep = None
+    if app.state.settings.auth == "keys":  # the reservations of processes that died: settled with their calls
+        sweep = asyncio.create_task(sweep_forever(app.state.auth.store))
     try:
         yield
     finally:
+        if sweep is not None:
+            sweep.cancel()
         grace_s = app.state.settings.shutdown_grace_s
 
         def left_s() -> float:  # the rows of the requests cut at the grace's end still fit

@@ -24,6 +24,7 @@ from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from api.shutdown import MESSAGE, shutting_down
+from ragnarok.core.meter import CallNotRecorded
 from ragnarok.runtime.cancel import ShuttingDown
 from ragnarok.service.gateway import StageError
 from ragnarok.stages.generate.base import GenerationError, GeneratorUnavailable
@@ -132,7 +133,8 @@ class EventBody:
                     break
                 yield render(event)
         except Exception as exc:  # noqa: BLE001 - any failure after the 200 is an event, logged once
-            if not isinstance(exc, GenerationError | GeneratorUnavailable | StageError | ShuttingDown):
+            if not isinstance(exc, GenerationError | GeneratorUnavailable | StageError | ShuttingDown
+                              | CallNotRecorded):
                 log.exception("a streamed answer failed in stage %s", stage())  # (the others are logged)
             from api.errors import error_detail  # noqa: PLC0415 - (as in error_event)
 

@@ -9,11 +9,17 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import logging
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from ragnarok.arena.db import STORE_DEADLINE_S, StoreBusy, StoreError, StoreTimeout
+from ragnarok.core.meter import CallNotRecorded
+
+log = logging.getLogger(__name__)
+#: How often each instance settles the reservations of processes that died (ragnarok.auth.reservations).
+SWEEP_S = 10.0
 
 T = TypeVar("T")
 #: What a 503 for an unavailable service database tells the caller to wait (seconds); a busy one: 1.
@@ -42,6 +48,30 @@ async def store_call(fn: Callable[..., T], *args: Any, undo: Callable[[T], None]
         if undo is not None:
             future.add_done_callback(_then(undo))
         raise
+
+
+def call_recorder(store: Any, reservation: Any) -> Callable[[], None]:
+    """What a request's meter calls before each backend call: the call written into its reservation
+    (:meth:`~ragnarok.auth.store.AuthStore.record_call`), or :class:`CallNotRecorded` and no call."""
+    def record() -> None:
+        try:
+            store.record_call(reservation)
+        except StoreError as exc:
+            raise CallNotRecorded(f"the backend call was not made: its spend cannot be recorded now "
+                                  f"({unavailable(exc)})") from None
+
+    return record
+
+
+async def sweep_forever(store: Any, every_s: float = SWEEP_S) -> None:
+    """Every ``every_s``: settle the reservations of processes that died (their calls counted as spend)."""
+    while True:
+        await asyncio.sleep(every_s)
+        try:
+            if settled := await store_call(store.sweep):
+                log.warning("settled %d backend call(s) of requests whose process died", settled)
+        except StoreError as exc:
+            log.info("abandoned reservations not settled now: %s", exc)
 
 
 def unavailable(exc: StoreError) -> str:

@@ -556,12 +556,14 @@ def test_a_redis_outage_passes_the_instances_503_through_and_marks_no_instance_d
     assert all(a.headers.get("retry-after") and "rate-limit store" in a.json()["detail"] for a in during), \
         during[0].text
     assert parts.wait_until(lambda: parts.pong(port, password), 30)
-    back = time.monotonic()
-    statuses = []
-    while not statuses or statuses[-1] != 200:
-        statuses.append(retrieve().status_code)
-        assert time.monotonic() - back < 1.5, statuses  # an instance marked down would take 3 s (fail_timeout)
-    assert set(statuses) <= {200, 503}, statuses
+    back, after = time.monotonic(), []
+    while not after or after[-1].status_code != 200:
+        after.append(retrieve())
+        assert time.monotonic() - back < 30, [a.text for a in after]
+    # no instance was marked down: no answer is nginx's own (it would be, for fail_timeout, had one been)
+    assert all(a.status_code == 200 or "rate-limit store" in a.json()["detail"] for a in after), \
+        [a.text for a in after]
+    assert all(retrieve().status_code == 200 for _ in range(10))
 
     names = [f"instance-{i}" for i in (1, 2, 3)]
     for name in names:

@@ -258,3 +258,73 @@ def test_sigterm_leaves_an_audit_row_for_the_request_it_cut(demo_settings, fake,
     assert [(r["route"], r["status"], r["calls"]) for r in rows] == [("/v1/generate", 503, 1)], \
         (tmp_path / "serve.log").read_text()[-3000:]
     assert [u["calls"] for u in store.usage(f"key:{record.id}")] == [1]
+
+
+def test_a_call_made_before_kill_9_is_counted_once_and_its_budget_never_overspent(demo_settings, fake,
+                                                                                   tmp_path):
+    """Issue 51, item 4: a keyed request with a 3-call budget has reached a backend that never answers when
+    its `ragnarok serve` is killed (SIGKILL: nothing runs after it). A second instance on the same database
+    settles the dead one's reservation with its one call (the periodic sweep), and what is left of the budget
+    is 2 calls, exactly: the fake backend's count and the recorded spend agree."""
+    from ragnarok.auth.store import AuthStore
+
+    backend, base = fake
+    url = f"sqlite:///{tmp_path / 'service.db'}"
+    store = AuthStore(url)
+    record, secret = store.create("killed", ["generate"], budget_calls=3)
+    owner = f"key:{record.id}"
+    env = {**os.environ, "RAGNAROK_DATA_DIR": str(demo_settings.data_dir), "HF_HUB_OFFLINE": "1",
+           "RAGNAROK_AUTH": "keys", "RAGNAROK_DATABASE_URL": url, KEY_ENV: "sk-spend-test",
+           "RAGNAROK_GENERATORS": json.dumps([_config("hang", base, "hang:killed", timeout_s=120, max_retries=0),
+                                              _config("ok", base, "ok:after-kill", max_retries=0)])}
+    started: list = []
+    with ragnarok_serve(env, output=tmp_path / "a.log", started=started) as server:
+        thread = threading.Thread(target=lambda: _ignore(lambda: httpx.post(
+            server + "/v1/generate", json={"request": CANDIDATES, "generator": "hang"}, headers=_bearer(secret),
+            timeout=T)), daemon=True)
+        thread.start()
+        _wait(lambda: backend.state.hanging["hang:killed"] == 1, T, "the call reaching the backend")
+        started[0].kill()
+        started[0].wait(T)
+    reached = len(backend.state.times["hang:killed"])
+    assert reached == 1 and store.usage(owner) == [], store.usage(owner)  # the call is only in its reservation
+    with ragnarok_serve(env, output=tmp_path / "b.log") as server:
+        _wait(lambda: [u["calls"] for u in store.usage(owner)] == [1], 30, "the dead instance's call settled")
+        answers = [httpx.post(server + "/v1/generate", json={"request": CANDIDATES, "generator": "ok"},
+                              headers=_bearer(secret), timeout=T).status_code for _ in range(3)]
+    assert answers == [200, 200, 429], answers  # 3 - 1 = 2 calls left, never more
+    assert [u["calls"] for u in store.usage(owner)] == [3]
+    assert reached + len(backend.state.times["ok:after-kill"]) == 3
+
+
+def _ignore(call: Callable[[], object]) -> None:
+    try:
+        call()
+    except httpx.HTTPError:
+        pass
+
+
+def test_a_reservation_past_its_ttl_is_settled_with_the_calls_it_made(tmp_path):
+    """The store alone, on SQLite: a request reserved 3 calls and made 2 (each written first), then its
+    process vanished on another host (only the TTL ends it): past the TTL, its 2 calls are spend, counted
+    before the next reservation (so the budget of 4 has 2 left, not 4), and counted once."""
+    from sqlalchemy import text
+
+    from ragnarok.auth.store import AuthStore
+
+    store = AuthStore(f"sqlite:///{tmp_path / 's.db'}", reservation_ttl_s=0.5)
+    record, _ = store.create("ttl", ["generate"], budget_calls=4)
+    principal = store._principal(store.find("ttl"))
+    reservation = store.reserve(principal, 3)
+    store.record_call(reservation)
+    store.record_call(reservation)
+    with store.engine.begin() as conn:  # its holder: a process of another host
+        conn.execute(text("UPDATE key_reservations SET holder = 'elsewhere:1:1'"))
+    assert store.left(principal) == 1  # 4 - 3 reserved
+    time.sleep(0.6)
+    with pytest.raises(Exception, match="2 of 4 left"):
+        store.reserve(principal, 3)
+    assert [u["calls"] for u in store.usage(f"key:{record.id}")] == [2]
+    assert store.sweep() == 0  # counted once
+    store.settle(reservation, 2, 10)  # the request's own settlement, had it come back: adds nothing
+    assert [u["calls"] for u in store.usage(f"key:{record.id}")] == [2]

@@ -254,10 +254,18 @@ def _m9_audit_row_ids(conn: Connection) -> None:
     conn.execute(text("CREATE UNIQUE INDEX audit_log_row_id ON audit_log(row_id)"))
 
 
+def _m10_reservation_use(conn: Connection) -> None:
+    """Each reservation counts the calls its request made (``used``, written before each call) and names the
+    process that made it (``holder``: host, PID and start time), so that the reservation of a process that died
+    is settled with what it really spent (:mod:`ragnarok.auth.reservations`)."""
+    conn.execute(text("ALTER TABLE key_reservations ADD COLUMN used BIGINT NOT NULL DEFAULT 0"))
+    conn.execute(text("ALTER TABLE key_reservations ADD COLUMN holder VARCHAR(200)"))
+
+
 MIGRATIONS: list[Migration] = [
     (1, _m1_tables), (2, _m2_append_only), (3, _m3_append_only_postgresql), (4, _m4_rate_key),
     (5, _m5_pair_key), (6, _m6_pair_votes), (7, _m7_judge_votes), (8, _m8_keys),
-    (9, _m9_audit_row_ids),
+    (9, _m9_audit_row_ids), (10, _m10_reservation_use),
 ]
 
 

@@ -3,6 +3,7 @@ path still works."""
 
 from ragnarok.core.meter import (  # noqa: F401 - re-exported
     CallLimitReached,
+    CallNotRecorded,
     Meter,
     add_tokens,
     add_usage,

@@ -11,8 +11,8 @@ of :mod:`ragnarok.arena.migrations`).
   replaces its reservation by the calls and tokens it really spent (once: a settlement tried again after a lost
   answer finds its reservation gone and adds nothing). A spend that cannot be recorded because the database is
   unreachable waits in a :class:`~ragnarok.auth.backlog.Backlog` (its reservation still counting) and is
-  recorded when the database is back. A reservation left by a killed process stops counting after
-  ``reservation_ttl_s``.
+  recorded when the database is back. Each call is written into the reservation before it is made, so the
+  reservation of a killed process is settled with the calls it made (:mod:`ragnarok.auth.reservations`).
 - The audit log gets one row per request (key, route, generators, calls, tokens, status), written in batches by
   a background thread so that no request waits for it (kept while the database is unreachable: the backlog).
 """
@@ -23,13 +23,11 @@ import hashlib
 import hmac
 import json
 import logging
-import math
 import secrets
 import threading
 import time
 import uuid
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import Any
 
 from sqlalchemy import Engine, text
@@ -47,15 +45,16 @@ from ragnarok.arena.db import (
     utc_now,
 )
 from ragnarok.arena.migrations import migrate
+from ragnarok.auth import reservations
 from ragnarok.auth.backlog import Backlog, unreachable
 from ragnarok.auth.principal import SCOPES, Principal
 from ragnarok.auth.records import KEY_COLUMNS as _KEY_COLUMNS
 from ragnarok.auth.records import KeyRecord, check_fields, when
 from ragnarok.auth.records import record as _record
+from ragnarok.auth.reservations import DAY_S, Reservation, period_bounds
 
 log = logging.getLogger(__name__)
 KEY_PREFIX = "rk_"
-DAY_S = 86_400.0
 #: Lookups remembered at most (unknown secrets included, so guessing keys costs no database reads).
 CACHE_ENTRIES = 10_000
 
@@ -86,23 +85,6 @@ def database_url(settings: Any) -> str:
         return settings.database_url
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{settings.data_dir / 'arena.db'}"
-
-
-@dataclass(frozen=True)
-class Reservation:
-    id: str | None  # None: nothing reserved (no call budget)
-    owner: str
-    period_start: float
-    calls: int
-    token_limit: int | None  # tokens left in the period when the request started
-
-
-def period_bounds(principal: Principal, now: float) -> tuple[float, float]:
-    """The start and length of the principal's current budget period (no period: the UTC day, for usage)."""
-    length = principal.period_s or DAY_S
-    origin = principal.created_at if principal.period_s else 0.0
-    start = origin + math.floor((now - origin) / length) * length
-    return start, length
 
 
 _when = when
@@ -272,24 +254,27 @@ class AuthStore:
         start, length = period_bounds(principal, now)
         if not principal.has_budget:
             return Reservation(None, principal.owner, start, calls, None)
-        retry = max(1.0, start + length - now)
+        retry, refusal, reservation_id = max(1.0, start + length - now), None, uuid.uuid4().hex
         with self._errors("reserve a budget"), serialised(self.engine, f"ragnarok.auth.budget:{principal.owner}") \
-                as conn:
+                as conn:  # a refusal is raised once this commits (the abandoned reservations settled stay so)
+            reservations.settle_abandoned(conn, principal.owner, now - self.reservation_ttl_s)
             spent_calls, spent_tokens = self._spent(conn, principal.owner, start)
+            left = principal.budget_calls - spent_calls - self._reserved(conn, principal.owner, start, now) \
+                if principal.budget_calls is not None else calls
             if principal.budget_tokens is not None and spent_tokens >= principal.budget_tokens:
-                raise BudgetExceeded(f"{principal.name}'s token budget ({principal.budget_tokens:,} a period) is "
-                                     f"spent; the period ends at {_when(start + length)}", retry)
-            if principal.budget_calls is not None:
-                left = principal.budget_calls - spent_calls - self._reserved(conn, principal.owner, start, now)
-                if calls > left:
-                    raise BudgetExceeded(
-                        f"this request could make {calls} backend call(s) in the worst case; {principal.name}'s "
-                        f"budget has {max(0, left)} of {principal.budget_calls:,} left until "
-                        f"{_when(start + length)}", retry)
-            reservation_id = uuid.uuid4().hex
-            conn.execute(text("INSERT INTO key_reservations (id, owner, period_start, calls, created_epoch) "
-                              "VALUES (:id, :o, :p, :c, :t)"),
-                         {"id": reservation_id, "o": principal.owner, "p": start, "c": calls, "t": now})
+                refusal = (f"{principal.name}'s token budget ({principal.budget_tokens:,} a period) is spent; the "
+                           f"period ends at {_when(start + length)}")
+            elif calls > left:
+                refusal = (f"this request could make {calls} backend call(s) in the worst case; {principal.name}'s "
+                           f"budget has {max(0, left)} of {principal.budget_calls:,} left until "
+                           f"{_when(start + length)}")
+            else:
+                conn.execute(text("INSERT INTO key_reservations (id, owner, period_start, calls, created_epoch, "
+                                  "holder) VALUES (:id, :o, :p, :c, :t, :h)"),
+                             {"id": reservation_id, "o": principal.owner, "p": start, "c": calls, "t": now,
+                              "h": reservations.holder()})
+        if refusal is not None:
+            raise BudgetExceeded(refusal, retry)
         token_limit = None if principal.budget_tokens is None else principal.budget_tokens - spent_tokens
         return Reservation(reservation_id, principal.owner, start, calls, token_limit)
 
@@ -323,11 +308,25 @@ class AuthStore:
                     if gone.rowcount == 0:
                         continue
                 if calls or tokens:
-                    conn.execute(text(
-                        "INSERT INTO key_spend (owner, period_start, calls, tokens) VALUES (:o, :p, :c, :t) "
-                        "ON CONFLICT (owner, period_start) DO UPDATE SET calls = key_spend.calls + excluded.calls, "
-                        "tokens = key_spend.tokens + excluded.tokens"),
-                        {"o": reservation.owner, "p": reservation.period_start, "c": calls, "t": tokens})
+                    reservations.add_spend(conn, reservation.owner, reservation.period_start, calls, tokens)
+
+    def record_call(self, reservation: Reservation) -> None:
+        """One backend call of the request, written before it is made (:mod:`ragnarok.auth.reservations`);
+        :class:`StoreError` when it cannot be: the call is not made."""
+        with self._errors("record a backend call"), self.engine.begin() as conn:
+            if not reservations.use(conn, reservation.id):
+                raise StoreError("the request's reservation was settled as abandoned (past its TTL)")
+
+    def sweep(self) -> int:
+        """Settle every abandoned reservation (each owner's under its budget lock); the calls counted."""
+        with self._errors("settle abandoned reservations"):
+            with self.engine.connect() as conn:
+                owners = [r[0] for r in conn.execute(text("SELECT DISTINCT owner FROM key_reservations"))]
+            settled = 0
+            for owner in owners:
+                with serialised(self.engine, f"ragnarok.auth.budget:{owner}") as conn:
+                    settled += reservations.settle_abandoned(conn, owner, time.time() - self.reservation_ttl_s)
+            return settled
 
     def left(self, principal: Principal) -> int | None:
         """Calls left in the principal's current period (None: no call budget)."""

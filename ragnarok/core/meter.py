@@ -11,7 +11,7 @@ spend more than was reserved.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -24,6 +24,10 @@ class CallLimitReached(RuntimeError):
     """A backend call past the calls reserved for the request."""
 
 
+class CallNotRecorded(RuntimeError):
+    """A backend call whose spend could not be written down first (the service database is away): not made."""
+
+
 @dataclass
 class Meter:
     limit: int | None = None  # calls at most (None: unbounded)
@@ -33,7 +37,9 @@ class Meter:
     completion_tokens: int = 0
     generators: dict[str, int] = field(default_factory=dict)  # calls per generator
     reserved: bool = False  # the route reserved the request's worst case (a nested request reserves nothing)
-    reservation: Any = None  # the budget's reservation (ragnarok.auth.store.Reservation), settled at the end
+    reservation: Any = None  # the budget's reservation (ragnarok.auth.reservations.Reservation), settled at the end
+    # writes one call into the reservation before it is made (api/store_call.py); raises CallNotRecorded
+    record: Callable[[], None] | None = None
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
     @property
@@ -47,6 +53,8 @@ class Meter:
                 raise CallLimitReached(f"the request's {self.limit} backend call(s) are spent")
             if self.token_limit is not None and self.tokens >= self.token_limit:
                 raise CallLimitReached(f"the key's token budget ({self.token_limit:,}) is spent")
+            if self.record is not None:
+                self.record()  # on disk before the call: a process killed after it cannot lose it
             self.calls += 1
             self.generators[generator] = self.generators.get(generator, 0) + 1
 

@@ -171,9 +171,15 @@ class Guard:
             self._slots.release()
 
     def count_attempt(self) -> None:
-        """One backend call of a stream, counted as :meth:`call` counts each attempt (the request's spend)."""
+        """One backend call, counted as :meth:`call` counts each attempt (the request's spend; with a budget,
+        written into its reservation first: a database call)."""
         take_call(self.name)
         metrics.backend_call(self.name)
+
+    async def acount_attempt(self) -> None:
+        """:meth:`count_attempt` from the event loop (a stream's): in a worker thread, so that a slow database
+        never holds the loop; cancelled with the stream."""
+        await anyio.to_thread.run_sync(self.count_attempt, abandon_on_cancel=True)
 
     @asynccontextmanager
     async def reserved(self) -> AsyncIterator[Budget]:

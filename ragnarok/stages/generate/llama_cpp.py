@@ -231,7 +231,7 @@ class LlamaCppGenerator:
             except RuntimeError:
                 pass
 
-        self.guard.count_attempt()
+        await self.guard.acount_attempt()
         job = self.owner.submit(lambda llm: completion(llm, messages, self.sampling(), cancel, emit))
         job.add_done_callback(ended)
         try:

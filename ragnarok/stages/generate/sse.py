@@ -109,7 +109,7 @@ async def stream_events(guard: Guard, url: str, body: dict[str, Any], headers: d
             started = False
             if attempt > 1 and first_by is not None and first_by - time.monotonic() < MIN_ATTEMPT_S:
                 raise GenerationError(guard.name, f"no first token in time ({attempt - 1} attempts)", timeout=True)
-            guard.count_attempt()
+            await guard.acount_attempt()
             try:
                 async for item in _attempt(client, url, body, headers):
                     started = True
