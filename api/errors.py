@@ -21,6 +21,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
 from api.body import BodyLimit
+from api.store_call import RETRY_AFTER_S
 from ragnarok.core.java import JavaNotFoundError
 from ragnarok.core.meter import CallLimitReached, CallNotRecorded
 from ragnarok.core.registry import ComponentArgumentError, UnknownComponentError
@@ -254,6 +255,12 @@ def install_error_handlers(app: FastAPI, max_body_bytes: int) -> None:
 
     for error_type, status in MESSAGE_STATUS.items():
         app.add_exception_handler(error_type, _message_handler(status))
+
+    @app.exception_handler(CallNotRecorded)
+    async def _not_recorded(_: Request, exc: CallNotRecorded) -> JSONResponse:
+        response = _json(503, str(exc), _)
+        response.headers["Retry-After"] = str(RETRY_AFTER_S)  # as every 503 of the service database's
+        return response
 
     @app.exception_handler(Exception)
     async def _unexpected(request: Request, exc: Exception) -> JSONResponse:

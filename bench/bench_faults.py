@@ -67,10 +67,13 @@ class Clients:
                 {"topic": TOPICS[i % 5], "pipeline": "bm25@5 | " + ("paid" if kind == "paid" else "extractive")})
         route = "/v1/retrieve" if kind == "retrieve" else "/rag"
         try:
-            return kind, http.post(self.url + route, json=body, timeout=120,
-                                   headers={"Authorization": f"Bearer {self.secrets[kind]}"}).status_code
+            answer = http.post(self.url + route, json=body, timeout=120,
+                               headers={"Authorization": f"Bearer {self.secrets[kind]}"})
         except httpx.HTTPError as exc:
             return kind, type(exc).__name__
+        if answer.status_code == 503 and "no instance of the service" in answer.text:
+            return kind, "503 (nginx)"  # its instance died with it in flight: no instance can audit it
+        return kind, answer.status_code
 
     def _run(self, n: int) -> None:
         with httpx.Client() as http:
@@ -198,16 +201,14 @@ def _accounts(store: AuthStore, load: Clients, backend_calls: int) -> list[tuple
     statuses = Counter(str(st) for _, st, _, _ in load.records)
     owners = {k.name: f"key:{k.id}" for k in store.keys()}
     spent = {name: sum(u["calls"] for u in store.usage(owner)) for name, owner in owners.items()}
-    audit = Counter()
-    for owner in owners.values():
-        audit.update(str(r["status"]) for r in store.audit_rows(owner, limit=1_000_000))
+    audit = Counter(str(r["status"]) for r in store.audit_rows(limit=10_000_000))  # refusals' owners too
     client = Counter(str(st) for _, st, _, _ in load.records if isinstance(st, int))
     return [("requests", str(len(load.records))),
             ("statuses seen by clients", ", ".join(f"{k}: {v}" for k, v in sorted(statuses.items()))),
             ("500s / 502s", f"{statuses['500']} / {statuses['502']}"),
             ("backend calls / recorded spend", f"{backend_calls} / {sum(spent.values())}"),
             ("paid key: recorded spend / budget", f"{spent.get('f-paid', 0)} / {BUDGET}"),
-            ("audit rows / answers with a status", f"{sum(audit.values())} / {sum(client.values())}"),
+            ("audit rows / the instances' answers", f"{sum(audit.values())} / {sum(client.values())}"),
             ("audit statuses", ", ".join(f"{k}: {v}" for k, v in sorted(audit.items())))]
 
 

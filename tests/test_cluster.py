@@ -163,7 +163,7 @@ def test_a_budget_of_50_calls_holds_across_instances(cluster, fake):
 
     answers = asyncio.run(run())
     statuses = [a.status_code for a in answers]
-    # 300 reservations on one key queue for its row: past the 5 s bound on a store call, a request is told the
+    # 300 reservations on one key queue for its row: past the 4 s bound on a store call, a request is told the
     # database is busy (503, Retry-After), never that it is down, and never runs uncounted
     busy = [a for a in answers if a.status_code == 503]
     assert statuses.count(200) == 50 and set(statuses) <= {200, 429, 503}, sorted(set(statuses))

@@ -6,7 +6,8 @@ because the database cannot be reached (refused, shut down, timed out: :func:`un
 a growing pause (at most :data:`MAX_PAUSE_S`) until the database is back, so an outage loses none of it; a
 batch that fails otherwise is logged and dropped (it would never be written). At most ``most`` items wait: past
 that the oldest are dropped, logged. Items still queued when the process exits are lost (the process never
-waits for the database: :meth:`Backlog.flush` has a timeout).
+waits for the database: :meth:`Backlog.flush` has a timeout), unless the backlog has a spool: then those that
+waited for the database are on disk too, for another process to write (:mod:`ragnarok.auth.spool`).
 """
 
 from __future__ import annotations
@@ -43,12 +44,15 @@ def unreachable(exc: BaseException) -> bool:
 class Backlog:
     """Items written by ``write(batch)`` in a background thread named ``name`` (see the module's docstring)."""
 
-    def __init__(self, name: str, write: Callable[[list[Any]], None], what: str, most: int = 100_000):
+    def __init__(self, name: str, write: Callable[[list[Any]], None], what: str, most: int = 100_000,
+                 spool: Any = None):
         self.name, self.write, self.what, self.most = name, write, what, most
+        self.spool = spool  # where the items that wait for the database are kept on disk too (ragnarok.auth.spool)
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
         self.waiting = 0  # items queued and not yet written (or dropped)
+        self.degraded = False  # the last write found the database away (and there is a spool)
 
     def put(self, item: Any) -> None:
         with self._lock:
@@ -56,6 +60,9 @@ class Backlog:
                 self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
                 self._thread.start()
             self.waiting += 1
+            degraded = self.degraded
+        if degraded:  # the database is away: on disk at once, not at the next try (a kill -9 may come first)
+            self.spool.add([item])
         self._queue.put(("item", item))
 
     def flush(self, timeout_s: float = 5.0) -> bool:
@@ -95,16 +102,26 @@ class Backlog:
     def _run(self) -> None:
         pending: deque[Any] = deque()
         flushes: list[threading.Event] = []
-        pause = 0.05
+        pause, spooled = 0.05, False
         while True:
             self._take(pending, flushes)
             if pending:
                 batch = list(pending)[:BATCH]
                 try:
                     self.write(batch)
+                    if spooled:
+                        self.spool.remove(batch)
+                        spooled = len(pending) > len(batch)
+                        with self._lock:
+                            self.degraded = spooled
                 except Exception as exc:  # noqa: BLE001 - a writer that stops would lose everything after
                     if unreachable(exc):
                         log.warning("%d %s(s) wait for the database: %s", len(pending), self.what, describe(exc))
+                        if self.spool is not None:  # on disk too: a process killed now loses none of them
+                            with self._lock:
+                                self.degraded = True
+                            self.spool.add(list(pending))
+                            spooled = True
                         time.sleep(pause)
                         pause = min(MAX_PAUSE_S, pause * 2)
                         continue

@@ -28,6 +28,7 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import Engine, text
@@ -52,6 +53,7 @@ from ragnarok.auth.records import KEY_COLUMNS as _KEY_COLUMNS
 from ragnarok.auth.records import KeyRecord, check_fields, when
 from ragnarok.auth.records import record as _record
 from ragnarok.auth.reservations import DAY_S, Reservation, period_bounds
+from ragnarok.auth.spool import Spool
 
 log = logging.getLogger(__name__)
 KEY_PREFIX = "rk_"
@@ -96,13 +98,15 @@ class AuthStore:
     _shared: dict[str, AuthStore] = {}
     _shared_lock = threading.Lock()
 
-    def __init__(self, url: str, cache_s: float = 1.0, reservation_ttl_s: float = 900.0):
+    def __init__(self, url: str, cache_s: float = 1.0, reservation_ttl_s: float = 900.0,
+                 spool_dir: Path | None = None):
         self._engine: Engine = make_engine(url)  # no connection yet: the database is opened on first use
         self._where = safe_url(url)
         self.cache_s, self.reservation_ttl_s = cache_s, reservation_ttl_s
         self._cache: OrderedDict[str, tuple[float, KeyRecord | None]] = OrderedDict()
         self._cache_lock = threading.Lock()
-        self._audit = Backlog("ragnarok-audit", self._write_audit, "audit row")
+        self.spool = Spool(spool_dir) if spool_dir is not None else None
+        self._audit = Backlog("ragnarok-audit", self._write_audit, "audit row", spool=self.spool)
         self._unsettled = Backlog("ragnarok-spend", self._write_spend, "request's spend")
         self._opened = False
         self._opening = threading.Lock()
@@ -139,7 +143,8 @@ class AuthStore:
             store = cls._shared.get(url)
             if store is None or store.cache_s != settings.auth_cache_s:
                 store = cls._shared[url] = cls(url, cache_s=settings.auth_cache_s,
-                                               reservation_ttl_s=max(900.0, 2 * settings.gateway_timeout_s))
+                                               reservation_ttl_s=max(900.0, 2 * settings.gateway_timeout_s),
+                                               spool_dir=settings.data_dir / "spool")
             return store
 
     # -- keys ---------------------------------------------------------------------------------------------
@@ -318,8 +323,13 @@ class AuthStore:
                 raise StoreError("the request's reservation was settled as abandoned (past its TTL)")
 
     def sweep(self) -> int:
-        """Settle every abandoned reservation (each owner's under its budget lock); the calls counted."""
+        """Settle every abandoned reservation (each owner's under its budget lock) and write the spooled audit
+        rows of dead processes of this host (:mod:`ragnarok.auth.spool`); the calls counted."""
         with self._errors("settle abandoned reservations"):
+            for path, rows in self.spool.orphans() if self.spool is not None else ():
+                for i in range(0, len(rows), 500):
+                    self._write_audit(rows[i:i + 500])
+                path.unlink(missing_ok=True)
             with self.engine.connect() as conn:
                 owners = [r[0] for r in conn.execute(text("SELECT DISTINCT owner FROM key_reservations"))]
             settled = 0
