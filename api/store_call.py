@@ -72,6 +72,8 @@ async def sweep_forever(store: Any, every_s: float = SWEEP_S) -> None:
                 log.warning("settled %d backend call(s) of requests whose process died", settled)
         except StoreError as exc:
             log.info("abandoned reservations not settled now: %s", exc)
+        except Exception:  # noqa: BLE001 - a sweep that stops would leave every later death unsettled
+            log.exception("the sweep of abandoned reservations failed; it runs again in %g s", every_s)
 
 
 def unavailable(exc: StoreError) -> str:

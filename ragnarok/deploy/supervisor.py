@@ -12,6 +12,8 @@ driven over its XML-RPC interface on the unix socket (0700), every call within :
 from __future__ import annotations
 
 import http.client
+import os
+import pwd
 import socket
 import subprocess
 import sys
@@ -89,9 +91,6 @@ stdout_logfile_backups=2
 
 
 def _user() -> str:
-    import os  # noqa: PLC0415
-    import pwd  # noqa: PLC0415
-
     return pwd.getpwuid(os.geteuid()).pw_name
 
 
