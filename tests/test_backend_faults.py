@@ -284,8 +284,9 @@ def test_a_slot_freed_too_late_is_given_back_unused():
 
 
 def test_streams_waiting_past_their_deadline_never_call(fake, tmp_path):
-    """70 streams on a backend that never answers, 64 slots, 2 s each: at most 64 calls, none after the 504s
-    (those that waited for a slot past their deadline gave it back unused)."""
+    """70 streams on a backend that never answers, 64 slots, 2 s each: no call after the 504s (those that
+    waited for a slot past their deadline gave it back unused; test_a_slot_freed_too_late_is_given_back_unused
+    checks that step alone)."""
     app, base = fake
     settings = Settings(data_dir=tmp_path, generators=[
         GeneratorConfig(name="hung", backend="openai", base_url=base + "/v1", model="hang::streams", timeout_s=2,
@@ -303,5 +304,7 @@ def test_streams_waiting_past_their_deadline_never_call(fake, tmp_path):
         at_end = list(app.state.times["hang::streams"])
         time.sleep(2.5)  # a call made late would arrive now
         later = list(app.state.times["hang::streams"])
-    # (the calls' times are not compared with the client's: server, fake and client share this process)
-    assert later == at_end and 0 < len(later) <= 64, (len(at_end), len(later), sorted(set(causes)))
+    # every call came before the answers (the bug: 64 calls at the deadline, 70 at the end). Not "at most 64":
+    # server, fake and client share this process, so the server may start a request a second after another,
+    # and a slot freed by the first 64 leaves that one time for a call within its own deadline.
+    assert later == at_end and 0 < len(later) <= 70, (len(at_end), len(later), sorted(set(causes)))
