@@ -22,6 +22,17 @@ from test_network_defects import hung_backend
 GRACE_S = 3.0
 
 
+def _sigterm(server, calls: list[threading.Thread]) -> float:
+    """SIGTERM to ``server``; the seconds until it exited (then the client threads are joined)."""
+    signalled = time.monotonic()
+    server.send_signal(signal.SIGTERM)
+    server.wait(60)
+    exit_s = time.monotonic() - signalled
+    for call in calls:
+        call.join(30)
+    return exit_s
+
+
 @pytest.mark.parametrize("workers", [1, 2])
 def test_sigterm_ends_streams_answers_requests_and_exits_within_the_grace(demo_settings, tmp_path, slowdown,
                                                                           workers):
@@ -64,12 +75,7 @@ def test_sigterm_ends_streams_answers_requests_and_exits_within_the_grace(demo_s
             while not (any(n == "sentence" for n, _ in streamed) and quick.state.script.calls and accepted):
                 assert time.monotonic() < deadline, ("the calls did not reach their backends", got, streamed)
                 time.sleep(0.05)
-            signalled = time.monotonic()
-            started[0].send_signal(signal.SIGTERM)
-            started[0].wait(60)
-            exit_s = time.monotonic() - signalled
-            for call in calls:
-                call.join(30)
+            exit_s = _sigterm(started[0], calls)
     output = log.read_text(errors="replace")
     assert started[0].returncode in (0, -signal.SIGTERM), output[-3000:]  # uvicorn raises the signal it caught
     # the stream: cut at once with an error event, after the text it had
@@ -141,12 +147,7 @@ def test_sigterm_beside_a_cpu_hog_exits_within_the_grace_plus_1s_and_audits_what
                 time.sleep(0.05)
             time.sleep(0.5)  # every stream has sent some text
             with cpu_hogs(GRACE_S + 30):
-                signalled = time.monotonic()
-                started[0].send_signal(signal.SIGTERM)
-                started[0].wait(60)
-                exit_s = time.monotonic() - signalled
-            for call in calls:
-                call.join(30)
+                exit_s = _sigterm(started[0], calls)
     output = log.read_text(errors="replace")
     assert exit_s < GRACE_S + 1.0, (exit_s, output[-3000:])
     for i in range(3):

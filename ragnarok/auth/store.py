@@ -36,8 +36,6 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from ragnarok.arena.db import (
     CONNECT_TIMEOUT_S,
-    POOL_TIMEOUT_S,
-    StoreBusy,
     StoreError,
     describe,
     make_engine,
@@ -54,23 +52,12 @@ from ragnarok.auth.records import KeyRecord, check_fields, when
 from ragnarok.auth.records import record as _record
 from ragnarok.auth.reservations import DAY_S, Reservation, period_bounds
 from ragnarok.auth.spool import Spool
+from ragnarok.auth.store_errors import AuthError, BudgetExceeded, Errors
 
 log = logging.getLogger(__name__)
 KEY_PREFIX = "rk_"
 #: Lookups remembered at most (unknown secrets included, so guessing keys costs no database reads).
 CACHE_ENTRIES = 10_000
-
-
-class AuthError(Exception):
-    """401: no key, or one that is unknown, expired or revoked."""
-
-
-class BudgetExceeded(Exception):
-    """429: the request's worst case does not fit in what is left of the budget."""
-
-    def __init__(self, message: str, retry_after_s: float):
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
 
 
 def secret_hash(secret: str) -> str:
@@ -385,22 +372,4 @@ class AuthStore:
         return [dict(r) for r in rows]
 
     def _errors(self, what: str) -> Any:
-        return _Errors(self._where, what)
-
-
-class _Errors:
-    """Database failures as one-line :class:`StoreError`; our own errors pass through."""
-
-    def __init__(self, where: str, what: str):
-        self.where, self.what = where, what
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, kind: Any, exc: BaseException | None, tb: Any) -> bool:
-        if exc is None or isinstance(exc, (ValueError, LookupError, AuthError, BudgetExceeded, StoreError)):
-            return False
-        if isinstance(exc, PoolTimeout):
-            raise StoreBusy(f"the service database at {self.where} is busy: no connection of this process's pool "
-                            f"freed within {POOL_TIMEOUT_S:g} s to {self.what}") from exc
-        raise StoreError(f"the service database at {self.where} could not {self.what}: {describe(exc)}") from exc
+        return Errors(self._where, what)
