@@ -150,25 +150,32 @@ def test_up_prints_its_parts_and_a_second_up_says_it_is_up(cluster):
 
 
 def test_a_budget_of_50_calls_holds_across_instances(cluster, fake):
-    """300 concurrent keyed requests through the proxy on a 50-call budget: exactly 50 reach the backend."""
+    """300 concurrent keyed requests through the proxy on a 50-call budget, each retried as its 503 asks (after
+    Retry-After): exactly 50 reach the backend and exactly 50 are answered, the rest refused (429)."""
     app, _ = fake
     url = cluster[0]["URL"]
     secret = _key(cluster, "budget-50", budget_calls=50)
 
-    async def run() -> list[httpx.Response]:
+    async def run(n: int) -> list[httpx.Response]:
         async with httpx.AsyncClient(timeout=T, limits=httpx.Limits(max_connections=300)) as client:
             return await asyncio.gather(*(client.post(url + "/v1/generate", headers=_bearer(secret),
                                                       json={"request": CANDIDATES, "generator": "paid"})
-                                          for _ in range(300)))
+                                          for _ in range(n)))
 
-    answers = asyncio.run(run())
-    statuses = [a.status_code for a in answers]
-    # 300 reservations on one key queue for its row: past the 4 s bound on a store call, a request is told the
-    # database is busy (503, Retry-After), never that it is down, and never runs uncounted
-    busy = [a for a in answers if a.status_code == 503]
-    assert statuses.count(200) == 50 and set(statuses) <= {200, 429, 503}, sorted(set(statuses))
-    assert all("busy" in a.json()["detail"] or "in time" in a.json()["detail"] for a in busy), busy[0].text
-    assert all(a.headers.get("retry-after") for a in busy)
+    answered, pending, rounds = [], 300, 0
+    while pending and rounds < 6:
+        answers = asyncio.run(run(pending))
+        # 300 reservations on one key queue for its row: past the bounds on a store call, a request is told the
+        # database is busy (503, Retry-After), never that it is down, and never runs uncounted
+        busy = [a for a in answers if a.status_code == 503]
+        assert all("busy" in a.json()["detail"] or "in time" in a.json()["detail"] for a in busy), busy[0].text
+        assert all(a.headers.get("retry-after") for a in busy)
+        answered += [a.status_code for a in answers if a.status_code != 503]
+        pending, rounds = len(busy), rounds + 1
+        if busy:
+            time.sleep(max(int(a.headers["retry-after"]) for a in busy))
+    assert pending == 0, f"{pending} requests still told 'busy' after {rounds} rounds"
+    assert answered.count(200) == 50 and set(answered) == {200, 429}, sorted(set(answered))
     assert app.state.calls["ok:cluster"] == 50
 
 
