@@ -9,10 +9,12 @@ The Python API is :mod:`ragnarok.api`, re-exported here and imported on first us
     run = ragnarok.search("demo", pipeline="bm25@100")
     ragnarok.evaluate(run, qrels="demo")
     pipeline = ragnarok.Pipeline("bm25@20 | extractive")   # loaded once, reused across calls
+    ragnarok.Experiment(["bm25@100", "bm25+rm3@100"], "demo", qrels="demo", baseline=0)  # a DataFrame
 
 The layers, top to bottom, are packages: ``cli`` and ``api`` (the entry points), the tools (``track``,
-``optimize``, ``judge``, ``collection``, ``viewer``, ``deploy``), ``service``, the stores (``auth``,
-``arena``), ``stages``, ``core`` and ``runtime``; pyproject.toml's import contract keeps them in that order.
+``optimize``, ``judge``, ``collection``, ``viewer``, ``deploy``, ``experiment``), ``service``, the stores
+(``auth``, ``arena``), ``stages``, ``core`` and ``runtime``; pyproject.toml's import contract keeps them in that
+order.
 """
 
 from __future__ import annotations
@@ -21,9 +23,19 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ragnarok.api import Pipeline, evaluate, load_topics, rag, retrieve, search
+    from ragnarok.api import (
+        Experiment,
+        Pipeline,
+        evaluate,
+        load_qrels,
+        load_topics,
+        rag,
+        retrieve,
+        run,
+        search,
+    )
 
-__all__ = ["Pipeline", "evaluate", "load_topics", "rag", "retrieve", "search"]
+__all__ = ["Experiment", "Pipeline", "evaluate", "load_qrels", "load_topics", "rag", "retrieve", "run", "search"]
 
 
 def __getattr__(name: str) -> Any:

@@ -1,5 +1,6 @@
 """The Python API, for notebooks and scripts: ``ragnarok.rag``, ``ragnarok.retrieve``, ``ragnarok.search``,
-``ragnarok.evaluate`` and ``ragnarok.Pipeline``.
+``ragnarok.run``, ``ragnarok.evaluate``, ``ragnarok.Experiment``, ``ragnarok.load_topics``, ``ragnarok.load_qrels``
+and ``ragnarok.Pipeline``.
 
 The same code as the command line and ``POST /rag`` (the gateway's :class:`~ragnarok.service.gateway.PipelineRunner`
 over the R and AG services of an app in this process, or the remote ones the settings name; the batch runner
@@ -29,24 +30,22 @@ from collections.abc import Coroutine, Iterable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ragnarok.core.settings import Settings, get_settings
+from ragnarok.core.results import Answers, Qrels, Ranking, Topics, TopicsFailed
+from ragnarok.core.settings import Settings, get_settings, index_name, with_index_path
 from ragnarok.core.topics import Topic
 from ragnarok.core.types import Query, RagAnswer, Request
 
 T = TypeVar("T")
 #: The pipeline the functions run when given none (``ragnarok run``'s default).
 DEFAULT_PIPELINE = "offline"
-Run = dict[str, dict[str, float]]
 
 
-class SearchFailed(RuntimeError):
+class SearchFailed(TopicsFailed):
     """Some topics failed after their retries: ``failures`` names each one, ``run`` holds the others."""
 
-    def __init__(self, failures: list[Any], run: Run):
-        self.failures, self.run = failures, run
-        names = ", ".join(f.qid for f in failures[:20]) + (f" and {len(failures) - 20} more" if len(failures) > 20
-                                                           else "")
-        super().__init__(f"{len(failures)} topics failed ({names}); the first: {failures[0]}")
+    @property
+    def run(self) -> Ranking:
+        return self.results
 
 
 class _Loop:
@@ -91,10 +90,11 @@ class Pipeline:
                  settings: Settings | None = None):
         from ragnarok.track.run import check_names  # noqa: PLC0415
 
-        self.settings = settings or get_settings()
-        self.spec, self.index = str(spec), index
+        # an index directory or prebuilt:NAME is named as `ragnarok search --index` names it
+        self.settings = with_index_path(settings or get_settings(), index)
+        self.spec, self.index = str(spec), index_name(index)
         self.pipeline = _parse(self.spec, self.settings)
-        check_names(self.pipeline, self.settings, index)
+        check_names(self.pipeline, self.settings, self.index)
         self._services: Any = None
         self._app: Any = None  # the in-process app behind the services (kept alive with them)
         self._loop: _Loop | None = None
@@ -148,25 +148,45 @@ class Pipeline:
         return result.model_copy(update={"candidates": result.candidates[:k]}) if k else result
 
     def search(self, topics: str | Path | Iterable[str | Topic] | Mapping[str, str], *,
-               concurrency: int = 4) -> Run:
+               concurrency: int = 4) -> Ranking:
         """A run of the pipeline's retrieval part over ``topics``: ``{qid: {docid: score}}`` in the topics'
-        order, what ``ragnarok search --pipeline`` writes (:func:`ragnarok.core.trec.write_run` writes it out).
+        order (a :class:`~ragnarok.core.results.Ranking`: ``.to_pandas()`` gives qid, docid, rank, score), what
+        ``ragnarok search --pipeline`` writes (:func:`ragnarok.core.trec.write_run` writes it out).
 
         ``topics``: a set name (``demo``, ``rag24``, ...), a topic file, ``{qid: text}``, or a list of topics
         or strings (numbered ``q1``, ``q2``, ...). Topics that still fail after their retries raise
         :class:`SearchFailed` (its ``run`` holds the others)."""
+        results, failures = self._each(self._retrieval(None), topics, concurrency)
+        run = Ranking({qid: {c.docid: c.score for c in result.candidates} for qid, result in results.items()})
+        if failures:
+            raise SearchFailed(failures, run)
+        return run
+
+    def run(self, topics: str | Path | Iterable[str | Topic] | Mapping[str, str], *,
+            concurrency: int = 4) -> Answers:
+        """The pipeline's answers to ``topics`` (as :meth:`search` takes them): ``{qid: RagAnswer}`` in the
+        topics' order (an :class:`~ragnarok.core.results.Answers`: ``.to_pandas()`` gives a row per sentence with
+        its citations), what ``ragnarok run`` writes. Topics that still fail after their retries raise
+        :class:`~ragnarok.core.results.TopicsFailed` (its ``results`` holds the others)."""
+        if self.pipeline.generate is None:
+            raise ValueError("the pipeline has no generation stage: end it with a generator, e.g. `| extractive`")
+        results, failures = self._each(self.pipeline, topics, concurrency)
+        answers = Answers(results)
+        if failures:
+            raise TopicsFailed(failures, answers)
+        return answers
+
+    def _each(self, pipeline: Any, topics: Any, concurrency: int) -> tuple[dict[str, Any], list[Any]]:
+        """Every topic through ``pipeline`` (the batch runner's retries and bounds): results in the topics'
+        order, and the topics that failed."""
         from ragnarok.service.batch import run_topics  # noqa: PLC0415
 
         loaded = load_topics(topics, self.settings)
         services, loop = self._ready()
         failures: list[Any] = []
-        results = loop.run(run_topics(self._retrieval(None), loaded, self.settings, self.index, concurrency,
+        results = loop.run(run_topics(pipeline, loaded, self.settings, self.index, concurrency,
                                       on_failure=failures.append, services=services))
-        run = {t.qid: {c.docid: c.score for c in results[t.qid].candidates}  # type: ignore[union-attr]
-               for t in loaded if t.qid in results}
-        if failures:
-            raise SearchFailed(failures, run)
-        return run
+        return {t.qid: results[t.qid] for t in loaded if t.qid in results}, failures
 
     def _retrieval(self, k: int | None) -> Any:
         part = dataclasses.replace(self.pipeline, generate=None)
@@ -200,19 +220,31 @@ def _query(topic: str | Topic, topic_id: str) -> Query:
 
 
 def load_topics(topics: str | Path | Iterable[str | Topic] | Mapping[str, str],
-                settings: Settings | None = None) -> list[Topic]:
+                settings: Settings | None = None) -> Topics:
     """Topics from a set name or file (:func:`ragnarok.core.topic_sets.resolve_topics`), ``{qid: text}``, or a list of
-    Topic or strings (numbered ``q1``, ``q2``, ...)."""
+    Topic or strings (numbered ``q1``, ``q2``, ...); ``.to_pandas()`` gives qid, text."""
     from ragnarok.core.topic_sets import resolve_topics  # noqa: PLC0415
 
     if isinstance(topics, (str, Path)):
-        return resolve_topics(topics, settings or get_settings())
+        return Topics(resolve_topics(topics, settings or get_settings()))
     if isinstance(topics, Mapping):
-        return [Topic(str(qid), text) for qid, text in topics.items()]
-    loaded = [t if isinstance(t, Topic) else Topic(f"q{n}", _query(t, "").text) for n, t in enumerate(topics, 1)]
+        return Topics(Topic(str(qid), text) for qid, text in topics.items())
+    loaded = Topics(t if isinstance(t, Topic) else Topic(f"q{n}", _query(t, "").text)
+                    for n, t in enumerate(topics, 1))
     if not loaded:
         raise ValueError("no topics given")
     return loaded
+
+
+def load_qrels(qrels: str | Path | Mapping[str, Mapping[str, int]], settings: Settings | None = None) -> Qrels:
+    """Judgments ``{qid: {docid: grade}}`` from a set name (``demo``, ``rag24``, ...), a qrels file, or a mapping;
+    ``.to_pandas()`` gives qid, docid, grade."""
+    from ragnarok.core.evaluation import read_qrels  # noqa: PLC0415
+    from ragnarok.core.topic_sets import qrels_path  # noqa: PLC0415
+
+    if isinstance(qrels, Mapping):
+        return Qrels({str(q): {str(d): int(g) for d, g in docs.items()} for q, docs in qrels.items()})
+    return Qrels(read_qrels(qrels_path(qrels, settings or get_settings())))
 
 
 _pipelines: dict[tuple[str, str | None, str], Pipeline] = {}
@@ -252,13 +284,23 @@ def retrieve(query: str | Topic, k: int | None = None, pipeline: str | Pipeline 
 
 
 def search(topics: str | Path | Iterable[str | Topic] | Mapping[str, str], pipeline: str | Pipeline | None = "bm25",
-           *, index: str | None = None, concurrency: int = 4, settings: Settings | None = None) -> Run:
+           *, index: str | None = None, concurrency: int = 4, settings: Settings | None = None) -> Ranking:
     """A run ``{qid: {docid: score}}`` over ``topics`` (a set name, a file, ``{qid: text}`` or a list); see
     :meth:`Pipeline.search`.
 
     >>> run = ragnarok.search("demo", pipeline="bm25+rocchio@100")   # doctest: +SKIP
     """
     return pipeline_for(pipeline, index, settings).search(topics, concurrency=concurrency)
+
+
+def run(topics: str | Path | Iterable[str | Topic] | Mapping[str, str], pipeline: str | Pipeline | None = None,
+        *, index: str | None = None, concurrency: int = 4, settings: Settings | None = None) -> Answers:
+    """The answers ``{qid: RagAnswer}`` to ``topics`` (a set name, a file, ``{qid: text}`` or a list), as
+    ``ragnarok run`` gives them; see :meth:`Pipeline.run`.
+
+    >>> ragnarok.run("demo", pipeline="bm25@20 | extractive").to_pandas()   # doctest: +SKIP
+    """
+    return pipeline_for(pipeline, index, settings).run(topics, concurrency=concurrency)
 
 
 def evaluate(run: Mapping[str, Any] | Iterable[RagAnswer] | str | Path, *, qrels: Any = None, nuggets: Any = None,
@@ -309,3 +351,59 @@ def _nugget_scores(run: Any, nuggets: Any, judge: str | None, settings: Settings
         raise ValueError(f"no answered topic has nuggets (answered: {', '.join(sorted(answers)[:5])}...): "
                          "wrong nugget file?")
     return {metric: interval.mean for metric, interval in result.means(metrics_of([result])).items()}
+
+
+def Experiment(pipelines: Iterable[Any], topics: Any, qrels: Any = None, nuggets: Any = None, *,  # noqa: N802
+               perquery: bool = False, **options: Any) -> Any:
+    """Several pipelines on the same topics, in one pandas DataFrame, as PyTerrier's ``pt.Experiment``
+    (:mod:`ragnarok.experiment.experiment` says what each column holds).
+
+    ``pipelines``: specs or presets (``"bm25@100"``, ``"rrf(bm25, dense:minilm)"``), :class:`Pipeline` objects,
+    run files (TREC runs with ``qrels``, answer JSONL with ``nuggets``) or results already in hand
+    (:func:`search`'s, :func:`run`'s). ``topics``: as :func:`search` takes them. ``qrels`` (a set name, a file or
+    ``{qid: {docid: grade}}``): rankings measured with ir-measures (``metrics`` default nDCG@10, MAP@100,
+    Recall@100, MAP). ``nuggets`` (a set name or a file): answers judged by ``judge`` as ``eval-rag`` does,
+    its cache shared (default metrics ``all``, ``vital``, ``response_length``; ``support=True`` reads the cited
+    segments from ``index`` for ``support_precision``/``support_recall``). ``baseline``: a pipeline's position
+    or name; ``test``: ``t`` or ``wilcoxon``; ``correction``: ``bonferroni`` or ``holm``.
+
+    ``perquery=True``: one row per pipeline, topic and metric instead. Other options: see :func:`measure`.
+
+    >>> ragnarok.Experiment(["bm25@1000", "bm25+rm3@1000"], "demo", qrels="demo", baseline=0)  # doctest: +SKIP
+    """
+    measured = measure(pipelines, topics, qrels, nuggets, **options)
+    return measured.perquery() if perquery else measured.means()
+
+
+def measure(pipelines: Iterable[Any], topics: Any, qrels: Any = None, nuggets: Any = None, *,
+            metrics: Iterable[str] | None = None, names: Iterable[str] | None = None,
+            baseline: int | str | None = None, test: str = "t", correction: str | None = None,
+            alpha: float = 0.05, judge: str | None = None, support: bool = False, maxp: bool | None = None,
+            index: str | None = None, concurrency: int = 4, settings: Settings | None = None) -> Any:
+    """:func:`Experiment`'s work: every pipeline run and scored once, kept as a
+    :class:`~ragnarok.experiment.experiment.Measured` whose ``means()`` and ``perquery()`` are its two tables."""
+    from ragnarok.experiment.experiment import measure as measure_runs  # noqa: PLC0415
+
+    settings = settings or get_settings()
+    one = (str, Path, Pipeline)  # a single pipeline or metric given bare, not in a list
+    pipelines, metrics = ([x] if isinstance(x, one) else x for x in (pipelines, metrics))
+    names = [names] if isinstance(names, str) else names
+    loaded = load_topics(topics, settings)
+    judge_, segments, judged = None, None, None
+    if nuggets is not None:
+        from ragnarok.core.topic_sets import nuggets_path  # noqa: PLC0415
+        from ragnarok.judge.nuggets import read_nuggets  # noqa: PLC0415
+        from ragnarok.judge.service import make_judge  # noqa: PLC0415
+
+        judged = read_nuggets(nuggets_path(nuggets, settings)) if isinstance(nuggets, (str, Path)) else nuggets
+        judge_ = make_judge(settings, judge)
+        if support:
+            from ragnarok.judge.answers import lucene_segments  # noqa: PLC0415
+            from ragnarok.judge.cli import index_dir  # noqa: PLC0415
+
+            segments = lucene_segments(index_dir(settings, index), "title segment")
+    return measure_runs(
+        list(pipelines), loaded, qrels=load_qrels(qrels, settings) if qrels is not None else None, nuggets=judged,
+        metrics=list(metrics) if metrics else None, names=list(names) if names else None, baseline=baseline,
+        test=test, correction=correction, alpha=alpha, judge=judge_, segments=segments,
+        maxp=maxp, make=lambda spec: pipeline_for(spec, index, settings), concurrency=concurrency)

@@ -6,6 +6,7 @@ import sys
 
 import pytest
 
+from ragnarok.api import measure
 from ragnarok.core.evaluation import evaluate, read_qrels
 from ragnarok.core.trec import read_run
 
@@ -45,3 +46,22 @@ def test_run_file_is_valid_trec(cacm_runs):
     first = [line.split() for line in lines if line.split()[0] == lines[0].split()[0]]
     assert [int(f[3]) for f in first] == list(range(1, len(first) + 1))
     assert len(first) <= 1000
+
+
+def test_an_experiment_on_cacm_equals_search_and_eval(cacm_runs, shared_data):
+    """ragnarok.Experiment of the two pipelines on CACM: Anserini's regression MAPs, the per-topic figures of the
+    CLI's run files, and a paired test (issue 49)."""
+
+    from ragnarok.core.evaluation import per_query
+
+    topics, qrels = shared_data / "cacm" / "topics.cacm.txt", shared_data / "cacm" / "qrels.cacm.txt"
+    measured = measure(["bm25@1000", "bm25+rm3@1000"], str(topics), qrels=str(qrels),
+                       index=str(cacm_runs / "index"), baseline=0, test="wilcoxon")
+    frame = measured.means()
+    assert [round(v, 4) for v in frame["MAP"]] == [0.3123, 0.3648]
+    assert frame.loc[1, "MAP p-value"] < 0.05 and frame.loc[1, "MAP +"] > frame.loc[1, "MAP -"]
+    judged = read_qrels(qrels)
+    for scores, name in zip(measured.scores, ("bm25", "rm3")):
+        expected = per_query(judged, read_run(cacm_runs / f"{name}.txt"))
+        assert scores["MAP"] == pytest.approx({q: expected.get(q, {}).get("MAP", 0.0) for q in scores["MAP"]},
+                                              abs=1e-4)

@@ -162,3 +162,18 @@ def test_rebuild_replaces_the_index_atomically(tmp_path):
 def test_missing_index_says_how_to_build_it(lucene_dir):
     with pytest.raises(DenseIndexNotFoundError, match="ragnarok index --dense gte-l"):
         DenseRetriever("dense:gte-l", str(lucene_dir), "gte-l").retrieve(Query(text="x"), 3)
+
+
+def test_an_experiment_with_dense_and_fused_pipelines(lucene_dir, indexes):
+    """ragnarok.Experiment (issue 49) over the index directory: dense retrieval ahead of BM25 on paraphrases,
+    the fusion beside them, each topic scored."""
+    import ragnarok
+
+    topics = {f"p{n}": text for n, (text, _) in enumerate(PARAPHRASES)}
+    qrels = {f"p{n}": {docid: 1} for n, (_, docid) in enumerate(PARAPHRASES)}
+    frame = ragnarok.Experiment(["bm25@10", "dense:minilm@10", "rrf(bm25, dense:minilm)@10"], topics, qrels=qrels,
+                                metrics=["RR", "R@10"], index=str(lucene_dir), baseline=0)
+    assert list(frame["topics"]) == [len(PARAPHRASES)] * 3 and list(frame["missing"]) == [0, 0, 0]
+    assert frame.loc[1, "RR"] == 1.0 > frame.loc[0, "RR"]  # each paraphrase's subject first
+    assert frame.loc[1, "RR +"] >= 1 and frame.loc[1, "RR -"] == 0
+    assert frame.loc[2, "R@10"] == 1.0

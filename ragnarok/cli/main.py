@@ -13,6 +13,7 @@ import typer
 from ragnarok.auth.cli import keys_app
 from ragnarok.cli import prompt as prompt_cli
 from ragnarok.cli import schema as schema_cli
+from ragnarok.cli.compare import compare
 from ragnarok.cli.search import evaluate_run, search
 from ragnarok.collection.cli import collection_app, prebuilt_app
 from ragnarok.core.settings import get_settings
@@ -282,6 +283,7 @@ app.add_typer(prebuilt_app, name="prebuilt")
 app.add_typer(keys_app, name="keys")
 app.add_typer(judge_cli.judge_app, name="judge")
 app.command("eval-rag")(judge_cli.eval_rag)
+app.command("compare")(compare)
 app.command("optimize")(optimize_cli.optimize)
 app.command("run")(track_cli.run)
 app.command("validate")(track_cli.validate)

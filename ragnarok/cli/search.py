@@ -9,7 +9,7 @@ from typing import Annotated, Any, Optional
 
 import typer
 
-from ragnarok.core.settings import Settings, get_settings
+from ragnarok.core.settings import Settings, get_settings, index_name, names_a_source, with_index_path
 from ragnarok.core.topic_sets import qrels_path, resolve_topics
 from ragnarok.runtime import cli_output
 from ragnarok.runtime.cli_errors import fails_cleanly, row_names
@@ -45,8 +45,8 @@ def search(
 
     cli_output.file_not_format(output)
     set_verbose(verbose)
-    settings = _with_index_path(get_settings(), index)
-    if index is not None and not _named_source(index) and index not in settings.index_sources() \
+    settings = with_index_path(get_settings(), index)
+    if index is not None and not names_a_source(index) and index not in settings.index_sources() \
             and ("/" in index or index.startswith(".")):
         raise FileNotFoundError(f"no index directory {index} (and no configured index of that name)")
     loaded = resolve_topics(topics, settings)
@@ -55,7 +55,7 @@ def search(
         if k is not None:
             raise ValueError("--k sets the hits of one --retriever; a --pipeline sets its own depths "
                              "(e.g. 'bm25@1000 | mmr@100')")
-        parsed = _retrieval_part(pipeline, settings, _index_name(index))
+        parsed = _retrieval_part(pipeline, settings, index_name(index))
         sources = [s.name + (f":{s.arg}" if s.arg else "") for s in parsed.sources()]
     else:
         sources = [retriever]
@@ -67,7 +67,7 @@ def search(
             ensure_dense_index(target, model)  # built on first use, rebuilt when stale
     failures: list = []
     if parsed is not None:
-        ranking, failures = _pipeline_ranking(parsed, loaded, settings, _index_name(index), threads)
+        ranking, failures = _pipeline_ranking(parsed, loaded, settings, index_name(index), threads)
     else:
         ranking = _retriever_ranking(retriever, loaded, settings, index, k or 1000, threads)
     from ragnarok.core.trec import write_run  # noqa: PLC0415
@@ -142,7 +142,7 @@ def _retriever_ranking(retriever: str, topics: list, settings: Settings, index: 
     from ragnarok.service.retrieval_service import RetrievalService  # noqa: PLC0415
 
     try:
-        chosen = RetrievalService(settings).get(retriever, _index_name(index))
+        chosen = RetrievalService(settings).get(retriever, index_name(index))
     except UnknownComponentError as exc:
         if exc.role != "retriever":
             raise
@@ -188,23 +188,6 @@ def _pipeline_ranking(parsed: Any, topics: list, settings: Settings, index: str 
     # in the topics' order, not the order they finished in: the same search writes the same bytes
     return {t.qid: [(c.docid, c.score) for c in results[t.qid].candidates]  # type: ignore[union-attr]
             for t in topics if t.qid in results}, failures
-
-
-def _named_source(index: str) -> bool:
-    """``--index`` names a source rather than a configured index: a directory, or ``prebuilt:NAME``."""
-    return index.startswith("prebuilt:") or Path(index).is_dir()
-
-
-def _index_name(index: str | None) -> str | None:
-    return None if index is None else (f"path:{index}" if _named_source(index) else index)
-
-
-def _with_index_path(settings: Settings, index: str | None) -> Settings:
-    """Settings that also know ``index`` when it is a directory (or ``prebuilt:NAME``) rather than a configured
-    name."""
-    if index is not None and _named_source(index):
-        return settings.model_copy(update={"indexes": {**settings.indexes, f"path:{index}": index}})
-    return settings
 
 
 @fails_cleanly

@@ -251,3 +251,21 @@ class Settings(BaseSettings):
 @lru_cache
 def get_settings() -> Settings:
     return Settings()
+
+
+def names_a_source(index: str) -> bool:
+    """``index`` names a source rather than a configured index: a directory, or ``prebuilt:NAME``."""
+    return index.startswith("prebuilt:") or Path(index).is_dir()
+
+
+def index_name(index: str | None) -> str | None:
+    """The name ``index`` goes by in :func:`with_index_path`'s settings (``path:DIR`` for a source)."""
+    return None if index is None else (f"path:{index}" if names_a_source(index) else index)
+
+
+def with_index_path(settings: Settings, index: str | None) -> Settings:
+    """Settings that also know ``index`` when it is a directory (or ``prebuilt:NAME``) rather than a configured
+    name, as :func:`index_name`."""
+    if index is not None and names_a_source(index):
+        return settings.model_copy(update={"indexes": {**settings.indexes, f"path:{index}": index}})
+    return settings

@@ -14,8 +14,8 @@ from ragnarok.viewer.model import load_view, terminal
 
 @fails_cleanly
 def view(
-    runs: Annotated[list[Path], typer.Argument(
-        metavar="RUN [RUN2]", help="One or two runs (JSONL, the 2024 or 2025 format).")],
+    runs: Annotated[Optional[list[Path]], typer.Argument(
+        metavar="[RUN [RUN2]]", help="One or two runs (JSONL, the 2024 or 2025 format).")] = None,
     nuggets: Annotated[Optional[Path], typer.Option(help="Nugget file (ours or nuggetizer's): each "
                                                          "topic's nuggets, labelled if assigned.")] = None,
     assignments: Annotated[Optional[Path], typer.Option(
@@ -28,6 +28,11 @@ def view(
              "side).")] = None,
     index: Annotated[Optional[str], typer.Option(help="Index name or Lucene index directory the cited "
                                                       "segments are read from (default: settings').")] = None,
+    experiment: Annotated[Optional[Path], typer.Option(
+        help="An experiment's per-topic scores (ragnarok compare --save FILE, JSON or CSV): the topics where "
+             "its pipelines differ most, instead of runs.")] = None,
+    metric: Annotated[Optional[str], typer.Option(help="With --experiment: the metric (default: its "
+                                                       "first).")] = None,
 ) -> None:
     """Show a run for people: each topic's answer, its citations resolved to the cited segments' text, and
     nugget labels; give two runs to compare them."""
@@ -36,6 +41,11 @@ def view(
     from ragnarok.judge.cli import index_dir  # noqa: PLC0415
     from ragnarok.track.cli import resolve_topics  # noqa: PLC0415
 
+    if experiment is not None:
+        _experiment(experiment, metric, topics, bool(runs))
+        return
+    if not runs:
+        raise ValueError("give one or two runs (or --experiment FILE)")
     if len(runs) > 2:
         raise ValueError(f"view takes one or two runs, got {len(runs)}")
     if nuggets is not None and assignments is not None:
@@ -52,3 +62,31 @@ def view(
 
     atomic_write(html, page(loaded))
     typer.echo(f"wrote {html} ({len(loaded.qids)} topics, {len(loaded.runs)} runs)", err=True)
+
+
+def _experiment(path: Path, metric: str | None, topics: str | None, with_runs: bool) -> None:
+    from ragnarok.track.cli import resolve_topics  # noqa: PLC0415
+    from ragnarok.viewer.experiment import differences, read_experiment  # noqa: PLC0415
+
+    if with_runs:
+        raise ValueError("--experiment shows an experiment's scores: give it without runs")
+    frame = read_experiment(path)
+    qids = None
+    if topics is not None:
+        pieces = [p.strip() for p in topics.split(",") if p.strip()]
+        known = set(frame["qid"])
+        qids = pieces if pieces and all(p in known for p in pieces) else \
+            [q for q in _topic_set(topics, resolve_topics) if q in known]
+        if not qids:
+            raise ValueError(f"none of the topics {topics!r:.80} is in the experiment")
+    typer.echo(differences(frame, metric, qids), nl=False)
+
+
+def _topic_set(source: str, resolve) -> list[str]:  # type: ignore[no-untyped-def]
+    """The ids of the topic set or file ``source``; none when it is not one."""
+    from ragnarok.core.settings import get_settings  # noqa: PLC0415
+
+    try:
+        return [t.qid for t in resolve(source, get_settings())]
+    except (FileNotFoundError, ValueError, LookupError):
+        return []
