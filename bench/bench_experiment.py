@@ -10,12 +10,13 @@ CACM (../shared/data/cacm) is indexed once with ``ragnarok index --collection Ht
   scores, paired tests), one process.
 
 Both are timed as a client sees them (wall seconds of the commands, JVM start included). It prints the ratio
-compare / search alone (goal <= 1.2) and checks that the means agree to 4 decimals. Report the load average printed.
+compare / search alone (goal <= 1.2) and the largest difference from ``ragnarok eval``'s means. Report the load average printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import os
 import subprocess
 import sys
@@ -72,10 +73,10 @@ def main() -> None:
         print(f"round {round_}: search alone x5 + eval {alone_s:.1f} s; compare {compare_s:.1f} s; "
               f"ratio {compare_s / alone_s:.2f} (goal <= 1.2); load {os.getloadavg()[0]:.1f}")
     evaluated = [line.split()[1:] for line in table.splitlines()[1:]]
-    compared = [line.split(",")[1:5] for line in (work / "means.csv").read_text().splitlines()[1:]]
-    same = all(round(float(a), 4) == round(float(b), 4) for row_a, row_b in zip(evaluated, compared)
-               for a, b in zip(row_a, row_b))
-    print(f"means equal to ragnarok eval's to 4 decimals: {same}")
+    compared = [row[1:5] for row in list(csv.reader((work / "means.csv").open()))[1:]]
+    gap = max(abs(float(a) - float(b)) for row_a, row_b in zip(evaluated, compared) for a, b in zip(row_a, row_b))
+    # a run file keeps 6 decimals of a score: fused scores that tie there are ranked by docid, in memory they are not
+    print(f"largest difference from ragnarok eval's means of the run files: {gap:.5f}")
     print(shown)
 
 

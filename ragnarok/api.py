@@ -23,19 +23,18 @@ Bad input raises the project's exceptions with the CLI's messages: an unknown co
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import threading
-from collections.abc import Coroutine, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from ragnarok.core.results import Answers, Qrels, Ranking, Topics, TopicsFailed
 from ragnarok.core.settings import Settings, get_settings, index_name, with_index_path
 from ragnarok.core.topics import Topic
 from ragnarok.core.types import Query, RagAnswer, Request
+from ragnarok.runtime.loop_thread import LoopThread
 
-T = TypeVar("T")
 #: The pipeline the functions run when given none (``ragnarok run``'s default).
 DEFAULT_PIPELINE = "offline"
 
@@ -46,30 +45,6 @@ class SearchFailed(TopicsFailed):
     @property
     def run(self) -> Ranking:
         return self.results
-
-
-class _Loop:
-    """An event loop on a thread of its own: the calls block until done, from a script or from a notebook
-    (whose own loop is already running), and the app's loop-bound state lives as long as the pipeline."""
-
-    def __init__(self) -> None:
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, name="ragnarok-pipeline", daemon=True)
-        self.thread.start()
-
-    def run(self, coro: Coroutine[Any, Any, T]) -> T:
-        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
-        try:
-            return future.result()
-        except BaseException:  # Ctrl-C (a notebook's interrupt) stops the work too
-            future.cancel()
-            raise
-
-    def close(self) -> None:
-        self.loop.call_soon_threadsafe(self.loop.stop)
-        self.thread.join(timeout=10)
-        if not self.loop.is_running():
-            self.loop.close()
 
 
 class Pipeline:
@@ -97,7 +72,7 @@ class Pipeline:
         check_names(self.pipeline, self.settings, self.index)
         self._services: Any = None
         self._app: Any = None  # the in-process app behind the services (kept alive with them)
-        self._loop: _Loop | None = None
+        self._loop: LoopThread | None = None
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
@@ -109,7 +84,7 @@ class Pipeline:
     def __exit__(self, *_: object) -> None:
         self.close()
 
-    def _ready(self) -> tuple[Any, _Loop]:
+    def _ready(self) -> tuple[Any, LoopThread]:
         """The services and the loop, made on the first call (the demo index built if it is missing)."""
         with self._lock:
             if self._services is None:
@@ -118,11 +93,11 @@ class Pipeline:
 
                 prepare_demo_index(self.pipeline, self.settings, self.index)
                 self._services, self._app = local_services(self.settings)
-                self._loop = _Loop()
+                self._loop = LoopThread()
             assert self._loop is not None
             return self._services, self._loop
 
-    def _runner(self) -> tuple[Any, _Loop]:
+    def _runner(self) -> tuple[Any, LoopThread]:
         from ragnarok.service.gateway import PipelineRunner  # noqa: PLC0415
 
         services, loop = self._ready()
