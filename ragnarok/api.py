@@ -360,8 +360,9 @@ def measure(pipelines: Iterable[Any], topics: Any, qrels: Any = None, nuggets: A
     from ragnarok.experiment.experiment import measure as measure_runs  # noqa: PLC0415
 
     settings = settings or get_settings()
-    one = (str, Path, Pipeline)  # a single pipeline or metric given bare, not in a list
-    pipelines, metrics = ([x] if isinstance(x, one) else x for x in (pipelines, metrics))
+    if isinstance(pipelines, (str, Path, Pipeline)):  # one pipeline, metric or name given bare, not in a list
+        pipelines = [pipelines]
+    metrics = [metrics] if isinstance(metrics, str) else metrics
     names = [names] if isinstance(names, str) else names
     loaded = load_topics(topics, settings)
     judge_, segments, judged = None, None, None

@@ -122,6 +122,8 @@ def test_a_run_file_missing_topics_scores_them_0_and_says_how_many(demo_settings
     ({"names": ["a", "b"]}, "2 names for 1 pipelines"),
     ({"pipelines": ["bm25@10", "bm25@10"]}, "two pipelines are named 'bm25@10'"),
     ({"pipelines": ["bm25@10 | extractiv"]}, "did you mean 'extractive'?"),
+    ({"pipelines": ["runs/absent.txt"]}, "absent.txt: no such run file"),
+    ({"pipelines": [42]}, "pipeline 0 is not a pipeline: give a spec, a Pipeline, a run file or a run (got int)"),
     ({"qrels": None}, "give qrels"),
 ])
 def test_bad_input_is_one_clear_error(demo_settings, options, message):

@@ -27,6 +27,9 @@ from ragnarok.core.types import RagAnswer
 from ragnarok.experiment import measures
 from ragnarok.experiment.significance import CORRECTIONS, TESTS, compare, correct
 
+#: What a run file's name ends with: a string with one of these that names no file is a missing file, not a spec.
+RUN_SUFFIXES = {".txt", ".trec", ".run", ".tsv", ".jsonl", ".json", ".gz"}
+
 
 class ExperimentError(ValueError):
     """Bad input to an experiment: the message names what and, where it can, what would do."""
@@ -71,9 +74,14 @@ def materialise(pipeline: Any, name: str, topics: Sequence[Topic], answers: bool
     if isinstance(pipeline, (str, Path)) and Path(pipeline).is_file():
         return Result(name, read_answers(pipeline) if answers else read_run(pipeline))
     if isinstance(pipeline, (str, Path)):
+        if Path(pipeline).suffix in RUN_SUFFIXES:
+            raise ExperimentError(f"{name}: no such run file")
         if make is None:
             raise ExperimentError(f"{name}: not a file, and no way to run a pipeline spec was given")
         pipeline = make(str(pipeline))
+    if not hasattr(pipeline, "run" if answers else "search"):
+        raise ExperimentError(f"{name} is not a pipeline: give a spec, a Pipeline, a run file or a run (got "
+                              f"{type(pipeline).__name__})")
     failures: dict[str, str] = {}
     try:
         results = pipeline.run(topics, concurrency=concurrency) if answers else \
