@@ -231,9 +231,11 @@ def test_compare_prints_a_table_that_fits_and_marks_significance(demo_data_env, 
     rows = json.loads(saved.read_text())
     assert len(rows) == 3 * 50 * 4 and set(rows[0]) == {"name", "qid", "measure", "value"}
     assert (tmp_path / "means.csv").read_text().splitlines()[0].startswith("name,nDCG@10,MAP@100")
-    enveloped = invoke("compare", RANKINGS[0], "--topics", "demo", "--qrels", "demo", "--output", "json")
-    envelope = json.loads(enveloped.stdout)
+    enveloped = invoke("compare", *RANKINGS[:2], "--topics", "demo", "--qrels", "demo", "--baseline", "0",
+                       "--output", "json")
+    envelope = json.loads(enveloped.stdout, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
     assert envelope["ok"] and envelope["result"][0]["name"] == RANKINGS[0]
+    assert envelope["result"][0]["MAP p-value"] is None and envelope["result"][1]["MAP p-value"] > 0
     bad = invoke("compare", "bm25", "--topics", "demo", "--qrels", "demo", "--metric", "ndcg@10")
     assert bad.exit_code == 2 and "did you mean 'nDCG@10'?" in bad.output
 

@@ -66,7 +66,7 @@ def compare(
         cli_output.warn(f"{who} failed on {len(failed)} topics (scored 0): "
                         + "; ".join(f"{q}: {why}" for q, why in list(failed.items())[:3]))
     shown = detail if perquery else frame
-    cli_output.result(shown.to_dict("records"))
+    cli_output.result(shown.astype(object).where(shown.notna(), None).to_dict("records"))  # NaN is no JSON
     if save is not None:
         detail.to_json(save, orient="records", indent=1)
     if csv is not None:
