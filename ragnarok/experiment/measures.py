@@ -19,14 +19,14 @@ from collections.abc import Mapping, Sequence
 
 import ir_measures
 
-from ragnarok.core.evaluation import DISPLAY_NAMES, per_query
+from ragnarok.core.evaluation import DEFAULT_METRICS, DISPLAY_NAMES, per_query
 from ragnarok.core.types import word_count
 from ragnarok.judge.answers import Answer, SegmentText
 from ragnarok.judge.evalrag import evaluate_run
 from ragnarok.judge.nuggets import SCORES, TopicNuggets
 from ragnarok.judge.service import Judge
 
-RANKING_DEFAULT = ("nDCG@10", "MAP@100", "Recall@100", "MAP")
+RANKING_DEFAULT = tuple(DISPLAY_NAMES[m] for m in DEFAULT_METRICS)  # ragnarok eval's columns
 SUPPORT = ("support_precision", "support_recall")
 RAG_METRICS = (*SCORES, *SUPPORT, "response_length")
 RAG_DEFAULT = ("all", "vital", "response_length")

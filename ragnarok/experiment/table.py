@@ -21,7 +21,8 @@ def _cell(row: Any, metric: str, alpha: float) -> str:
     return f"{value}{mark} +{int(row[f'{metric} +'])}/-{int(row[f'{metric} -'])}"
 
 
-def _grid(rows: list[list[str]]) -> list[str]:
+def grid(rows: list[list[str]]) -> list[str]:
+    """Rows of cells as aligned lines: the first column left-aligned, the others right-aligned."""
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     return ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))).rstrip()
             for r in rows]
@@ -34,9 +35,9 @@ def format_table(frame: Any, metrics: Sequence[str], width: int = 100, alpha: fl
     head = ["pipeline", *metrics, "topics", "missing"]
     body = [[str(r["name"]), *(_cell(r, m, alpha) for m in metrics), str(r["topics"]), str(r["missing"])]
             for r in records]
-    lines = _grid([head, *body])
+    lines = grid([head, *body])
     if max(map(len, lines)) > width:  # metrics as rows
-        lines = _grid([["metric", *(str(r["name"]) for r in records)],
+        lines = grid([["metric", *(str(r["name"]) for r in records)],
                        *([m, *(_cell(r, m, alpha) for r in records)] for m in metrics),
                        ["topics", *(str(r["topics"]) for r in records)],
                        ["missing", *(str(r["missing"]) for r in records)]])

@@ -8,6 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from ragnarok.experiment.table import grid
+
 COLUMNS = ["name", "qid", "measure", "value"]
 
 
@@ -44,7 +46,4 @@ def differences(frame: Any, metric: str | None = None, qids: Sequence[str] | Non
     head = [f"{metric}: the {len(shown)} of {len(table)} topics where {names[0]} and the others differ most"]
     cells = [["topic", *names]] + [[str(q), *(f"{v:.4f}" for v in row)] for q, row in shown.iterrows()]
     cells.append(["mean (all topics)", *(f"{table[n].mean():.4f}" for n in names)])
-    widths = [max(len(r[i]) for r in cells) for i in range(len(cells[0]))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
-             for r in cells]
-    return "\n".join(head + lines) + "\n"
+    return "\n".join(head + grid(cells)) + "\n"
