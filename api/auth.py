@@ -205,34 +205,52 @@ class AuthMiddleware:
                 return
             except StoreError as exc:
                 log.error("keys cannot be checked: %s", exc)
-                refusal = _error(503, f"API keys cannot be checked now ({unavailable(exc)})",
-                                 {"Retry-After": str(retry_after(exc))})
+                refusal = _error(
+                    503, f"API keys cannot be checked now ({unavailable(exc)})", {"Retry-After": str(retry_after(exc))}
+                )
                 await self._refuse(refusal, scope, receive, send, start)
                 return
             try:
                 wait = await auth.rate_limited_async(principal)
             except rates.RateStoreDown as exc:  # fail closed: a request that must be counted is refused
                 log.error("the requests of %s cannot be counted: %s", principal.name, exc)
-                refusal = _error(503, f"key {principal.name!r} is limited to {principal.rpm} requests a minute "
-                                      f"and {exc}: try again shortly", {"Retry-After": str(rates.RETRY_AFTER_S)})
+                refusal = _error(
+                    503,
+                    f"key {principal.name!r} is limited to {principal.rpm} requests a minute "
+                    f"and {exc}: try again shortly",
+                    {"Retry-After": str(rates.RETRY_AFTER_S)},
+                )
                 await self._refuse(refusal, scope, receive, send, start, principal)
                 return
             if wait is not None:
-                refusal = _error(429, f"key {principal.name!r} is limited to {principal.rpm} requests a "
-                                      "minute", {"Retry-After": str(int(wait + 0.999))})
+                refusal = _error(
+                    429,
+                    f"key {principal.name!r} is limited to {principal.rpm} requests a minute",
+                    {"Retry-After": str(int(wait + 0.999))},
+                )
                 await self._refuse(refusal, scope, receive, send, start, principal)
                 return
             if principal.parallel is not None and auth.in_flight[principal.owner] >= principal.parallel:
-                refusal = _error(429, f"key {principal.name!r} is limited to {principal.parallel} "
-                                      "request(s) in parallel", {"Retry-After": "1"})
+                refusal = _error(
+                    429,
+                    f"key {principal.name!r} is limited to {principal.parallel} request(s) in parallel",
+                    {"Retry-After": "1"},
+                )
                 await self._refuse(refusal, scope, receive, send, start, principal)
                 return
         credentials = authorization(scope)
         with principals.forwarding(credentials.decode("latin-1") if credentials else None):
             await self._run(principal, scope, receive, send)
 
-    async def _refuse(self, response: JSONResponse, scope: dict, receive: Any, send: Any, start: float,
-                      principal: Principal | None = None) -> None:
+    async def _refuse(
+        self,
+        response: JSONResponse,
+        scope: dict,
+        receive: Any,
+        send: Any,
+        start: float,
+        principal: Principal | None = None,
+    ) -> None:
         """The middleware's own answer (401, 429, 503): it spent nothing (the spend headers say 0) and gets
         its audit row; a request without a valid key is the ``unauthenticated`` owner's, named by the prefix
         of the key it sent (as ``ragnarok keys list`` shows it), never more of it."""
@@ -254,8 +272,10 @@ class AuthMiddleware:
             nonlocal status, settled
             if message["type"] == "http.response.start":
                 status = message["status"]
-                if any(k.lower() == b"content-type" and v.startswith(b"text/event-stream")
-                       for k, v in message.get("headers", [])):
+                if any(
+                    k.lower() == b"content-type" and v.startswith(b"text/event-stream")
+                    for k, v in message.get("headers", [])
+                ):
                     # a streamed answer: its work goes on after the start; settled when the stream ends
                     await send(message)
                     return
@@ -300,18 +320,33 @@ class AuthMiddleware:
         try:
             await store_call(store.settle, reservation, meter.calls, meter.tokens)
         except StoreError as exc:
-            log.error("the spend of a request of %s (%d calls, %d tokens) was not recorded: %s", principal.name,
-                      meter.calls, meter.tokens, exc)
+            log.error(
+                "the spend of a request of %s (%d calls, %d tokens) was not recorded: %s",
+                principal.name,
+                meter.calls,
+                meter.tokens,
+                exc,
+            )
 
-    def _audit(self, principal: Principal, meter: meters.Meter, scope: dict, status: int, ms: float,
-               always: bool = False) -> None:
+    def _audit(
+        self, principal: Principal, meter: meters.Meter, scope: dict, status: int, ms: float, always: bool = False
+    ) -> None:
         if not (always or principal.owner.startswith("key:") or principal.has_budget):
             return
         try:
-            self.auth.store.audit({"owner": principal.owner, "key_name": principal.name, "method": scope.get("method", ""),
-                         "route": scope.get("path", "")[:300], "status": status,
-                         "generators": json.dumps(meter.generators, sort_keys=True), "calls": meter.calls,
-                         "tokens": meter.tokens, "ms": round(ms, 3)})
+            self.auth.store.audit(
+                {
+                    "owner": principal.owner,
+                    "key_name": principal.name,
+                    "method": scope.get("method", ""),
+                    "route": scope.get("path", "")[:300],
+                    "status": status,
+                    "generators": json.dumps(meter.generators, sort_keys=True),
+                    "calls": meter.calls,
+                    "tokens": meter.tokens,
+                    "ms": round(ms, 3),
+                }
+            )
         except StoreError as exc:
             log.error("the audit row of a request of %s was not queued: %s", principal.name, exc)
 
@@ -319,30 +354,33 @@ class AuthMiddleware:
 class SpendOut(BaseModel):
     """What a request spent on backends: the spend headers' figures, in a streamed answer's ``done`` event."""
 
-    backend_calls: int = Field(description="LLM calls made (every attempt, retries included): "
-                               "Ragnarok-Backend-Calls.")
+    backend_calls: int = Field(description="LLM calls made (every attempt, retries included): Ragnarok-Backend-Calls.")
     prompt_tokens: int = Field(description="Prompt tokens the backends reported: Ragnarok-Prompt-Tokens.")
-    completion_tokens: int = Field(description="Completion tokens the backends reported: "
-                                   "Ragnarok-Completion-Tokens.")
+    completion_tokens: int = Field(description="Completion tokens the backends reported: Ragnarok-Completion-Tokens.")
 
 
 def spent() -> SpendOut:
     """The current request's spend so far (a streamed answer's ``done`` event: all of it)."""
     meter = meters.current() or meters.Meter()
-    return SpendOut(backend_calls=meter.calls, prompt_tokens=meter.prompt_tokens,
-                    completion_tokens=meter.completion_tokens)
+    return SpendOut(
+        backend_calls=meter.calls, prompt_tokens=meter.prompt_tokens, completion_tokens=meter.completion_tokens
+    )
 
 
 def check_scope(scope: str) -> None:
     """403 naming ``scope`` unless the caller's key carries it."""
     principal = principals.current() or ANONYMOUS
     if scope not in principal.scopes:
-        raise HTTPException(403, f"key {principal.name!r} lacks the {scope!r} scope (it has: "
-                                 f"{', '.join(sorted(principal.scopes)) or 'none'})")
+        raise HTTPException(
+            403,
+            f"key {principal.name!r} lacks the {scope!r} scope (it has: "
+            f"{', '.join(sorted(principal.scopes)) or 'none'})",
+        )
 
 
 def needs(*scopes: str) -> Any:
     """A route (or router) dependency: the caller's key must carry every one of ``scopes`` (403 otherwise)."""
+
     async def dependency() -> None:
         for scope in scopes:
             check_scope(scope)
@@ -361,29 +399,38 @@ async def reserve(http: Request, cost: Cost) -> None:
         if not principal.allows_generator(generator):
             granted = ", ".join(sorted(principal.generators or ())) or "none"
             known = generator in http.app.state.generation.configs  # else it is the caller's text: not echoed
-            raise HTTPException(403, f"key {principal.name!r} may not use generator "
-                                     f"{quote(generator, 80) if known else '(not echoed)'} (it may use: {granted})")
+            raise HTTPException(
+                403,
+                f"key {principal.name!r} may not use generator "
+                f"{quote(generator, 80) if known else '(not echoed)'} (it may use: {granted})",
+            )
     meter = meters.current()
     if meter is None or meter.reserved:
         return
     total = cost.total
     if principal.limited and total > settings.max_calls_per_request:
         spread = ", ".join(f"{g}: {n}" for g, n in sorted(cost.calls.items()))
-        raise HTTPException(413, f"this request could make {total} backend calls in the worst case ({spread}, "
-                                 f"retries included); the limit is {settings.max_calls_per_request} per request")
+        raise HTTPException(
+            413,
+            f"this request could make {total} backend calls in the worst case ({spread}, "
+            f"retries included); the limit is {settings.max_calls_per_request} per request",
+        )
     if principal.has_budget and (total or principal.budget_tokens is not None):  # nothing to reserve: no read
         store = http.app.state.auth.store
         try:  # a reservation made after its request was refused (the database answered late) is given back
-            meter.reservation = await store_call(store.reserve, principal, total,
-                                                 undo=lambda late: store.settle(late, 0, 0))
+            meter.reservation = await store_call(
+                store.reserve, principal, total, undo=lambda late: store.settle(late, 0, 0)
+            )
         except BudgetExceeded as exc:
-            raise HTTPException(429, str(exc), headers={"Retry-After": str(int(exc.retry_after_s + 0.999))}) \
-                from None
+            raise HTTPException(429, str(exc), headers={"Retry-After": str(int(exc.retry_after_s + 0.999))}) from None
         except StoreError as exc:  # nothing reserved: nothing may be spent
             log.error("the budget of %s cannot be reserved: %s", principal.name, exc)
-            raise HTTPException(503, f"key {principal.name!r}'s budget cannot be checked now ({unavailable(exc)}); "
-                                     "nothing was spent: try again shortly",
-                                headers={"Retry-After": str(retry_after(exc))}) from None
+            raise HTTPException(
+                503,
+                f"key {principal.name!r}'s budget cannot be checked now ({unavailable(exc)}); "
+                "nothing was spent: try again shortly",
+                headers={"Retry-After": str(retry_after(exc))},
+            ) from None
         meter.token_limit = meter.reservation.token_limit
         if meter.reservation.id is not None:
             meter.record = call_recorder(store, meter.reservation)

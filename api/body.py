@@ -30,8 +30,9 @@ class BodyTooLarge(HTTPException):
     """Raised from ``receive`` once a body passes the limit; FastAPI answers it as a 413 JSON error."""
 
     def __init__(self, limit: int):
-        super().__init__(413, f"request body over {limit:,} bytes; the limit is {limit:,}",
-                         headers={"connection": "close"})
+        super().__init__(
+            413, f"request body over {limit:,} bytes; the limit is {limit:,}", headers={"connection": "close"}
+        )
 
 
 class BodyLimit:
@@ -101,8 +102,12 @@ def _constant(name: str) -> None:
 
 def _where(path: list[Any]) -> str:
     """``body.request.candidates.0.doc``; a key that is long or not printable is quoted (escaped, cut)."""
-    return ".".join(["body", *(str(p) if not isinstance(p, str) or (len(p) <= 40 and p.isprintable())
-                               else quote(p, 40) for p in path)])
+    return ".".join(
+        [
+            "body",
+            *(str(p) if not isinstance(p, str) or (len(p) <= 40 and p.isprintable()) else quote(p, 40) for p in path),
+        ]
+    )
 
 
 def check_json(value: Any, path: list[Any] | None = None) -> None:
@@ -111,8 +116,11 @@ def check_json(value: Any, path: list[Any] | None = None) -> None:
     path = [] if path is None else path
     if isinstance(value, str):
         if not value.isascii() and (m := _SURROGATE.search(value)):
-            raise BadBody(400, f"{_where(path)} holds a lone surrogate {ascii(m.group())} at character "
-                               f"{m.start():,}: strings must be valid Unicode text")
+            raise BadBody(
+                400,
+                f"{_where(path)} holds a lone surrogate {ascii(m.group())} at character "
+                f"{m.start():,}: strings must be valid Unicode text",
+            )
         return
     if isinstance(value, dict):
         items: Any = value.items()

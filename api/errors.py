@@ -62,29 +62,31 @@ class ErrorOut(BaseModel):
 
     detail: str | list[ValidationItem] | dict[str, Any] = Field(
         description="A message; a list of validation errors (422); or an object naming the stage or backend "
-        "that failed (502, 504).")
+        "that failed (502, 504)."
+    )
 
 
 _MEANING = {
     400: "The body is not UTF-8 JSON text (invalid UTF-8, a lone surrogate in a string), or a query parameter "
-         "is not valid UTF-8.",
+    "is not valid UTF-8.",
     404: "The request names something that does not exist (an index, a retriever, a reranker, a generator, "
-         "a template, a model).",
+    "a template, a model).",
     413: "Too large: the body, the query or topic, the number or the text of the candidates.",
     422: "Invalid input: a malformed body or pipeline, a value out of range, or a component that cannot run "
-         "here (the message says what to set).",
+    "here (the message says what to set).",
     429: "Too many requests: wait and retry.",
     502: "A backend or a stage failed (an LLM endpoint, a remote index, one of our own stages): the detail "
-         "names it and the cause.",
+    "names it and the cause.",
     503: "A resource is missing here (an index, Java, a model), is still being built (`building, N % done`, "
-         "with a Retry-After header: GET /v1/retrievers shows the progress), the service database or the "
-         "rate-limit store cannot be reached now (with a Retry-After header; nothing was spent), or the server is "
-         "shutting down.",
+    "with a Retry-After header: GET /v1/retrievers shows the progress), the service database or the "
+    "rate-limit store cannot be reached now (with a Retry-After header; nothing was spent), or the server is "
+    "shutting down.",
     504: "No answer within the deadline.",
 }
 #: Each status's documented response, for the routes' ``responses=`` (see :func:`errors`).
-ERRORS: dict[int, dict[str, Any]] = {status: {"model": ErrorOut, "description": text}
-                                     for status, text in _MEANING.items()}
+ERRORS: dict[int, dict[str, Any]] = {
+    status: {"model": ErrorOut, "description": text} for status, text in _MEANING.items()
+}
 
 
 def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -199,8 +201,7 @@ def _json(status: int, detail: object, request: Request | None = None) -> JSONRe
 
 
 def _loc(part: Any) -> str | int:
-    return part if isinstance(part, int) or (len(str(part)) <= 40 and str(part).isprintable()) \
-        else quote(str(part), 40)
+    return part if isinstance(part, int) or (len(str(part)) <= 40 and str(part).isprintable()) else quote(str(part), 40)
 
 
 def _validation_item(error: dict[str, Any]) -> dict[str, Any]:
@@ -212,8 +213,7 @@ def _validation_item(error: dict[str, Any]) -> dict[str, Any]:
     loc = [_loc(p) for p in error.get("loc", ())]
     if error.get("type") == "extra_forbidden" and loc:  # the caller's own key: named by what it is, not echoed
         loc[-1] = "(an unknown key)"
-    return {"loc": loc, "msg": shorten(str(msg), QUOTE_CHARS),
-            "type": error.get("type", "")}
+    return {"loc": loc, "msg": shorten(str(msg), QUOTE_CHARS), "type": error.get("type", "")}
 
 
 def install_error_handlers(app: FastAPI, max_body_bytes: int) -> None:
@@ -233,8 +233,9 @@ def install_error_handlers(app: FastAPI, max_body_bytes: int) -> None:
 
     @app.exception_handler(RerankError)
     async def _rerank(_: Request, exc: RerankError) -> JSONResponse:
-        return _json(504 if exc.timeout else 502, {"reranker": exc.reranker, "error": exc.cause,
-                                                    "message": str(exc)}, _)
+        return _json(
+            504 if exc.timeout else 502, {"reranker": exc.reranker, "error": exc.cause, "message": str(exc)}, _
+        )
 
     @app.exception_handler(GenerationError)
     async def _generation(_: Request, exc: GenerationError) -> JSONResponse:

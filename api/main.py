@@ -112,16 +112,23 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
 
 def _services(app: FastAPI, settings: Settings) -> Services:
     """Clients for the R and AG services: remote URLs when configured, else this app in process."""
-    local = httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://ragnarok.local",
-                              timeout=settings.gateway_timeout_s)
+    local = httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://ragnarok.local", timeout=settings.gateway_timeout_s
+    )
 
     async def forward_key(request: httpx.Request) -> None:  # the caller's key goes on to the remote service
         if (credentials := forwarded_credentials()) and "authorization" not in request.headers:
             request.headers["authorization"] = credentials
 
     def client(url: str | None) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=url, timeout=settings.gateway_timeout_s,
-                                 event_hooks={"request": [forward_key]}) if url else local
+        return (
+            httpx.AsyncClient(base_url=url, timeout=settings.gateway_timeout_s, event_hooks={"request": [forward_key]})
+            if url
+            else local
+        )
 
-    return Services(retrieval=client(settings.retrieval_url), generation=client(settings.generation_url),
-                    local_generation=None if settings.generation_url else app.state.generation)
+    return Services(
+        retrieval=client(settings.retrieval_url),
+        generation=client(settings.generation_url),
+        local_generation=None if settings.generation_url else app.state.generation,
+    )

@@ -41,8 +41,12 @@ _STAGE_HEADER = STAGE_HEADER.lower().encode()
 router = APIRouter(tags=["operations"], route_class=StrictJSONRoute)
 
 
-@router.get("/metrics", dependencies=[Depends(needs("admin"))], response_class=Response,
-            responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}})
+@router.get(
+    "/metrics",
+    dependencies=[Depends(needs("admin"))],
+    response_class=Response,
+    responses={200: {"content": {"text/plain": {}}, "description": "Prometheus text format"}},
+)
 async def prometheus_metrics() -> Response:
     """Prometheus metrics (needs the `admin` scope with keys): requests and latency by route, pipeline stages,
     backend calls, failures and tokens per generator, slot waits, dense builds, arena battles and votes, cache
@@ -89,8 +93,11 @@ class RequestIds(CorrelationIdMiddleware):
     def _invalid(self) -> None:
         if not self._warned:
             self._warned = True
-            log.warning("a request's %s was invalid (1-128 letters, digits and ._:@+/=-): a fresh id replaced it; "
-                        "later ones are logged at DEBUG only", self.header_name)
+            log.warning(
+                "a request's %s was invalid (1-128 letters, digits and ._:@+/=-): a fresh id replaced it; "
+                "later ones are logged at DEBUG only",
+                self.header_name,
+            )
         else:
             log.debug("an invalid %s was replaced by a fresh id", self.header_name)
 
@@ -129,7 +136,9 @@ class RequestMetrics:
         children = self._children.get((method, route, status))
         if children is None:
             children = self._children[method, route, status] = (
-                metrics.REQUESTS.labels(method, route, str(status)), metrics.REQUEST_SECONDS.labels(method, route))
+                metrics.REQUESTS.labels(method, route, str(status)),
+                metrics.REQUEST_SECONDS.labels(method, route),
+            )
         children[0].inc()
         children[1].observe(seconds)
 
@@ -173,9 +182,18 @@ class RequestMetrics:
                 ms = round(seconds * 1000, 3)
                 raw = scope.get("raw_path") or scope.get("path", "").encode("unicode_escape")  # no newlines
                 # makeRecord + handle: what access.info does, less looking up the caller's frame
-                access.handle(access.makeRecord(access.name, logging.INFO, __file__, 0, "%s %s %d %.1f ms",
-                                                (method, raw.decode("latin-1"), status, ms), None,
-                                                extra={"status": status, "latency_ms": ms}))
+                access.handle(
+                    access.makeRecord(
+                        access.name,
+                        logging.INFO,
+                        __file__,
+                        0,
+                        "%s %s %d %.1f ms",
+                        (method, raw.decode("latin-1"), status, ms),
+                        None,
+                        extra={"status": status, "latency_ms": ms},
+                    )
+                )
             if stage_token is not None:
                 stage_var.reset(stage_token)
             route_var.reset(route_token)
@@ -189,5 +207,4 @@ def install(app: FastAPI, settings: Settings) -> None:
         app.add_middleware(RequestMetrics)
         app.include_router(router)
     if settings.request_ids:
-        app.add_middleware(RequestIds, header_name=REQUEST_ID_HEADER, validator=valid_request_id,
-                           generator=_new_id)
+        app.add_middleware(RequestIds, header_name=REQUEST_ID_HEADER, validator=valid_request_id, generator=_new_id)

@@ -18,20 +18,46 @@ from ragnarok.core.types import RagAnswer
 
 SCHEMA = "castorini.cli.v1"
 #: Ragnarök's overridable fields (its api/runtime.py, _OVERRIDABLE_FIELDS)
-OVERRIDES = {"model", "prompt_mode", "use_azure_openai", "use_openrouter", "context_size", "topk", "num_gpus",
-             "execution_mode", "max_concurrency", "shuffle_candidates", "print_prompts_responses",
-             "num_few_shot_examples", "max_output_tokens", "run_id", "vllm_batched", "include_reasoning",
-             "include_trace", "redact_prompts", "reasoning_effort"}
+OVERRIDES = {
+    "model",
+    "prompt_mode",
+    "use_azure_openai",
+    "use_openrouter",
+    "context_size",
+    "topk",
+    "num_gpus",
+    "execution_mode",
+    "max_concurrency",
+    "shuffle_candidates",
+    "print_prompts_responses",
+    "num_few_shot_examples",
+    "max_output_tokens",
+    "run_id",
+    "vllm_batched",
+    "include_reasoning",
+    "include_trace",
+    "redact_prompts",
+    "reasoning_effort",
+}
 APPLIED = {"model", "prompt_mode", "topk", "run_id"}
 #: Ragnarök's prompt modes -> our templates (ragnarok/stages/generate/prompts/)
-PROMPT_MODES = {"chatqa": "chatqa", "ragnarok_v2": "ragnarok", "ragnarok_v3": "ragnarok", "ragnarok_v4": "ragnarok",
-                "ragnarok_v4_biogen": "biogen", "ragnarok_v5_biogen": "biogen"}
+PROMPT_MODES = {
+    "chatqa": "chatqa",
+    "ragnarok_v2": "ragnarok",
+    "ragnarok_v3": "ragnarok",
+    "ragnarok_v4": "ragnarok",
+    "ragnarok_v4_biogen": "biogen",
+    "ragnarok_v5_biogen": "biogen",
+}
 
 
 def is_direct(data: Any) -> bool:
     """Whether a ``/v1/generate`` body is Ragnarök's direct form rather than ours (which has ``request``)."""
-    return isinstance(data, dict) and "request" not in data and (
-        "candidates" in data or "query" in data or data.get("schema_version") == SCHEMA)
+    return (
+        isinstance(data, dict)
+        and "request" not in data
+        and ("candidates" in data or "query" in data or data.get("schema_version") == SCHEMA)
+    )
 
 
 def _unwrap(payload: dict[str, Any]) -> dict[str, Any]:
@@ -73,8 +99,11 @@ def _candidate(value: Any, n: int) -> dict[str, Any]:
 def from_direct(data: dict[str, Any]) -> dict[str, Any]:
     """Our ``/v1/generate`` body for Ragnarök's direct one (a :class:`ValueError` says what is wrong)."""
     record = _unwrap(data)
-    overrides = {**(data.get("overrides") or {}), **(record.get("overrides") or {})} \
-        if isinstance(data.get("overrides", {}), dict) and isinstance(record.get("overrides", {}), dict) else None
+    overrides = (
+        {**(data.get("overrides") or {}), **(record.get("overrides") or {})}
+        if isinstance(data.get("overrides", {}), dict) and isinstance(record.get("overrides", {}), dict)
+        else None
+    )
     if overrides is None:
         raise ValueError("overrides must be an object when provided")
     if unknown := sorted(set(overrides) - OVERRIDES):
@@ -86,10 +115,15 @@ def from_direct(data: dict[str, Any]) -> dict[str, Any]:
     if topk is not None and not (isinstance(topk, list) and topk and all(type(t) is int for t in topk)):
         raise ValueError("overrides.topk must be a non-empty list of integers")
     body: dict[str, Any] = {key: data[key] for key in ("generator", "template", "k", "stream", "notes") if key in data}
-    body.update(request={"query": _query(record.get("query")), "candidates": [_candidate(c, n) for n, c in
-                                                                              enumerate(candidates)]},
-                envelope=True, run_id=str(overrides.get("run_id", "ragnarok")),
-                ignored=sorted(set(overrides) - APPLIED))
+    body.update(
+        request={
+            "query": _query(record.get("query")),
+            "candidates": [_candidate(c, n) for n, c in enumerate(candidates)],
+        },
+        envelope=True,
+        run_id=str(overrides.get("run_id", "ragnarok")),
+        ignored=sorted(set(overrides) - APPLIED),
+    )
     if "model" in overrides:
         body["generator"] = str(overrides["model"])
     if "prompt_mode" in overrides:
@@ -99,15 +133,26 @@ def from_direct(data: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
-def envelope(answer: RagAnswer, run_id: str, generator: str, template: str | None,
-             ignored: list[str]) -> dict[str, Any]:
+def envelope(
+    answer: RagAnswer, run_id: str, generator: str, template: str | None, ignored: list[str]
+) -> dict[str, Any]:
     """The answer as Ragnarök's ``serve`` writes it: its envelope, the record in ``artifacts[0].data``."""
-    record = {"run_id": run_id, **answer.model_dump(mode="json", include={
-        "topic_id", "topic", "references", "response_length", "answer"})}
-    return {"schema_version": SCHEMA, "repo": "ragnarok", "command": "generate", "mode": "execute",
-            "status": "success", "exit_code": 0, "inputs": {"source": "direct"},
-            "resolved": {"input_mode": "direct", "execution_mode": "sync", "model": generator,
-                         "prompt_mode": template},
-            "artifacts": [{"name": "generation-results", "kind": "data", "data": [record]}],
-            "validation": {"valid": True, "record_count": 1}, "metrics": {"generated_records": 1},
-            "warnings": [f"override {key} has no effect on this server" for key in ignored], "errors": []}
+    record = {
+        "run_id": run_id,
+        **answer.model_dump(mode="json", include={"topic_id", "topic", "references", "response_length", "answer"}),
+    }
+    return {
+        "schema_version": SCHEMA,
+        "repo": "ragnarok",
+        "command": "generate",
+        "mode": "execute",
+        "status": "success",
+        "exit_code": 0,
+        "inputs": {"source": "direct"},
+        "resolved": {"input_mode": "direct", "execution_mode": "sync", "model": generator, "prompt_mode": template},
+        "artifacts": [{"name": "generation-results", "kind": "data", "data": [record]}],
+        "validation": {"valid": True, "record_count": 1},
+        "metrics": {"generated_records": 1},
+        "warnings": [f"override {key} has no effect on this server" for key in ignored],
+        "errors": [],
+    }

@@ -81,8 +81,12 @@ def message_of(detail: Any) -> str:
     return json.dumps(detail, ensure_ascii=False)
 
 
-def body(head: list[StreamEvent], rest: AsyncIterator[StreamEvent], render: Callable[[StreamEvent], bytes],
-         stage: Callable[[], str]) -> EventBody:
+def body(
+    head: list[StreamEvent],
+    rest: AsyncIterator[StreamEvent],
+    render: Callable[[StreamEvent], bytes],
+    stage: Callable[[], str],
+) -> EventBody:
     """The wire bytes of ``head`` then ``rest``; a failure of ``rest`` is one ``error`` event naming
     ``stage()`` (the stage running then), and so is :meth:`EventBody.stop` (the server shutting down)."""
     return EventBody(head, rest, render, stage)
@@ -91,8 +95,13 @@ def body(head: list[StreamEvent], rest: AsyncIterator[StreamEvent], render: Call
 class EventBody:
     """A stream's bytes (see :func:`body`); :meth:`stop` ends it between two events with an ``error`` event."""
 
-    def __init__(self, head: list[StreamEvent], rest: AsyncIterator[StreamEvent],
-                 render: Callable[[StreamEvent], bytes], stage: Callable[[], str]):
+    def __init__(
+        self,
+        head: list[StreamEvent],
+        rest: AsyncIterator[StreamEvent],
+        render: Callable[[StreamEvent], bytes],
+        stage: Callable[[], str],
+    ):
         self._rest = rest
         self._stopped: Exception | None = None
         self.status: int | None = None  # the status of its error event, when it ended with one
@@ -121,8 +130,9 @@ class EventBody:
                 self._step = None
         raise self._stopped  # type: ignore[misc] # stopped before or while waiting
 
-    async def _render(self, head: list[StreamEvent], render: Callable[[StreamEvent], bytes],
-                      stage: Callable[[], str]) -> AsyncIterator[bytes]:
+    async def _render(
+        self, head: list[StreamEvent], render: Callable[[StreamEvent], bytes], stage: Callable[[], str]
+    ) -> AsyncIterator[bytes]:
         try:
             for event in head:
                 yield render(event)
@@ -133,8 +143,9 @@ class EventBody:
                     break
                 yield render(event)
         except Exception as exc:  # noqa: BLE001 - any failure after the 200 is an event, logged once
-            if not isinstance(exc, GenerationError | GeneratorUnavailable | StageError | ShuttingDown
-                              | CallNotRecorded):
+            if not isinstance(
+                exc, GenerationError | GeneratorUnavailable | StageError | ShuttingDown | CallNotRecorded
+            ):
                 log.exception("a streamed answer failed in stage %s", stage())  # (the others are logged)
             from api.errors import error_detail  # noqa: PLC0415 - (as in error_event)
 
@@ -149,12 +160,16 @@ class EventStream(StreamingResponse):
     """``text/event-stream`` that stops as soon as the client disconnects (see the module docstring)."""
 
     def __init__(self, content: AsyncIterable[bytes], headers: dict[str, str] | None = None):
-        super().__init__(content, media_type="text/event-stream",
-                         headers={"cache-control": "no-cache", "x-accel-buffering": "no", **(headers or {})})
+        super().__init__(
+            content,
+            media_type="text/event-stream",
+            headers={"cache-control": "no-cache", "x-accel-buffering": "no", **(headers or {})},
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         sent = False
         async with anyio.create_task_group() as group:
+
             async def stream() -> None:
                 nonlocal sent
                 try:

@@ -31,11 +31,13 @@ def _then(undo: Callable[[Any], None]) -> Callable[[Future], None]:
     def done(future: Future) -> None:
         if not future.cancelled() and future.exception() is None:
             _THREADS.submit(undo, future.result())
+
     return done
 
 
-async def store_call(fn: Callable[..., T], *args: Any, undo: Callable[[T], None] | None = None,
-                     deadline_s: float = STORE_DEADLINE_S) -> T:
+async def store_call(
+    fn: Callable[..., T], *args: Any, undo: Callable[[T], None] | None = None, deadline_s: float = STORE_DEADLINE_S
+) -> T:
     """``fn(*args)`` in a store thread; :class:`~ragnarok.arena.db.StoreTimeout` past ``deadline_s``."""
     future = _THREADS.submit(functools.partial(fn, *args))
     try:
@@ -53,12 +55,14 @@ async def store_call(fn: Callable[..., T], *args: Any, undo: Callable[[T], None]
 def call_recorder(store: Any, reservation: Any) -> Callable[[], None]:
     """What a request's meter calls before each backend call: the call written into its reservation
     (:meth:`~ragnarok.auth.store.AuthStore.record_call`), or :class:`CallNotRecorded` and no call."""
+
     def record() -> None:
         try:
             store.record_call(reservation)
         except StoreError as exc:
-            raise CallNotRecorded(f"the backend call was not made: its spend cannot be recorded now "
-                                  f"({unavailable(exc)})") from None
+            raise CallNotRecorded(
+                f"the backend call was not made: its spend cannot be recorded now ({unavailable(exc)})"
+            ) from None
 
     return record
 

@@ -25,9 +25,10 @@ class ServerTiming:
         async def timed_send(message: dict) -> None:
             if message["type"] == "http.response.start":
                 ms = (time.perf_counter() - start) * 1000
-                message = {**message, "headers": [*message.get("headers", []),
-                                                  (b"server-timing", f"app;dur={ms:.3f}".encode())]}
+                message = {
+                    **message,
+                    "headers": [*message.get("headers", []), (b"server-timing", f"app;dur={ms:.3f}".encode())],
+                }
             await send(message)
 
         await self.app(scope, receive, timed_send)
-

@@ -46,6 +46,7 @@ def theirs(index: str, k: int):
         conn.request("GET", f"{path}?{urlencode({'query': query, 'hits': k})}")
         response = conn.getresponse()
         return response.status, response.read()
+
     return send
 
 
@@ -78,30 +79,46 @@ def main() -> None:
             rows: dict[tuple[str, int], list[float]] = {}
             for _ in range(args.rounds):
                 for clients in map(int, args.clients.split(",")):
-                    for label, p, send in (("ours", port, retrieve_sender(args.k, "bench")),
-                                           ("anserini", rest_port, theirs(str(index), args.k))):
+                    for label, p, send in (
+                        ("ours", port, retrieve_sender(args.k, "bench")),
+                        ("anserini", rest_port, theirs(str(index), args.k)),
+                    ):
                         load_with(p, send, queries, clients, 3)
                         lat = load_with(p, send, queries, clients, args.seconds)
                         rows.setdefault((label, clients), []).append(len(lat) / args.seconds)
-                        print(f"{label:8} {clients:3} clients  {len(lat) / args.seconds:7.1f} q/s  p50 "
-                              f"{statistics.median(lat):6.1f} ms  load {os.getloadavg()[0]:.1f}", flush=True)
+                        print(
+                            f"{label:8} {clients:3} clients  {len(lat) / args.seconds:7.1f} q/s  p50 "
+                            f"{statistics.median(lat):6.1f} ms  load {os.getloadavg()[0]:.1f}",
+                            flush=True,
+                        )
             for clients in map(int, args.clients.split(",")):
                 a, b = statistics.mean(rows[("ours", clients)]), statistics.mean(rows[("anserini", clients)])
-                print(f"{clients:3} clients: ours {a:7.1f} q/s, Anserini's RestServer {b:7.1f} q/s: {a / b:.2f}x "
-                      "(goal >= 1.5x)")
+                print(
+                    f"{clients:3} clients: ours {a:7.1f} q/s, Anserini's RestServer {b:7.1f} q/s: {a / b:.2f}x "
+                    "(goal >= 1.5x)"
+                )
             failures, same = 0, 0
             for topic in rag24:
-                remote = httpx.post(f"http://127.0.0.1:{port}/v1/retrieve", timeout=60,
-                                    json={"query": topic.text, "k": 10, "index": "anz"})
-                local = httpx.post(f"http://127.0.0.1:{port}/v1/retrieve", timeout=60,
-                                   json={"query": topic.text, "k": 10, "index": "bench"})
+                remote = httpx.post(
+                    f"http://127.0.0.1:{port}/v1/retrieve",
+                    timeout=60,
+                    json={"query": topic.text, "k": 10, "index": "anz"},
+                )
+                local = httpx.post(
+                    f"http://127.0.0.1:{port}/v1/retrieve",
+                    timeout=60,
+                    json={"query": topic.text, "k": 10, "index": "bench"},
+                )
                 if remote.status_code != 200:
                     failures += 1
                     continue
-                same += [c["docid"] for c in remote.json()["candidates"]] == \
-                    [c["docid"] for c in local.json()["candidates"]]
-            print(f"Anserini's RestServer as a remote index: {len(rag24)} rag24 topics, {failures} failures "
-                  f"(goal 0); top 10 as our local index's on {same}/{len(rag24) - failures}")
+                same += [c["docid"] for c in remote.json()["candidates"]] == [
+                    c["docid"] for c in local.json()["candidates"]
+                ]
+            print(
+                f"Anserini's RestServer as a remote index: {len(rag24)} rag24 topics, {failures} failures "
+                f"(goal 0); top 10 as our local index's on {same}/{len(rag24) - failures}"
+            )
         finally:
             server.terminate()
             server.wait(timeout=30)

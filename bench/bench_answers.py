@@ -101,8 +101,12 @@ def summarise(pipeline: str, samples: list[tuple[float, dict[str, Any]]]) -> dic
         cited_answers += cites > 0
         segs = data.get("segments") or {}
         for s in data["answer"]:
-            labels_all.append([judge.support(s["text"], (segs.get(data["references"][c]) or {}).get("segment") or "")
-                               for c in s["citations"]])
+            labels_all.append(
+                [
+                    judge.support(s["text"], (segs.get(data["references"][c]) or {}).get("segment") or "")
+                    for c in s["citations"]
+                ]
+            )
         detail = data["trace"][-1].get("detail") or {}
         for key, value in detail.items():
             if isinstance(value, bool):
@@ -112,12 +116,15 @@ def summarise(pipeline: str, samples: list[tuple[float, dict[str, Any]]]) -> dic
     flat = [label for sentence in labels_all for label in sentence]
     supported = sum(label in ("full_support", "partial_support") for label in flat)
     return {
-        "pipeline": pipeline, "answers": len(samples),
-        "p50_ms": pct(latencies, 50), "p95_ms": pct(latencies, 95),
+        "pipeline": pipeline,
+        "answers": len(samples),
+        "p50_ms": pct(latencies, 50),
+        "p95_ms": pct(latencies, 95),
         "generator_p50_ms": pct(gen_ms, 50),
         "cited_answers": cited_answers / len(samples),
         "repeated_sentences": n_rep / max(1, n_sent),
-        "words_mean": statistics.fmean(words), "sentences_mean": n_sent / len(samples),
+        "words_mean": statistics.fmean(words),
+        "sentences_mean": n_sent / len(samples),
         "citations_per_sentence": n_cit / max(1, n_sent),
         "citations_supported": supported / len(flat) if flat else 0.0,
         "support_precision": support_scores(labels_all)["support_precision"] if labels_all else 0.0,
@@ -133,8 +140,12 @@ def main() -> None:
     ap.add_argument("--json", type=Path, help="also write the rows and every answer here")
     ap.add_argument("--timeout", type=float, default=600, help="seconds the client waits for one answer")
     ap.add_argument("--no-warmup", action="store_true", help="time the first answer too (model load included)")
-    ap.add_argument("--generator-timeout", type=float, help="every generator's timeout_s (a busy machine: the "
-                    "embedded model's default 60 s may not be enough to measure it)")
+    ap.add_argument(
+        "--generator-timeout",
+        type=float,
+        help="every generator's timeout_s (a busy machine: the "
+        "embedded model's default 60 s may not be enough to measure it)",
+    )
     args = ap.parse_args()
     pipelines = args.pipeline or PIPELINES
 
@@ -143,8 +154,10 @@ def main() -> None:
     topics = [t.text for t in load_topics(args.topics, ROOT / "topics")][: args.limit]
     env = {**os.environ, "RAGNAROK_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1"}
     if args.generator_timeout:
-        configs = [c.model_copy(update={"timeout_s": args.generator_timeout}).model_dump(mode="json")
-                   for c in Settings().generator_configs().values()]
+        configs = [
+            c.model_copy(update={"timeout_s": args.generator_timeout}).model_dump(mode="json")
+            for c in Settings().generator_configs().values()
+        ]
         env["RAGNAROK_GENERATORS"] = json.dumps(configs)
     loads: list[str] = [Path("/proc/loadavg").read_text().strip()]
     raw: dict[str, list[tuple[float, dict[str, Any]]]] = {}
@@ -157,24 +170,35 @@ def main() -> None:
             for i, topic in enumerate(topics, 1):
                 raw[pipeline].append(ask(conn, pipeline, topic))
                 ms, data = raw[pipeline][-1]
-                print(f"{pipeline}: {i}/{len(topics)} {ms:.0f} ms {json.dumps(data['answer'])} "
-                      f"{json.dumps(data['trace'][-1].get('detail'))}", file=sys.stderr, flush=True)
+                print(
+                    f"{pipeline}: {i}/{len(topics)} {ms:.0f} ms {json.dumps(data['answer'])} "
+                    f"{json.dumps(data['trace'][-1].get('detail'))}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             loads.append(Path("/proc/loadavg").read_text().strip())
     rows = [summarise(p, raw[p]) for p in pipelines]
     print(f"topics={len(topics)} load average before/after each pipeline: {' | '.join(loads)}")
-    print("| pipeline | answers | p50 ms | p95 ms | generator p50 ms | >=1 citation | repeated sentences | words | "
-          "sentences | citations/sentence | citations supported (proxy) | support precision (proxy) |")
+    print(
+        "| pipeline | answers | p50 ms | p95 ms | generator p50 ms | >=1 citation | repeated sentences | words | "
+        "sentences | citations/sentence | citations supported (proxy) | support precision (proxy) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| `{r['pipeline']}` | {r['answers']} | {r['p50_ms']:.0f} | {r['p95_ms']:.0f} | "
-              f"{r['generator_p50_ms']:.0f} | {r['cited_answers']:.0%} | {r['repeated_sentences']:.1%} | "
-              f"{r['words_mean']:.0f} | {r['sentences_mean']:.1f} | {r['citations_per_sentence']:.2f} | "
-              f"{r['citations_supported']:.0%} | {r['support_precision']:.2f} |")
+        print(
+            f"| `{r['pipeline']}` | {r['answers']} | {r['p50_ms']:.0f} | {r['p95_ms']:.0f} | "
+            f"{r['generator_p50_ms']:.0f} | {r['cited_answers']:.0%} | {r['repeated_sentences']:.1%} | "
+            f"{r['words_mean']:.0f} | {r['sentences_mean']:.1f} | {r['citations_per_sentence']:.2f} | "
+            f"{r['citations_supported']:.0%} | {r['support_precision']:.2f} |"
+        )
         if r["trace_totals"]:
             print(f"  trace totals for `{r['pipeline']}`: {r['trace_totals']}")
     if args.json:
-        args.json.write_text(json.dumps({"loadavg": loads, "rows": rows,
-                                         "answers": {p: [d for _, d in raw[p]] for p in pipelines}}, indent=1))
+        args.json.write_text(
+            json.dumps(
+                {"loadavg": loads, "rows": rows, "answers": {p: [d for _, d in raw[p]] for p in pipelines}}, indent=1
+            )
+        )
 
 
 if __name__ == "__main__":

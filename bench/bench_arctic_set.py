@@ -72,12 +72,17 @@ def main() -> None:
 
     queries = shared_encoder("minilm").encode(sentences, query=True)
     vectors_file = work / f"vectors-{args.size}.npy"
-    vectors = np.load(vectors_file, mmap_mode="r") if vectors_file.exists() else \
-        sm.synthetic_vectors(real, vectors_file, args.size, seed=0)
+    vectors = (
+        np.load(vectors_file, mmap_mode="r")
+        if vectors_file.exists()
+        else sm.synthetic_vectors(real, vectors_file, args.size, seed=0)
+    )
     docids = [f"msmarco_v2.1_doc_{i % 59:02d}_{i}#0_0" for i in range(args.size)]
     exact = sm.exact_top(vectors, queries, 100)
-    print(f"# {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; {args.size:,} vectors, {len(queries)} queries, "
-          f"efSearch {args.ef}")
+    print(
+        f"# {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; {args.size:,} vectors, {len(queries)} queries, "
+        f"efSearch {args.ef}"
+    )
     rows = {}
     for int8 in (True, False):
         tag = "int8" if int8 else "float"
@@ -90,19 +95,27 @@ def main() -> None:
         print(f"{tag}: built in {built:.0f} s", flush=True)
         whole = LuceneHnsw([one], args.ef)
         _, codes = timed(whole, queries, args.size, passes=1)  # exact over these codes: efSearch = all
-        for label, dirs, ef in (("10 shards", shards, args.ef), ("10 shards", shards, args.ef // 10),
-                                ("one index", [one], args.ef)):
+        for label, dirs, ef in (
+            ("10 shards", shards, args.ef),
+            ("10 shards", shards, args.ef // 10),
+            ("one index", [one], args.ef),
+        ):
             index = whole if dirs == [one] else LuceneHnsw(dirs, ef)
             p50, found = timed(index, queries, ef)
             rows[(tag, label, ef)] = p50
-            print(f"{tag:5} {label:9} efSearch {ef:4} per index  recall@100 {recall(found, exact, docids):.3f} "
-                  f"against exact, {overlap(found, codes):.3f} against exact over its codes  p50 {p50:6.2f} ms  "
-                  f"load {os.getloadavg()[0]:.1f}", flush=True)
+            print(
+                f"{tag:5} {label:9} efSearch {ef:4} per index  recall@100 {recall(found, exact, docids):.3f} "
+                f"against exact, {overlap(found, codes):.3f} against exact over its codes  p50 {p50:6.2f} ms  "
+                f"load {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
             index.close()
     for tag in ("int8", "float"):
         for ef in (args.ef, args.ef // 10):
-            print(f"{tag}: the set's p50 at efSearch {ef} per shard / one index's at {args.ef}: "
-                  f"{rows[(tag, '10 shards', ef)] / rows[(tag, 'one index', args.ef)]:.2f}x (goal <= 1.5x)")
+            print(
+                f"{tag}: the set's p50 at efSearch {ef} per shard / one index's at {args.ef}: "
+                f"{rows[(tag, '10 shards', ef)] / rows[(tag, 'one index', args.ef)]:.2f}x (goal <= 1.5x)"
+            )
 
 
 if __name__ == "__main__":

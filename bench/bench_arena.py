@@ -83,12 +83,7 @@ def bench_ratings(n: int, rounds: int) -> None:
 
 
 A = {"spec": "bm25@20 | extractive", "retriever": "bm25@20", "reranker": "none", "generator": "extractive"}
-B = {
-    "spec": "bm25+rm3@20 | extractive",
-    "retriever": "bm25+rm3@20",
-    "reranker": "none",
-    "generator": "extractive",
-}
+B = {"spec": "bm25+rm3@20 | extractive", "retriever": "bm25+rm3@20", "reranker": "none", "generator": "extractive"}
 
 
 def bench_votes(voters: int, votes: int) -> bool:
@@ -119,8 +114,7 @@ def bench_votes(voters: int, votes: int) -> bool:
                 for target in (battle_id, raced):
                     t0 = time.perf_counter()
                     try:
-                        store.vote(target, random.choice(("a", "b", "tie", "bothbad")), f"voter-{i}",
-                                   f"voter-{i}")
+                        store.vote(target, random.choice(("a", "b", "tie", "bothbad")), f"voter-{i}", f"voter-{i}")
                         wins[i] += 1
                     except VoteRefused as exc:
                         if exc.status != 409:
@@ -186,18 +180,36 @@ def _fill(store: VoteStore, start: int, stop: int, pool: list, per_commit: int =
     for i in range(start, stop):
         a, b = (p.as_dict() for p in rng.sample(pool, 2))
         key, battle_id = pair_key(a, b), f"{i:032d}"
-        battles.append({"id": battle_id, "t": "2026-01-01T00:00:00+00:00", "ans": answer, "pair": key,
-                        "pa": json.dumps(a, sort_keys=True), "pb": json.dumps(b, sort_keys=True)})
+        battles.append(
+            {
+                "id": battle_id,
+                "t": "2026-01-01T00:00:00+00:00",
+                "ans": answer,
+                "pair": key,
+                "pa": json.dumps(a, sort_keys=True),
+                "pb": json.dumps(b, sort_keys=True),
+            }
+        )
         rows.append({"id": battle_id, "w": rng.choice(("a", "b", "tie", "bothbad")), "pair": key})
     with store.engine.begin() as conn:
-        conn.execute(text("INSERT INTO battles (id, created_at, mode, topic_id, topic, pipeline_a, "
-                          "pipeline_b, answer_a, answer_b, session_id, pair_key) VALUES (:id, :t, 'blinded', "
-                          "'t', 'a topic', :pa, :pb, :ans, :ans, 'bench', :pair)"), battles)
+        conn.execute(
+            text(
+                "INSERT INTO battles (id, created_at, mode, topic_id, topic, pipeline_a, "
+                "pipeline_b, answer_a, answer_b, session_id, pair_key) VALUES (:id, :t, 'blinded', "
+                "'t', 'a topic', :pa, :pb, :ans, :ans, 'bench', :pair)"
+            ),
+            battles,
+        )
     for i in range(0, len(rows), per_commit):
         with store.engine.begin() as conn:
-            conn.execute(text("INSERT INTO votes (battle_id, voted_at, winner, session_id, rate_key, "
-                              "pair_key) VALUES (:id, '2026-01-01T00:00:01+00:00', :w, 'bench', 'bench', "
-                              ":pair)"), rows[i:i + per_commit])
+            conn.execute(
+                text(
+                    "INSERT INTO votes (battle_id, voted_at, winner, session_id, rate_key, "
+                    "pair_key) VALUES (:id, '2026-01-01T00:00:01+00:00', :w, 'bench', 'bench', "
+                    ":pair)"
+                ),
+                rows[i : i + per_commit],
+            )
 
 
 def _best(fn, repeat: int) -> tuple[float, object]:
@@ -210,8 +222,9 @@ def _best(fn, repeat: int) -> tuple[float, object]:
 
 
 def bench_sampling(sizes: list[int], database_url: str | None) -> bool:
-    pool = make_pool(default_specs(["bm25", "bm25+rocchio", "bm25+rm3", "dense:minilm"],
-                                   ["extractive", "smollm2", "gpt-4o"]))  # 12 pipelines, 66 pairs
+    pool = make_pool(
+        default_specs(["bm25", "bm25+rocchio", "bm25+rm3", "dense:minilm"], ["extractive", "smollm2", "gpt-4o"])
+    )  # 12 pipelines, 66 pairs
     where = "the given database" if database_url else "SQLite (WAL)"
     ok = True
     with tempfile.TemporaryDirectory() as tmp:
@@ -234,26 +247,27 @@ def bench_sampling(sizes: list[int], database_url: str | None) -> bool:
 
             def group_by() -> dict:
                 with store.engine.connect() as conn:
-                    rows = conn.execute(text("SELECT pair_key, COUNT(*) FROM votes WHERE pair_key IS NOT NULL "
-                                             "GROUP BY pair_key")).all()
+                    rows = conn.execute(
+                        text("SELECT pair_key, COUNT(*) FROM votes WHERE pair_key IS NOT NULL GROUP BY pair_key")
+                    ).all()
                 return {tuple(json.loads(key)): n for key, n in rows}
 
             group_s, grouped = _best(group_by, 5)
             old_s, old = _best(old_way, 2)
             same = old == grouped == counts
             ok = ok and same and sum(counts.values()) == size  # type: ignore[union-attr]
-            print(f"(c) {size:,} votes on {where}: vote_counts() (pair_votes) {counts_s * 1000:.2f} ms, one "
-                  f"battle's pair (vote_counts + pick_pair) {pick_s * 1000:.2f} ms; before: GROUP BY over "
-                  f"votes {group_s * 1000:.1f} ms, read the log and count in Python {old_s * 1000:.0f} ms; "
-                  f"same counts: {same}")
+            print(
+                f"(c) {size:,} votes on {where}: vote_counts() (pair_votes) {counts_s * 1000:.2f} ms, one "
+                f"battle's pair (vote_counts + pick_pair) {pick_s * 1000:.2f} ms; before: GROUP BY over "
+                f"votes {group_s * 1000:.1f} ms, read the log and count in Python {old_s * 1000:.0f} ms; "
+                f"same counts: {same}"
+            )
         store.engine.dispose()
     return ok
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--battles", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=100)
     parser.add_argument("--voters", type=int, default=20)

@@ -48,8 +48,10 @@ def main() -> None:
             t = time.monotonic()
             httpx.get(f"{base}/arena/", timeout=120, follow_redirects=True).raise_for_status()
             second = time.monotonic() - t
-        print(f"/healthz after {up:.1f} s; first GET /arena/ {after:g} s later: {first:.2f} s "
-              f"({len(page.content):,} bytes); the next one {second:.2f} s; load {os.getloadavg()[0]:.1f}")
+        print(
+            f"/healthz after {up:.1f} s; first GET /arena/ {after:g} s later: {first:.2f} s "
+            f"({len(page.content):,} bytes); the next one {second:.2f} s; load {os.getloadavg()[0]:.1f}"
+        )
 
 
 if __name__ == "__main__":

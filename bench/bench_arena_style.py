@@ -37,8 +37,7 @@ def shares() -> None:
         pool = make_pool(default_specs(retrievers, ["extractive", "smollm2"]))
         cells = []
         for median in (None, 45.0, 98.0, 150.0):
-            medians = {} if median is None else {
-                p.spec: median if p.generator == "smollm2" else 1.0 for p in pool}
+            medians = {} if median is None else {p.spec: median if p.generator == "smollm2" else 1.0 for p in pool}
             speed, rng, n = speed_weights(pool, medians, 30.0), random.Random(0), 20_000
             hits = sum(any(p.generator == "smollm2" for p in pick_pair(pool, {}, rng, speed)) for _ in range(n))
             cells.append(f"{'unmeasured' if median is None else f'{median:g} s'}: {hits / n:.1%}")
@@ -57,18 +56,26 @@ def boards(n: int, rounds: int) -> None:
     for style in (False, True):
         start = time.perf_counter()
         leaderboard(battles, rounds=rounds, style=style)
-        print(f"(b) leaderboard(style={style}) over {n:,} battles, {rounds} rounds: "
-              f"{time.perf_counter() - start:.2f} s")
+        print(
+            f"(b) leaderboard(style={style}) over {n:,} battles, {rounds} rounds: {time.perf_counter() - start:.2f} s"
+        )
 
 
 def store(n: int) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         log = VoteStore(f"sqlite:///{Path(tmp) / 'v.db'}", votes_per_minute=10**9)
         pa, pb = identify("bm25@20 | extractive").as_dict(), identify("bm25+rm3@20 | extractive").as_dict()
-        sentence = {"text": "gzip.compress: Compress data in one shot and return the compressed string. " * 2,
-                    "citations": [0, 1]}
-        answer = {"topic_id": "t", "topic": "compress a file", "references": [f"doc#{i}" for i in range(10)],
-                  "response_length": 150, "answer": [sentence] * 10}
+        sentence = {
+            "text": "gzip.compress: Compress data in one shot and return the compressed string. " * 2,
+            "citations": [0, 1],
+        }
+        answer = {
+            "topic_id": "t",
+            "topic": "compress a file",
+            "references": [f"doc#{i}" for i in range(10)],
+            "response_length": 150,
+            "answer": [sentence] * 10,
+        }
         for k in range(n):
             battle = log.create_battle("blinded", "", "topic", pa, pb, answer, answer, None, None, "s")
             log.vote(battle, "a", "s", f"k{k % 50}")

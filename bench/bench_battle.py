@@ -63,8 +63,7 @@ def main() -> None:
     ensure_demo_index(settings, dense_model="minilm")
     topics = [t.text for t in load_topics("demo", ROOT / "topics")][: args.topics]
     app = create_app(settings, arena=False)
-    arena = Arena(settings, RagClient("http://ragnarok.local", transport=httpx.ASGITransport(app=app),
-                                      timeout_s=120))
+    arena = Arena(settings, RagClient("http://ragnarok.local", transport=httpx.ASGITransport(app=app), timeout_s=120))
     seconds = asyncio.run(run(arena, args.a, args.b, topics))
     p50, p95 = pct(seconds, 50), pct(seconds, 95)
     print(f"battle {args.a!r} vs {args.b!r}: {len(seconds)} battles, load {os.getloadavg()[0]:.1f}")

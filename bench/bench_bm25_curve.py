@@ -37,8 +37,12 @@ def build(work: Path, size: int) -> Path:
     if not index.exists():
         if not collection.exists():
             scale_corpus.write_collection(collection, size)
-        subprocess.run([sys.executable, "-m", "ragnarok.cli", "index", str(collection), str(index)], check=True,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        subprocess.run(
+            [sys.executable, "-m", "ragnarok.cli", "index", str(collection), str(index)],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         collection.unlink()
     return index
 
@@ -65,14 +69,16 @@ def measure(index: Path, topics: list[str], k: int) -> dict[str, tuple[float, fl
     from jnius import autoclass, cast  # noqa: PLC0415 - the JVM is up
 
     reader = autoclass("org.apache.lucene.index.DirectoryReader").open(
-        autoclass("org.apache.lucene.store.FSDirectory").open(autoclass("java.io.File")(str(index)).toPath()))
+        autoclass("org.apache.lucene.store.FSDirectory").open(autoclass("java.io.File")(str(index)).toPath())
+    )
     lucene = autoclass("org.apache.lucene.search.IndexSearcher")(cast("org.apache.lucene.index.IndexReader", reader))
     lucene.setSimilarity(autoclass("org.apache.lucene.search.similarities.BM25Similarity")(0.9, 0.4))
     analyzer = autoclass("io.anserini.analysis.DefaultEnglishAnalyzer").newDefaultInstance()
     generator = autoclass("io.anserini.search.query.BagOfWordsQueryGenerator")()
     out = {
-        "lucene": _timed(lambda text: lucene.search(generator.buildQuery("contents", analyzer, text), k).totalHits,
-                         topics),
+        "lucene": _timed(
+            lambda text: lucene.search(generator.buildQuery("contents", analyzer, text), k).totalHits, topics
+        ),
         "anserini": _timed(lambda text: searcher.object.search(text, k), topics),
     }
     reader.close()
@@ -96,15 +102,20 @@ def main() -> None:
         index = build(work, size)
         found = measure(index, topics, args.k)
         rows.append((size, found))
-        print(f"{size:>10,} segments  Lucene's BM25 search p50 {found['lucene'][0]:7.3f} ms, mean "
-              f"{found['lucene'][1]:7.3f} ms; Anserini's searcher with the hits' documents p50 "
-              f"{found['anserini'][0]:7.3f} ms, mean {found['anserini'][1]:7.3f} ms", flush=True)
+        print(
+            f"{size:>10,} segments  Lucene's BM25 search p50 {found['lucene'][0]:7.3f} ms, mean "
+            f"{found['lucene'][1]:7.3f} ms; Anserini's searcher with the hits' documents p50 "
+            f"{found['anserini'][0]:7.3f} ms, mean {found['anserini'][1]:7.3f} ms",
+            flush=True,
+        )
     (n1, a), (n2, b) = rows[-2], rows[-1]
     for kind in ("lucene", "anserini"):
         for label, col in (("p50", 0), ("mean", 1)):
             slope = math.log(b[kind][col] / a[kind][col]) / math.log(n2 / n1)
-            print(f"{kind} {label}: slope {slope:.2f} between {n1:,} and {n2:,}; at V2.1's {V21:,} segments: "
-                  f"{b[kind][col] * (V21 / n2) ** slope:,.1f} ms (extrapolated)")
+            print(
+                f"{kind} {label}: slope {slope:.2f} between {n1:,} and {n2:,}; at V2.1's {V21:,} segments: "
+                f"{b[kind][col] * (V21 / n2) ** slope:,.1f} ms (extrapolated)"
+            )
 
 
 if __name__ == "__main__":

@@ -32,8 +32,18 @@ from pathlib import Path
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
-QUERIES = ["gzip compress", "json parse", "thread pool", "regular expression", "http server", "sqlite cursor",
-           "datetime timezone", "random choice", "socket timeout", "csv writer"]
+QUERIES = [
+    "gzip compress",
+    "json parse",
+    "thread pool",
+    "regular expression",
+    "http server",
+    "sqlite cursor",
+    "datetime timezone",
+    "random choice",
+    "socket timeout",
+    "csv writer",
+]
 
 
 def rss_mb(pid: int) -> float:
@@ -55,8 +65,9 @@ async def retrieve(http: httpx.AsyncClient, url: str, n: int) -> tuple[float, fl
     """One POST /v1/retrieve: (sent, ended, status or the error's name)."""
     sent = time.perf_counter()
     try:
-        status: int | str = (await http.post(url + "/v1/retrieve", json={
-            "query": QUERIES[n % len(QUERIES)], "k": 10})).status_code
+        status: int | str = (
+            await http.post(url + "/v1/retrieve", json={"query": QUERIES[n % len(QUERIES)], "k": 10})
+        ).status_code
     except httpx.HTTPError as exc:
         status = type(exc).__name__
     return sent, time.perf_counter(), status
@@ -105,10 +116,12 @@ async def recovery(url: str, pid: int, p50_s: float) -> dict:
         stop.set()
         await asyncio.gather(*tasks)
     hurt = [(s, e, st) for s, e, st in records if e > killed and (st != 200 or e - s > 10 * p50_s)]
-    return {"failed": sum(1 for *_, st in records if st != 200),
-            "failed_sent_after_kill": sum(1 for s, _, st in records if s > killed and st != 200),
-            "answered_after_kill": sum(1 for s, _, st in records if s > killed and st == 200),
-            "recovered_ms": round(((max(e for _, e, _ in hurt) - killed) if hurt else 0.0) * 1000, 1)}
+    return {
+        "failed": sum(1 for *_, st in records if st != 200),
+        "failed_sent_after_kill": sum(1 for s, _, st in records if s > killed and st != 200),
+        "answered_after_kill": sum(1 for s, _, st in records if s > killed and st == 200),
+        "recovered_ms": round(((max(e for _, e, _ in hurt) - killed) if hurt else 0.0) * 1000, 1),
+    }
 
 
 def main() -> None:
@@ -129,8 +142,22 @@ def main() -> None:
     from ragnarok.runtime.netaddr import free_port  # noqa: PLC0415
 
     started = time.perf_counter()
-    up = subprocess.run([*script, "up", "--instances", str(args.instances), "--port", str(free_port()),
-                         "--data-dir", str(data), "--no-dense"], env=env, capture_output=True, text=True)
+    up = subprocess.run(
+        [
+            *script,
+            "up",
+            "--instances",
+            str(args.instances),
+            "--port",
+            str(free_port()),
+            "--data-dir",
+            str(data),
+            "--no-dense",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
     try:
         assert up.returncode == 0, up.stderr
         up_s = time.perf_counter() - started
@@ -150,8 +177,10 @@ def main() -> None:
                     figures[name].append(latency(url, clients, args.requests))
             (pp50, pp99), (dp50, dp99) = (min(figures[n]) for n in ("proxy", "direct"))
             verdict = "PASS" if pp50 <= 1.2 * dp50 + 1 else "FAIL"
-            print(f"{clients:>2} clients: proxy p50 {pp50:.1f} ms p99 {pp99:.1f} ms | direct p50 {dp50:.1f} ms "
-                  f"p99 {dp99:.1f} ms | goal p50 <= 1.2 x direct + 1 ms: {verdict}")
+            print(
+                f"{clients:>2} clients: proxy p50 {pp50:.1f} ms p99 {pp99:.1f} ms | direct p50 {dp50:.1f} ms "
+                f"p99 {dp99:.1f} ms | goal p50 <= 1.2 x direct + 1 ms: {verdict}"
+            )
             p50_before = p50_before or pp50 / 1000
         after = [round(rss_mb(p)) for p in state["pids"]]
         print(f"RSS after load MB {after}")

@@ -58,19 +58,29 @@ def generate(path: Path, n: int, seed: int = 0, dup_rate: float = 0.08) -> int:
                 k = int(rng.integers(140, 280))
                 if pos + k > len(stream):
                     pos = int(rng.integers(0, len(stream) - k))
-                ws = vocab[stream[pos:pos + k]].tolist()
+                ws = vocab[stream[pos : pos + k]].tolist()
                 pos += k
                 sentences, j = [], 0
                 while j < k:
                     m = int(rng.integers(8, 20))
-                    sentences.append(" ".join(ws[j:j + m]).capitalize() + ".")
+                    sentences.append(" ".join(ws[j : j + m]).capitalize() + ".")
                     j += m
-                body = "\n\n".join(" ".join(sentences[p:p + 4]) for p in range(0, len(sentences), 4))
+                body = "\n\n".join(" ".join(sentences[p : p + 4]) for p in range(0, len(sentences), 4))
                 pool.append(body)
                 if len(pool) > 2000:
                     pool = pool[-1000:]
-            out.write(json.dumps({"docid": f"synthetic_{i}", "url": f"https://example.org/{i}",
-                                  "title": f"Document {i}", "headings": "", "body": body}) + "\n")
+            out.write(
+                json.dumps(
+                    {
+                        "docid": f"synthetic_{i}",
+                        "url": f"https://example.org/{i}",
+                        "title": f"Document {i}",
+                        "headings": "",
+                        "body": body,
+                    }
+                )
+                + "\n"
+            )
     return path.stat().st_size
 
 
@@ -160,7 +170,7 @@ def bulk_baseline(path: Path, n: int = 5000) -> tuple[float, float]:
     with open(path, encoding="utf-8") as f:
         for line, _ in zip(f, range(n)):
             w = words(json.loads(line)["body"])
-            docs.append([" ".join(w[i:i + 9]).encode() for i in range(max(len(w) - 8, 1))])
+            docs.append([" ".join(w[i : i + 9]).encode() for i in range(max(len(w) - 8, 1))])
     t, c = time.perf_counter(), time.process_time()
     MinHash.bulk(docs, num_perm=128)
     return len(docs) / (time.perf_counter() - t), len(docs) / (time.process_time() - c)
@@ -173,8 +183,10 @@ def start_redis(workdir: Path) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                             "--dir", str(workdir)], stdout=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", str(workdir)],
+        stdout=subprocess.DEVNULL,
+    )
     import redis
 
     for _ in range(200):
@@ -195,8 +207,13 @@ def main() -> None:
     ap.add_argument("--no-redis", action="store_true")
     ap.add_argument("--workdir", type=Path, default=None, help="keep (and reuse) the generated files here")
     ap.add_argument("--no-baseline", action="store_true")
-    ap.add_argument("--storages", nargs="+", default=["disk"], choices=["disk", "memory"],
-                    help="bucket storages to measure without Redis (memory: datasketch's in-memory MinHashLSH)")
+    ap.add_argument(
+        "--storages",
+        nargs="+",
+        default=["disk"],
+        choices=["disk", "memory"],
+        help="bucket storages to measure without Redis (memory: datasketch's in-memory MinHashLSH)",
+    )
     ap.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="worker counts for --sizes")
     ap.add_argument("--no-in-memory", action="store_true", help="only the Redis runs")
     args = ap.parse_args()
@@ -204,8 +221,9 @@ def main() -> None:
     work.mkdir(parents=True, exist_ok=True)
     print(f"# machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at start")
     rows = []
-    sizes = sorted(set(args.sizes + ([] if args.no_large else [args.large])
-                       + ([] if args.no_redis else args.redis_sizes)))
+    sizes = sorted(
+        set(args.sizes + ([] if args.no_large else [args.large]) + ([] if args.no_redis else args.redis_sizes))
+    )
     files = {}
     for n in sizes:
         files[n] = work / f"docs-{n}.jsonl"
@@ -214,37 +232,71 @@ def main() -> None:
         print(f"# generated {n:,} docs, {size / n:,.0f} bytes/doc avg, in {time.perf_counter() - t:.0f} s")
     if not args.no_baseline:
         wall, cpu = bulk_baseline(files[sizes[0]])
-        print(f"datasketch MinHash.bulk (SHA-1 shingles, 128 perm, 1 process): {wall:,.0f} docs/s, "
-              f"{cpu:,.0f} docs per CPU-s  load {os.getloadavg()[0]:.1f}", flush=True)
+        print(
+            f"datasketch MinHash.bulk (SHA-1 shingles, 128 perm, 1 process): {wall:,.0f} docs/s, "
+            f"{cpu:,.0f} docs per CPU-s  load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
     runs = [] if args.no_in_memory else [(st, n, w) for st in args.storages for n in args.sizes for w in args.workers]
     if not args.no_large and not args.no_in_memory:
         runs += [(st, args.large, 2) for st in args.storages]
     for storage, n, workers in runs:
-        m = measured(ragnarok("collection", "dedup", str(files[n]), str(work / "out.jsonl"), "--storage", storage,
-                              "--workers", str(workers), "--no-progress", "--report", str(work / "report.json")))
+        m = measured(
+            ragnarok(
+                "collection",
+                "dedup",
+                str(files[n]),
+                str(work / "out.jsonl"),
+                "--storage",
+                storage,
+                "--workers",
+                str(workers),
+                "--no-progress",
+                "--report",
+                str(work / "report.json"),
+            )
+        )
         s, rss, out = m
         report = json.loads((work / "report.json").read_text())
         rows.append((storage, n, workers, s, rss, report["percent_removed"]))
-        print(f"{storage:<10} {n:>9,} docs  workers={workers}  {s:7.1f} s  {n / s:9,.0f} docs/s  "
-              f"CPU {m.cpu:6.1f} s ({n / m.cpu:7,.0f} docs per CPU-s)  peak RSS {rss:7,.0f} MiB "
-              f"(tree {m.rss_sum:7,.0f} MiB)  removed {report['percent_removed']:.2f} %  "
-              f"load {os.getloadavg()[0]:.1f}", flush=True)
+        print(
+            f"{storage:<10} {n:>9,} docs  workers={workers}  {s:7.1f} s  {n / s:9,.0f} docs/s  "
+            f"CPU {m.cpu:6.1f} s ({n / m.cpu:7,.0f} docs per CPU-s)  peak RSS {rss:7,.0f} MiB "
+            f"(tree {m.rss_sum:7,.0f} MiB)  removed {report['percent_removed']:.2f} %  "
+            f"load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
     if not args.no_redis:
         proc, url = start_redis(work)
         try:
             import redis
 
             for n in args.redis_sizes:
-                m = measured(ragnarok("collection", "dedup", str(files[n]), str(work / "out.jsonl"),
-                                      "--workers", "2", "--no-progress", "--redis-url", url,
-                                      "--report", str(work / "report.json")))
+                m = measured(
+                    ragnarok(
+                        "collection",
+                        "dedup",
+                        str(files[n]),
+                        str(work / "out.jsonl"),
+                        "--workers",
+                        "2",
+                        "--no-progress",
+                        "--redis-url",
+                        url,
+                        "--report",
+                        str(work / "report.json"),
+                    )
+                )
                 s, rss, _ = m
                 report = json.loads((work / "report.json").read_text())
                 used = redis.Redis.from_url(url).info("memory")["used_memory_peak"] / 2**20
-                print(f"redis      {n:>9,} docs  workers=2  {s:7.1f} s  {n / s:9,.0f} docs/s  CPU {m.cpu:6.1f} s  "
-                      f"peak RSS {rss:7,.0f} MiB (tree {m.rss_sum:7,.0f} MiB, redis-server peak {used:,.0f} MiB)  "
-                      f"load {os.getloadavg()[0]:.1f}  "
-                      f"removed {report['percent_removed']:.2f} %", flush=True)
+                print(
+                    f"redis      {n:>9,} docs  workers=2  {s:7.1f} s  {n / s:9,.0f} docs/s  CPU {m.cpu:6.1f} s  "
+                    f"peak RSS {rss:7,.0f} MiB (tree {m.rss_sum:7,.0f} MiB, redis-server peak {used:,.0f} MiB)  "
+                    f"load {os.getloadavg()[0]:.1f}  "
+                    f"removed {report['percent_removed']:.2f} %",
+                    flush=True,
+                )
         finally:
             proc.terminate()
             proc.wait()

@@ -40,10 +40,24 @@ from ragnarok.core.types import Query  # noqa: E402
 from ragnarok.stages.retrieve.dense import HNSW_M, DenseRetriever, shared_encoder  # noqa: E402
 from ragnarok.stages.retrieve.dense_build import build_dense_index, segments_from_lucene  # noqa: E402
 
-SUBJECTS = ["files", "strings", "lists", "dictionaries", "threads", "sockets", "regular expressions", "dates",
-            "JSON", "logging"]
-FORMS = ["how do I work with {} in Python", "what is the fastest way to sort {}", "examples of {} errors",
-         "best practices for {}"]
+SUBJECTS = [
+    "files",
+    "strings",
+    "lists",
+    "dictionaries",
+    "threads",
+    "sockets",
+    "regular expressions",
+    "dates",
+    "JSON",
+    "logging",
+]
+FORMS = [
+    "how do I work with {} in Python",
+    "what is the fastest way to sort {}",
+    "examples of {} errors",
+    "best practices for {}",
+]
 
 
 def pct(values: list[float], q: int) -> float:
@@ -72,8 +86,7 @@ def main() -> None:
 
     dense_root = Path(tempfile.mkdtemp(prefix="dense-", dir=data_dir))
     t = time.perf_counter()
-    count = build_dense_index(segments_from_lucene(lucene), dense_root / "flat", args.model, "flat",
-                              lucene_dir=lucene)
+    count = build_dense_index(segments_from_lucene(lucene), dense_root / "flat", args.model, "flat", lucene_dir=lucene)
     built = {"flat (encoding included)": time.perf_counter() - t}
     # the HNSW index holds the very same vectors: rebuilt from the flat index instead of re-encoding everything
     t = time.perf_counter()
@@ -85,8 +98,10 @@ def main() -> None:
     meta = json.loads((dense_root / "flat" / "meta.json").read_text())
     (dense_root / "hnsw" / "meta.json").write_text(json.dumps({**meta, "kind": "hnsw"}))
     built["hnsw (graph only)"] = time.perf_counter() - t
-    retrievers = {kind: DenseRetriever(f"dense:{args.model}", str(lucene), args.model, str(dense_root / kind))
-                  for kind in ("flat", "hnsw")}
+    retrievers = {
+        kind: DenseRetriever(f"dense:{args.model}", str(lucene), args.model, str(dense_root / kind))
+        for kind in ("flat", "hnsw")
+    }
     for retriever in retrievers.values():
         retriever.warm_up()
 
@@ -111,8 +126,10 @@ def main() -> None:
     }
     results = timed(paths, queries, args.rounds, warmup=1)
 
-    print(f"index={lucene} segments={count} model={args.model} queries={len(queries)} ({source}) "
-          f"rounds={args.rounds} k={args.k} faiss_threads={faiss.omp_get_max_threads()} cpus={os.cpu_count()}")
+    print(
+        f"index={lucene} segments={count} model={args.model} queries={len(queries)} ({source}) "
+        f"rounds={args.rounds} k={args.k} faiss_threads={faiss.omp_get_max_threads()} cpus={os.cpu_count()}"
+    )
     print("build: " + ", ".join(f"{name} {seconds:.1f} s" for name, seconds in built.items()))
     print(f"HNSW recall@{args.k} vs flat: {statistics.mean(overlap):.3f}")
     print(f"{'path':<24} {'p50 ms':>8} {'p95 ms':>8}")

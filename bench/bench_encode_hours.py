@@ -40,8 +40,14 @@ def measure(name: str, device: str, batch: int, seconds: float) -> dict[str, flo
     from transformers import BertConfig, BertModel  # noqa: PLC0415
 
     layers, hidden, heads, inter, tokens = SHAPES[name]
-    config = BertConfig(num_hidden_layers=layers, hidden_size=hidden, num_attention_heads=heads,
-                        intermediate_size=inter, max_position_embeddings=512, vocab_size=30522)
+    config = BertConfig(
+        num_hidden_layers=layers,
+        hidden_size=hidden,
+        num_attention_heads=heads,
+        intermediate_size=inter,
+        max_position_embeddings=512,
+        vocab_size=30522,
+    )
     dtype = torch.float16 if device == "cuda" else torch.float32
     model = BertModel(config).to(device=device, dtype=dtype).eval()
     ids = torch.randint(1000, 30000, (batch, tokens), device=device)
@@ -66,9 +72,15 @@ def measure(name: str, device: str, batch: int, seconds: float) -> dict[str, flo
         start = time.perf_counter()
         step()
         latencies.append((time.perf_counter() - start) * 1000)
-    return {"model": name, "tokens": tokens, "batch": batch, "dtype": str(dtype).removeprefix("torch."),
-            "segments_per_s": round(rate, 1), "v21_hours": round(V21_SEGMENTS / rate / 3600, 2),
-            "query_p50_ms": round(sorted(latencies[3:])[10], 2)}
+    return {
+        "model": name,
+        "tokens": tokens,
+        "batch": batch,
+        "dtype": str(dtype).removeprefix("torch."),
+        "segments_per_s": round(rate, 1),
+        "v21_hours": round(V21_SEGMENTS / rate / 3600, 2),
+        "query_p50_ms": round(sorted(latencies[3:])[10], 2),
+    }
 
 
 def main() -> None:
@@ -86,8 +98,12 @@ def main() -> None:
         torch.set_num_threads(args.threads)
 
     batch = args.batch or (256 if args.device == "cuda" else 16)
-    machine = {"cpu_cores": os.cpu_count(), "platform": platform.platform(),
-               "torch": torch.__version__, "threads": torch.get_num_threads()}
+    machine = {
+        "cpu_cores": os.cpu_count(),
+        "platform": platform.platform(),
+        "torch": torch.__version__,
+        "threads": torch.get_num_threads(),
+    }
     if args.device == "cuda":
         machine["gpu"] = torch.cuda.get_device_name(0)
     rows = [measure(name, args.device, batch, args.seconds) for name in args.models.split(",")]

@@ -72,8 +72,9 @@ def main() -> None:
     ap.add_argument("--qrels", type=Path, help="qrels for nDCG@10 (default: topics/qrels.demo.txt for demo)")
     ap.add_argument("--model", default="minilm")
     ap.add_argument("--limit", type=int, default=0, help="encode only the first N segments (0: all)")
-    ap.add_argument("--passes", type=int, choices=(1, 2), default=2,
-                    help="2: each backend twice, in mirrored order; 1: once each")
+    ap.add_argument(
+        "--passes", type=int, choices=(1, 2), default=2, help="2: each backend twice, in mirrored order; 1: once each"
+    )
     ap.add_argument("--worker", choices=BACKENDS, help=argparse.SUPPRESS)
     ap.add_argument("--work", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -87,7 +88,7 @@ def main() -> None:
     topics = load_topics(args.topics, ROOT / "topics")
     segments = list(segments_from_lucene(lucene))
     if args.limit:
-        segments = segments[:args.limit]
+        segments = segments[: args.limit]
     docids, texts = [d for d, _ in segments], [t for _, t in segments]
 
     work = Path(tempfile.mkdtemp(prefix="bench-enc-work-"))
@@ -95,8 +96,16 @@ def main() -> None:
     vectors, seconds, qvecs, query_ms = {}, dict.fromkeys(BACKENDS, 0.0), {}, {n: [] for n in BACKENDS}
     order = [*BACKENDS, *reversed(BACKENDS)] if args.passes == 2 else list(BACKENDS)
     for name in order:  # each backend in its own process, twice in mirrored order by default
-        out = subprocess.run([sys.executable, __file__, "--worker", name, "--model", args.model, "--work",
-                              str(work)], capture_output=True, text=True, check=True).stdout.strip().splitlines()
+        out = (
+            subprocess.run(
+                [sys.executable, __file__, "--worker", name, "--model", args.model, "--work", str(work)],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            .stdout.strip()
+            .splitlines()
+        )
         result = json.loads(out[-1])
         seconds[name] += result["seconds"] / args.passes
         query_ms[name] += result["query_ms"]
@@ -108,24 +117,33 @@ def main() -> None:
         index = faiss.IndexFlatIP(vectors[name].shape[1])
         index.add(vectors[name])
         scores, ids = index.search(qvecs[name], 100)
-        runs[name] = {str(t.qid): {docids[i]: float(s) for s, i in zip(scores[r], ids[r]) if i >= 0}
-                      for r, t in enumerate(topics)}
+        runs[name] = {
+            str(t.qid): {docids[i]: float(s) for s, i in zip(scores[r], ids[r]) if i >= 0} for r, t in enumerate(topics)
+        }
         tops[name] = [[docids[i] for i in ids[r][:10]] for r in range(len(topics))]
     qrels = read_qrels(qrels_path) if qrels_path else None
 
-    print(f"\nindex={lucene} segments={len(texts)} model={args.model} topics={args.topics} ({len(topics)}) "
-          f"cpus={os.cpu_count()} loadavg={open('/proc/loadavg').read().split()[:3]}")
+    print(
+        f"\nindex={lucene} segments={len(texts)} model={args.model} topics={args.topics} ({len(topics)}) "
+        f"cpus={os.cpu_count()} loadavg={open('/proc/loadavg').read().split()[:3]}"
+    )
     for name in BACKENDS[1:]:
         cosine = (vectors[name] * vectors["torch"]).sum(axis=1)
-        print(f"{name} vs torch over all vectors: max |difference| {np.abs(vectors[name] - vectors['torch']).max():.2e}"
-              f", cosine min {cosine.min():.4f} mean {cosine.mean():.5f}")
-    print(f"{'backend':<8} {'seg/s':>8} {'x torch':>8} {'query p50':>10} {'query p95':>10} {'top10 overlap':>14}"
-          f" {'nDCG@10':>8}")
+        print(
+            f"{name} vs torch over all vectors: max |difference| {np.abs(vectors[name] - vectors['torch']).max():.2e}"
+            f", cosine min {cosine.min():.4f} mean {cosine.mean():.5f}"
+        )
+    print(
+        f"{'backend':<8} {'seg/s':>8} {'x torch':>8} {'query p50':>10} {'query p95':>10} {'top10 overlap':>14}"
+        f" {'nDCG@10':>8}"
+    )
     for name in BACKENDS:
         overlap = statistics.mean(len(set(a) & set(b)) / max(1, len(b)) for a, b in zip(tops[name], tops["torch"]))
         ndcg = evaluate(qrels, runs[name], ("nDCG@10",))["nDCG@10"] if qrels else float("nan")
-        print(f"{name:<8} {len(texts) / seconds[name]:8.1f} {seconds['torch'] / seconds[name]:8.2f} "
-              f"{pct(query_ms[name], 50):10.2f} {pct(query_ms[name], 95):10.2f} {overlap:14.3f} {ndcg:8.4f}")
+        print(
+            f"{name:<8} {len(texts) / seconds[name]:8.1f} {seconds['torch'] / seconds[name]:8.2f} "
+            f"{pct(query_ms[name], 50):10.2f} {pct(query_ms[name], 95):10.2f} {overlap:14.3f} {ndcg:8.4f}"
+        )
 
 
 if __name__ == "__main__":

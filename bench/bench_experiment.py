@@ -26,8 +26,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PIPELINES = ["bm25@1000", "bm25+rm3@1000", "bm25+rocchio@1000", "rrf(bm25, bm25+rm3)@1000",
-             "rrf(bm25, bm25+rocchio, bm25+rm3)@1000"]
+PIPELINES = [
+    "bm25@1000",
+    "bm25+rm3@1000",
+    "bm25+rocchio@1000",
+    "rrf(bm25, bm25+rm3)@1000",
+    "rrf(bm25, bm25+rocchio, bm25+rm3)@1000",
+]
 
 
 def ragnarok(*args: str) -> str:
@@ -58,20 +63,47 @@ def main() -> None:
 
     def alone() -> str:
         for n, spec in enumerate(PIPELINES):
-            ragnarok("search", "--topics", topics, "--index", index, "--pipeline", spec,
-                     "--output", str(work / f"run{n}.txt"), "--run-id", f"run{n}")
+            ragnarok(
+                "search",
+                "--topics",
+                topics,
+                "--index",
+                index,
+                "--pipeline",
+                spec,
+                "--output",
+                str(work / f"run{n}.txt"),
+                "--run-id",
+                f"run{n}",
+            )
         return ragnarok("eval", qrels, *(str(work / f"run{n}.txt") for n in range(len(PIPELINES))))
 
     def together() -> str:
-        return ragnarok("compare", *PIPELINES, "--topics", topics, "--qrels", qrels, "--index", index,
-                        "--baseline", "0", "--correction", "holm", "--csv", str(work / "means.csv"))
+        return ragnarok(
+            "compare",
+            *PIPELINES,
+            "--topics",
+            topics,
+            "--qrels",
+            qrels,
+            "--index",
+            index,
+            "--baseline",
+            "0",
+            "--correction",
+            "holm",
+            "--csv",
+            str(work / "means.csv"),
+        )
 
     print(f"load average at start: {os.getloadavg()[0]:.1f}")
     for round_ in range(1, args.rounds + 1):
         alone_s, table = timed(alone)
         compare_s, shown = timed(together)
-        print(f"round {round_}: search alone x5 + eval {alone_s:.1f} s; compare {compare_s:.1f} s; "
-              f"ratio {compare_s / alone_s:.2f} (goal <= 1.2); load {os.getloadavg()[0]:.1f}")
+        print(
+            f"round {round_}: search alone x5 + eval {alone_s:.1f} s; compare {compare_s:.1f} s; "
+            f"ratio {compare_s / alone_s:.2f} (goal <= 1.2); load {os.getloadavg()[0]:.1f}"
+        )
     evaluated = [line.split()[1:] for line in table.splitlines()[1:]]
     compared = [row[1:5] for row in list(csv.reader((work / "means.csv").open()))[1:]]
     gap = max(abs(float(a) - float(b)) for row_a, row_b in zip(evaluated, compared) for a, b in zip(row_a, row_b))

@@ -63,12 +63,16 @@ class Clients:
 
     def _one(self, http: httpx.Client, i: int) -> tuple[str, int | str]:
         kind = ("retrieve", "rag", "paid")[i % 3]
-        body = ({"query": TOPICS[i % 5], "k": 5} if kind == "retrieve" else
-                {"topic": TOPICS[i % 5], "pipeline": "bm25@5 | " + ("paid" if kind == "paid" else "extractive")})
+        body = (
+            {"query": TOPICS[i % 5], "k": 5}
+            if kind == "retrieve"
+            else {"topic": TOPICS[i % 5], "pipeline": "bm25@5 | " + ("paid" if kind == "paid" else "extractive")}
+        )
         route = "/v1/retrieve" if kind == "retrieve" else "/rag"
         try:
-            answer = http.post(self.url + route, json=body, timeout=120,
-                               headers={"Authorization": f"Bearer {self.secrets[kind]}"})
+            answer = http.post(
+                self.url + route, json=body, timeout=120, headers={"Authorization": f"Bearer {self.secrets[kind]}"}
+            )
         except httpx.HTTPError as exc:
             return kind, type(exc).__name__
         if answer.status_code == 503 and "no instance of the service" in answer.text:
@@ -113,16 +117,35 @@ def main() -> None:
     data = root / "cluster"
     backend = flaky_openai_app()
     with serve_app(backend) as base:
-        env = {**os.environ, "RAGNAROK_AUTH": "keys", "PYTHONPATH": str(ROOT), KEY_ENV: "sk-bench-faults",
-               "RAGNAROK_SHUTDOWN_GRACE_S": "5",
-               "RAGNAROK_GENERATORS": json.dumps([{"name": "paid", "backend": "openai", "base_url": base + "/v1",
-                                                   "model": MODEL, "api_key_env": KEY_ENV, "max_retries": 0}])}
+        env = {
+            **os.environ,
+            "RAGNAROK_AUTH": "keys",
+            "PYTHONPATH": str(ROOT),
+            KEY_ENV: "sk-bench-faults",
+            "RAGNAROK_SHUTDOWN_GRACE_S": "5",
+            "RAGNAROK_GENERATORS": json.dumps(
+                [
+                    {
+                        "name": "paid",
+                        "backend": "openai",
+                        "base_url": base + "/v1",
+                        "model": MODEL,
+                        "api_key_env": KEY_ENV,
+                        "max_retries": 0,
+                    }
+                ]
+            ),
+        }
         env.pop("RAGNAROK_DATABASE_URL", None)
         if args.data_dir:
             env["RAGNAROK_DATA_DIR"] = str(args.data_dir)
         script = [str(ROOT / "deploy" / "cluster")]
-        up = subprocess.run([*script, "up", "--instances", "3", "--port", str(free_port()), "--data-dir", str(data),
-                             "--no-dense"], env=env, capture_output=True, text=True)
+        up = subprocess.run(
+            [*script, "up", "--instances", "3", "--port", str(free_port()), "--data-dir", str(data), "--no-dense"],
+            env=env,
+            capture_output=True,
+            text=True,
+        )
         try:
             assert up.returncode == 0, up.stderr
             rows = scenario(data, args.clients, phase, backend)
@@ -141,12 +164,19 @@ def scenario(data: Path, clients: int, phase: float, backend) -> list[tuple[str,
     state, sup = json.loads(layout.state.read_text()), layout.supervisor
     urls = dict(line.split("=", 1) for line in layout.env.read_text().splitlines())
     store = AuthStore(urls["RAGNAROK_DATABASE_URL"])
-    secrets = {"retrieve": store.create("f-retrieve", ["retrieve"], budget_calls=100_000)[1],
-               "rag": store.create("f-rag", ["retrieve", "generate"], budget_calls=100_000)[1],
-               "paid": store.create("f-paid", ["retrieve", "generate"], budget_calls=BUDGET)[1]}
+    secrets = {
+        "retrieve": store.create("f-retrieve", ["retrieve"], budget_calls=100_000)[1],
+        "rag": store.create("f-rag", ["retrieve", "generate"], budget_calls=100_000)[1],
+        "paid": store.create("f-paid", ["retrieve", "generate"], budget_calls=BUDGET)[1],
+    }
     password = layout.passwords()["postgres"]
-    pg = PgServer(pg_bin_dir(), layout.postgres, int(state["database_url"].rsplit(":", 1)[1].split("/")[0]),
-                  "-c shared_buffers=64MB", password)
+    pg = PgServer(
+        pg_bin_dir(),
+        layout.postgres,
+        int(state["database_url"].rsplit(":", 1)[1].split("/")[0]),
+        "-c shared_buffers=64MB",
+        password,
+    )
     port_of = {f"instance-{i + 1}": p for i, p in enumerate(state["ports"])}
     out: list[tuple[str, str]] = []
     load = Clients(state["url"], secrets, clients)
@@ -155,8 +185,14 @@ def scenario(data: Path, clients: int, phase: float, backend) -> list[tuple[str,
         pid = sup.info()["instance-1"]["pid"]  # 1. kill -9
         os.kill(pid, signal.SIGKILL)
         killed = time.monotonic()
-        wait_until(lambda: sup.info()["instance-1"]["pid"] not in (0, pid)
-                   and healthy(f"http://127.0.0.1:{port_of['instance-1']}/healthz", 1), 60, 0.1)
+        wait_until(
+            lambda: (
+                sup.info()["instance-1"]["pid"] not in (0, pid)
+                and healthy(f"http://127.0.0.1:{port_of['instance-1']}/healthz", 1)
+            ),
+            60,
+            0.1,
+        )
         out.append(("kill -9: serving again after (s)", f"{time.monotonic() - killed:.1f}"))
         time.sleep(phase)
         pg.stop()  # 2. PostgreSQL stopped
@@ -203,13 +239,15 @@ def _accounts(store: AuthStore, load: Clients, backend_calls: int) -> list[tuple
     spent = {name: sum(u["calls"] for u in store.usage(owner)) for name, owner in owners.items()}
     audit = Counter(str(r["status"]) for r in store.audit_rows(limit=10_000_000))  # refusals' owners too
     client = Counter(str(st) for _, st, _, _ in load.records if isinstance(st, int))
-    return [("requests", str(len(load.records))),
-            ("statuses seen by clients", ", ".join(f"{k}: {v}" for k, v in sorted(statuses.items()))),
-            ("500s / 502s", f"{statuses['500']} / {statuses['502']}"),
-            ("backend calls / recorded spend", f"{backend_calls} / {sum(spent.values())}"),
-            ("paid key: recorded spend / budget", f"{spent.get('f-paid', 0)} / {BUDGET}"),
-            ("audit rows / the instances' answers", f"{sum(audit.values())} / {sum(client.values())}"),
-            ("audit statuses", ", ".join(f"{k}: {v}" for k, v in sorted(audit.items())))]
+    return [
+        ("requests", str(len(load.records))),
+        ("statuses seen by clients", ", ".join(f"{k}: {v}" for k, v in sorted(statuses.items()))),
+        ("500s / 502s", f"{statuses['500']} / {statuses['502']}"),
+        ("backend calls / recorded spend", f"{backend_calls} / {sum(spent.values())}"),
+        ("paid key: recorded spend / budget", f"{spent.get('f-paid', 0)} / {BUDGET}"),
+        ("audit rows / the instances' answers", f"{sum(audit.values())} / {sum(client.values())}"),
+        ("audit statuses", ", ".join(f"{k}: {v}" for k, v in sorted(audit.items()))),
+    ]
 
 
 if __name__ == "__main__":

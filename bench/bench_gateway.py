@@ -78,16 +78,17 @@ def main() -> None:
             rows[pipeline] = samples
 
     print(f"topics={len(topics)} rounds={args.rounds} (ms; overhead = end-to-end - stages' own Server-Timing)")
-    print(f"{'pipeline':<42} {'e2e p50':>8} {'stages p50':>10} {'overhead p50':>12} {'p95':>6} "
-          f"{'in-gateway p50':>14}")
+    print(f"{'pipeline':<42} {'e2e p50':>8} {'stages p50':>10} {'overhead p50':>12} {'p95':>6} {'in-gateway p50':>14}")
     worst = 0.0
     for pipeline, samples in rows.items():
         e2e = [s[0] for s in samples]
         overhead = [s[0] - s[1] for s in samples]
         inside = [s[2] - s[1] for s in samples]
         worst = max(worst, pct(overhead, 50))
-        print(f"{pipeline:<42} {pct(e2e, 50):8.2f} {pct([s[1] for s in samples], 50):10.2f} "
-              f"{pct(overhead, 50):12.2f} {pct(overhead, 95):6.2f} {pct(inside, 50):14.2f}")
+        print(
+            f"{pipeline:<42} {pct(e2e, 50):8.2f} {pct([s[1] for s in samples], 50):10.2f} "
+            f"{pct(overhead, 50):12.2f} {pct(overhead, 95):6.2f} {pct(inside, 50):14.2f}"
+        )
     print(f"largest overhead p50 = {worst:.2f} ms; goal <= 5 ms: {'met' if worst <= 5 else 'NOT met'}")
 
 

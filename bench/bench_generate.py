@@ -24,10 +24,15 @@ from ragnarok.stages.generate.llama_cpp import LlamaCppGenerator
 from ragnarok.stages.generate.prompts import build_messages, get_template
 
 SENTENCE = "The module provides functions to parse command-line options and arguments in scripts. "
-CANDIDATES = [Candidate(docid=f"doc{i}#0_0", score=20.0 - i, doc=Doc(title=f"Title {i}", segment=SENTENCE * 11))
-              for i in range(20)]
-ANSWER = " ".join(f"Sentence {i} explains how argparse reads options from sys.argv for scripts [{i % 20 + 1}]"
-                  f"{'[2, 3]' if i % 3 else ''}." for i in range(24))  # ~300 words
+CANDIDATES = [
+    Candidate(docid=f"doc{i}#0_0", score=20.0 - i, doc=Doc(title=f"Title {i}", segment=SENTENCE * 11))
+    for i in range(20)
+]
+ANSWER = " ".join(
+    f"Sentence {i} explains how argparse reads options from sys.argv for scripts [{i % 20 + 1}]"
+    f"{'[2, 3]' if i % 3 else ''}."
+    for i in range(24)
+)  # ~300 words
 
 
 def postprocess_ms(repeats: int) -> list[float]:
@@ -50,8 +55,13 @@ def llm_ratio(rounds: int, max_tokens: int = 128) -> dict[str, float]:
     config = Settings().generator_configs()["smollm2"].model_copy(update={"max_tokens": max_tokens})
     gen = LlamaCppGenerator(config)
     template = get_template(config.template or "small")
-    messages = build_messages(template, "how do I parse command-line arguments", CANDIDATES[: config.max_contexts],
-                              config.prompt_budget(), gen.count_tokens)
+    messages = build_messages(
+        template,
+        "how do I parse command-line arguments",
+        CANDIDATES[: config.max_contexts],
+        config.prompt_budget(),
+        gen.count_tokens,
+    )
     sampling = gen.sampling()
 
     def raw(reset: bool) -> tuple[int, str]:
@@ -60,6 +70,7 @@ def llm_ratio(rounds: int, max_tokens: int = 128) -> dict[str, float]:
                 llm.reset()
             out = llm.create_chat_completion(messages=messages, **sampling)
             return out["usage"]["completion_tokens"], out["choices"][0]["message"]["content"]
+
         return gen.owner.run(call)
 
     def ours(reset: bool) -> tuple[int, str]:
@@ -80,6 +91,7 @@ def llm_ratio(rounds: int, max_tokens: int = 128) -> dict[str, float]:
                 t = time.perf_counter()
                 tokens[key], texts[key] = fn(reset)
                 times[key].append(time.perf_counter() - t)
+
     def prompt_speed(llm) -> tuple[int, float]:
         tokens = llm.create_chat_completion(messages=messages, max_tokens=1)["usage"]["prompt_tokens"]
         llm.reset()
@@ -89,11 +101,19 @@ def llm_ratio(rounds: int, max_tokens: int = 128) -> dict[str, float]:
 
     prompt_tokens, prompt_s = gen.owner.run(prompt_speed)
     median = {k: statistics.median(v) for k, v in times.items()}
-    return {"rounds": rounds, "prompt_tokens": prompt_tokens, "prompt_tokens_per_s": prompt_tokens / prompt_s,
-            "completion_tokens": tokens["raw"], "same_text": float(texts["raw"] == texts["ours"]),
-            "raw_s": median["raw"], "ours_s": median["ours"], "ratio": median["raw"] / median["ours"],
-            "raw_cached_s": median["raw cached"], "ours_cached_s": median["ours cached"],
-            "ratio_cached": median["raw cached"] / median["ours cached"]}
+    return {
+        "rounds": rounds,
+        "prompt_tokens": prompt_tokens,
+        "prompt_tokens_per_s": prompt_tokens / prompt_s,
+        "completion_tokens": tokens["raw"],
+        "same_text": float(texts["raw"] == texts["ours"]),
+        "raw_s": median["raw"],
+        "ours_s": median["ours"],
+        "ratio": median["raw"] / median["ours"],
+        "raw_cached_s": median["raw cached"],
+        "ours_cached_s": median["ours cached"],
+        "ratio_cached": median["raw cached"] / median["ours cached"],
+    }
 
 
 def main() -> None:
@@ -103,17 +123,26 @@ def main() -> None:
     args = ap.parse_args()
     ms = postprocess_ms(args.repeats)
     p95 = statistics.quantiles(ms, n=20)[-1]
-    print(f"prompt building + post-processing: mean {statistics.fmean(ms):.3f} ms, p95 {p95:.3f} ms per answer "
-          f"(goal <= 2 ms: {'met' if p95 <= 2 else 'NOT met'})")
+    print(
+        f"prompt building + post-processing: mean {statistics.fmean(ms):.3f} ms, p95 {p95:.3f} ms per answer "
+        f"(goal <= 2 ms: {'met' if p95 <= 2 else 'NOT met'})"
+    )
     r = llm_ratio(args.rounds)
-    print(f"embedded SmolLM2-135M, {r['rounds']:.0f} alternating rounds, prompt {r['prompt_tokens']:.0f} tokens, "
-          f"{r['completion_tokens']:.0f} tokens written (same text both ways: {bool(r['same_text'])}); "
-          f"load average {Path('/proc/loadavg').read_text().split()[0]}")
-    print(f"  whole call (prefix cache emptied): raw {r['raw_s']:.2f} s, ours {r['ours_s']:.2f} s, "
-          f"ours/raw speed {r['ratio']:.3f} (goal >= 0.90: {'met' if r['ratio'] >= 0.9 else 'NOT met'})")
-    print(f"  prompt cached (decoding only): raw {r['raw_cached_s']:.2f} s, ours {r['ours_cached_s']:.2f} s, "
-          f"ours/raw speed {r['ratio_cached']:.3f}")
+    print(
+        f"embedded SmolLM2-135M, {r['rounds']:.0f} alternating rounds, prompt {r['prompt_tokens']:.0f} tokens, "
+        f"{r['completion_tokens']:.0f} tokens written (same text both ways: {bool(r['same_text'])}); "
+        f"load average {Path('/proc/loadavg').read_text().split()[0]}"
+    )
+    print(
+        f"  whole call (prefix cache emptied): raw {r['raw_s']:.2f} s, ours {r['ours_s']:.2f} s, "
+        f"ours/raw speed {r['ratio']:.3f} (goal >= 0.90: {'met' if r['ratio'] >= 0.9 else 'NOT met'})"
+    )
+    print(
+        f"  prompt cached (decoding only): raw {r['raw_cached_s']:.2f} s, ours {r['ours_cached_s']:.2f} s, "
+        f"ours/raw speed {r['ratio_cached']:.3f}"
+    )
     print(f"  prompt evaluation: {r['prompt_tokens_per_s']:.0f} tokens/s (the smollm2 setting prompt_tokens_per_s)")
+
 
 if __name__ == "__main__":
     main()

@@ -46,8 +46,17 @@ HUNG = "bm25@20 | hung"
 
 def server_env(data_dir: Path, backend: str, timeout_s: float, max_concurrency: int = 4) -> dict[str, str]:
     """The server's environment: the demo data and one generator, ``hung``, on the hanging fake."""
-    generators = [{"name": "hung", "backend": "openai", "base_url": f"{backend}/v1", "model": "hang",
-                   "max_concurrency": max_concurrency, "timeout_s": timeout_s, "max_retries": 0}]
+    generators = [
+        {
+            "name": "hung",
+            "backend": "openai",
+            "base_url": f"{backend}/v1",
+            "model": "hang",
+            "max_concurrency": max_concurrency,
+            "timeout_s": timeout_s,
+            "max_retries": 0,
+        }
+    ]
     return {**os.environ, "RAGNAROK_DATA_DIR": str(data_dir), "RAGNAROK_GENERATORS": json.dumps(generators)}
 
 
@@ -82,8 +91,10 @@ async def hanging(client: httpx.AsyncClient, stop: asyncio.Event, statuses: Coun
 
 async def run(base: str, topics: list[str], args: argparse.Namespace) -> dict:
     limits = httpx.Limits(max_connections=args.hanging + args.clients + 10)
-    async with httpx.AsyncClient(base_url=base, timeout=600, limits=limits) as client, \
-            httpx.AsyncClient(base_url=base, timeout=600) as prober:
+    async with (
+        httpx.AsyncClient(base_url=base, timeout=600, limits=limits) as client,
+        httpx.AsyncClient(base_url=base, timeout=600) as prober,
+    ):
         await extractive(client, topics, 3, args.clients)  # warm-up: JVM compilation, first-use loads
         stop, idle_health = asyncio.Event(), []
         poller = asyncio.create_task(health(prober, stop, idle_health))
@@ -92,8 +103,10 @@ async def run(base: str, topics: list[str], args: argparse.Namespace) -> dict:
         await poller
 
         stop, hung_statuses, loaded_health = asyncio.Event(), Counter(), []
-        load = [asyncio.create_task(hanging(client, stop, hung_statuses, topics[i % len(topics)]))
-                for i in range(args.hanging)]
+        load = [
+            asyncio.create_task(hanging(client, stop, hung_statuses, topics[i % len(topics)]))
+            for i in range(args.hanging)
+        ]
         await asyncio.sleep(1.0)  # every hanging client is in
         poller_stop = asyncio.Event()
         poller = asyncio.create_task(health(prober, poller_stop, loaded_health))
@@ -102,9 +115,13 @@ async def run(base: str, topics: list[str], args: argparse.Namespace) -> dict:
         stop.set()
         await poller
         await asyncio.gather(*load)  # each ends after its call in flight (the timeout at most)
-    return {"unloaded": unloaded / args.seconds, "loaded": loaded / args.seconds,
-            "statuses": (unloaded_statuses, loaded_statuses), "hung": hung_statuses,
-            "health": (idle_health, loaded_health)}
+    return {
+        "unloaded": unloaded / args.seconds,
+        "loaded": loaded / args.seconds,
+        "statuses": (unloaded_statuses, loaded_statuses),
+        "hung": hung_statuses,
+        "health": (idle_health, loaded_health),
+    }
 
 
 def main() -> None:
@@ -119,20 +136,26 @@ def main() -> None:
     data_dir = Path(os.environ.get("RAGNAROK_DATA_DIR", tempfile.mkdtemp(prefix="bench-")))
     ensure_demo_index(Settings(data_dir=data_dir))
     topics = [t.text for t in load_topics("demo", ROOT / "topics")]
-    with serve_app(flaky_openai_app()) as backend, \
-            ragnarok_serve(server_env(data_dir, backend, args.timeout, args.max_concurrency)) as base:
+    with (
+        serve_app(flaky_openai_app()) as backend,
+        ragnarok_serve(server_env(data_dir, backend, args.timeout, args.max_concurrency)) as base,
+    ):
         out = asyncio.run(run(base, topics, args))
 
     idle, loaded = out["health"]
     ratio = out["loaded"] / out["unloaded"] if out["unloaded"] else 0.0
     print(f"extractive /rag ({EXTRACTIVE}, {args.clients} clients, {args.seconds:g} s each):")
-    print(f"  unloaded {out['unloaded']:.1f} req/s {dict(out['statuses'][0])}; with {args.hanging} clients on a "
-          f"hanging generator (max_concurrency {args.max_concurrency}, timeout {args.timeout:g} s) {out['loaded']:.1f} req/s "
-          f"{dict(out['statuses'][1])}")
+    print(
+        f"  unloaded {out['unloaded']:.1f} req/s {dict(out['statuses'][0])}; with {args.hanging} clients on a "
+        f"hanging generator (max_concurrency {args.max_concurrency}, timeout {args.timeout:g} s) {out['loaded']:.1f} req/s "
+        f"{dict(out['statuses'][1])}"
+    )
     print(f"  ratio {ratio:.2f}; goal >= 0.5: {'met' if ratio >= 0.5 else 'NOT met'}")
-    print(f"/healthz: unloaded p50 {statistics.median(idle) * 1000:.1f} ms, max {max(idle) * 1000:.1f} ms; loaded "
-          f"p50 {statistics.median(loaded) * 1000:.1f} ms, max {max(loaded) * 1000:.1f} ms "
-          f"({len(loaded)} polls); goal max < 1 s: {'met' if max(loaded) < 1 else 'NOT met'}")
+    print(
+        f"/healthz: unloaded p50 {statistics.median(idle) * 1000:.1f} ms, max {max(idle) * 1000:.1f} ms; loaded "
+        f"p50 {statistics.median(loaded) * 1000:.1f} ms, max {max(loaded) * 1000:.1f} ms "
+        f"({len(loaded)} polls); goal max < 1 s: {'met' if max(loaded) < 1 else 'NOT met'}"
+    )
     print(f"hanging /rag answers: {dict(out['hung'])}")
 
 

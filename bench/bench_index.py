@@ -38,8 +38,10 @@ PYSERINI_CLI = (
 
 def _line(label: str, m, n: int, unit: str) -> str:
     s, rss, _ = m
-    return (f"{label}  {s:6.1f} s  {n / s:8,.0f} {unit}/s  CPU {m.cpu:6.1f} s  peak RSS {rss:6,.0f} MiB "
-            f"(tree {m.rss_sum:6,.0f} MiB)  load {os.getloadavg()[0]:.1f}")
+    return (
+        f"{label}  {s:6.1f} s  {n / s:8,.0f} {unit}/s  CPU {m.cpu:6.1f} s  peak RSS {rss:6,.0f} MiB "
+        f"(tree {m.rss_sum:6,.0f} MiB)  load {os.getloadavg()[0]:.1f}"
+    )
 
 
 def main() -> None:
@@ -73,14 +75,37 @@ def main() -> None:
 def compare(work: Path, docs: Path, n_docs: int, rounds: int) -> None:
     coll = work / f"segments-{n_docs}"
     shutil.rmtree(coll, ignore_errors=True)
-    m = measured(ragnarok("collection", "segment", "--anserini", str(docs), str(coll / "segments.jsonl"),
-                          "--workers", "2", "--no-progress"))
+    m = measured(
+        ragnarok(
+            "collection",
+            "segment",
+            "--anserini",
+            str(docs),
+            str(coll / "segments.jsonl"),
+            "--workers",
+            "2",
+            "--no-progress",
+        )
+    )
     n = int(m[2].split("wrote ")[1].split(" segments")[0].replace(",", ""))
     mb = sum(p.stat().st_size for p in coll.iterdir()) / 1e6
-    print(f"# {n_docs:,} documents -> {n:,} segments, {mb:,.0f} MB of JsonCollection "
-          f"(collection segment --anserini: {m[0]:.1f} s)")
-    common = ["-collection", "JsonCollection", "-input", str(coll), "-generator", "DefaultLuceneDocumentGenerator",
-              "-threads", "2", "-storePositions", "-storeDocvectors", "-storeRaw"]
+    print(
+        f"# {n_docs:,} documents -> {n:,} segments, {mb:,.0f} MB of JsonCollection "
+        f"(collection segment --anserini: {m[0]:.1f} s)"
+    )
+    common = [
+        "-collection",
+        "JsonCollection",
+        "-input",
+        str(coll),
+        "-generator",
+        "DefaultLuceneDocumentGenerator",
+        "-threads",
+        "2",
+        "-storePositions",
+        "-storeDocvectors",
+        "-storeRaw",
+    ]
     best: dict[str, float] = {}
     for r in range(rounds):
         for name in ("pyserini CLI", "ragnarok index"):
@@ -94,23 +119,40 @@ def compare(work: Path, docs: Path, n_docs: int, rounds: int) -> None:
             print(_line(f"round {r + 1}  {name:15s}", m, n, "segments"), flush=True)
             shutil.rmtree(index, ignore_errors=True)
     ratio = best["pyserini CLI"] / best["ragnarok index"]
-    print(f"best: pyserini CLI {n / best['pyserini CLI']:,.0f} segments/s, ragnarok index "
-          f"{n / best['ragnarok index']:,.0f} segments/s: ratio {ratio:.2f}x pyserini", flush=True)
+    print(
+        f"best: pyserini CLI {n / best['pyserini CLI']:,.0f} segments/s, ragnarok index "
+        f"{n / best['ragnarok index']:,.0f} segments/s: ratio {ratio:.2f}x pyserini",
+        flush=True,
+    )
     shutil.rmtree(coll, ignore_errors=True)
 
 
 def end_to_end(work: Path, src: Path, size: int, parallel_path: bool) -> None:
     m = measured(ragnarok("index", str(src), str(work / "e2e"), "--threads", "2"))
-    print(_line(f"ragnarok index JSONL          {size:>9,} docs", m, size, "docs") + f"  ({m[2].strip().splitlines()[-1]})",
-          flush=True)
+    print(
+        _line(f"ragnarok index JSONL          {size:>9,} docs", m, size, "docs")
+        + f"  ({m[2].strip().splitlines()[-1]})",
+        flush=True,
+    )
     shutil.rmtree(work / "e2e", ignore_errors=True)
     if not parallel_path:
         return
     seg_dir = work / f"anserini-{size}"
-    m1 = measured(ragnarok("collection", "segment", "--anserini", str(src), str(seg_dir / "segments.jsonl.gz"),
-                           "--workers", "2", "--no-progress"))
-    m2 = measured(ragnarok("index", "--collection", "JsonCollection", str(seg_dir), str(work / "e2e"),
-                           "--threads", "2"))
+    m1 = measured(
+        ragnarok(
+            "collection",
+            "segment",
+            "--anserini",
+            str(src),
+            str(seg_dir / "segments.jsonl.gz"),
+            "--workers",
+            "2",
+            "--no-progress",
+        )
+    )
+    m2 = measured(
+        ragnarok("index", "--collection", "JsonCollection", str(seg_dir), str(work / "e2e"), "--threads", "2")
+    )
     print(_line(f"  segment --anserini (2 procs) {size:>9,} docs", m1, size, "docs"), flush=True)
     print(_line(f"  index --collection (2 thr.)  {size:>9,} docs", m2, size, "docs"), flush=True)
     total = m1[0] + m2[0]

@@ -31,8 +31,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import scale_corpus  # noqa: E402
 
-PYSERINI = ("import sys; from ragnarok.core.java import start_jvm; start_jvm(); from jnius import autoclass; "
-            "autoclass('io.anserini.index.IndexCollection').main(sys.argv[1:])")
+PYSERINI = (
+    "import sys; from ragnarok.core.java import start_jvm; start_jvm(); from jnius import autoclass; "
+    "autoclass('io.anserini.index.IndexCollection').main(sys.argv[1:])"
+)
 RAGNAROK = [sys.executable, "-m", "ragnarok.cli"]
 
 
@@ -69,17 +71,39 @@ def compare(folder: Path, work: Path, segments: int, rounds: int, threads: int) 
                 wall, cpu = cpu_run([*RAGNAROK, "index", str(source), str(out), "--threads", str(threads)])
                 ours.append(cpu)
             else:
-                wall, cpu = cpu_run([sys.executable, "-c", PYSERINI, "-collection", "JsonCollection", "-input",
-                                     str(folder), "-index", str(out), "-generator", "DefaultLuceneDocumentGenerator",
-                                     "-threads", str(threads), "-storePositions", "-storeDocvectors", "-storeRaw",
-                                     "-quiet"])
+                wall, cpu = cpu_run(
+                    [
+                        sys.executable,
+                        "-c",
+                        PYSERINI,
+                        "-collection",
+                        "JsonCollection",
+                        "-input",
+                        str(folder),
+                        "-index",
+                        str(out),
+                        "-generator",
+                        "DefaultLuceneDocumentGenerator",
+                        "-threads",
+                        str(threads),
+                        "-storePositions",
+                        "-storeDocvectors",
+                        "-storeRaw",
+                        "-quiet",
+                    ]
+                )
                 theirs.append(cpu)
-            print(f"round {n + 1}  {label:8}  wall {wall:6.1f} s  CPU {cpu:6.1f} s  "
-                  f"{cpu / segments * 1e6:6.1f} CPU-us/segment  load {os.getloadavg()[0]:.1f}", flush=True)
+            print(
+                f"round {n + 1}  {label:8}  wall {wall:6.1f} s  CPU {cpu:6.1f} s  "
+                f"{cpu / segments * 1e6:6.1f} CPU-us/segment  load {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
         print(f"round {n + 1}  ratio ragnarok/pyserini CPU {ours[-1] / theirs[-1]:.2f}", flush=True)
     ratios = [a / b for a, b in zip(ours, theirs, strict=True)]
-    print(f"CPU-seconds per segment, ragnarok / pyserini: median {statistics.median(ratios):.2f} "
-          f"(rounds {', '.join(f'{r:.2f}' for r in ratios)}; goal <= 1.0)")
+    print(
+        f"CPU-seconds per segment, ragnarok / pyserini: median {statistics.median(ratios):.2f} "
+        f"(rounds {', '.join(f'{r:.2f}' for r in ratios)}; goal <= 1.0)"
+    )
 
 
 def resume(folder: Path, work: Path, threads: int) -> None:
@@ -89,18 +113,28 @@ def resume(folder: Path, work: Path, threads: int) -> None:
     shutil.rmtree(out.with_name(out.name + ".partial"), ignore_errors=True)
     full, _ = cpu_run([*RAGNAROK, "index", str(source), str(out), "--threads", str(threads)])
     shutil.rmtree(out)
-    proc = subprocess.Popen([*RAGNAROK, "index", str(source), str(out), "--threads", str(threads)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [*RAGNAROK, "index", str(source), str(out), "--threads", str(threads)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     time.sleep(full / 2)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     start = time.monotonic()
-    again = subprocess.run([*RAGNAROK, "index", str(source), str(out), "--threads", str(threads)],
-                           capture_output=True, text=True, check=True)
+    again = subprocess.run(
+        [*RAGNAROK, "index", str(source), str(out), "--threads", str(threads)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     rest = time.monotonic() - start
     said = [line for line in again.stderr.splitlines() if line.startswith("resuming")]
-    print(f"full build {full:.1f} s; killed at {full / 2:.1f} s; the rerun took {rest:.1f} s: "
-          f"{1 - rest / full:.0%} of the work kept ({said[0] if said else 'resumed nothing'}; goal >= 40 %)")
+    print(
+        f"full build {full:.1f} s; killed at {full / 2:.1f} s; the rerun took {rest:.1f} s: "
+        f"{1 - rest / full:.0%} of the work kept ({said[0] if said else 'resumed nothing'}; goal >= 40 %)"
+    )
 
 
 def main() -> None:
@@ -114,8 +148,10 @@ def main() -> None:
     args = ap.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="bench-index-v21-"))
     work.mkdir(parents=True, exist_ok=True)
-    print(f"# {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; {args.segments:,} segments in {args.files} "
-          f"file(s), {args.threads} threads")
+    print(
+        f"# {os.cpu_count()} cores, load {os.getloadavg()[0]:.1f}; {args.segments:,} segments in {args.files} "
+        f"file(s), {args.threads} threads"
+    )
     folder = collection(work, args.segments, args.files)
     compare(folder, work, args.segments, args.rounds, args.threads)
     if not args.no_resume:

@@ -25,8 +25,20 @@ from ragnarok.judge.reference import read_references
 from ragnarok.judge.service import make_judge
 
 ROOT = Path(__file__).resolve().parent.parent
-COLUMNS = ("strict_vital", "vital", "strict_all", "all", "support_precision", "support_recall", "rouge_l",
-           "bleu", "chrf", "meteor", "token_f1", "semscore")
+COLUMNS = (
+    "strict_vital",
+    "vital",
+    "strict_all",
+    "all",
+    "support_precision",
+    "support_recall",
+    "rouge_l",
+    "bleu",
+    "chrf",
+    "meteor",
+    "token_f1",
+    "semscore",
+)
 
 
 def row(name: str, judge: str, result) -> str:  # type: ignore[no-untyped-def]
@@ -41,10 +53,18 @@ def main() -> None:
     parser.add_argument("--judge", default=None, help="A configured LLM generator.")
     parser.add_argument("--llm-topics", type=int, default=8)
     parser.add_argument("--llm-support", action="store_true", help="The LLM judge also judges citations.")
-    parser.add_argument("--llm-all", action="store_true", help="The LLM judge judges every run (first "
-                        "--llm-topics topics each; cached in DATA_DIR/bench-judgments.db), not only the first.")
-    parser.add_argument("--skip-proxy", action="store_true", help="Only the LLM judge (and the agreement with "
-                        "the proxy's labels, judged again here without support and references).")
+    parser.add_argument(
+        "--llm-all",
+        action="store_true",
+        help="The LLM judge judges every run (first "
+        "--llm-topics topics each; cached in DATA_DIR/bench-judgments.db), not only the first.",
+    )
+    parser.add_argument(
+        "--skip-proxy",
+        action="store_true",
+        help="Only the LLM judge (and the agreement with "
+        "the proxy's labels, judged again here without support and references).",
+    )
     parser.add_argument("--nuggets", type=Path, default=ROOT / "topics/eval/demo.nuggets.jsonl")
     parser.add_argument("--references", type=Path, default=ROOT / "topics/eval/demo.references.jsonl")
     args = parser.parse_args()
@@ -60,8 +80,9 @@ def main() -> None:
     for path in args.runs if not args.skip_proxy else []:
         answers = {q: a for q, a in read_answers(path).items() if q in nuggets}
         start = time.perf_counter()
-        result = evaluate_run(path.stem, answers, proxy, nuggets=nuggets, segments=segments, references=refs,
-                              concurrency=2)
+        result = evaluate_run(
+            path.stem, answers, proxy, nuggets=nuggets, segments=segments, references=refs, concurrency=2
+        )
         proxy_results[path.stem] = result
         print(row(path.stem, f"proxy ({time.perf_counter() - start:.0f} s)", result), flush=True)
     if not args.judge:
@@ -75,8 +96,14 @@ def main() -> None:
         for _ in range(2):
             judge = LLMJudge(base.name, base.complete, JudgeCache(Path(tmp) / "judgments.db"))
             start = time.perf_counter()
-            result = evaluate_run(first.stem, answers, judge, nuggets=nuggets,
-                                  segments=segments if args.llm_support else None, concurrency=1)
+            result = evaluate_run(
+                first.stem,
+                answers,
+                judge,
+                nuggets=nuggets,
+                segments=segments if args.llm_support else None,
+                concurrency=1,
+            )
             timings.append(time.perf_counter() - start)
             print(row(first.stem, f"{args.judge} ({timings[-1]:.1f} s; {judge.stats})", result), flush=True)
     llm_results = {first.stem: result}
@@ -85,13 +112,20 @@ def main() -> None:
         judge = LLMJudge(base.name, base.complete, JudgeCache(settings.data_dir / "bench-judgments.db"))
         start = time.perf_counter()
         llm_results[path.stem] = evaluate_run(path.stem, answers, judge, nuggets=nuggets, concurrency=1)
-        print(row(path.stem, f"{args.judge} ({time.perf_counter() - start:.1f} s; {judge.stats})",
-                  llm_results[path.stem]), flush=True)
+        print(
+            row(
+                path.stem, f"{args.judge} ({time.perf_counter() - start:.1f} s; {judge.stats})", llm_results[path.stem]
+            ),
+            flush=True,
+        )
     same = total = same_support = failed = labels = 0
     for name, llm_result in llm_results.items():
         if name not in proxy_results:
-            answers = {q: a for q, a in read_answers(next(p for p in args.runs if p.stem == name)).items()
-                       if q in llm_result.topics}
+            answers = {
+                q: a
+                for q, a in read_answers(next(p for p in args.runs if p.stem == name)).items()
+                if q in llm_result.topics
+            }
             proxy_results[name] = evaluate_run(name, answers, proxy, nuggets=nuggets, concurrency=1)
         for qid, topic in llm_result.topics.items():
             for llm, px in zip(topic.labels, proxy_results[name].topics[qid].labels):
@@ -102,10 +136,12 @@ def main() -> None:
                 total += 1
                 same += llm == px
                 same_support += (llm == "not_support") == (px == "not_support")
-    print(f"\nproxy vs {args.judge} on {total} nugget labels both gave ({len(llm_results)} runs, "
-          f"{sum(len(r.topics) for r in llm_results.values())} topics; {failed} of {labels} labels "
-          f"{args.judge} could not give): "
-          + (f"{same / total:.1%} same label, {same_support / total:.1%} same support/no-support" if total else "-"))
+    print(
+        f"\nproxy vs {args.judge} on {total} nugget labels both gave ({len(llm_results)} runs, "
+        f"{sum(len(r.topics) for r in llm_results.values())} topics; {failed} of {labels} labels "
+        f"{args.judge} could not give): "
+        + (f"{same / total:.1%} same label, {same_support / total:.1%} same support/no-support" if total else "-")
+    )
     print(f"cache: first run {timings[0]:.1f} s, second {timings[1]:.3f} s: {timings[0] / timings[1]:.0f}x faster")
 
 

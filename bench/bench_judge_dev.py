@@ -66,7 +66,8 @@ def fake_llm(nugget_rows, support_rows, answers, segments):  # type: ignore[no-u
         for item in row["support"]:
             passage = segments(item["docid"])
             by_support[(answer.sentences[item["sentence"]][0], passage)] = item["label"] + (
-                "_support" if item["label"] != "none" else "")
+                "_support" if item["label"] != "none" else ""
+            )
     calls = {"n": 0}
 
     def complete(messages):  # type: ignore[no-untyped-def]
@@ -109,8 +110,15 @@ def fake_server(complete):  # type: ignore[no-untyped-def]
         yield base
 
 
-def make(name: str, nugget_rows, support_rows, answers, segments, cache_dir: Path,  # type: ignore[no-untyped-def]
-         stack: contextlib.ExitStack):
+def make(
+    name: str,
+    nugget_rows,
+    support_rows,
+    answers,
+    segments,
+    cache_dir: Path,  # type: ignore[no-untyped-def]
+    stack: contextlib.ExitStack,
+):
     from ragnarok.judge.cache import JudgeCache
 
     if name == "proxy":
@@ -128,9 +136,19 @@ def make(name: str, nugget_rows, support_rows, answers, segments, cache_dir: Pat
         from ragnarok.stages.generate.base import GeneratorConfig
 
         base = stack.enter_context(fake_server(fake_llm(nugget_rows, support_rows, answers, segments)))
-        settings = Settings(data_dir=cache_dir, generators=[GeneratorConfig(
-            name="fake-llm", backend="openai", base_url=base + "/v1", model="gold-labels", timeout_s=30,
-            max_retries=0)])
+        settings = Settings(
+            data_dir=cache_dir,
+            generators=[
+                GeneratorConfig(
+                    name="fake-llm",
+                    backend="openai",
+                    base_url=base + "/v1",
+                    model="gold-labels",
+                    timeout_s=30,
+                    max_retries=0,
+                )
+            ],
+        )
         return make_judge(settings, "fake-llm", cache=JudgeCache(cache_dir / "judgments.db"))
     from ragnarok.core.settings import Settings
 
@@ -154,8 +172,12 @@ def evaluate(judge, answers, nugget_rows, support_rows, segments) -> dict:  # ty
     prefetch = getattr(judge, "prefetch", None)  # as eval-rag does: once, before judging, inside the clock
     start = time.perf_counter()
     if prefetch is not None:
-        prefetch(assign=[(row["query"], answers[row["variant"]][row["qid"]].text,
-                          [n["text"] for n in row["nuggets"]]) for row in nugget_rows])
+        prefetch(
+            assign=[
+                (row["query"], answers[row["variant"]][row["qid"]].text, [n["text"] for n in row["nuggets"]])
+                for row in nugget_rows
+            ]
+        )
     for row in nugget_rows:
         answer = answers[row["variant"]][row["qid"]]
         labels = judge.assign(row["query"], answer.text, [n["text"] for n in row["nuggets"]])
@@ -165,10 +187,15 @@ def evaluate(judge, answers, nugget_rows, support_rows, segments) -> dict:  # ty
         if row["qid"] not in DEV:
             held_gold += [n["assignment"] for n in row["nuggets"]]
             held_pred += labels
-        ours = nugget_scores([Nugget(text=n["text"], importance=n["importance"], assignment=label)
-                              for n, label in zip(row["nuggets"], labels)])["all"]
-        theirs = nugget_scores([Nugget(**{k: n[k] for k in ("text", "importance", "assignment")})
-                                for n in row["nuggets"]])["all"]
+        ours = nugget_scores(
+            [
+                Nugget(text=n["text"], importance=n["importance"], assignment=label)
+                for n, label in zip(row["nuggets"], labels)
+            ]
+        )["all"]
+        theirs = nugget_scores(
+            [Nugget(**{k: n[k] for k in ("text", "importance", "assignment")}) for n in row["nuggets"]]
+        )["all"]
         per_variant[row["variant"]].append((ours, theirs))
     nugget_seconds = time.perf_counter() - start
     start = time.perf_counter()  # warm: the same judgments again (MiniLM's vectors and the rules memoised, as in a
@@ -178,8 +205,13 @@ def evaluate(judge, answers, nugget_rows, support_rows, segments) -> dict:  # ty
     s_gold, s_pred = [], []
     start = time.perf_counter()
     if prefetch is not None:
-        prefetch(support=[(answers[row["variant"]][row["qid"]].sentences[item["sentence"]][0],
-                           segments(item["docid"])) for row in support_rows for item in row["support"]])
+        prefetch(
+            support=[
+                (answers[row["variant"]][row["qid"]].sentences[item["sentence"]][0], segments(item["docid"]))
+                for row in support_rows
+                for item in row["support"]
+            ]
+        )
     for row in support_rows:
         answer = answers[row["variant"]][row["qid"]]
         for item in row["support"]:
@@ -188,16 +220,24 @@ def evaluate(judge, answers, nugget_rows, support_rows, segments) -> dict:  # ty
             s_pred.append(SUPPORT_NAMES.get(label or "", "none"))
     support_seconds = time.perf_counter() - start
     means = {v: (sum(o for o, _ in xs) / len(xs), sum(t for _, t in xs) / len(xs)) for v, xs in per_variant.items()}
-    return {"judge": judge.describe(), "name": judge.name, "n": len(gold),
-            "accuracy": accuracy(gold, predicted), "kappa": cohen_kappa(gold, predicted, NUGGET_CLASSES),
-            "held_kappa": cohen_kappa(held_gold, held_pred, NUGGET_CLASSES) if held_gold else float("nan"),
-            "confusion": confusion(gold, predicted, NUGGET_CLASSES),
-            "s_n": len(s_gold), "s_accuracy": accuracy(s_gold, s_pred),
-            "s_kappa": cohen_kappa(s_gold, s_pred, SUPPORT_CLASSES),
-            "s_confusion": confusion(s_gold, s_pred, SUPPORT_CLASSES), "means": means,
-            "nuggets_per_s": len(gold) / nugget_seconds, "warm_nuggets_per_s": len(gold) / max(warm_seconds, 1e-9),
-            "support_per_s": len(s_gold) / max(support_seconds, 1e-9),
-            "stats": str(judge.stats)}
+    return {
+        "judge": judge.describe(),
+        "name": judge.name,
+        "n": len(gold),
+        "accuracy": accuracy(gold, predicted),
+        "kappa": cohen_kappa(gold, predicted, NUGGET_CLASSES),
+        "held_kappa": cohen_kappa(held_gold, held_pred, NUGGET_CLASSES) if held_gold else float("nan"),
+        "confusion": confusion(gold, predicted, NUGGET_CLASSES),
+        "s_n": len(s_gold),
+        "s_accuracy": accuracy(s_gold, s_pred),
+        "s_kappa": cohen_kappa(s_gold, s_pred, SUPPORT_CLASSES),
+        "s_confusion": confusion(s_gold, s_pred, SUPPORT_CLASSES),
+        "means": means,
+        "nuggets_per_s": len(gold) / nugget_seconds,
+        "warm_nuggets_per_s": len(gold) / max(warm_seconds, 1e-9),
+        "support_per_s": len(s_gold) / max(support_seconds, 1e-9),
+        "stats": str(judge.stats),
+    }
 
 
 def order_violations(means: dict[str, tuple[float, float]]) -> list[str]:
@@ -212,11 +252,14 @@ def order_violations(means: dict[str, tuple[float, float]]) -> list[str]:
 
 def goals(r: dict) -> list[tuple[str, bool]]:
     m = r["means"]
-    return [("kappa >= 0.6 (nugget labels)", r["kappa"] >= 0.6),
-            *((f"{v} <= 0.15", m[v][0] <= 0.15) for v in ADVERSARIAL),
-            ("gold >= 0.85", m["gold"][0] >= 0.85), ("paraphrase >= 0.7", m["paraphrase"][0] >= 0.7),
-            ("gold variant order", not order_violations(m)),
-            (">= 500 nugget judgments/s warm", r["warm_nuggets_per_s"] >= 500)]
+    return [
+        ("kappa >= 0.6 (nugget labels)", r["kappa"] >= 0.6),
+        *((f"{v} <= 0.15", m[v][0] <= 0.15) for v in ADVERSARIAL),
+        ("gold >= 0.85", m["gold"][0] >= 0.85),
+        ("paraphrase >= 0.7", m["paraphrase"][0] >= 0.7),
+        ("gold variant order", not order_violations(m)),
+        (">= 500 nugget judgments/s warm", r["warm_nuggets_per_s"] >= 500),
+    ]
 
 
 def report(results: list[dict]) -> str:
@@ -227,8 +270,10 @@ def report(results: list[dict]) -> str:
 
     row("nugget labels: accuracy", [f"{r['accuracy']:.3f}" for r in results])
     row("nugget labels: Cohen's κ", [f"**{r['kappa']:.3f}**" for r in results])
-    row("nugget labels: Cohen's κ, topics the rules were not tuned on (demo-13 .. 16)",
-        [f"{r['held_kappa']:.3f}" for r in results])
+    row(
+        "nugget labels: Cohen's κ, topics the rules were not tuned on (demo-13 .. 16)",
+        [f"{r['held_kappa']:.3f}" for r in results],
+    )
     row("support labels: accuracy", [f"{r['s_accuracy']:.3f}" for r in results])
     row("support labels: Cohen's κ", [f"{r['s_kappa']:.3f}" for r in results])
     for v in VARIANTS:
@@ -240,8 +285,9 @@ def report(results: list[dict]) -> str:
     out = "\n".join(lines)
     for r in results:
         met = goals(r)
-        out += (f"\n\n{r['judge']}: goals met {sum(ok for _, ok in met)}/{len(met)}; not met: "
-                + (", ".join(g for g, ok in met if not ok) or "none"))
+        out += f"\n\n{r['judge']}: goals met {sum(ok for _, ok in met)}/{len(met)}; not met: " + (
+            ", ".join(g for g, ok in met if not ok) or "none"
+        )
         out += f"\n  nugget confusion (rows gold {'/'.join(NUGGET_CLASSES)}, columns judged): {r['confusion']}"
         out += f"\n  support confusion (rows gold {'/'.join(SUPPORT_CLASSES)}): {r['s_confusion']}"
         out += f"\n  {r['stats']}"
@@ -255,8 +301,11 @@ def main() -> None:
     parser.add_argument("--index", default=None, help="Lucene index with the cited segments (default: demo)")
     parser.add_argument("--segments-json", type=Path, default=None, help="docid -> text JSON instead of --index")
     parser.add_argument("--record", action="store_true", help="write the kappas to ragnarok/judge/measured.yaml")
-    parser.add_argument("--families", action="store_true",
-                        help="also score each judge on bench/judge_families.py's kinds (dev and held-out topics)")
+    parser.add_argument(
+        "--families",
+        action="store_true",
+        help="also score each judge on bench/judge_families.py's kinds (dev and held-out topics)",
+    )
     args = parser.parse_args()
     answers, nugget_rows, support_rows = load(args.data)
     if args.segments_json:
@@ -283,9 +332,16 @@ def main() -> None:
             results.append(result)
             print(f"{name}: kappa {result['kappa']:.3f}", file=sys.stderr, flush=True)
             if args.record:
-                record(judge.name if name != "proxy" else "proxy", {
-                    "kappa_nuggets": round(result["kappa"], 3), "kappa_support": round(result["s_kappa"], 3),
-                    "judge": result["judge"], "when": dt.date.today().isoformat(), "set": "judge-dev"})
+                record(
+                    judge.name if name != "proxy" else "proxy",
+                    {
+                        "kappa_nuggets": round(result["kappa"], 3),
+                        "kappa_support": round(result["s_kappa"], 3),
+                        "judge": result["judge"],
+                        "when": dt.date.today().isoformat(),
+                        "set": "judge-dev",
+                    },
+                )
     print(report(results))
     if args.families:
         import judge_families  # noqa: PLC0415

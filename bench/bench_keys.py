@@ -33,9 +33,20 @@ def pct(values: list[float], q: int) -> float:
 
 
 async def call(app, headers: list[tuple[bytes, bytes]]) -> float:
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
-             "path": "/v1/pipelines", "raw_path": b"/v1/pipelines", "query_string": b"", "root_path": "",
-             "headers": headers, "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8000)}
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "GET",
+        "scheme": "http",
+        "path": "/v1/pipelines",
+        "raw_path": b"/v1/pipelines",
+        "query_string": b"",
+        "root_path": "",
+        "headers": headers,
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+    }
     status = []
 
     async def receive() -> dict:
@@ -63,8 +74,9 @@ async def main() -> None:
     keyed_settings = Settings(data_dir=tmp, database_url=url, auth="keys", auth_cache_s=60)
     keyed = create_app(keyed_settings, arena=False)
     store = AuthStore.for_settings(keyed_settings)
-    _, secret = store.create("bench", ["retrieve", "generate"], generators=["extractive"], rpm=10**9,
-                             parallel=64, budget_calls=10**9)
+    _, secret = store.create(
+        "bench", ["retrieve", "generate"], generators=["extractive"], rpm=10**9, parallel=64, budget_calls=10**9
+    )
     auth = [(b"authorization", f"Bearer {secret}".encode())]
     for _ in range(200):  # warm both
         await call(off, [])
@@ -83,10 +95,14 @@ async def main() -> None:
     print(f"requests: {args.requests} per app, GET /v1/pipelines through ASGI, database {url.split(':')[0]}")
     print(f"auth off : p50 {p50_off:.3f} ms  p95 {pct(times_off, 95):.3f} ms")
     print(f"auth keys: p50 {p50_keys:.3f} ms  p95 {pct(times_keys, 95):.3f} ms")
-    print(f"key check (keys - off): p50 {p50_keys - p50_off:.3f} ms  (goal <= 0.2 ms); "
-          f"ratio keys/off {p50_keys / p50_off:.2f}")
-    print(f"key looked up in the database (cache miss): p50 {statistics.median(misses):.3f} ms "
-          f"p95 {pct(misses, 95):.3f} ms over {len(misses)}")
+    print(
+        f"key check (keys - off): p50 {p50_keys - p50_off:.3f} ms  (goal <= 0.2 ms); "
+        f"ratio keys/off {p50_keys / p50_off:.2f}"
+    )
+    print(
+        f"key looked up in the database (cache miss): p50 {statistics.median(misses):.3f} ms "
+        f"p95 {pct(misses, 95):.3f} ms over {len(misses)}"
+    )
 
 
 if __name__ == "__main__":

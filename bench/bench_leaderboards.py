@@ -25,8 +25,14 @@ from ragnarok.core.settings import Settings  # noqa: E402
 from webui.arena import Arena  # noqa: E402
 from webui.client import RagClient  # noqa: E402
 
-SPECS = ["bm25@20 | extractive", "bm25+rocchio@20 | extractive", "bm25+rm3@20 | extractive",
-         "bm25@20 | smollm2", "bm25+rocchio@20 | smollm2", "bm25+rm3@20 | smollm2"]
+SPECS = [
+    "bm25@20 | extractive",
+    "bm25+rocchio@20 | extractive",
+    "bm25+rm3@20 | extractive",
+    "bm25@20 | smollm2",
+    "bm25+rocchio@20 | smollm2",
+    "bm25+rm3@20 | smollm2",
+]
 
 
 def main() -> None:
@@ -37,13 +43,19 @@ def main() -> None:
     arena = Arena(Settings(data_dir=Path(tempfile.mkdtemp())), RagClient("http://unused"))
     ids = [identify(s) for s in SPECS]
     rng = random.Random(0)
-    answer = {"topic_id": "t", "topic": "q", "references": ["a", "b"], "response_length": 60,
-              "answer": [{"text": "word " * 30, "citations": [0]}, {"text": "more " * 30, "citations": [1]}]}
+    answer = {
+        "topic_id": "t",
+        "topic": "q",
+        "references": ["a", "b"],
+        "response_length": 60,
+        "answer": [{"text": "word " * 30, "citations": [0]}, {"text": "more " * 30, "citations": [1]}],
+    }
 
     def vote(i: int) -> None:
         a, b = rng.sample(ids, 2)
-        battle = arena.store.create_battle("blinded", "t", "q", a.as_dict(), b.as_dict(), answer, answer, None,
-                                           None, "s")
+        battle = arena.store.create_battle(
+            "blinded", "t", "q", a.as_dict(), b.as_dict(), answer, answer, None, None, "s"
+        )
         arena.store.vote(battle, rng.choice(["a", "b", "tie", "bothbad"]), "s", f"client:{i}")
 
     for i in range(args.votes):

@@ -90,8 +90,12 @@ def breakdown(pid: int, heap_kb: int) -> dict:
     many, resident MB)."""
     runs, libs = anon_runs(pid)
     arenas = [rss for size, rss in runs if size == ARENA_KB]
-    return {"jvm_heap": sum(rss for size, rss in runs if size == heap_kb) // 1024, "arenas": len(arenas),
-            "arenas_mb": sum(arenas) // 1024, "libs": ",".join(sorted(libs))}
+    return {
+        "jvm_heap": sum(rss for size, rss in runs if size == heap_kb) // 1024,
+        "arenas": len(arenas),
+        "arenas_mb": sum(arenas) // 1024,
+        "libs": ",".join(sorted(libs)),
+    }
 
 
 def hwm_mb(pid: int) -> int:
@@ -102,9 +106,12 @@ def hwm_mb(pid: int) -> int:
 
 def row(pid: int, step: str, heap_kb: int, statuses: str = "") -> dict:
     r = rollup(pid) | {"peak": hwm_mb(pid), "step": step, "statuses": statuses} | breakdown(pid, heap_kb)
-    print(f"{step:<22} RSS {r['rss']:>5} MB (peak {r['peak']:>5})  anon {r['anon']:>5}  file {r['file']:>4}  "
-          f"JVM heap {r['jvm_heap']:>4}  malloc arenas {r['arenas']:>2} ({r['arenas_mb']:>3} MB)  {statuses:<14} "
-          f"[{r['libs']}]  (loadavg {loadavg()})", flush=True)
+    print(
+        f"{step:<22} RSS {r['rss']:>5} MB (peak {r['peak']:>5})  anon {r['anon']:>5}  file {r['file']:>4}  "
+        f"JVM heap {r['jvm_heap']:>4}  malloc arenas {r['arenas']:>2} ({r['arenas_mb']:>3} MB)  {statuses:<14} "
+        f"[{r['libs']}]  (loadavg {loadavg()})",
+        flush=True,
+    )
     return r
 
 
@@ -154,12 +161,21 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=200)
     ap.add_argument("--mixed", type=int, default=1000)
     ap.add_argument("--rag-every", type=int, default=50, help="every n-th mixed request is a /rag (0: none)")
-    ap.add_argument("--idle-s", type=float, default=70.0, help="idle seconds before the last row (the JVM "
-                    "returns heap it does not use after a periodic GC, after 60 s idle)")
+    ap.add_argument(
+        "--idle-s",
+        type=float,
+        default=70.0,
+        help="idle seconds before the last row (the JVM "
+        "returns heap it does not use after a periodic GC, after 60 s idle)",
+    )
     ap.add_argument("--clients", type=int, default=4, help="client threads sending the mixed requests")
     ap.add_argument("--json", type=Path, help="also write the rows here")
-    ap.add_argument("--server", default="-m ragnarok.cli", help="what runs `serve` after the Python interpreter "
-                    "(default: -m ragnarok.cli; a script path to measure a variant)")
+    ap.add_argument(
+        "--server",
+        default="-m ragnarok.cli",
+        help="what runs `serve` after the Python interpreter "
+        "(default: -m ragnarok.cli; a script path to measure a variant)",
+    )
     args = ap.parse_args()
 
     data_dir = args.data_dir or Path(os.environ.get("RAGNAROK_DATA_DIR") or tempfile.mkdtemp(prefix="bench-mem-"))
@@ -169,8 +185,12 @@ def main() -> None:
     port = free_port()
     env = {**os.environ, "RAGNAROK_DATA_DIR": str(data_dir), "PYTHONPATH": str(ROOT)}
     print(f"data_dir={data_dir} cpus={os.cpu_count()} loadavg at start {loadavg()}", flush=True)
-    server = subprocess.Popen([sys.executable, *args.server.split(), "serve", "--no-dense", "--port", str(port)],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, *args.server.split(), "serve", "--no-dense", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     rows = []
     try:
         with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=300) as client:
@@ -190,10 +210,13 @@ def main() -> None:
             oversized = {
                 "k=max_k": lambda: client.post("/v1/retrieve", json={"query": queries[0], "k": settings.max_k}),
                 "body>max_body_bytes": lambda: client.post(
-                    "/v1/retrieve", content=b'{"query": "' + b"a" * settings.max_body_bytes + b'"}',
-                    headers={"content-type": "application/json"}),
+                    "/v1/retrieve",
+                    content=b'{"query": "' + b"a" * settings.max_body_bytes + b'"}',
+                    headers={"content-type": "application/json"},
+                ),
                 "query>max_query_chars": lambda: client.post(
-                    "/v1/retrieve", json={"query": "a " * settings.max_query_chars}),
+                    "/v1/retrieve", json={"query": "a " * settings.max_query_chars}
+                ),
             }
             for step, send in oversized.items():
                 statuses = " ".join(str(send().status_code) for _ in range(3))

@@ -71,12 +71,22 @@ async def bench(specs: list[str], topics: list, rounds: int, settings: Settings)
             per_round.append(stages)
         for i, stages in enumerate(per_round):
             for stage, values in stages.items():
-                print(json.dumps({"pipeline": spec, "stage": stage, "p50_ms": round(statistics.median(values), 2)}),
-                      file=sys.stderr, flush=True)
+                print(
+                    json.dumps({"pipeline": spec, "stage": stage, "p50_ms": round(statistics.median(values), 2)}),
+                    file=sys.stderr,
+                    flush=True,
+                )
                 label = "cold" if i == 0 and "smollm2" in spec else ("cached" if "smollm2" in spec else "")
-                rows.append({"pipeline": spec, "stage": stage, "round": label or f"r{i + 1}",
-                             "p50_ms": round(statistics.median(values), 2), "p95_ms": round(pct(values, 0.95), 2),
-                             "n": len(values)})
+                rows.append(
+                    {
+                        "pipeline": spec,
+                        "stage": stage,
+                        "round": label or f"r{i + 1}",
+                        "p50_ms": round(statistics.median(values), 2),
+                        "p95_ms": round(pct(values, 0.95), 2),
+                        "n": len(values),
+                    }
+                )
     return rows
 
 
@@ -98,7 +108,7 @@ def main() -> None:
     args = parser.parse_args()
     settings = Settings(**({"data_dir": args.data_dir} if args.data_dir else {}))
     ensure_demo_index(settings)
-    topics = load_topics(ROOT / "topics" / "demo.tsv")[:args.topics]
+    topics = load_topics(ROOT / "topics" / "demo.tsv")[: args.topics]
     args.llm = args.llm or args.llm_only
     if args.llm:
         # the first round of each query stage pays for generation; with one round there is no cached figure

@@ -60,15 +60,26 @@ def in_process_us(data_dir: Path, calls: int = 20_000) -> dict[str, float]:
     out: dict[str, float] = {}
     sink = open(tempfile.mktemp(prefix="bench-obs-log-"), "w")  # noqa: SIM115
     for name, env in VARIANTS.items():
-        settings = Settings(data_dir=data_dir, metrics=env["RAGNAROK_METRICS"] == "1",
-                            request_ids=env["RAGNAROK_REQUEST_IDS"] == "1")
+        settings = Settings(
+            data_dir=data_dir, metrics=env["RAGNAROK_METRICS"] == "1", request_ids=env["RAGNAROK_REQUEST_IDS"] == "1"
+        )
         handler = logs.configure("text", env["RAGNAROK_LOG_LEVEL"], sink)
         app = create_app(settings, arena=False)
 
         async def run(app=app) -> float:
-            scope = {"type": "http", "method": "GET", "path": "/healthz", "raw_path": b"/healthz", "headers": [],
-                     "query_string": b"", "http_version": "1.1", "scheme": "http", "root_path": "",
-                     "client": ("127.0.0.1", 5), "server": ("127.0.0.1", 8000)}
+            scope = {
+                "type": "http",
+                "method": "GET",
+                "path": "/healthz",
+                "raw_path": b"/healthz",
+                "headers": [],
+                "query_string": b"",
+                "http_version": "1.1",
+                "scheme": "http",
+                "root_path": "",
+                "client": ("127.0.0.1", 5),
+                "server": ("127.0.0.1", 8000),
+            }
 
             async def receive() -> dict:
                 return {"type": "http.request", "body": b"", "more_body": False}
@@ -104,23 +115,41 @@ def main() -> None:
     data_dir = Path(os.environ.get("RAGNAROK_DATA_DIR") or tempfile.mkdtemp(prefix="bench-obs-"))
     index = args.index or ensure_demo_index(Settings(data_dir=data_dir))
     queries = [t.text for t in load_topics(args.topics, ROOT / "topics")]
-    print(f"index={index} queries={len(queries)} k={args.k} clients={args.clients} cpus={os.cpu_count()} "
-          f"loadavg at start {loadavg()}", flush=True)
+    print(
+        f"index={index} queries={len(queries)} k={args.k} clients={args.clients} cpus={os.cpu_count()} "
+        f"loadavg at start {loadavg()}",
+        flush=True,
+    )
 
     micro = in_process_us(data_dir)
-    print("in process, CPU per GET /healthz through the ASGI stack: "
-          + ", ".join(f"{name} {us:.1f} us" for name, us in micro.items()), flush=True)
+    print(
+        "in process, CPU per GET /healthz through the ASGI stack: "
+        + ", ".join(f"{name} {us:.1f} us" for name, us in micro.items()),
+        flush=True,
+    )
 
     servers: dict[str, tuple[subprocess.Popen, int]] = {}
     logs_dir = Path(tempfile.mkdtemp(prefix="bench-obs-logs-"))
     try:
         for name, extra in VARIANTS.items():
             port = free_port()
-            env = {**os.environ, "RAGNAROK_DATA_DIR": str(data_dir), **extra,
-                   "RAGNAROK_INDEXES": json.dumps({"bench": str(index)}), "RAGNAROK_DEFAULT_INDEX": "bench"}
+            env = {
+                **os.environ,
+                "RAGNAROK_DATA_DIR": str(data_dir),
+                **extra,
+                "RAGNAROK_INDEXES": json.dumps({"bench": str(index)}),
+                "RAGNAROK_DEFAULT_INDEX": "bench",
+            }
             log = open(logs_dir / f"{name}.log", "wb")  # noqa: SIM115 - the server's, closed with it
-            servers[name] = (subprocess.Popen([sys.executable, "-m", "ragnarok.cli", "serve", "--no-dense",
-                                               "--port", str(port)], env=env, stdout=log, stderr=log), port)
+            servers[name] = (
+                subprocess.Popen(
+                    [sys.executable, "-m", "ragnarok.cli", "serve", "--no-dense", "--port", str(port)],
+                    env=env,
+                    stdout=log,
+                    stderr=log,
+                ),
+                port,
+            )
         for name, (server, port) in servers.items():
             for _ in range(1200):
                 try:
@@ -134,7 +163,7 @@ def main() -> None:
         qps: dict[str, list[float]] = {name: [] for name in names}
         busy: dict[str, list[float]] = {name: [] for name in names}
         for r in range(args.rounds):
-            order = names[r % len(names):] + names[:r % len(names)]
+            order = names[r % len(names) :] + names[: r % len(names)]
             for name in order:
                 server, port = servers[name]
                 c0, t0 = cpu_s(server.pid), time.perf_counter()
@@ -142,8 +171,10 @@ def main() -> None:
                 wall = time.perf_counter() - t0
                 qps[name].append(len(latencies) / wall)
                 busy[name].append((cpu_s(server.pid) - c0) / len(latencies) * 1000)
-            print(f"round {r + 1}: " + ", ".join(f"{n} {qps[n][-1]:.0f} q/s" for n in names)
-                  + f"  (loadavg {loadavg()})", flush=True)
+            print(
+                f"round {r + 1}: " + ", ".join(f"{n} {qps[n][-1]:.0f} q/s" for n in names) + f"  (loadavg {loadavg()})",
+                flush=True,
+            )
     finally:
         for server, _ in servers.values():
             server.terminate()
@@ -151,13 +182,17 @@ def main() -> None:
             server.wait(timeout=60)
     access_lines = sum(1 for _ in open(logs_dir / "+access lines.log", "rb"))
     print(f"\nthe +access lines server wrote {access_lines:,} log lines (one access line per request)")
-    print(f"\n| variant | median q/s ({args.rounds} rounds x {args.seconds:g} s, {args.clients} clients) "
-          "| q/s vs off, median of the rounds' ratios | server CPU ms per request (median) "
-          "| CPU per request in process |\n|---|---|---|---|---|")
+    print(
+        f"\n| variant | median q/s ({args.rounds} rounds x {args.seconds:g} s, {args.clients} clients) "
+        "| q/s vs off, median of the rounds' ratios | server CPU ms per request (median) "
+        "| CPU per request in process |\n|---|---|---|---|---|"
+    )
     for name in names:
         ratio = statistics.median(q / off for q, off in zip(qps[name], qps["off"]))
-        print(f"| {name} | {statistics.median(qps[name]):.0f} (min {min(qps[name]):.0f}, max {max(qps[name]):.0f}) "
-              f"| {(ratio - 1) * 100:+.1f} % | {statistics.median(busy[name]):.2f} | {micro[name]:.1f} us |")
+        print(
+            f"| {name} | {statistics.median(qps[name]):.0f} (min {min(qps[name]):.0f}, max {max(qps[name]):.0f}) "
+            f"| {(ratio - 1) * 100:+.1f} % | {statistics.median(busy[name]):.2f} | {micro[name]:.1f} us |"
+        )
     print(f"loadavg at end {loadavg()}")
 
 

@@ -70,8 +70,10 @@ def main() -> None:
     with ragnarok_serve({**os.environ, "RAGNAROK_DATA_DIR": str(data_dir)}, dense=True, started=started) as base:
         port = int(base.rsplit(":", 1)[1])
         ask(http.client.HTTPConnection("127.0.0.1", port, timeout=120), args.pipeline, topics[0])  # loaded
-        print(f"(waited {wait_until_idle(started[0].pid):.0f} s for the server's start-up work: the arena's "
-              "warm-up answers once with each generator)")
+        print(
+            f"(waited {wait_until_idle(started[0].pid):.0f} s for the server's start-up work: the arena's "
+            "warm-up answers once with each generator)"
+        )
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
         for topic in topics[:5]:
             ask(conn, args.pipeline, topic)
@@ -81,8 +83,10 @@ def main() -> None:
     samples = [s for run in runs for s in run]
     e2e = [elapsed for elapsed, _ in samples]
     print(f"{args.pipeline}: {len(topics)} topics x {args.rounds} rounds, load {os.getloadavg()[0]:.1f}")
-    print(f"  end-to-end ms   p50 {pct(e2e, 50):7.1f}  p95 {pct(e2e, 95):7.1f}  "
-          f"(goal p50 <= 100, p95 <= 200: {'met' if pct(e2e, 50) <= 100 and pct(e2e, 95) <= 200 else 'NOT met'})")
+    print(
+        f"  end-to-end ms   p50 {pct(e2e, 50):7.1f}  p95 {pct(e2e, 95):7.1f}  "
+        f"(goal p50 <= 100, p95 <= 200: {'met' if pct(e2e, 50) <= 100 and pct(e2e, 95) <= 200 else 'NOT met'})"
+    )
     for stage in [t["stage"] for t in samples[0][1]["trace"]]:
         own = [next(t["service_ms"] for t in data["trace"] if t["stage"] == stage) for _, data in samples]
         print(f"  {stage:<40} p50 {pct(own, 50):7.1f}  p95 {pct(own, 95):7.1f}")

@@ -76,8 +76,11 @@ def cache_effect(args: argparse.Namespace) -> dict:
             results[mode].append(result)
             print(f"  {mode}: {times[-1]:.2f} s  {spec}  {config.objective} {result.value!r}", flush=True)
         out[mode] = times
-        print(f"{mode}: {statistics.fmean(times):.2f} s/trial (mean) over {len(specs)} specs, {len(train)} topics",
-              flush=True)
+        print(
+            f"{mode}: {statistics.fmean(times):.2f} s/trial (mean) over {len(specs)} specs, {len(train)} topics",
+            flush=True,
+        )
+
     def exact(r) -> str:  # type: ignore[no-untyped-def]  # floats as repr: the last digit counts, NaN too
         return json.dumps([r.value, r.per_topic, r.node_metrics, r.run], sort_keys=True)
 
@@ -87,9 +90,11 @@ def cache_effect(args: argparse.Namespace) -> dict:
             assert exact(a) == exact(b), f"{mode} differs from {next(iter(results))} on {a.spec}"
     if "cache, warm" in out:
         warm = statistics.fmean(out["cache, warm"])
-        print(f"warm fused trial: {warm:.2f} s per trial (mean of {len(specs)}; each: "
-              f"{', '.join(f'{t:.2f}' for t in out['cache, warm'])})"
-              + (f"; cold/warm {statistics.fmean(out['cache, cold']) / warm:.1f}x" if "cache, cold" in out else ""))
+        print(
+            f"warm fused trial: {warm:.2f} s per trial (mean of {len(specs)}; each: "
+            f"{', '.join(f'{t:.2f}' for t in out['cache, warm'])})"
+            + (f"; cold/warm {statistics.fmean(out['cache, cold']) / warm:.1f}x" if "cache, cold" in out else "")
+        )
     print(f"results identical across modes ({', '.join(results)})", flush=True)
     return {"specs": specs, "seconds": out, "values": {m: [r.value for r in rs] for m, rs in results.items()}}
 
@@ -140,24 +145,41 @@ def strategies(args: argparse.Namespace) -> dict:
             curve, train_curve = curves_of(study, evaluator, test, held_cache, seed)
             best = best_trial(study)
             results.setdefault(strategy, {})[str(seed)] = {
-                "held_out": curve, "train": train_curve, "seconds": time.perf_counter() - start,
-                "best": best.user_attrs["spec"] if best else None, "trials": len(curve)}
-            print(f"{name}: {len(curve)} trials in {time.perf_counter() - start:.0f} s; best {results[strategy][str(seed)]['best']}"
-                  f"; held-out {config.objective} {curve[-1] if curve else float('nan'):.4f} "
-                  f"(after 10 trials {curve[min(9, len(curve) - 1)] if curve else float('nan'):.4f})", flush=True)
+                "held_out": curve,
+                "train": train_curve,
+                "seconds": time.perf_counter() - start,
+                "best": best.user_attrs["spec"] if best else None,
+                "trials": len(curve),
+            }
+            print(
+                f"{name}: {len(curve)} trials in {time.perf_counter() - start:.0f} s; best {results[strategy][str(seed)]['best']}"
+                f"; held-out {config.objective} {curve[-1] if curve else float('nan'):.4f} "
+                f"(after 10 trials {curve[min(9, len(curve) - 1)] if curve else float('nan'):.4f})",
+                flush=True,
+            )
     curves = {s: [r["held_out"] for r in runs.values() if r["held_out"]] for s, runs in results.items()}
-    plot = plot_best_so_far({s: c for s, c in curves.items() if c}, Path(args.out) / "strategies.png",
-                            f"held-out {config.objective} of the best-so-far pipeline")
+    plot = plot_best_so_far(
+        {s: c for s, c in curves.items() if c},
+        Path(args.out) / "strategies.png",
+        f"held-out {config.objective} of the best-so-far pipeline",
+    )
     print(f"plot: {plot}")
-    table = ["| strategy | after 5 | after 10 | after 20 | final (mean ± sd over seeds) | trials |", "|---|---|---|---|---|---|"]
+    table = [
+        "| strategy | after 5 | after 10 | after 20 | final (mean ± sd over seeds) | trials |",
+        "|---|---|---|---|---|---|",
+    ]
     for s, runs in curves.items():
+
         def at(n: int) -> str:
             vals = [r[min(n, len(r)) - 1] for r in runs if r]
             return f"{statistics.fmean(vals):.4f}" if vals else "-"
+
         finals = [r[-1] for r in runs if r]
         sd = statistics.pstdev(finals) if len(finals) > 1 else 0.0
-        table.append(f"| {s} | {at(5)} | {at(10)} | {at(20)} | {statistics.fmean(finals):.4f} ± {sd:.4f} | "
-                     f"{statistics.fmean(len(r) for r in runs):.0f} |")
+        table.append(
+            f"| {s} | {at(5)} | {at(10)} | {at(20)} | {statistics.fmean(finals):.4f} ± {sd:.4f} | "
+            f"{statistics.fmean(len(r) for r in runs):.0f} |"
+        )
     print("\n".join(table))
     return {"results": results, "table": table}
 
@@ -171,11 +193,17 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=30)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--strategies", nargs="+", default=["greedy", "greedy-m", "random", "tpe"])
-    parser.add_argument("--no-search", action="store_true", help="strategies: only the curves of the studies "
-                                                                     "already in --out")
+    parser.add_argument(
+        "--no-search", action="store_true", help="strategies: only the curves of the studies already in --out"
+    )
     parser.add_argument("--specs", type=int, default=5, help="cache: specs timed")
-    parser.add_argument("--modes", nargs="+", default=["no cache", "cache, cold", "cache, warm"],
-                        choices=["no cache", "cache, cold", "cache, warm"], help="cache: the modes timed")
+    parser.add_argument(
+        "--modes",
+        nargs="+",
+        default=["no cache", "cache, cold", "cache, warm"],
+        choices=["no cache", "cache, cold", "cache, warm"],
+        help="cache: the modes timed",
+    )
     args = parser.parse_args()
     Path(args.out).mkdir(parents=True, exist_ok=True)
     from ragnarok.optimize.study import quiet

@@ -40,14 +40,26 @@ from ragnarok.stages.rerank.tiny import CORPUS, build_tiny_cross_encoder, build_
 MODELS = {
     "tiny-monot5": ("monot5", build_tiny_monot5, {}),
     "tiny-ce": ("crossencoder", build_tiny_cross_encoder, {}),
-    "minilm-l6-ce": ("crossencoder", build_tiny_cross_encoder,  # cross-encoder/ms-marco-MiniLM-L-6-v2
-                     {"layers": 6, "hidden": 384, "heads": 12, "vocab_size": 30522}),
-    "bert-base-ce": ("crossencoder", build_tiny_cross_encoder,  # BAAI/bge-reranker-base's encoder size
-                     {"layers": 12, "hidden": 768, "heads": 12, "vocab_size": 30522}),
-    "monot5-base": ("monot5", build_tiny_monot5,  # castorini/monot5-base-msmarco-10k (T5-base)
-                    {"layers": 12, "hidden": 768, "heads": 12, "vocab_size": 32128}),
-    "monot5-3b": ("monot5", build_tiny_monot5,  # castorini/monot5-3b-msmarco-10k (T5-3B): 11 GB in float32
-                  {"layers": 24, "hidden": 1024, "heads": 32, "head_dim": 128, "ffn": 16384, "vocab_size": 32128}),
+    "minilm-l6-ce": (
+        "crossencoder",
+        build_tiny_cross_encoder,  # cross-encoder/ms-marco-MiniLM-L-6-v2
+        {"layers": 6, "hidden": 384, "heads": 12, "vocab_size": 30522},
+    ),
+    "bert-base-ce": (
+        "crossencoder",
+        build_tiny_cross_encoder,  # BAAI/bge-reranker-base's encoder size
+        {"layers": 12, "hidden": 768, "heads": 12, "vocab_size": 30522},
+    ),
+    "monot5-base": (
+        "monot5",
+        build_tiny_monot5,  # castorini/monot5-base-msmarco-10k (T5-base)
+        {"layers": 12, "hidden": 768, "heads": 12, "vocab_size": 32128},
+    ),
+    "monot5-3b": (
+        "monot5",
+        build_tiny_monot5,  # castorini/monot5-3b-msmarco-10k (T5-3B): 11 GB in float32
+        {"layers": 24, "hidden": 1024, "heads": 32, "head_dim": 128, "ffn": 16384, "vocab_size": 32128},
+    ),
 }
 DEFAULT = "tiny-monot5,tiny-ce,minilm-l6-ce,bert-base-ce,monot5-base"
 
@@ -55,9 +67,14 @@ DEFAULT = "tiny-monot5,tiny-ce,minilm-l6-ce,bert-base-ce,monot5-base"
 def request_of(n: int, words: int) -> Request:
     vocab = " ".join(CORPUS).split()
     texts = [" ".join(vocab[(i * 7 + j) % len(vocab)] for j in range(words)) for i in range(n)]
-    return Request.model_validate({"query": {"text": "how do i compress a file with gzip", "qid": "q"},
-                                   "candidates": [{"docid": f"d{i}", "score": float(n - i),
-                                                   "doc": {"segment": t}} for i, t in enumerate(texts)]})
+    return Request.model_validate(
+        {
+            "query": {"text": "how do i compress a file with gzip", "qid": "q"},
+            "candidates": [
+                {"docid": f"d{i}", "score": float(n - i), "doc": {"segment": t}} for i, t in enumerate(texts)
+            ],
+        }
+    )
 
 
 def model_only(reranker, request: Request) -> float:
@@ -67,7 +84,7 @@ def model_only(reranker, request: Request) -> float:
     model = reranker._loaded()
     docs = candidate_texts(request)
     order = sorted(range(len(docs)), key=lambda i: -len(docs[i]))
-    batches = [[docs[i] for i in order[s:s + reranker.batch_size]] for s in range(0, len(order), reranker.batch_size)]
+    batches = [[docs[i] for i in order[s : s + reranker.batch_size]] for s in range(0, len(order), reranker.batch_size)]
     if reranker.kind == "monoT5":
         prepared = []
         for batch in batches:
@@ -83,8 +100,7 @@ def model_only(reranker, request: Request) -> float:
         return time.perf_counter() - start
     pairs = [(request.query.text, d) for batch in batches for d in batch]
     start = time.perf_counter()
-    model.predict(pairs, batch_size=reranker.batch_size, show_progress_bar=False,
-                  activation_fn=torch.nn.Identity())
+    model.predict(pairs, batch_size=reranker.batch_size, show_progress_bar=False, activation_fn=torch.nn.Identity())
     return time.perf_counter() - start
 
 
@@ -102,16 +118,21 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     request = request_of(args.candidates, args.words)
-    print(f"{args.candidates} candidates of {args.words} words, batch {args.batch}, {args.threads} torch threads, "
-          f"torch {torch.__version__}, device {args.device or ('cuda' if torch.cuda.is_available() else 'cpu')}")
+    print(
+        f"{args.candidates} candidates of {args.words} words, batch {args.batch}, {args.threads} torch threads, "
+        f"torch {torch.__version__}, device {args.device or ('cuda' if torch.cuda.is_available() else 'cpu')}"
+    )
     print(f"{'model':<14} {'params':>8} {'load s':>7} {'rerank s':>9} {'cand/s':>8} {'model s':>8} {'ours':>6}")
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models.split(","):
             kind, build, kwargs = MODELS[name]
             path = build(Path(tmp) / name, **kwargs)
-            settings = Settings(data_dir=Path(tmp) / "data", pointwise_batch_size=args.batch,
-                                pointwise_device=args.device,
-                                **{"monot5_model" if kind == "monot5" else "cross_encoder_model": str(path)})
+            settings = Settings(
+                data_dir=Path(tmp) / "data",
+                pointwise_batch_size=args.batch,
+                pointwise_device=args.device,
+                **{"monot5_model" if kind == "monot5" else "cross_encoder_model": str(path)},
+            )
             reranker = RerankService(settings).get(kind)
             start = time.perf_counter()
             loaded = reranker._loaded()
@@ -122,8 +143,11 @@ def main() -> None:
             rerank = functools.partial(reranker.rerank, request, 20)
             rerank_s = min(_timed(rerank) for _ in range(args.rounds))
             model_s = min(model_only(reranker, request) for _ in range(args.rounds))
-            print(f"{name:<14} {params / 1e6:>7.1f}M {load_s:>7.2f} {rerank_s:>9.3f} "
-                  f"{args.candidates / rerank_s:>8.1f} {model_s:>8.3f} {1 - model_s / rerank_s:>6.1%}", flush=True)
+            print(
+                f"{name:<14} {params / 1e6:>7.1f}M {load_s:>7.2f} {rerank_s:>9.3f} "
+                f"{args.candidates / rerank_s:>8.1f} {model_s:>8.3f} {1 - model_s / rerank_s:>6.1%}",
+                flush=True,
+            )
 
 
 def _timed(fn) -> float:

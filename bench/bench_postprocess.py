@@ -19,9 +19,11 @@ from ragnarok.stages.generate.cite import postprocess
 from ragnarok.stages.generate.prompts import approx_tokens, build_messages, get_template
 
 TOPIC = "how does gzip compress files and how does it differ from zip"
-VOCAB = ("gzip deflate compression file archive algorithm huffman coding lz77 window dictionary stream "
-         "header checksum crc32 zlib format unix tool data bytes block ratio speed level decompress zip "
-         "entries directory the a of to in and is for with that on by as it").split()
+VOCAB = (
+    "gzip deflate compression file archive algorithm huffman coding lz77 window dictionary stream "
+    "header checksum crc32 zlib format unix tool data bytes block ratio speed level decompress zip "
+    "entries directory the a of to in and is for with that on by as it"
+).split()
 
 
 def _sentence(rng: random.Random, words: int) -> str:
@@ -35,8 +37,13 @@ def candidates(rng: random.Random, n: int = 20, chars: int = 1000) -> list[Candi
         text = ""
         while len(text) < chars:
             text += _sentence(rng, rng.randint(8, 25)) + (" [7]" if rng.random() < 0.1 else "") + ". "
-        out.append(Candidate(docid=f"msmarco_v2.1_doc_{i:02d}#{i}_{i * 1000}", score=20.0 - i,
-                             doc=Doc(title=f"Gzip article {i}", segment=text[:chars].strip(), url=f"u{i}")))
+        out.append(
+            Candidate(
+                docid=f"msmarco_v2.1_doc_{i:02d}#{i}_{i * 1000}",
+                score=20.0 - i,
+                doc=Doc(title=f"Gzip article {i}", segment=text[:chars].strip(), url=f"u{i}"),
+            )
+        )
     return out
 
 
@@ -79,24 +86,27 @@ def main() -> None:
     template, docids = get_template("ragnarok"), [c.docid for c in cands]
     messages = build_messages(template, TOPIC, cands, args.budget)
     refs, sentences = postprocess(text, docids)
-    print(f"inputs: {len(cands)} candidates of {min(len(c.doc.segment) for c in cands)}-"
-          f"{max(len(c.doc.segment) for c in cands)} chars; answer of {word_count(text)} words -> "
-          f"{len(sentences)} sentences, {sum(word_count(s.text) for s in sentences)} words, "
-          f"{len(refs)} references; "
-          f"prompt {sum(approx_tokens(m['content']) for m in messages)} / {args.budget} approx. tokens")
+    print(
+        f"inputs: {len(cands)} candidates of {min(len(c.doc.segment) for c in cands)}-"
+        f"{max(len(c.doc.segment) for c in cands)} chars; answer of {word_count(text)} words -> "
+        f"{len(sentences)} sentences, {sum(word_count(s.text) for s in sentences)} words, "
+        f"{len(refs)} references; "
+        f"prompt {sum(approx_tokens(m['content']) for m in messages)} / {args.budget} approx. tokens"
+    )
 
     build = timed(lambda: build_messages(template, TOPIC, cands, args.budget), args.repeats)
     fits = timed(lambda: build_messages(template, TOPIC, cands, 100_000), args.repeats)
     post = timed(lambda: postprocess(text, docids), args.repeats)
-    both = timed(lambda: (build_messages(template, TOPIC, cands, args.budget), postprocess(text, docids)),
-                 args.repeats)
+    both = timed(lambda: (build_messages(template, TOPIC, cands, args.budget), postprocess(text, docids)), args.repeats)
     print(report("build_messages (truncating)", build))
     print(report("build_messages (fits, no cut)", fits))
     print(report("postprocess", post))
     print(report("build_messages + postprocess", both))
     p95 = statistics.quantiles(both, n=20)[-1]
-    print(f"per answer: mean {statistics.fmean(both):.3f} ms, p95 {p95:.3f} ms "
-          f"(goal <= 2 ms: {'met' if p95 <= 2 else 'NOT met'}; {args.repeats} repeats)")
+    print(
+        f"per answer: mean {statistics.fmean(both):.3f} ms, p95 {p95:.3f} ms "
+        f"(goal <= 2 ms: {'met' if p95 <= 2 else 'NOT met'}; {args.repeats} repeats)"
+    )
 
 
 if __name__ == "__main__":

@@ -78,6 +78,7 @@ def in_process(index: Path, queries: list[str], k: int) -> None:
 
 def over_http(base: str, queries: list[str], k: int, pipeline: str) -> None:
     with httpx.Client(base_url=base, timeout=120) as client:
+
         def retrieve(label: str, retriever: str) -> None:
             times = []
             for q in queries:
@@ -96,8 +97,10 @@ def over_http(base: str, queries: list[str], k: int, pipeline: str) -> None:
                 assert r.status_code == 200, r.text[:300]
                 for s in r.json()["trace"]:
                     stages.setdefault(s["stage"], []).append((s["latency_ms"], s.get("service_ms") or 0.0))
-            parts = "; ".join(f"{stage} {p50([a for a, _ in v]):.1f} ms (services {p50([b for _, b in v]):.1f})"
-                              for stage, v in stages.items())
+            parts = "; ".join(
+                f"{stage} {p50([a for a, _ in v]):.1f} ms (services {p50([b for _, b in v]):.1f})"
+                for stage, v in stages.items()
+            )
             print(f"/rag {pipeline}, {label}: p50 {p50(times):.1f} ms; stages: {parts}", flush=True)
 
         warm = client.post("/rag", json={"topic": "a warm-up topic about nothing in particular", "pipeline": pipeline})
@@ -124,8 +127,12 @@ def main() -> None:
     print(f"index={index} queries={len(queries)} k={args.k} pipeline={args.pipeline!r} loadavg {loadavg()}")
     in_process(index, queries, args.k)
 
-    env = {**os.environ, "RAGNAROK_DATA_DIR": str(data_dir),
-           "RAGNAROK_INDEXES": json.dumps({"bench": str(index)}), "RAGNAROK_DEFAULT_INDEX": "bench"}
+    env = {
+        **os.environ,
+        "RAGNAROK_DATA_DIR": str(data_dir),
+        "RAGNAROK_INDEXES": json.dumps({"bench": str(index)}),
+        "RAGNAROK_DEFAULT_INDEX": "bench",
+    }
     port = free_port()
     server, _ = start_server(env, port)
     try:

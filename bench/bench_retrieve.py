@@ -67,10 +67,18 @@ def main() -> None:
     queries = [t.text for t in load_topics(args.topics, ROOT / "topics")]
 
     port = free_port()
-    env = {**os.environ, "RAGNAROK_DATA_DIR": str(data_dir),
-           "RAGNAROK_INDEXES": json.dumps({"bench": str(index)}), "RAGNAROK_DEFAULT_INDEX": "bench"}
-    server = subprocess.Popen([sys.executable, "-m", "ragnarok.cli", "serve", "--no-dense", "--port", str(port)], env=env,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {
+        **os.environ,
+        "RAGNAROK_DATA_DIR": str(data_dir),
+        "RAGNAROK_INDEXES": json.dumps({"bench": str(index)}),
+        "RAGNAROK_DEFAULT_INDEX": "bench",
+    }
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ragnarok.cli", "serve", "--no-dense", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=60)
         for _ in range(600):
@@ -84,13 +92,15 @@ def main() -> None:
 
         def service(q: str) -> None:
             try:
-                conn.request("POST", "/v1/retrieve", json.dumps({"query": q, "k": args.k}),
-                             {"content-type": "application/json"})
+                conn.request(
+                    "POST", "/v1/retrieve", json.dumps({"query": q, "k": args.k}), {"content-type": "application/json"}
+                )
                 response = conn.getresponse()
             except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
                 conn.close()  # uvicorn closed the idle keep-alive connection (5 s) while the baselines ran
-                conn.request("POST", "/v1/retrieve", json.dumps({"query": q, "k": args.k}),
-                             {"content-type": "application/json"})
+                conn.request(
+                    "POST", "/v1/retrieve", json.dumps({"query": q, "k": args.k}), {"content-type": "application/json"}
+                )
                 response = conn.getresponse()
             body = json.loads(response.read())
             assert response.status == 200 and body["candidates"]
@@ -105,8 +115,11 @@ def main() -> None:
             for hit in searcher.search(q, args.k):
                 json.loads(hit.lucene_document.get("raw"))
 
-        results = timed({"pyserini search": search_only, "pyserini search + raw docs": search_raw,
-                         "POST /v1/retrieve": service}, queries, args.rounds)
+        results = timed(
+            {"pyserini search": search_only, "pyserini search + raw docs": search_raw, "POST /v1/retrieve": service},
+            queries,
+            args.rounds,
+        )
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -118,8 +131,10 @@ def main() -> None:
     service_p50 = pct(results["POST /v1/retrieve"], 50)
     for base in ("pyserini search", "pyserini search + raw docs"):
         b50 = pct(results[base], 50)
-        print(f"service p50 / {base} p50 = {service_p50 / b50:.2f}x; "
-              f"goal <= 1.2x + 1 ms: {'met' if service_p50 <= 1.2 * b50 + 1 else 'NOT met'}")
+        print(
+            f"service p50 / {base} p50 = {service_p50 / b50:.2f}x; "
+            f"goal <= 1.2x + 1 ms: {'met' if service_p50 <= 1.2 * b50 + 1 else 'NOT met'}"
+        )
 
 
 if __name__ == "__main__":

@@ -67,21 +67,35 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="10000,100000", help="segments per collection, comma-separated")
     ap.add_argument("--quick", action="store_true", help="real MiniLM vectors at 10k only (synthetic past it)")
-    ap.add_argument("--minilm-up-to", type=int, help="real MiniLM vectors for sizes up to this many segments "
-                    f"(default {MINILM_UP_TO:,}; 10,000 with --quick; 0: synthetic vectors everywhere)")
-    ap.add_argument("--real-sample", type=int, default=10_000, help="recall's in-domain queries (sizes with real "
-                    "MiniLM vectors) are sentences of segments drawn from the collection's first N")
+    ap.add_argument(
+        "--minilm-up-to",
+        type=int,
+        help="real MiniLM vectors for sizes up to this many segments "
+        f"(default {MINILM_UP_TO:,}; 10,000 with --quick; 0: synthetic vectors everywhere)",
+    )
+    ap.add_argument(
+        "--real-sample",
+        type=int,
+        default=10_000,
+        help="recall's in-domain queries (sizes with real "
+        "MiniLM vectors) are sentences of segments drawn from the collection's first N",
+    )
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--json", type=Path, required=True, help="where to write the results")
     ap.add_argument("--plot", type=Path, help="a PNG of latency and memory against collection size")
-    ap.add_argument("--work", type=Path, help="where the run's work directory is made (default: the system's "
-                    "temporary directory)")
+    ap.add_argument(
+        "--work", type=Path, help="where the run's work directory is made (default: the system's temporary directory)"
+    )
     ap.add_argument("--keep", action="store_true", help="keep the run's work directory (every size's files)")
     ap.add_argument("--threads", type=int, default=min(os.cpu_count() or 1, 16), help="indexing threads")
     ap.add_argument("--queries", type=int, default=None, help="search with the first N topics (default: all 301)")
     ap.add_argument("--rag-queries", type=int, default=100, help="topics posted to /rag per size")
-    ap.add_argument("--data-dir", type=Path, help="the server's RAGNAROK_DATA_DIR (default: in the work "
-                    "directory; give one to reuse its demo index, which the server builds on first start)")
+    ap.add_argument(
+        "--data-dir",
+        type=Path,
+        help="the server's RAGNAROK_DATA_DIR (default: in the work "
+        "directory; give one to reuse its demo index, which the server builds on first start)",
+    )
     args = ap.parse_args(argv)
     try:
         args.sizes = sorted({int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()})
@@ -117,8 +131,14 @@ def main(argv: list[str] | None = None) -> int:
         args.work.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="bench-scale-", dir=args.work))  # only what this run made is removed
     print(f"# {sm.machine()}; work {work} (~{need / 1e9:.1f} GB needed)", flush=True)
-    result: dict[str, Any] = {"sizes": {}, "shards_identical": None, "machine": sm.machine(),
-                              "seed": args.seed, "threads": args.threads, "queries": "TREC RAG 2024 test topics"}
+    result: dict[str, Any] = {
+        "sizes": {},
+        "shards_identical": None,
+        "machine": sm.machine(),
+        "seed": args.seed,
+        "threads": args.threads,
+        "queries": "TREC RAG 2024 test topics",
+    }
     try:
         run(args, work, result)
     except KeyboardInterrupt:
@@ -126,8 +146,10 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except Exception:
         if (log := work / "serve.log").exists():  # the server's own words, before the work directory goes
-            print("the server's last lines:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-30:]),
-                  file=sys.stderr)
+            print(
+                "the server's last lines:\n" + "\n".join(log.read_text(errors="replace").splitlines()[-30:]),
+                file=sys.stderr,
+            )
         raise
     finally:
         if not args.keep:
@@ -136,7 +158,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run(args: argparse.Namespace, work: Path, result: dict[str, Any]) -> None:
-    queries = load_queries()[:args.queries]
+    queries = load_queries()[: args.queries]
     args.warmup = load_queries(name="topics.rag24.raggy-dev.txt")[:20]
     vocab = Vocabulary.from_text(real_passages())
     for size in args.sizes:
@@ -155,8 +177,9 @@ def run(args: argparse.Namespace, work: Path, result: dict[str, Any]) -> None:
         plot(result["sizes"], args.plot)
 
 
-def measure_size(args: argparse.Namespace, work: Path, size: int, vocab: Vocabulary, queries: list[str],
-                 result: dict[str, Any]) -> dict[str, Any]:
+def measure_size(
+    args: argparse.Namespace, work: Path, size: int, vocab: Vocabulary, queries: list[str], result: dict[str, Any]
+) -> dict[str, Any]:
     here = work / str(size)
     (here / "collection").mkdir(parents=True, exist_ok=True)
     phases: dict[str, float] = {}
@@ -176,14 +199,21 @@ def measure_size(args: argparse.Namespace, work: Path, size: int, vocab: Vocabul
     t = time.perf_counter()
     built = sm.ragnarok_index(collection, lucene, args.threads)
     phase("ragnarok index", t)
-    m.update(index_segments_per_s=round(size / built["s"], 1), build_peak_rss_mb=round(built["peak_rss_mb"], 1),
-             index_cpu_s=round(built["cpu_s"], 1), index_command=built["command"])
+    m.update(
+        index_segments_per_s=round(size / built["s"], 1),
+        build_peak_rss_mb=round(built["peak_rss_mb"], 1),
+        index_cpu_s=round(built["cpu_s"], 1),
+        index_command=built["command"],
+    )
     m["disk_mb"]["lucene"] = round(sm.disk_mb(lucene), 1)
     t = time.perf_counter()
     theirs = sm.pyserini_index(collection.parent, here / "pyserini", args.threads)
     phase("pyserini index", t)
-    m.update(pyserini_segments_per_s=round(size / theirs["s"], 1), pyserini_peak_rss_mb=round(theirs["peak_rss_mb"], 1),
-             pyserini_cpu_s=round(theirs["cpu_s"], 1))
+    m.update(
+        pyserini_segments_per_s=round(size / theirs["s"], 1),
+        pyserini_peak_rss_mb=round(theirs["peak_rss_mb"], 1),
+        pyserini_cpu_s=round(theirs["cpu_s"], 1),
+    )
     m["disk_mb"]["pyserini"] = round(sm.disk_mb(here / "pyserini"), 1)
     shutil.rmtree(here / "pyserini", ignore_errors=True)
 
@@ -219,8 +249,9 @@ def measure_size(args: argparse.Namespace, work: Path, size: int, vocab: Vocabul
         _on_signals()  # the JVM that check started replaced the handlers: Ctrl-C and SIGTERM clean up again
         phase("shards check", t)
 
-    m["recall_queries"] = sm.collection_queries(collection, min(size, args.real_sample), seed=args.seed) \
-        if minilm else args.base_queries
+    m["recall_queries"] = (
+        sm.collection_queries(collection, min(size, args.real_sample), seed=args.seed) if minilm else args.base_queries
+    )
     serve_and_query(args, work, m, lucene, queries, vectors, docids, phase)
     m["recall_queries"] = len(m["recall_queries"])
     if not args.keep:
@@ -228,10 +259,22 @@ def measure_size(args: argparse.Namespace, work: Path, size: int, vocab: Vocabul
     return m
 
 
-def serve_and_query(args: argparse.Namespace, work: Path, m: dict[str, Any], lucene: Path, queries: list[str],
-                    vectors: np.ndarray, docids: list[str], phase: Any) -> None:
-    env = {**os.environ, "RAGNAROK_DATA_DIR": str(args.data_dir or work / "data"),
-           "RAGNAROK_INDEXES": json.dumps({"bench": str(lucene)}), "RAGNAROK_DEFAULT_INDEX": "bench"}
+def serve_and_query(
+    args: argparse.Namespace,
+    work: Path,
+    m: dict[str, Any],
+    lucene: Path,
+    queries: list[str],
+    vectors: np.ndarray,
+    docids: list[str],
+    phase: Any,
+) -> None:
+    env = {
+        **os.environ,
+        "RAGNAROK_DATA_DIR": str(args.data_dir or work / "data"),
+        "RAGNAROK_INDEXES": json.dumps({"bench": str(lucene)}),
+        "RAGNAROK_DEFAULT_INDEX": "bench",
+    }
     started: list = []
     t = time.perf_counter()
     with ragnarok_serve(env, output=work / "serve.log", start_timeout_s=900, started=started) as base:
@@ -242,25 +285,29 @@ def serve_and_query(args: argparse.Namespace, work: Path, m: dict[str, Any], luc
 
         t = time.perf_counter()
         times, _ = sm.timed_queries(
-            lambda q: client.post("/v1/retrieve", {"query": q, "k": sm.K, "retriever": "bm25"}), queries,
-            args.warmup)
+            lambda q: client.post("/v1/retrieve", {"query": q, "k": sm.K, "retriever": "bm25"}), queries, args.warmup
+        )
         m.update(bm25_p50_ms=round(sm.pct(times, 50), 2), bm25_p95_ms=round(sm.pct(times, 95), 2))
         phase("bm25 queries", t)
         if "dense_error" not in m:
             t = time.perf_counter()
             times, answers = sm.timed_queries(
                 lambda q: client.post("/v1/retrieve", {"query": q, "k": sm.K, "retriever": f"dense:{sm.MODEL}"}),
-                queries, args.warmup)
+                queries,
+                args.warmup,
+            )
             m.update(dense_p50_ms=round(sm.pct(times, 50), 2), dense_p95_ms=round(sm.pct(times, 95), 2))
             m["dense_recall_at_100_trec"] = round(recall(answers, queries, vectors, docids), 4)
             near = m["recall_queries"]  # sentences of the collection: queries near their documents
             _, answers = sm.timed_queries(
                 lambda q: client.post("/v1/retrieve", {"query": q, "k": sm.K, "retriever": f"dense:{sm.MODEL}"}),
-                near, [])
+                near,
+                [],
+            )
             m["dense_recall_at_100"] = round(recall(answers, near, vectors, docids), 4)
             phase("dense queries", t)
         t = time.perf_counter()
-        topics = queries[:args.rag_queries]
+        topics = queries[: args.rag_queries]
         times, answers = sm.timed_queries(lambda q: client.post("/rag", {"topic": q}), topics, args.warmup[:5])
         m["rag_offline_p50_ms"] = round(sm.pct(times, 50), 2)
         m["rag_offline_p95_ms"] = round(sm.pct(times, 95), 2)
@@ -289,13 +336,20 @@ def plot(sizes: dict[str, dict[str, Any]], out: Path) -> None:
 
     xs = sorted(int(s) for s in sizes)
     fig, (lat, mem) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for key, label in (("bm25_p50_ms", "BM25 p50"), ("bm25_p95_ms", "BM25 p95"), ("dense_p50_ms", "dense p50"),
-                       ("rag_offline_p50_ms", "/rag offline p50")):
+    for key, label in (
+        ("bm25_p50_ms", "BM25 p50"),
+        ("bm25_p95_ms", "BM25 p95"),
+        ("dense_p50_ms", "dense p50"),
+        ("rag_offline_p50_ms", "/rag offline p50"),
+    ):
         points = [(x, sizes[str(x)][key]) for x in xs if sizes[str(x)].get(key) is not None]
         if points:
             lat.plot(*zip(*points), marker="o", label=label)
-    for key, label in (("service_rss_mb", "service RSS"), ("build_peak_rss_mb", "Lucene build peak RSS"),
-                       ("pyserini_peak_rss_mb", "pyserini build peak RSS")):
+    for key, label in (
+        ("service_rss_mb", "service RSS"),
+        ("build_peak_rss_mb", "Lucene build peak RSS"),
+        ("pyserini_peak_rss_mb", "pyserini build peak RSS"),
+    ):
         points = [(x, sizes[str(x)][key]) for x in xs if sizes[str(x)].get(key) is not None]
         if points:
             mem.plot(*zip(*points), marker="o", label=label)

@@ -41,12 +41,18 @@ def main() -> None:
         outs = {}
         for workers in (1, 2):
             outs[workers] = work / f"segments-{n}-{workers}.jsonl"
-            m = measured(ragnarok("collection", "segment", str(docs), str(outs[workers]),
-                                  "--workers", str(workers), "--no-progress"))
+            m = measured(
+                ragnarok(
+                    "collection", "segment", str(docs), str(outs[workers]), "--workers", str(workers), "--no-progress"
+                )
+            )
             s, rss, _ = m
-            print(f"{n:>9,} docs ({mb:,.0f} MB)  workers={workers}  {s:6.1f} s  {mb / s:6.1f} MB/s  "
-                  f"{n / s:8,.0f} docs/s  CPU {m.cpu:6.1f} s ({mb / m.cpu:5.1f} MB per CPU-s)  "
-                  f"peak RSS {rss:5,.0f} MiB (tree {m.rss_sum:5,.0f} MiB)  load {os.getloadavg()[0]:.1f}", flush=True)
+            print(
+                f"{n:>9,} docs ({mb:,.0f} MB)  workers={workers}  {s:6.1f} s  {mb / s:6.1f} MB/s  "
+                f"{n / s:8,.0f} docs/s  CPU {m.cpu:6.1f} s ({mb / m.cpu:5.1f} MB per CPU-s)  "
+                f"peak RSS {rss:5,.0f} MiB (tree {m.rss_sum:5,.0f} MiB)  load {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
         same = filecmp.cmp(outs[1], outs[2], shallow=False)
         print(f"# parallel output identical to sequential: {same}")
         for p in outs.values():
@@ -56,13 +62,19 @@ def main() -> None:
         if not docs.exists():
             generate(docs, args.large)
         mb = docs.stat().st_size / 1e6
-        m = measured(ragnarok("collection", "segment", str(docs), str(work / "segments.jsonl"),
-                              "--workers", "2", "--no-progress"))
+        m = measured(
+            ragnarok(
+                "collection", "segment", str(docs), str(work / "segments.jsonl"), "--workers", "2", "--no-progress"
+            )
+        )
         s, rss, _ = m
         (work / "segments.jsonl").unlink()
-        print(f"{args.large:>9,} docs ({mb:,.0f} MB)  workers=2  {s:6.1f} s  {mb / s:6.1f} MB/s  "
-              f"{args.large / s:8,.0f} docs/s  CPU {m.cpu:6.1f} s ({mb / m.cpu:5.1f} MB per CPU-s)  "
-              f"peak RSS {rss:5,.0f} MiB (tree {m.rss_sum:5,.0f} MiB)  load {os.getloadavg()[0]:.1f}", flush=True)
+        print(
+            f"{args.large:>9,} docs ({mb:,.0f} MB)  workers=2  {s:6.1f} s  {mb / s:6.1f} MB/s  "
+            f"{args.large / s:8,.0f} docs/s  CPU {m.cpu:6.1f} s ({mb / m.cpu:5.1f} MB per CPU-s)  "
+            f"peak RSS {rss:5,.0f} MiB (tree {m.rss_sum:5,.0f} MiB)  load {os.getloadavg()[0]:.1f}",
+            flush=True,
+        )
     if not args.workdir:
         shutil.rmtree(work, ignore_errors=True)
     print(f"# load average {os.getloadavg()[0]:.2f} at end")

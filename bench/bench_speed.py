@@ -34,8 +34,11 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-RAGNAROK = [sys.executable, "-m", "ragnarok.cli"] if not (Path(sys.executable).parent / "ragnarok").exists() \
+RAGNAROK = (
+    [sys.executable, "-m", "ragnarok.cli"]
+    if not (Path(sys.executable).parent / "ragnarok").exists()
     else [str(Path(sys.executable).parent / "ragnarok")]
+)
 NUGGETS = ROOT / "topics/eval/demo.nuggets.jsonl"
 RAG24 = Path("/work/shared/data/trec-rag/topics.rag24.test.txt")
 EVAL_PIPELINES = {"offline": "offline", "extractive": "bm25@20 | extractive"}
@@ -56,16 +59,33 @@ def make_runs(workdir: Path) -> list[Path]:
 
     topics = workdir / "demo32.tsv"
     qids = {json.loads(line)["qid"] for line in NUGGETS.read_text(encoding="utf-8").splitlines() if line.strip()}
-    lines = [line for line in (ROOT / "topics/demo.tsv").read_text(encoding="utf-8").splitlines()
-             if line.split("\t", 1)[0] in qids]
+    lines = [
+        line
+        for line in (ROOT / "topics/demo.tsv").read_text(encoding="utf-8").splitlines()
+        if line.split("\t", 1)[0] in qids
+    ]
     topics.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
     runs = []
     for name, pipeline in EVAL_PIPELINES.items():
         out = workdir / f"{name}.jsonl"
         if not out.exists():
             print(f"making {out} ({pipeline!r}, {len(lines)} topics; not timed)", flush=True)
-            subprocess.run([*RAGNAROK, "run", "--topics", str(topics), "--pipeline", pipeline, "--run-id", name,
-                            "--output", str(out), "--no-progress"], check=True)
+            subprocess.run(
+                [
+                    *RAGNAROK,
+                    "run",
+                    "--topics",
+                    str(topics),
+                    "--pipeline",
+                    pipeline,
+                    "--run-id",
+                    name,
+                    "--output",
+                    str(out),
+                    "--no-progress",
+                ],
+                check=True,
+            )
         runs.append(out)
     return runs
 
@@ -90,18 +110,36 @@ def bench_eval(runs: list[Path], vectors_known: bool = False) -> bool:
         out, err = io.StringIO(), io.StringIO()
         start = time.perf_counter()
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            judge_cli.eval_rag(runs=runs, nuggets=NUGGETS, support=False, support_mode="all", references=None,
-                               geval=False, run_name=None, judge="proxy", index=None, test_metric="all",
-                               resamples=1000, assignments=None, concurrency=4, retry_failed=False)
+            judge_cli.eval_rag(
+                runs=runs,
+                nuggets=NUGGETS,
+                support=False,
+                support_mode="all",
+                references=None,
+                geval=False,
+                run_name=None,
+                judge="proxy",
+                index=None,
+                test_metric="all",
+                resamples=1000,
+                assignments=None,
+                concurrency=4,
+                retry_failed=False,
+            )
         seconds = time.perf_counter() - start
         judge = judge_cli._judging[0][0]
     print(out.getvalue().rstrip())
     judged = judge.stats.judged
     rate = judged / seconds
-    print(f"(a) eval-rag, {len(runs)} runs, PROXY judge, warm: {seconds:.2f} s, {judged} nugget judgments "
-          f"({judge.stats.cached} from the cache), {rate:.0f} judgments/s; load {before} -> {load()}")
-    print(f"    < {EVAL_GOAL_S:.0f} s: {verdict(seconds < EVAL_GOAL_S)}; >= {JUDGMENTS_GOAL:.0f} judgments/s: "
-          f"{verdict(rate >= JUDGMENTS_GOAL)}", flush=True)
+    print(
+        f"(a) eval-rag, {len(runs)} runs, PROXY judge, warm: {seconds:.2f} s, {judged} nugget judgments "
+        f"({judge.stats.cached} from the cache), {rate:.0f} judgments/s; load {before} -> {load()}"
+    )
+    print(
+        f"    < {EVAL_GOAL_S:.0f} s: {verdict(seconds < EVAL_GOAL_S)}; >= {JUDGMENTS_GOAL:.0f} judgments/s: "
+        f"{verdict(rate >= JUDGMENTS_GOAL)}",
+        flush=True,
+    )
     return seconds < EVAL_GOAL_S and rate >= JUDGMENTS_GOAL
 
 
@@ -111,11 +149,27 @@ def bench_run(workdir: Path, topics: Path, compare: Path | None) -> bool:
     n = sum(1 for line in topics.read_text(encoding="utf-8").splitlines() if line.strip())
     before = load()
     start = time.perf_counter()
-    subprocess.run([*RAGNAROK, "run", "--topics", str(topics), "--pipeline", "bm25@100 | extractive",
-                    "--run-id", "bench-speed", "--output", str(out), "--no-progress"], check=True)
+    subprocess.run(
+        [
+            *RAGNAROK,
+            "run",
+            "--topics",
+            str(topics),
+            "--pipeline",
+            "bm25@100 | extractive",
+            "--run-id",
+            "bench-speed",
+            "--output",
+            str(out),
+            "--no-progress",
+        ],
+        check=True,
+    )
     seconds = time.perf_counter() - start
-    print(f"(b) ragnarok run, {n} topics, 'bm25@100 | extractive': {seconds:.1f} s wall, {n / seconds:.1f} "
-          f"topics/s; load {before} -> {load()}  ({out})")
+    print(
+        f"(b) ragnarok run, {n} topics, 'bm25@100 | extractive': {seconds:.1f} s wall, {n / seconds:.1f} "
+        f"topics/s; load {before} -> {load()}  ({out})"
+    )
     if compare is not None:
         same = compare.read_bytes() == out.read_bytes()
         print(f"    same bytes as {compare}: {same}")
@@ -132,9 +186,12 @@ def main() -> None:
     ap.add_argument("--compare-run", type=Path, help="(b)'s output must have these bytes")
     ap.add_argument("--skip-eval", action="store_true")
     ap.add_argument("--skip-run", action="store_true")
-    ap.add_argument("--vectors-known", action="store_true",
-                    help="(a) twice, the second time with the texts' vectors kept from the first (a service that "
-                         "judged these nuggets before), the judgment cache still empty")
+    ap.add_argument(
+        "--vectors-known",
+        action="store_true",
+        help="(a) twice, the second time with the texts' vectors kept from the first (a service that "
+        "judged these nuggets before), the judgment cache still empty",
+    )
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     args.workdir.mkdir(parents=True, exist_ok=True)

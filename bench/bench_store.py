@@ -32,8 +32,9 @@ def main() -> None:
     ap.add_argument("--index", type=Path)
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    index = args.index or ensure_demo_index(Settings(data_dir=Path(os.environ.get("RAGNAROK_DATA_DIR",
-                                                                                   ROOT / ".bench-data"))))
+    index = args.index or ensure_demo_index(
+        Settings(data_dir=Path(os.environ.get("RAGNAROK_DATA_DIR", ROOT / ".bench-data")))
+    )
     items = list(itertools.islice(segments_from_lucene(index, with_segment=True), args.segments))
     encoder = shared_encoder("minilm")
     encoder.encode(["warm up"])
@@ -46,8 +47,11 @@ def main() -> None:
             build_dense_index(iter(items), out, sentence_store=store)
             seconds[store].append(time.perf_counter() - start)
             size = sum(f.stat().st_size for f in (out / "sentences").iterdir()) if store else 0
-        print(f"  store={store!s:<5} {seconds[store][-1]:6.1f} s  {len(items) / seconds[store][-1]:5.1f} segments/s"
-              f"  store {size:,} bytes ({size / len(items):,.0f} per segment)", flush=True)
+        print(
+            f"  store={store!s:<5} {seconds[store][-1]:6.1f} s  {len(items) / seconds[store][-1]:5.1f} segments/s"
+            f"  store {size:,} bytes ({size / len(items):,.0f} per segment)",
+            flush=True,
+        )
     print(f"with the store / without: {min(seconds[True]) / min(seconds[False]):.2f}x the build time")
 
 

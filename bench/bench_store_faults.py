@@ -44,14 +44,19 @@ from webui.votes import VoteLog  # noqa: E402
 
 KEY_ENV = "RAGNAROK_BENCH_PAID_KEY"
 MODEL = "ok:bench"
-BODY = {"request": {"query": {"text": "gzip", "qid": "q1"},
-                    "candidates": [{"docid": "d1", "score": 1.0, "doc": {"segment": "gzip compresses files."}}]},
-        "generator": "paid"}
+BODY = {
+    "request": {
+        "query": {"text": "gzip", "qid": "q1"},
+        "candidates": [{"docid": "d1", "score": 1.0, "doc": {"segment": "gzip compresses files."}}],
+    },
+    "generator": "paid",
+}
 
 
 def ask(url: str, secret: str) -> int:
-    return httpx.post(url + "/v1/generate", json=BODY, headers={"Authorization": f"Bearer {secret}"},
-                      timeout=60).status_code
+    return httpx.post(
+        url + "/v1/generate", json=BODY, headers={"Authorization": f"Bearer {secret}"}, timeout=60
+    ).status_code
 
 
 def outage(url: str, secret: str, stop, start, down_s: float, vote=None) -> tuple[Counter, float, float | None]:
@@ -85,24 +90,42 @@ def main() -> None:
         sys.exit("error: PostgreSQL is not installed (apt-get install postgresql)")
     os.environ[KEY_ENV] = "sk-bench"
     backend = flaky_openai_app()
-    with tempfile.TemporaryDirectory() as tmp, postgres_cluster(bin_dir) as pg, \
-            redis_server(Path(tmp)) as redis, serve_app(backend) as base:
-        paid = GeneratorConfig(name="paid", backend="openai", base_url=base + "/v1", model=MODEL,
-                               api_key_env=KEY_ENV, max_retries=0)
-        settings = Settings(data_dir=Path(tmp) / "data", auth="keys", database_url=pg.url,
-                            rate_limit_storage=redis.url, generators=[paid])
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        postgres_cluster(bin_dir) as pg,
+        redis_server(Path(tmp)) as redis,
+        serve_app(backend) as base,
+    ):
+        paid = GeneratorConfig(
+            name="paid", backend="openai", base_url=base + "/v1", model=MODEL, api_key_env=KEY_ENV, max_retries=0
+        )
+        settings = Settings(
+            data_dir=Path(tmp) / "data",
+            auth="keys",
+            database_url=pg.url,
+            rate_limit_storage=redis.url,
+            generators=[paid],
+        )
         store = AuthStore.for_settings(settings)
         _, secret = store.create("bench", ["generate"], rpm=1_000_000, budget_calls=1_000_000)
         pipelines = [PipelineId(f"bm25@5 | {g}", "bm25@5", "none", g).as_dict() for g in ("a", "b")]
         answer = {"text": "gzip.", "references": []}
-        battles = iter([VoteStore(pg.url).create_battle("blinded", "q1", "gzip", *pipelines, answer, answer,
-                                                        None, None, "bench") for _ in range(args.rounds * 50)])
+        battles = iter(
+            [
+                VoteStore(pg.url).create_battle(
+                    "blinded", "q1", "gzip", *pipelines, answer, answer, None, None, "bench"
+                )
+                for _ in range(args.rounds * 50)
+            ]
+        )
         votes = VoteLog(settings.model_copy(update={"arena_votes_per_minute": 1_000_000}))
         vote = lambda: votes.vote(next(battles), "a", "bench", "bench").voted  # noqa: E731
         with serve_app(create_app(settings, arena=False)) as url:
             assert ask(url, secret) == 200
-            for name, stop, start, voting in (("PostgreSQL", pg.stop, pg.start, vote),
-                                              ("Redis", redis.stop, redis.start, None)):
+            for name, stop, start, voting in (
+                ("PostgreSQL", pg.stop, pg.start, vote),
+                ("Redis", redis.stop, redis.start, None),
+            ):
                 keyed, voted, seen = [], [], Counter()
                 for _ in range(args.rounds):
                     statuses, keyed_s, vote_s = outage(url, secret, stop, start, args.down_s, voting)
@@ -111,18 +134,24 @@ def main() -> None:
                     if vote_s is not None:
                         voted.append(vote_s)
                 total = sum(seen.values())
-                print(f"{name} gone {args.down_s:g} s x {args.rounds}: {total} keyed requests, "
-                      + ", ".join(f"{n} x {s}" for s, n in sorted(seen.items()))
-                      + f" ({100 * seen[503] / max(1, total):.0f} % 503)")
-                print(f"  back: first keyed 200 after {statistics.median(keyed):.3f} s median "
-                      f"(max {max(keyed):.3f} s)"
-                      + (f"; first vote recorded after {statistics.median(voted):.3f} s median "
-                         f"(max {max(voted):.3f} s)" if voted else ""))
+                print(
+                    f"{name} gone {args.down_s:g} s x {args.rounds}: {total} keyed requests, "
+                    + ", ".join(f"{n} x {s}" for s, n in sorted(seen.items()))
+                    + f" ({100 * seen[503] / max(1, total):.0f} % 503)"
+                )
+                print(
+                    f"  back: first keyed 200 after {statistics.median(keyed):.3f} s median "
+                    f"(max {max(keyed):.3f} s)"
+                    + (
+                        f"; first vote recorded after {statistics.median(voted):.3f} s median (max {max(voted):.3f} s)"
+                        if voted
+                        else ""
+                    )
+                )
             redis.pause()
             started = time.monotonic()
             status = ask(url, secret)
-            print(f"Redis paused (SIGSTOP): a keyed request answered {status} after "
-                  f"{time.monotonic() - started:.2f} s")
+            print(f"Redis paused (SIGSTOP): a keyed request answered {status} after {time.monotonic() - started:.2f} s")
             redis.resume()
         store.flush(10.0)
         owner = f"key:{store.find('bench').id}"

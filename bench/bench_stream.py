@@ -70,8 +70,10 @@ def main() -> None:
     topics = [t.text for t in load_topics("demo", ROOT / "topics")][: args.limit]
     env = {**os.environ, "RAGNAROK_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1"}
     rows, loads = [], []
-    with ragnarok_serve(env, output=Path(tempfile.gettempdir()) / "bench-stream-serve.log", cwd=ROOT) as url, \
-            httpx.Client(timeout=600) as client:
+    with (
+        ragnarok_serve(env, output=Path(tempfile.gettempdir()) / "bench-stream-serve.log", cwd=ROOT) as url,
+        httpx.Client(timeout=600) as client,
+    ):
         for pipeline in pipelines:
             streamed(client, url, pipeline, "warm up the model")
             loads.append(Path("/proc/loadavg").read_text().split()[0])
@@ -80,21 +82,29 @@ def main() -> None:
                 samples.append(streamed(client, url, pipeline, topic))
                 if not args.no_plain:
                     whole.append(plain(client, url, pipeline, topic))
-                print(f"{pipeline}: {i}/{len(topics)} {json.dumps(samples[-1])} plain {whole[-1:]}",
-                      file=sys.stderr, flush=True)
+                print(
+                    f"{pipeline}: {i}/{len(topics)} {json.dumps(samples[-1])} plain {whole[-1:]}",
+                    file=sys.stderr,
+                    flush=True,
+                )
             loads.append(Path("/proc/loadavg").read_text().split()[0])
             rows.append((pipeline, samples, whole))
     print(f"topics={len(topics)}; 1-min load average before/after each pipeline: {loads}")
-    print("| pipeline | first token p50 s | p95 s | first sentence p50 s | streamed done p50 s | p95 s | "
-          "non-streamed p50 s | p95 s |")
+    print(
+        "| pipeline | first token p50 s | p95 s | first sentence p50 s | streamed done p50 s | p95 s | "
+        "non-streamed p50 s | p95 s |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for pipeline, samples, whole in rows:
+
         def col(key: str, q: int) -> str:
             return f"{pct([s[key] for s in samples], q):.3f}"
 
-        print(f"| `{pipeline}` | {col('first_token', 50)} | {col('first_token', 95)} | {col('first_sentence', 50)} | "
-              f"{col('done', 50)} | {col('done', 95)} | "
-              + (f"{pct(whole, 50):.3f} | {pct(whole, 95):.3f} |" if whole else "– | – |"))
+        print(
+            f"| `{pipeline}` | {col('first_token', 50)} | {col('first_token', 95)} | {col('first_sentence', 50)} | "
+            f"{col('done', 50)} | {col('done', 95)} | "
+            + (f"{pct(whole, 50):.3f} | {pct(whole, 95):.3f} |" if whole else "– | – |")
+        )
 
 
 if __name__ == "__main__":

@@ -90,8 +90,12 @@ def start_server(env: dict, port: int) -> tuple[subprocess.Popen, float]:
     """``ragnarok serve --no-dense`` on ``port``; returns it once ``/healthz`` answers, and the seconds that
     took."""
     t = time.monotonic()
-    server = subprocess.Popen([sys.executable, "-m", "ragnarok.cli", "serve", "--no-dense", "--port", str(port)],
-                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "ragnarok.cli", "serve", "--no-dense", "--port", str(port)],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     for _ in range(6000):
         try:
             if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=2).status_code == 200:
@@ -132,11 +136,13 @@ def load_with(port: int, send, queries: list[str], clients: int, seconds: float)
 
 def retrieve_sender(k: int, index: str | None = None):
     """``POST /v1/retrieve`` of one query, for :func:`load_with`."""
+
     def send(conn: http.client.HTTPConnection, query: str) -> tuple[int, bytes]:
         body = {"query": query, "k": k, **({"index": index} if index else {})}
         conn.request("POST", "/v1/retrieve", json.dumps(body), {"content-type": "application/json"})
         response = conn.getresponse()
         return response.status, response.read()
+
     return send
 
 
@@ -154,8 +160,12 @@ def main() -> None:
     ap.add_argument("--clients", default="1,8,32")
     ap.add_argument("--startup-wait", type=float, default=120.0, help="the most seconds to wait for idle")
     ap.add_argument("--rag", type=int, default=20, help="topics sent to /rag (0: skip)")
-    ap.add_argument("--rag-pipeline", action="append", default=[],
-                    help="a /rag pipeline to time (repeatable; default: the service's own choice)")
+    ap.add_argument(
+        "--rag-pipeline",
+        action="append",
+        default=[],
+        help="a /rag pipeline to time (repeatable; default: the service's own choice)",
+    )
     args = ap.parse_args()
 
     data_dir = Path(os.environ.get("RAGNAROK_DATA_DIR") or tempfile.mkdtemp(prefix="bench-tp-"))
@@ -181,8 +191,12 @@ def main() -> None:
     before = batch_search(args.seconds)
     print(f"pyserini batch_search(threads=2): {before:.0f} q/s  (loadavg {loadavg()})", flush=True)
 
-    env = {**os.environ, "RAGNAROK_DATA_DIR": str(data_dir),
-           "RAGNAROK_INDEXES": json.dumps({"bench": str(index)}), "RAGNAROK_DEFAULT_INDEX": "bench"}
+    env = {
+        **os.environ,
+        "RAGNAROK_DATA_DIR": str(data_dir),
+        "RAGNAROK_INDEXES": json.dumps({"bench": str(index)}),
+        "RAGNAROK_DEFAULT_INDEX": "bench",
+    }
     port = free_port()  # 1. start-up work, with no request held
     server, up_s = start_server(env, port)
     try:
@@ -195,9 +209,12 @@ def main() -> None:
     finally:
         server.terminate()
         server.wait(timeout=60)
-    print(f"start-up: /healthz after {up_s:.1f} s ({at_healthz:.1f} CPU s); then {startup_cpu:.1f} CPU s of start-up "
-          f"work over {startup_s:.1f} s until idle; idle CPU {idle_cpu:.1%} of a core; RSS {startup_rss:.0f} MB "
-          f"(loadavg {loadavg()})", flush=True)
+    print(
+        f"start-up: /healthz after {up_s:.1f} s ({at_healthz:.1f} CPU s); then {startup_cpu:.1f} CPU s of start-up "
+        f"work over {startup_s:.1f} s until idle; idle CPU {idle_cpu:.1%} of a core; RSS {startup_rss:.0f} MB "
+        f"(loadavg {loadavg()})",
+        flush=True,
+    )
 
     port = free_port()  # 2. the cold row from /healthz, then the warm rows once idle
     server, _ = start_server(env, port)
@@ -208,8 +225,11 @@ def main() -> None:
         latencies = load(port, queries, args.k, 8, args.seconds)
         wall = time.perf_counter() - t0
         cold = (len(latencies) / wall, pct(latencies, 50), pct(latencies, 99), (cpu_s(server.pid) - c0) / wall)
-        print(f"cold, 8 clients from /healthz: {cold[0]:.0f} q/s ({cold[0] / before:.2f}x batch_search), p50 "
-              f"{cold[1]:.1f} ms, p99 {cold[2]:.1f} ms, server {cold[3]:.2f} cores busy (loadavg {loadavg()})", flush=True)
+        print(
+            f"cold, 8 clients from /healthz: {cold[0]:.0f} q/s ({cold[0] / before:.2f}x batch_search), p50 "
+            f"{cold[1]:.1f} ms, p99 {cold[2]:.1f} ms, server {cold[3]:.2f} cores busy (loadavg {loadavg()})",
+            flush=True,
+        )
         until_idle(server.pid, args.startup_wait)
         load(port, queries, args.k, 8, 5.0)  # warm-up: JVM compilation, the segment cache (as batch_search's)
         idle = rss_mb(server.pid)
@@ -228,27 +248,36 @@ def main() -> None:
             busy, client_busy = (cpu_s(server.pid) - c0) / wall, (time.process_time() - mine) / wall
             stop.set()
             sampler.join()
-            rows.append((clients, len(latencies) / wall, pct(latencies, 50), pct(latencies, 99), busy, client_busy,
-                          max(peak)))
-            print(f"{clients:>3} clients: {rows[-1][1]:.0f} q/s ({rows[-1][1] / before:.2f}x batch_search), "
-                  f"p50 {rows[-1][2]:.1f} ms, p99 {rows[-1][3]:.1f} ms (p99/p50 {rows[-1][3] / rows[-1][2]:.1f}), "
-                  f"server {busy:.2f} cores busy, client {client_busy:.2f}, peak RSS {max(peak):.0f} MB  "
-                  f"(loadavg {loadavg()})", flush=True)
+            rows.append(
+                (clients, len(latencies) / wall, pct(latencies, 50), pct(latencies, 99), busy, client_busy, max(peak))
+            )
+            print(
+                f"{clients:>3} clients: {rows[-1][1]:.0f} q/s ({rows[-1][1] / before:.2f}x batch_search), "
+                f"p50 {rows[-1][2]:.1f} ms, p99 {rows[-1][3]:.1f} ms (p99/p50 {rows[-1][3] / rows[-1][2]:.1f}), "
+                f"server {busy:.2f} cores busy, client {client_busy:.2f}, peak RSS {max(peak):.0f} MB  "
+                f"(loadavg {loadavg()})",
+                flush=True,
+            )
 
         statuses = []
         with httpx.Client(base_url=base, timeout=120) as client:
             for _ in range(3):
-                statuses.append(client.post("/v1/retrieve", json={"query": queries[0], "k": settings.max_k})
-                                .status_code)
-            statuses.append(client.post("/v1/retrieve", content=b'{"query": "' + b"a" * settings.max_body_bytes
-                                        + b'"}', headers={"content-type": "application/json"}).status_code)
-            statuses.append(client.post("/v1/retrieve", json={"query": "a " * settings.max_query_chars})
-                            .status_code)
+                statuses.append(
+                    client.post("/v1/retrieve", json={"query": queries[0], "k": settings.max_k}).status_code
+                )
+            statuses.append(
+                client.post(
+                    "/v1/retrieve",
+                    content=b'{"query": "' + b"a" * settings.max_body_bytes + b'"}',
+                    headers={"content-type": "application/json"},
+                ).status_code
+            )
+            statuses.append(client.post("/v1/retrieve", json={"query": "a " * settings.max_query_chars}).status_code)
             after = rss_mb(server.pid)
             rag = {}
             for spec in (args.rag_pipeline or [None]) if args.rag else []:
                 times, peak = [], rss_mb(server.pid)
-                for q in queries[:args.rag]:
+                for q in queries[: args.rag]:
                     t = time.perf_counter()
                     r = client.post("/rag", json={"topic": q, "index": "bench"} | ({"pipeline": spec} if spec else {}))
                     times.append((time.perf_counter() - t) * 1000)
@@ -265,17 +294,27 @@ def main() -> None:
     print(f"pyserini batch_search(threads=2) after the server runs: {after_qps:.0f} q/s; mean {batch_qps:.0f} q/s")
     print(f"\nRSS: idle {idle:.0f} MB; after oversized requests (statuses {statuses}) {after:.0f} MB")
     for spec, (times, peak) in rag.items():
-        print(f"/rag {spec}: p50 {pct(times, 50):.0f} ms, p95 {pct(times, 95):.0f} ms over {len(times)} topics, "
-              f"server RSS after {peak:.0f} MB at the most")
-    print(f"\nstart-up work after /healthz (no request held): {startup_cpu:.1f} CPU s over {startup_s:.1f} s; "
-          f"idle CPU {idle_cpu:.1%} of a core")
-    print(f"\n| clients | q/s | x batch_search(threads=2) ({batch_qps:.0f} q/s) | p50 ms | p99 ms | p99/p50 "
-          "| server cores busy | client cores busy | peak RSS MB |\n|---|---|---|---|---|---|---|---|---|")
-    print(f"| 8, cold (from /healthz) | {cold[0]:.0f} | {cold[0] / batch_qps:.2f} | {cold[1]:.1f} | {cold[2]:.1f} "
-          f"| {cold[2] / cold[1]:.1f} | {cold[3]:.2f} | | |")
+        print(
+            f"/rag {spec}: p50 {pct(times, 50):.0f} ms, p95 {pct(times, 95):.0f} ms over {len(times)} topics, "
+            f"server RSS after {peak:.0f} MB at the most"
+        )
+    print(
+        f"\nstart-up work after /healthz (no request held): {startup_cpu:.1f} CPU s over {startup_s:.1f} s; "
+        f"idle CPU {idle_cpu:.1%} of a core"
+    )
+    print(
+        f"\n| clients | q/s | x batch_search(threads=2) ({batch_qps:.0f} q/s) | p50 ms | p99 ms | p99/p50 "
+        "| server cores busy | client cores busy | peak RSS MB |\n|---|---|---|---|---|---|---|---|---|"
+    )
+    print(
+        f"| 8, cold (from /healthz) | {cold[0]:.0f} | {cold[0] / batch_qps:.2f} | {cold[1]:.1f} | {cold[2]:.1f} "
+        f"| {cold[2] / cold[1]:.1f} | {cold[3]:.2f} | | |"
+    )
     for clients, qps, p50, p99, busy, client_busy, peak in rows:
-        print(f"| {clients}, warm | {qps:.0f} | {qps / batch_qps:.2f} | {p50:.1f} | {p99:.1f} | {p99 / p50:.1f} | {busy:.2f} "
-              f"| {client_busy:.2f} | {peak:.0f} |")
+        print(
+            f"| {clients}, warm | {qps:.0f} | {qps / batch_qps:.2f} | {p50:.1f} | {p99:.1f} | {p99 / p50:.1f} | {busy:.2f} "
+            f"| {client_busy:.2f} | {peak:.0f} |"
+        )
     print(f"loadavg at end {loadavg()}")
 
 

@@ -39,8 +39,20 @@ from ragnarok.track.run import TrackOptions, read_requests, run_track, track_pip
 def fake_llm_server() -> Iterator[str]:
     """tests/fakes.py's OpenAI-compatible app under uvicorn in a separate process; yields its base URL."""
     port = free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "uvicorn", "fakes:flaky_openai_app", "--factory", "--port",
-                             str(port), "--log-level", "warning"], cwd=ROOT / "tests")
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "uvicorn",
+            "fakes:flaky_openai_app",
+            "--factory",
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        cwd=ROOT / "tests",
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         for _ in range(300):
@@ -64,36 +76,57 @@ def main() -> None:
     topics = read_topics(args.topics)
     work = Path(tempfile.mkdtemp(prefix="bench-trec-"))
     with fake_llm_server() as url:
-        settings = Settings(data_dir=work / "data", generators=[GeneratorConfig(
-            name="fixed200", backend="openai", base_url=f"{url}/v1", model="fixed-200ms", max_concurrency=64)])
+        settings = Settings(
+            data_dir=work / "data",
+            generators=[
+                GeneratorConfig(
+                    name="fixed200", backend="openai", base_url=f"{url}/v1", model="fixed-200ms", max_concurrency=64
+                )
+            ],
+        )
         ensure_demo_index(settings)
         given = work / "bm25.run"
-        asyncio.run(run_track(track_pipeline("bm25@20", False), topics, settings,
-                              TrackOptions(run_id="bm25", output=given, task="r", concurrency=4, progress=False)))
+        asyncio.run(
+            run_track(
+                track_pipeline("bm25@20", False),
+                topics,
+                settings,
+                TrackOptions(run_id="bm25", output=given, task="r", concurrency=4, progress=False),
+            )
+        )
         requests = read_requests(given.with_name(given.name + ".requests.jsonl"))
 
         rows = []
-        kinds = (("AG task (given candidates)", "fixed200", requests), ("bm25@20 | fixed200", "bm25@20 | fixed200", None))
+        kinds = (
+            ("AG task (given candidates)", "fixed200", requests),
+            ("bm25@20 | fixed200", "bm25@20 | fixed200", None),
+        )
         for label, spec, given_requests in [k for k in kinds for _ in range(args.repeat)]:
-            options = TrackOptions(run_id="bench", output=work / f"{len(rows)}.jsonl", concurrency=args.concurrency,
-                                   progress=False)
+            options = TrackOptions(
+                run_id="bench", output=work / f"{len(rows)}.jsonl", concurrency=args.concurrency, progress=False
+            )
             start = time.perf_counter()
-            summary = asyncio.run(run_track(track_pipeline(spec, given_requests is not None), topics, settings,
-                                            options, given_requests))
+            summary = asyncio.run(
+                run_track(track_pipeline(spec, given_requests is not None), topics, settings, options, given_requests)
+            )
             wall = time.perf_counter() - start
             assert summary.written == len(topics) and not summary.failed, summary
             stats = httpx.get(f"{url}/stats").json()
             rows.append((label, wall, stats["max_in_flight"]))
 
     ideal = len(topics) * 0.2 / args.concurrency
-    print(f"topics={len(topics)} concurrency={args.concurrency} ideal={ideal:.2f} s "
-          f"(topics x 0.2 s / concurrency); goal <= 1.15 x ideal = {1.15 * ideal:.2f} s")
+    print(
+        f"topics={len(topics)} concurrency={args.concurrency} ideal={ideal:.2f} s "
+        f"(topics x 0.2 s / concurrency); goal <= 1.15 x ideal = {1.15 * ideal:.2f} s"
+    )
     print(f"{'run':<30} {'wall s':>7} {'x ideal':>8} {'max in flight (so far)':>24}")
     for label, wall, in_flight in rows:
         print(f"{label:<30} {wall:7.2f} {wall / ideal:8.3f} {in_flight:>24}")
     ag = sorted(wall for label, wall, _ in rows if label.startswith("AG"))
     median = ag[len(ag) // 2]
-    print(f"AG task median {median:.2f} s = {median / ideal:.3f} x ideal: {'met' if median <= 1.15 * ideal else 'NOT met'}")
+    print(
+        f"AG task median {median:.2f} s = {median / ideal:.3f} x ideal: {'met' if median <= 1.15 * ideal else 'NOT met'}"
+    )
 
 
 if __name__ == "__main__":

@@ -50,14 +50,37 @@ def build_runs(topics_file: Path, index_dir: Path, out: Path, refs: int) -> tupl
         docids = [f"msmarco_v2.1_doc_{n}_{i}#0_0" if i % 10 == 9 else d for i, d in enumerate(docids)]
         for run in runs:
             cited = docids if run == "A" or n % 3 else list(reversed(docids))
-            answer = [{"text": f"Sentence {s} of run {run} on {topic.text}, with <b>markup</b> & co.",
-                       "citations": sorted(rng.sample(range(len(cited)), min(3, len(cited))))}
-                      for s in range(6)]
-            runs[run].append({"run_id": run, "topic_id": topic.qid, "topic": topic.text, "references": cited,
-                              "response_length": 90, "answer": answer})
-            labels.append({"qid": topic.qid, "run_id": run, "nuggets": [
-                {"text": f"nugget {k} of {topic.qid}", "importance": "vital" if k < 4 else "okay",
-                 "assignment": rng.choice(LABELS)} for k in range(10)]})
+            answer = [
+                {
+                    "text": f"Sentence {s} of run {run} on {topic.text}, with <b>markup</b> & co.",
+                    "citations": sorted(rng.sample(range(len(cited)), min(3, len(cited)))),
+                }
+                for s in range(6)
+            ]
+            runs[run].append(
+                {
+                    "run_id": run,
+                    "topic_id": topic.qid,
+                    "topic": topic.text,
+                    "references": cited,
+                    "response_length": 90,
+                    "answer": answer,
+                }
+            )
+            labels.append(
+                {
+                    "qid": topic.qid,
+                    "run_id": run,
+                    "nuggets": [
+                        {
+                            "text": f"nugget {k} of {topic.qid}",
+                            "importance": "vital" if k < 4 else "okay",
+                            "assignment": rng.choice(LABELS),
+                        }
+                        for k in range(10)
+                    ],
+                }
+            )
     paths = []
     for run, records in runs.items():
         path = out / f"{run}.jsonl"
@@ -83,11 +106,28 @@ def main() -> None:
     page = work / "view.html"
     for _ in range(args.repeat):
         start = time.monotonic()
-        subprocess.run([sys.executable, "-m", "ragnarok.cli", "view", str(a), str(b), "--assignments",
-                        str(assignments), "--html", str(page)], env=env, check=True, capture_output=True)
-        print(f"ragnarok view --html ({topics} topics x 2 runs, {args.refs} references each): "
-              f"{time.monotonic() - start:.2f} s, {page.stat().st_size / 1e6:.2f} MB; "
-              f"load {os.getloadavg()[0]:.1f}")
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ragnarok.cli",
+                "view",
+                str(a),
+                str(b),
+                "--assignments",
+                str(assignments),
+                "--html",
+                str(page),
+            ],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+        print(
+            f"ragnarok view --html ({topics} topics x 2 runs, {args.refs} references each): "
+            f"{time.monotonic() - start:.2f} s, {page.stat().st_size / 1e6:.2f} MB; "
+            f"load {os.getloadavg()[0]:.1f}"
+        )
     with chromium(work / "profile") as context:
         for _ in range(args.repeat):
             tab = context.new_page()
@@ -100,10 +140,12 @@ def main() -> None:
             tab.locator("details.topic summary").nth(150).click()
             tab.wait_for_selector("#t-150 .cols")
             expand = time.monotonic() - start
-            print(f"page open to ready: {wall:.2f} s (goto to the marker; the page's own clock at ready "
-                  f"{ready / 1000:.2f} s after navigation start); "
-                  f"expanding one topic {expand * 1000:.0f} ms; "
-                  f"load {os.getloadavg()[0]:.1f}")
+            print(
+                f"page open to ready: {wall:.2f} s (goto to the marker; the page's own clock at ready "
+                f"{ready / 1000:.2f} s after navigation start); "
+                f"expanding one topic {expand * 1000:.0f} ms; "
+                f"load {os.getloadavg()[0]:.1f}"
+            )
             tab.close()
 
 

@@ -58,8 +58,13 @@ def fuzz(base: str, examples: int, seed: int) -> tuple[Counter, Counter, list[st
 
             @hypothesis_seed(seed)
             @given(case=operation.as_strategy(generation_mode=mode))
-            @settings(max_examples=examples, deadline=None, database=None, phases=[Phase.generate],
-                      suppress_health_check=list(HealthCheck))
+            @settings(
+                max_examples=examples,
+                deadline=None,
+                database=None,
+                phases=[Phase.generate],
+                suppress_health_check=list(HealthCheck),
+            )
             def run(case: schemathesis.Case) -> None:
                 response = case.call(timeout=60)
                 statuses[(operation.label, response.status_code)] += 1
@@ -100,14 +105,18 @@ def main() -> int:
     print(f"{'operation':<26} {'requests':>8} {'5xx':>5} {'non-conf':>8}  statuses")
     for op in operations:
         counts = {status: n for (o, status), n in sorted(statuses.items()) if o == op}
-        print(f"{op:<26} {sum(counts.values()):8d} {failing[(op, '5xx')]:5d} {failing[(op, 'non-conforming')]:8d}  "
-              + " ".join(f"{s}:{n}" for s, n in counts.items()))
+        print(
+            f"{op:<26} {sum(counts.values()):8d} {failing[(op, '5xx')]:5d} {failing[(op, 'non-conforming')]:8d}  "
+            + " ".join(f"{s}:{n}" for s, n in counts.items())
+        )
     total = sum(statuses.values())
     server_errors = sum(n for (_, status), n in statuses.items() if status >= 500)
     nonconforming = sum(n for (_, kind), n in failing.items() if kind == "non-conforming")
     tracebacks = server_log.count("Traceback")
-    print(f"total: requests={total} 5xx={server_errors} non-conforming={nonconforming} "
-          f"server tracebacks={tracebacks} ({total / elapsed:.1f} requests/s)")
+    print(
+        f"total: requests={total} 5xx={server_errors} non-conforming={nonconforming} "
+        f"server tracebacks={tracebacks} ({total / elapsed:.1f} requests/s)"
+    )
     for report in reports[:5]:
         print("\n" + report)
     if tracebacks:

@@ -28,18 +28,38 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 NUGGETS = ROOT / "topics" / "eval" / "demo.nuggets.jsonl"
 WRITTEN = ROOT / "bench" / "data" / "judge_families_written.jsonl"
-DEV = {f"demo-{i:02d}" for i in range(1, 13)} | {f"neg-{i:02d}" for i in range(1, 6)} | {"subj-01", "subj-02"} | \
-    {f"val-{i:02d}" for i in range(1, 5)}
-DENIALS = ("It is a myth that {}.", "It is false that {}.", "The idea that {} is a misconception.",
-           "Contrary to popular belief, it is untrue that {}.", "It would be wrong to claim that {}.",
-           "It is a common misconception that {}.")
-NEGATIONS = ("{}. It is not true that {}.", "{}. However, it is not the case that {}.",
-             "{}, although in fact it is not true that {}.")
-EMPTY = ("Whether {} is a question that comes up often.", "People often ask whether {}.",
-         "Some say that {}.", "It is unclear if {}.", "Is it really the case that {}?",
-         "If {}, the documentation would say so.", "Many developers wonder whether {}.")
-_CODE = re.compile(r"[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+(?:\(\))?|\w+\s*=\s*\S+|[A-Za-z_]+_[A-Za-z_]+|[a-z]+[A-Z]\w*|"
-                   r"[A-Z][a-z]+[A-Z]\w*")
+DEV = (
+    {f"demo-{i:02d}" for i in range(1, 13)}
+    | {f"neg-{i:02d}" for i in range(1, 6)}
+    | {"subj-01", "subj-02"}
+    | {f"val-{i:02d}" for i in range(1, 5)}
+)
+DENIALS = (
+    "It is a myth that {}.",
+    "It is false that {}.",
+    "The idea that {} is a misconception.",
+    "Contrary to popular belief, it is untrue that {}.",
+    "It would be wrong to claim that {}.",
+    "It is a common misconception that {}.",
+)
+NEGATIONS = (
+    "{}. It is not true that {}.",
+    "{}. However, it is not the case that {}.",
+    "{}, although in fact it is not true that {}.",
+)
+EMPTY = (
+    "Whether {} is a question that comes up often.",
+    "People often ask whether {}.",
+    "Some say that {}.",
+    "It is unclear if {}.",
+    "Is it really the case that {}?",
+    "If {}, the documentation would say so.",
+    "Many developers wonder whether {}.",
+)
+_CODE = re.compile(
+    r"[A-Za-z_][\w]*(?:\.[A-Za-z_]\w*)+(?:\(\))?|\w+\s*=\s*\S+|[A-Za-z_]+_[A-Za-z_]+|[a-z]+[A-Z]\w*|"
+    r"[A-Z][a-z]+[A-Z]\w*"
+)
 
 
 @dataclass(frozen=True)
@@ -105,13 +125,18 @@ def cases() -> Iterator[Case]:
 
         yield case("stated", [_sentence(t) + "." for t in texts], ("support",) * len(texts))
         yield case("denial", [DENIALS[(n + k) % len(DENIALS)].format(_clause(t)) for k, t in enumerate(texts)])
-        yield case("contradiction", [NEGATIONS[(n + k) % len(NEGATIONS)].format(_sentence(t), _clause(t))
-                                     for k, t in enumerate(texts)])
+        yield case(
+            "contradiction",
+            [NEGATIONS[(n + k) % len(NEGATIONS)].format(_sentence(t), _clause(t)) for k, t in enumerate(texts)],
+        )
         yield case("empty", [EMPTY[(n + k) % len(EMPTY)].format(_clause(t)) for k, t in enumerate(texts)])
         swapped = _swap(texts)
         if swapped:
-            yield case("swap", [_sentence(t) + "." for t in swapped],
-                       tuple("support" if a == b else "not_support" for a, b in zip(texts, swapped)))
+            yield case(
+                "swap",
+                [_sentence(t) + "." for t in swapped],
+                tuple("support" if a == b else "not_support" for a, b in zip(texts, swapped)),
+            )
     judge_dev = ROOT.parent / "shared" / "data" / "judge-dev" / "nugget_labels.jsonl"
     if judge_dev.exists():  # judge-dev's own gold and paraphrase answers, split the same way
         from ragnarok.judge.answers import read_answers
@@ -120,22 +145,35 @@ def cases() -> Iterator[Case]:
         for line in judge_dev.read_text().splitlines():
             row = json.loads(line) if line.strip() else {}
             if row.get("variant") in runs:
-                yield Case("judge-dev " + row["variant"], row["qid"], row["query"],
-                           runs[row["variant"]][row["qid"]].text,
-                           tuple((x["text"], x["importance"]) for x in row["nuggets"]),
-                           tuple(x["assignment"] for x in row["nuggets"]))
+                yield Case(
+                    "judge-dev " + row["variant"],
+                    row["qid"],
+                    row["query"],
+                    runs[row["variant"]][row["qid"]].text,
+                    tuple((x["text"], x["importance"]) for x in row["nuggets"]),
+                    tuple(x["assignment"] for x in row["nuggets"]),
+                )
     for row in written:
         topic = topics.get(row["qid"], {"qid": row["qid"], "query": row.get("query", "")})
-        nuggets = tuple((x["text"], x["importance"]) for x in topic["nuggets"]) if "nuggets" in topic else \
-            tuple((t, "vital") for t in row["nuggets"])
+        nuggets = (
+            tuple((x["text"], x["importance"]) for x in topic["nuggets"])
+            if "nuggets" in topic
+            else tuple((t, "vital") for t in row["nuggets"])
+        )
         full, none = ("support",) * len(nuggets), ("not_support",) * len(nuggets)
         query = row.get("query", topic["query"])
         if row["kind"] == "paraphrase":
             yield Case("paraphrase", row["qid"], query, row["answer"], nuggets, full)
         elif row["kind"] == "negation_nugget":
             yield Case("negation_nugget", row["qid"], query, row["answer"], nuggets, full)
-            yield Case("negation_nugget_denied", row["qid"], query, "It is not true that " + _clause(row["answer"]),
-                       nuggets, none)
+            yield Case(
+                "negation_nugget_denied",
+                row["qid"],
+                query,
+                "It is not true that " + _clause(row["answer"]),
+                nuggets,
+                none,
+            )
             yield Case("negation_nugget_flipped", row["qid"], query, row["flipped"], nuggets, none)
         elif row["kind"] == "value":
             yield Case("value_right", row["qid"], query, row["answer"], nuggets, full)
@@ -152,10 +190,12 @@ def score(judge, selected: list[Case]) -> dict[str, dict[str, tuple[float, float
     sums: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
     for c in selected:
         labels = judge.assign(c.query, c.answer, [t for t, _ in c.nuggets])
-        ours = nugget_scores([Nugget(text=t, importance=i, assignment=lab or "not_support")
-                              for (t, i), lab in zip(c.nuggets, labels)])["all"]
-        theirs = nugget_scores([Nugget(text=t, importance=i, assignment=lab)
-                                for (t, i), lab in zip(c.nuggets, c.expect)])["all"]
+        ours = nugget_scores(
+            [Nugget(text=t, importance=i, assignment=lab or "not_support") for (t, i), lab in zip(c.nuggets, labels)]
+        )["all"]
+        theirs = nugget_scores(
+            [Nugget(text=t, importance=i, assignment=lab) for (t, i), lab in zip(c.nuggets, c.expect)]
+        )["all"]
         sums[(c.kind, "held-out" if c.held_out else "dev")].append((ours, theirs))
     out: dict[str, dict[str, tuple[float, float, int]]] = defaultdict(dict)
     for (kind, split), xs in sorted(sums.items()):

@@ -46,8 +46,9 @@ from ragnarok.core.topics import load_topics  # noqa: E402
 def post(conn: http.client.HTTPConnection, pipeline: str, topic: str) -> float:
     """One ``POST /rag``; its end-to-end milliseconds (non-200: raises)."""
     start = time.perf_counter()
-    conn.request("POST", "/rag", json.dumps({"topic": topic, "pipeline": pipeline}),
-                 {"content-type": "application/json"})
+    conn.request(
+        "POST", "/rag", json.dumps({"topic": topic, "pipeline": pipeline}), {"content-type": "application/json"}
+    )
     response = conn.getresponse()
     body = response.read()
     if response.status != 200:
@@ -123,9 +124,21 @@ def print_tables(collapsed: Path, n: int = 15) -> None:
 
 
 def spy(pid: int, fmt: str, out: Path, subprocesses: bool, gil: bool = False) -> subprocess.Popen:
-    cmd = [shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy")), "record", "--pid", str(pid),
-           "--rate", "200", "--format", fmt, "--function", "--gil" if gil else "--nonblocking", "-o", str(out),
-           *(["--subprocesses"] if subprocesses else [])]
+    cmd = [
+        shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy")),
+        "record",
+        "--pid",
+        str(pid),
+        "--rate",
+        "200",
+        "--format",
+        fmt,
+        "--function",
+        "--gil" if gil else "--nonblocking",
+        "-o",
+        str(out),
+        *(["--subprocesses"] if subprocesses else []),
+    ]
     print("$", " ".join(cmd), file=sys.stderr)
     return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=open(out.with_suffix(out.suffix + ".log"), "w"))
 
@@ -137,8 +150,13 @@ def serve_and_profile(args: argparse.Namespace, topics: list[str]) -> list[float
     args.out.mkdir(parents=True, exist_ok=True)
     started: list[subprocess.Popen] = []
     spies: list[subprocess.Popen] = []
-    with ragnarok_serve({**os.environ, "RAGNAROK_DATA_DIR": data_dir}, output=args.out / "server.log",
-                        dense=True, started=started, start_timeout_s=600) as base:
+    with ragnarok_serve(
+        {**os.environ, "RAGNAROK_DATA_DIR": data_dir},
+        output=args.out / "server.log",
+        dense=True,
+        started=started,
+        start_timeout_s=600,
+    ) as base:
         pid = started[0].pid
         if not args.retrieve_clients:
             wait_ready(base, args.pipeline, topics[0])
@@ -177,8 +195,12 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("profile-rag"), help="folder for rag.collapsed, server.log")
     ap.add_argument("--svg", type=Path, help="also write a py-spy flame graph here")
     ap.add_argument("--top", type=int, default=15)
-    ap.add_argument("--retrieve-clients", type=int, default=0,
-                    help="profile POST /v1/retrieve under this many clients instead of /rag")
+    ap.add_argument(
+        "--retrieve-clients",
+        type=int,
+        default=0,
+        help="profile POST /v1/retrieve under this many clients instead of /rag",
+    )
     ap.add_argument("--seconds", type=float, default=10.0, help="with --retrieve-clients: seconds timed")
     ap.add_argument("--gil", action="store_true", help="sample only the thread holding the GIL")
     args = ap.parse_args()
@@ -187,12 +209,15 @@ def main() -> None:
         return
 
     topics = [t.text for t in load_topics(args.topics, ROOT / "topics")]
-    times = serve_and_profile(args, topics) if args.serve else run_topics(args.base, args.pipeline, topics,
-                                                                           args.rounds)
+    times = serve_and_profile(args, topics) if args.serve else run_topics(args.base, args.pipeline, topics, args.rounds)
     what = f"/v1/retrieve x {args.retrieve_clients} clients" if args.retrieve_clients else f"pipeline {args.pipeline!r}"
-    print(f"{what}: {len(times)} requests" + ("" if args.retrieve_clients else f" ({len(topics)} topics x {args.rounds})") + ", "
-          f"p50 {statistics.median(times):.0f} ms, mean {statistics.fmean(times):.0f} ms, "
-          f"max {max(times):.0f} ms")
+    print(
+        f"{what}: {len(times)} requests"
+        + ("" if args.retrieve_clients else f" ({len(topics)} topics x {args.rounds})")
+        + ", "
+        f"p50 {statistics.median(times):.0f} ms, mean {statistics.fmean(times):.0f} ms, "
+        f"max {max(times):.0f} ms"
+    )
     if args.serve:
         print()
         print_tables(args.out / "rag.collapsed", args.top)

@@ -47,8 +47,10 @@ DOCID = re.compile(r"^msmarco_v2\.1_doc_(\d\d)_(\d+)#(\d+)_(\d+)$")
 _WORD = re.compile(r"[a-z]+")
 _TAG = re.compile(r"<[^>]+>")
 _NOT_PLAIN = re.compile(r"[^A-Za-z0-9, ]+")
-_STOP = frozenset("the of and to a in is for on with as by it that this be are or an from at which what how "
-                  "can do does why when who".split())
+_STOP = frozenset(
+    "the of and to a in is for on with as by it that this be are or an from at which what how "
+    "can do does why when who".split()
+)
 
 
 def shared_data() -> Path:
@@ -95,11 +97,17 @@ class Vocabulary:
         ranked = sorted(counts, key=lambda w: (-counts[w], w))
         rank = {w: i for i, w in enumerate(ranked)}
         freq = np.array([counts[w] for w in ranked], dtype=np.float64)
-        focus = [np.array(sorted({rank[w] for w in words if w not in _STOP and len(w) > 2}), dtype=np.int64)
-                 for words in tokenised]
+        focus = [
+            np.array(sorted({rank[w] for w in words if w not in _STOP and len(w) > 2}), dtype=np.int64)
+            for words in tokenised
+        ]
         keep = [i for i, f in enumerate(focus) if len(f)]
-        return cls(np.array(ranked, dtype=object), np.cumsum(freq) / freq.sum(), [focus[i] for i in keep],
-                   [_sentences(passages[i]) for i in keep])
+        return cls(
+            np.array(ranked, dtype=object),
+            np.cumsum(freq) / freq.sum(),
+            [focus[i] for i in keep],
+            [_sentences(passages[i]) for i in keep],
+        )
 
     def draw(self, rng: np.random.Generator, n: int, focus: np.ndarray) -> list[str]:
         """``n`` words: the real unigram distribution, the document's focus words, and the rare tail."""
@@ -125,8 +133,10 @@ def _sentences(passage: str) -> list[str]:
 def _rare(rank: int) -> str:
     """The made-up word of that rank in the rare tail (deterministic, pronounceable, never a real word's
     spelling only by chance)."""
-    syllables = "ba be bi bo bu ka ke ki ko ku la le li lo lu ma me mi mo mu na ne ni no nu ra re ri ro ru ta te ti " \
-                "to tu za ze zi zo zu".split()
+    syllables = (
+        "ba be bi bo bu ka ke ki ko ku la le li lo lu ma me mi mo mu na ne ni no nu ra re ri ro ru ta te ti "
+        "to tu za ze zi zo zu".split()
+    )
     out = ["q"]
     while True:
         rank, r = divmod(rank, len(syllables))
@@ -167,14 +177,26 @@ def documents(vocab: Vocabulary, seed: int) -> Iterator[dict[str, str]]:
         if len(real) < 3:  # a topic or a short abstract: its own sentences among another passage's
             real = real + vocab.sentences[rich[int(rng.integers(len(rich)))]]
         title = " ".join(vocab.draw(rng, int(rng.integers(3, 10)), focus)).title()
-        headings = "\n".join([title, *(" ".join(vocab.draw(rng, int(rng.integers(2, 6)), focus)).capitalize()
-                                       for _ in range(int(rng.integers(0, 4))))])
+        headings = "\n".join(
+            [
+                title,
+                *(
+                    " ".join(vocab.draw(rng, int(rng.integers(2, 6)), focus)).capitalize()
+                    for _ in range(int(rng.integers(0, 4)))
+                ),
+            ]
+        )
         sentences = max(1, min(3000, int(rng.lognormal(3.5, 0.9))))
         body = " ".join(_sentence(rng, vocab, focus, real) for _ in range(sentences))
         url = f"https://www.{''.join(vocab.draw(rng, 2, focus))}.com/{'/'.join(vocab.draw(rng, 2, focus))}"
         file = n % FILES
-        doc = {"docid": f"msmarco_v2.1_doc_{file:02d}_{offsets[file]}", "url": url, "title": title,
-               "headings": headings, "body": body}
+        doc = {
+            "docid": f"msmarco_v2.1_doc_{file:02d}_{offsets[file]}",
+            "url": url,
+            "title": title,
+            "headings": headings,
+            "body": body,
+        }
         offsets[file] += sum(map(len, doc.values())) + 80  # about its byte offset in that file, as V2.1's docids
         n += 1
         yield doc
@@ -195,8 +217,12 @@ def write_collection(path: Path, size: int, seed: int = 0, vocab: Vocabulary | N
                 lengths[count] = len(seg["segment"])
                 count += 1
                 if count == size:
-                    return {"segments": size, "documents": docs, "mean_chars": float(lengths.mean()),
-                            "p99_chars": float(np.percentile(lengths, 99))}
+                    return {
+                        "segments": size,
+                        "documents": docs,
+                        "mean_chars": float(lengths.mean()),
+                        "p99_chars": float(np.percentile(lengths, 99)),
+                    }
     raise AssertionError("unreachable: the document stream is endless")
 
 

@@ -32,11 +32,16 @@ DISK_FIXED = 1_000_000_000
 
 # -- the machine, memory, disk ---------------------------------------------------------------------------------
 
+
 def machine() -> dict[str, Any]:
     mem = _meminfo()
-    return {"cores": os.cpu_count(), "ram_gb": round(mem.get("MemTotal", 0) / 2**20, 1),
-            "available_gb": round(mem.get("MemAvailable", 0) / 2**20, 1),
-            "load_1m": round(os.getloadavg()[0], 2), "python": sys.version.split()[0]}
+    return {
+        "cores": os.cpu_count(),
+        "ram_gb": round(mem.get("MemTotal", 0) / 2**20, 1),
+        "available_gb": round(mem.get("MemAvailable", 0) / 2**20, 1),
+        "load_1m": round(os.getloadavg()[0], 2),
+        "python": sys.version.split()[0],
+    }
 
 
 def _meminfo() -> dict[str, int]:
@@ -88,13 +93,16 @@ def check_disk(work: Path, sizes: list[int], keep: bool) -> int:
     existing = next(p for p in (work, *work.parents) if p.exists())  # nothing is created before the check
     free = shutil.disk_usage(existing).free
     if free < need:
-        raise OSError(f"not enough free disk in {work}: the sizes {','.join(map(str, sizes))} need about "
-                      f"{need / 1e9:.1f} GB ({DISK_PER_SEGMENT / 1000:.0f} KB per segment"
-                      f"{', all sizes kept (--keep)' if keep else ''}), {free / 1e9:.1f} GB free")
+        raise OSError(
+            f"not enough free disk in {work}: the sizes {','.join(map(str, sizes))} need about "
+            f"{need / 1e9:.1f} GB ({DISK_PER_SEGMENT / 1000:.0f} KB per segment"
+            f"{', all sizes kept (--keep)' if keep else ''}), {free / 1e9:.1f} GB free"
+        )
     return need
 
 
 # -- builds ----------------------------------------------------------------------------------------------------
+
 
 def index_command(collection: Path, out: Path, threads: int) -> list[str]:
     """``ragnarok index FILE OUT``: V2.1 segments indexed as they are, by the resumable sharded build, where
@@ -118,14 +126,27 @@ def pyserini_index(collection_dir: Path, out: Path, threads: int) -> dict[str, f
     """pyserini's own indexer, ``python -m pyserini.index.lucene --collection JsonCollection ... --threads T
     --storePositions --storeDocvectors --storeRaw``: the same ``IndexCollection.main`` call (bench_index.py
     says why it is not run through ``-m``)."""
-    args = ["-collection", "JsonCollection", "-input", str(collection_dir), "-index", str(out), "-generator",
-            "DefaultLuceneDocumentGenerator", "-threads", str(threads), "-storePositions", "-storeDocvectors",
-            "-storeRaw"]
+    args = [
+        "-collection",
+        "JsonCollection",
+        "-input",
+        str(collection_dir),
+        "-index",
+        str(out),
+        "-generator",
+        "DefaultLuceneDocumentGenerator",
+        "-threads",
+        str(threads),
+        "-storePositions",
+        "-storeDocvectors",
+        "-storeRaw",
+    ]
     m = measured([sys.executable, "-c", PYSERINI_CLI, *args])
     return {"s": m[0], "peak_rss_mb": m.rss_sum, "cpu_s": m.cpu}
 
 
 # -- vectors ---------------------------------------------------------------------------------------------------
+
 
 def records(path: Path) -> Iterator[dict[str, Any]]:
     with open(path, encoding="utf-8") as f:
@@ -192,7 +213,7 @@ def minilm_vectors(collection: Path, out: Path, size: int, batch: int = 256) -> 
         for r in records(collection):
             texts.append("\n".join(p for p in (r["title"], r["segment"]) if p))
             if len(texts) == batch or done + len(texts) == size:
-                vectors[done:done + len(texts)] = encoder.encode(texts)
+                vectors[done : done + len(texts)] = encoder.encode(texts)
                 bar.update(len(texts))
                 done, texts = done + len(texts), []
                 if done == size:
@@ -212,13 +233,14 @@ def synthetic_vectors(real: np.ndarray, out: Path, size: int, seed: int, chunk: 
         a, b = base[rng.integers(len(base), size=n)], base[rng.integers(len(base), size=n)]
         w = rng.uniform(0.55, 1.0, size=(n, 1)).astype(np.float32)
         v = w * a + (1 - w) * b + rng.normal(0, 0.01, size=a.shape).astype(np.float32)
-        vectors[start:start + n] = v / np.linalg.norm(v, axis=1, keepdims=True)
+        vectors[start : start + n] = v / np.linalg.norm(v, axis=1, keepdims=True)
     vectors.flush()
     return vectors
 
 
-def write_dense(vectors: np.ndarray, docids: list[str], out_dir: Path, lucene_dir: Path, kind: str = "auto",
-                shards: int = 1) -> Any:
+def write_dense(
+    vectors: np.ndarray, docids: list[str], out_dir: Path, lucene_dir: Path, kind: str = "auto", shards: int = 1
+) -> Any:
     """The dense index, written by the dense build's own interface (the one place the bench calls it)."""
     from ragnarok.stages.retrieve.dense_build import write_dense_index  # noqa: PLC0415
 
@@ -231,7 +253,7 @@ def exact_top(vectors: np.ndarray, queries: np.ndarray, k: int = K) -> np.ndarra
 
     index = faiss.IndexFlatIP(vectors.shape[1])
     for start in range(0, len(vectors), 262_144):
-        index.add(np.ascontiguousarray(vectors[start:start + 262_144]))
+        index.add(np.ascontiguousarray(vectors[start : start + 262_144]))
     return index.search(np.ascontiguousarray(queries, dtype=np.float32), k)[1]
 
 
@@ -248,8 +270,7 @@ def same_ranking(a: list[tuple[str, float]], b: list[tuple[str, float]], tol: fl
     return all(ga == gb for ga, gb in groups.values())
 
 
-def shards_identical(vectors: np.ndarray, docids: list[str], lucene_dir: Path, root: Path,
-                     queries: list[str]) -> bool:
+def shards_identical(vectors: np.ndarray, docids: list[str], lucene_dir: Path, root: Path, queries: list[str]) -> bool:
     """Exact search over 4 shards ranks every query as one exact index does (the dense build's ``shards``)."""
     from ragnarok.stages.retrieve.dense import DenseRetriever  # noqa: PLC0415
 
@@ -264,6 +285,7 @@ def shards_identical(vectors: np.ndarray, docids: list[str], lucene_dir: Path, r
 
 
 # -- queries against the server --------------------------------------------------------------------------------
+
 
 class Client:
     """One keep-alive HTTP connection to the server (reopened when uvicorn closed an idle one)."""
@@ -333,8 +355,14 @@ def goals(sizes: dict[str, dict[str, Any]]) -> tuple[dict[str, float], list[tupl
             checks.append((name, ratios[name], f"<= {bound}", ratios[name] <= bound))
     for size, m in sizes.items():
         if m.get("dense_recall_at_100") is not None:
-            checks.append((f"dense_recall_at_100 at {size}", m["dense_recall_at_100"], ">= 0.95",
-                           m["dense_recall_at_100"] >= 0.95))
+            checks.append(
+                (
+                    f"dense_recall_at_100 at {size}",
+                    m["dense_recall_at_100"],
+                    ">= 0.95",
+                    m["dense_recall_at_100"] >= 0.95,
+                )
+            )
         if m.get("index_segments_per_s") and m.get("pyserini_segments_per_s"):
             r = round(m["index_segments_per_s"] / m["pyserini_segments_per_s"], 3)
             ratios[f"index_over_pyserini_{size}"] = r

@@ -62,9 +62,15 @@ DOCS = [
     ("bitcoin", "Bitcoin", "Bitcoin is a decentralised digital currency recorded on a public blockchain ledger."),
 ]
 QUERIES = [
-    "which planet is the biggest", "how many hours should a grown-up rest at night",
-    "parse options given on the terminal in Python", "what is the tallest peak in the world",
-    "how do crypto coins work", "compress a file", "bake a loaf", "string instrument", "x",
+    "which planet is the biggest",
+    "how many hours should a grown-up rest at night",
+    "parse options given on the terminal in Python",
+    "what is the tallest peak in the world",
+    "how do crypto coins work",
+    "compress a file",
+    "bake a loaf",
+    "string instrument",
+    "x",
     "how do I open a database connection and run a query with sqlite3 in python",
     "The gzip module provides a simple interface. " * 60,  # > 256 tokens: truncated
 ]
@@ -98,10 +104,15 @@ class Stats:
             self.max_diff[role] = max(self.max_diff.get(role, 0.0), float(value))
 
     def error(self, role: str, exc: BaseException) -> None:
-        entry = {"role": role, "type": f"{type(exc).__module__}.{type(exc).__qualname__}", "message": str(exc),
-                 "traceback": traceback.format_exc()}
-        print(f"ERROR in {role}: {entry['type']}: {entry['message']}\n{entry['traceback']}", file=sys.stderr,
-              flush=True)
+        entry = {
+            "role": role,
+            "type": f"{type(exc).__module__}.{type(exc).__qualname__}",
+            "message": str(exc),
+            "traceback": traceback.format_exc(),
+        }
+        print(
+            f"ERROR in {role}: {entry['type']}: {entry['message']}\n{entry['traceback']}", file=sys.stderr, flush=True
+        )
         with self.lock:
             self.errors.append(entry)
 
@@ -121,8 +132,7 @@ def pct(values: list[float], q: float) -> float | None:
 def build_index(root: Path) -> Path:
     from ragnarok.collection.lucene_index import index_documents
 
-    docs = [{"docid": d, "title": t, "body": b, "url": f"https://example.org/{d}", "headings": ""}
-            for d, t, b in DOCS]
+    docs = [{"docid": d, "title": t, "body": b, "url": f"https://example.org/{d}", "headings": ""} for d, t, b in DOCS]
     index_documents(iter(docs), root / "idx")
     return root / "idx"
 
@@ -131,21 +141,35 @@ def main() -> int:  # noqa: C901, PLR0915 - one script, read top to bottom
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=120)
     ap.add_argument("--threads", type=int, default=4)
-    ap.add_argument("--roles", default="onnx,torch,lucene,rerank",
-                    help="comma-separated roles given to the threads in turn: onnx, torch, lucene, rerank, faiss, "
-                    "turn")
-    ap.add_argument("--order", default="jvm,torch,onnx,rerank",
-                    help="load order of jvm, torch, onnx, rerank, faiss (leave one out to not load it)")
-    ap.add_argument("--onnx-backend", default="onnx", help="the ONNX backend under test (onnx-int8 fails --tol by design)")
-    ap.add_argument("--fresh-export", action="store_true",
-                    help="export the ONNX model in this process (an empty cache dir) instead of reusing one")
+    ap.add_argument(
+        "--roles",
+        default="onnx,torch,lucene,rerank",
+        help="comma-separated roles given to the threads in turn: onnx, torch, lucene, rerank, faiss, turn",
+    )
+    ap.add_argument(
+        "--order",
+        default="jvm,torch,onnx,rerank",
+        help="load order of jvm, torch, onnx, rerank, faiss (leave one out to not load it)",
+    )
+    ap.add_argument(
+        "--onnx-backend", default="onnx", help="the ONNX backend under test (onnx-int8 fails --tol by design)"
+    )
+    ap.add_argument(
+        "--fresh-export",
+        action="store_true",
+        help="export the ONNX model in this process (an empty cache dir) instead of reusing one",
+    )
     ap.add_argument("--index", type=Path, help="a Lucene index (default: a 10-document one built in a temp dir)")
     ap.add_argument("--timing", type=int, default=0, help="single-query encodes per backend timed first")
     ap.add_argument("--tol", type=float, default=1e-5)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--lucene-docs", choices=("locked", "concurrent", "off"), default="locked",
-                    help="how lucene threads read back a hit's stored document: one thread at a time (default), "
-                    "from every thread at once (pyjnius then mixes up objects, kivy/pyjnius#563), or not")
+    ap.add_argument(
+        "--lucene-docs",
+        choices=("locked", "concurrent", "off"),
+        default="locked",
+        help="how lucene threads read back a hit's stored document: one thread at a time (default), "
+        "from every thread at once (pyjnius then mixes up objects, kivy/pyjnius#563), or not",
+    )
     ap.add_argument("--fixed-queries", action="store_true", help="only the 11 fixed queries, not the demo topics")
     args = ap.parse_args()
 
@@ -191,8 +215,7 @@ def main() -> int:  # noqa: C901, PLR0915 - one script, read top to bottom
             from ragnarok.stages.rerank.tiny import build_tiny_cross_encoder
 
             ce = build_tiny_cross_encoder(tmp / "ce", layers=6, hidden=384, heads=12, seed=1)
-            reranker = CrossEncoderReranker(checkpoint=str(ce), allow_downloads=False, device="cpu",
-                                            max_length=256)
+            reranker = CrossEncoderReranker(checkpoint=str(ce), allow_downloads=False, device="cpu", max_length=256)
             reranker.scores("warm up", texts[:2])
             loaded["rerank"] = reranker
         elif item == "faiss":  # what a dense retriever does with each query vector (OpenMP beside torch's)
@@ -272,7 +295,7 @@ def main() -> int:  # noqa: C901, PLR0915 - one script, read top to bottom
                     stats.mismatch(role, f"doc {hits[0]}: read back {docid}")
         elif role == "faiss":
             i = rng.randrange(len(queries))
-            vec = loaded["onnx"].encode([queries[i]], query=True) if "onnx" in loaded else ref_q[i:i + 1]
+            vec = loaded["onnx"].encode([queries[i]], query=True) if "onnx" in loaded else ref_q[i : i + 1]
             ids = loaded["faiss"].search(vec, 10)[1][0]
             if ref_faiss is not None and list(ids) != list(ref_faiss[i]):
                 stats.mismatch(role, f"faiss top-10 of query {i}: {list(ids)} != {list(ref_faiss[i])}")
@@ -299,8 +322,16 @@ def main() -> int:  # noqa: C901, PLR0915 - one script, read top to bottom
 
     roles = [r.strip() for r in args.roles.split(",") if r.strip()]
     roles = [r for r in roles if r == "turn" or r in loaded]
-    threads = [threading.Thread(target=worker, args=(roles[n % len(roles)], args.seed + n), daemon=True,
-                                name=f"stress-{n}") for n in range(args.threads)] if roles else []
+    threads = (
+        [
+            threading.Thread(
+                target=worker, args=(roles[n % len(roles)], args.seed + n), daemon=True, name=f"stress-{n}"
+            )
+            for n in range(args.threads)
+        ]
+        if roles
+        else []
+    )
     t_start = time.perf_counter()
     for t in threads:
         t.start()
@@ -317,10 +348,16 @@ def main() -> int:  # noqa: C901, PLR0915 - one script, read top to bottom
         onnx_enc._st.close()  # noqa: SLF001
     summary = {
         "ok": not stats.errors and not stats.mismatches,
-        "order": order, "roles": [roles[n % len(roles)] for n in range(args.threads)] if roles else [],
-        "onnx_backend": args.onnx_backend, "fresh_export": args.fresh_export, "lucene_docs": args.lucene_docs,
-        "seconds": round(elapsed, 1), "total_s": round(time.perf_counter() - started, 1),
-        "calls": stats.calls, "errors": len(stats.errors), "mismatches": len(stats.mismatches),
+        "order": order,
+        "roles": [roles[n % len(roles)] for n in range(args.threads)] if roles else [],
+        "onnx_backend": args.onnx_backend,
+        "fresh_export": args.fresh_export,
+        "lucene_docs": args.lucene_docs,
+        "seconds": round(elapsed, 1),
+        "total_s": round(time.perf_counter() - started, 1),
+        "calls": stats.calls,
+        "errors": len(stats.errors),
+        "mismatches": len(stats.mismatches),
         "error_types": sorted({f"{e['type']}: {e['message'][:200]}" for e in stats.errors}),
         "max_abs_diff": {k: float(f"{v:.3g}") for k, v in stats.max_diff.items()},
         "stress_ms_p50": {k: pct(v, 0.5) for k, v in stats.ms.items()},

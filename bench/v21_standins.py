@@ -74,8 +74,9 @@ def write_collection(path: Path, size: int, seed: int = 0) -> list[dict]:
     return records
 
 
-def write_shards(cache: Path, docids: list[str], vectors: np.ndarray, int8: bool = True,
-                 shards: int = 10) -> list[Path]:
+def write_shards(
+    cache: Path, docids: list[str], vectors: np.ndarray, int8: bool = True, shards: int = 10
+) -> list[Path]:
     """The Arctic set's shards (the first ``shards`` of its 10) over ``vectors``, in ``cache`` under their
     catalogue directory names (those already there are kept)."""
     from ragnarok.stages.retrieve import prebuilt  # noqa: PLC0415
@@ -88,7 +89,7 @@ def write_shards(cache: Path, docids: list[str], vectors: np.ndarray, int8: bool
     for n, entry in enumerate(entries[:shards]):
         shard = cache / entry.dir_name
         if not shard.exists():
-            write_lucene_hnsw(vectors[bounds[n]:bounds[n + 1]], docids[bounds[n]:bounds[n + 1]], shard, int8=int8)
+            write_lucene_hnsw(vectors[bounds[n] : bounds[n + 1]], docids[bounds[n] : bounds[n + 1]], shard, int8=int8)
         dirs.append(shard)
     return dirs
 
@@ -103,13 +104,21 @@ def build(out: Path, size: int = 600, seed: int = 0) -> StandIns:
     cache = out / "pyserini" / "indexes"
     cache.mkdir(parents=True, exist_ok=True)
     collection = out / "segments.jsonl"
-    records = write_collection(collection, size, seed) if not collection.exists() else \
-        [json.loads(line) for line in collection.read_text(encoding="utf-8").splitlines()]
+    records = (
+        write_collection(collection, size, seed)
+        if not collection.exists()
+        else [json.loads(line) for line in collection.read_text(encoding="utf-8").splitlines()]
+    )
     docids = [r["docid"] for r in records]
     bm25 = cache / prebuilt.catalogue()[BM25].dir_name
     if not bm25.exists():
-        subprocess.run([sys.executable, "-m", "ragnarok.cli", "index", str(collection), str(bm25)], check=True,
-                       capture_output=True, text=True, timeout=600)
+        subprocess.run(
+            [sys.executable, "-m", "ragnarok.cli", "index", str(collection), str(bm25)],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
     arctic = arctic_dir(out)
     vectors_file = out / "vectors.npy"
     if not vectors_file.exists():

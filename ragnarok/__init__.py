@@ -23,17 +23,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from ragnarok.api import (
-        Experiment,
-        Pipeline,
-        evaluate,
-        load_qrels,
-        load_topics,
-        rag,
-        retrieve,
-        run,
-        search,
-    )
+    from ragnarok.api import Experiment, Pipeline, evaluate, load_qrels, load_topics, rag, retrieve, run, search
 
 __all__ = ["Experiment", "Pipeline", "evaluate", "load_qrels", "load_topics", "rag", "retrieve", "run", "search"]
 

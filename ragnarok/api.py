@@ -61,8 +61,7 @@ class Pipeline:
     >>> p.close()                                                   # or: with Pipeline(...) as p: ...
     """
 
-    def __init__(self, spec: str = DEFAULT_PIPELINE, *, index: str | None = None,
-                 settings: Settings | None = None):
+    def __init__(self, spec: str = DEFAULT_PIPELINE, *, index: str | None = None, settings: Settings | None = None):
         from ragnarok.track.run import check_names  # noqa: PLC0415
 
         # an index directory or prebuilt:NAME is named as `ragnarok search --index` names it
@@ -122,8 +121,9 @@ class Pipeline:
         assert isinstance(result, Request)
         return result.model_copy(update={"candidates": result.candidates[:k]}) if k else result
 
-    def search(self, topics: str | Path | Iterable[str | Topic] | Mapping[str, str], *,
-               concurrency: int = 4) -> Ranking:
+    def search(
+        self, topics: str | Path | Iterable[str | Topic] | Mapping[str, str], *, concurrency: int = 4
+    ) -> Ranking:
         """A run of the pipeline's retrieval part over ``topics``: ``{qid: {docid: score}}`` in the topics'
         order (a :class:`~ragnarok.core.results.Ranking`: ``.to_pandas()`` gives qid, docid, rank, score), what
         ``ragnarok search --pipeline`` writes (:func:`ragnarok.core.trec.write_run` writes it out).
@@ -137,8 +137,7 @@ class Pipeline:
             raise SearchFailed(failures, run)
         return run
 
-    def run(self, topics: str | Path | Iterable[str | Topic] | Mapping[str, str], *,
-            concurrency: int = 4) -> Answers:
+    def run(self, topics: str | Path | Iterable[str | Topic] | Mapping[str, str], *, concurrency: int = 4) -> Answers:
         """The pipeline's answers to ``topics`` (as :meth:`search` takes them): ``{qid: RagAnswer}`` in the
         topics' order (an :class:`~ragnarok.core.results.Answers`: ``.to_pandas()`` gives a row per sentence with
         its citations), what ``ragnarok run`` writes. Topics that still fail after their retries raise
@@ -159,8 +158,11 @@ class Pipeline:
         loaded = load_topics(topics, self.settings)
         services, loop = self._ready()
         failures: list[Any] = []
-        results = loop.run(run_topics(pipeline, loaded, self.settings, self.index, concurrency,
-                                      on_failure=failures.append, services=services))
+        results = loop.run(
+            run_topics(
+                pipeline, loaded, self.settings, self.index, concurrency, on_failure=failures.append, services=services
+            )
+        )
         return {t.qid: results[t.qid] for t in loaded if t.qid in results}, failures
 
     def _retrieval(self, k: int | None) -> Any:
@@ -194,8 +196,9 @@ def _query(topic: str | Topic, topic_id: str) -> Query:
     return Query(text=topic, qid=topic_id)
 
 
-def load_topics(topics: str | Path | Iterable[str | Topic] | Mapping[str, str],
-                settings: Settings | None = None) -> Topics:
+def load_topics(
+    topics: str | Path | Iterable[str | Topic] | Mapping[str, str], settings: Settings | None = None
+) -> Topics:
     """Topics from a set name or file (:func:`ragnarok.core.topic_sets.resolve_topics`), ``{qid: text}``, or a list of
     Topic or strings (numbered ``q1``, ``q2``, ...); ``.to_pandas()`` gives qid, text."""
     from ragnarok.core.topic_sets import resolve_topics  # noqa: PLC0415
@@ -204,8 +207,7 @@ def load_topics(topics: str | Path | Iterable[str | Topic] | Mapping[str, str],
         return Topics(resolve_topics(topics, settings or get_settings()))
     if isinstance(topics, Mapping):
         return Topics(Topic(str(qid), text) for qid, text in topics.items())
-    loaded = Topics(t if isinstance(t, Topic) else Topic(f"q{n}", _query(t, "").text)
-                    for n, t in enumerate(topics, 1))
+    loaded = Topics(t if isinstance(t, Topic) else Topic(f"q{n}", _query(t, "").text) for n, t in enumerate(topics, 1))
     if not loaded:
         raise ValueError("no topics given")
     return loaded
@@ -226,8 +228,9 @@ _pipelines: dict[tuple[str, str | None, str], Pipeline] = {}
 _pipelines_lock = threading.Lock()
 
 
-def pipeline_for(pipeline: str | Pipeline | None, index: str | None = None,
-                 settings: Settings | None = None) -> Pipeline:
+def pipeline_for(
+    pipeline: str | Pipeline | None, index: str | None = None, settings: Settings | None = None
+) -> Pipeline:
     """``pipeline`` itself when it is a :class:`Pipeline`; else the one kept for this spec, index and
     settings (made on first use): what lets ``ragnarok.rag(...)`` twice load its models once."""
     if isinstance(pipeline, Pipeline):
@@ -240,8 +243,14 @@ def pipeline_for(pipeline: str | Pipeline | None, index: str | None = None,
         return _pipelines[key]
 
 
-def rag(topic: str | Topic, pipeline: str | Pipeline | None = None, *, topic_id: str = "",
-        index: str | None = None, settings: Settings | None = None) -> RagAnswer:
+def rag(
+    topic: str | Topic,
+    pipeline: str | Pipeline | None = None,
+    *,
+    topic_id: str = "",
+    index: str | None = None,
+    settings: Settings | None = None,
+) -> RagAnswer:
     """The standardized answer (what ``POST /rag`` returns) to ``topic``; see :meth:`Pipeline.rag`.
 
     >>> ragnarok.rag("run a shell command and capture its output", pipeline="bm25@20 | extractive")  # doctest: +SKIP
@@ -249,8 +258,14 @@ def rag(topic: str | Topic, pipeline: str | Pipeline | None = None, *, topic_id:
     return pipeline_for(pipeline, index, settings).rag(topic, topic_id)
 
 
-def retrieve(query: str | Topic, k: int | None = None, pipeline: str | Pipeline | None = "bm25", *,
-             index: str | None = None, settings: Settings | None = None) -> Request:
+def retrieve(
+    query: str | Topic,
+    k: int | None = None,
+    pipeline: str | Pipeline | None = "bm25",
+    *,
+    index: str | None = None,
+    settings: Settings | None = None,
+) -> Request:
     """Candidates for ``query`` (a rank_llm Request); see :meth:`Pipeline.retrieve`.
 
     >>> [c.docid for c in ragnarok.retrieve("read a csv file", k=3).candidates]   # doctest: +SKIP
@@ -258,8 +273,14 @@ def retrieve(query: str | Topic, k: int | None = None, pipeline: str | Pipeline 
     return pipeline_for(pipeline, index, settings).retrieve(query, k)
 
 
-def search(topics: str | Path | Iterable[str | Topic] | Mapping[str, str], pipeline: str | Pipeline | None = "bm25",
-           *, index: str | None = None, concurrency: int = 4, settings: Settings | None = None) -> Ranking:
+def search(
+    topics: str | Path | Iterable[str | Topic] | Mapping[str, str],
+    pipeline: str | Pipeline | None = "bm25",
+    *,
+    index: str | None = None,
+    concurrency: int = 4,
+    settings: Settings | None = None,
+) -> Ranking:
     """A run ``{qid: {docid: score}}`` over ``topics`` (a set name, a file, ``{qid: text}`` or a list); see
     :meth:`Pipeline.search`.
 
@@ -268,8 +289,14 @@ def search(topics: str | Path | Iterable[str | Topic] | Mapping[str, str], pipel
     return pipeline_for(pipeline, index, settings).search(topics, concurrency=concurrency)
 
 
-def run(topics: str | Path | Iterable[str | Topic] | Mapping[str, str], pipeline: str | Pipeline | None = None,
-        *, index: str | None = None, concurrency: int = 4, settings: Settings | None = None) -> Answers:
+def run(
+    topics: str | Path | Iterable[str | Topic] | Mapping[str, str],
+    pipeline: str | Pipeline | None = None,
+    *,
+    index: str | None = None,
+    concurrency: int = 4,
+    settings: Settings | None = None,
+) -> Answers:
     """The answers ``{qid: RagAnswer}`` to ``topics`` (a set name, a file, ``{qid: text}`` or a list), as
     ``ragnarok run`` gives them; see :meth:`Pipeline.run`.
 
@@ -278,8 +305,15 @@ def run(topics: str | Path | Iterable[str | Topic] | Mapping[str, str], pipeline
     return pipeline_for(pipeline, index, settings).run(topics, concurrency=concurrency)
 
 
-def evaluate(run: Mapping[str, Any] | Iterable[RagAnswer] | str | Path, *, qrels: Any = None, nuggets: Any = None,
-             judge: str | None = None, maxp: bool | None = None, settings: Settings | None = None) -> dict[str, float]:
+def evaluate(
+    run: Mapping[str, Any] | Iterable[RagAnswer] | str | Path,
+    *,
+    qrels: Any = None,
+    nuggets: Any = None,
+    judge: str | None = None,
+    maxp: bool | None = None,
+    settings: Settings | None = None,
+) -> dict[str, float]:
     """Scores of a run, as ``ragnarok eval`` (``qrels=``) or ``ragnarok eval-rag --nuggets`` (``nuggets=``) give them.
 
     With ``qrels`` (a set name such as ``demo`` or ``rag24``, a qrels file, or ``{qid: {docid: grade}}``):
@@ -318,18 +352,27 @@ def _nugget_scores(run: Any, nuggets: Any, judge: str | None, settings: Settings
         answers = read_answers(run)
     else:
         given = list(run.values()) if isinstance(run, Mapping) else list(run)
-        answers = answers_from((f"answer {n}", a.model_dump() if isinstance(a, RagAnswer) else a)
-                               for n, a in enumerate(given, 1))
+        answers = answers_from(
+            (f"answer {n}", a.model_dump() if isinstance(a, RagAnswer) else a) for n, a in enumerate(given, 1)
+        )
     topics = read_nuggets(nuggets_path(nuggets, settings)) if isinstance(nuggets, (str, Path)) else nuggets
     result = evaluate_run("run", answers, make_judge(settings, judge), nuggets=topics, progress=False)
     if not result.topics:
-        raise ValueError(f"no answered topic has nuggets (answered: {', '.join(sorted(answers)[:5])}...): "
-                         "wrong nugget file?")
+        raise ValueError(
+            f"no answered topic has nuggets (answered: {', '.join(sorted(answers)[:5])}...): wrong nugget file?"
+        )
     return {metric: interval.mean for metric, interval in result.means(metrics_of([result])).items()}
 
 
-def Experiment(pipelines: Iterable[Any], topics: Any, qrels: Any = None, nuggets: Any = None, *,  # noqa: N802
-               perquery: bool = False, **options: Any) -> Any:
+def Experiment(
+    pipelines: Iterable[Any],
+    topics: Any,
+    qrels: Any = None,
+    nuggets: Any = None,
+    *,  # noqa: N802
+    perquery: bool = False,
+    **options: Any,
+) -> Any:
     """Several pipelines on the same topics, in one pandas DataFrame, as PyTerrier's ``pt.Experiment``
     (:mod:`ragnarok.experiment.experiment` says what each column holds).
 
@@ -350,11 +393,25 @@ def Experiment(pipelines: Iterable[Any], topics: Any, qrels: Any = None, nuggets
     return measured.perquery() if perquery else measured.means()
 
 
-def measure(pipelines: Iterable[Any], topics: Any, qrels: Any = None, nuggets: Any = None, *,
-            metrics: Iterable[str] | None = None, names: Iterable[str] | None = None,
-            baseline: int | str | None = None, test: str = "t", correction: str | None = None,
-            alpha: float = 0.05, judge: str | None = None, support: bool = False, maxp: bool | None = None,
-            index: str | None = None, concurrency: int = 4, settings: Settings | None = None) -> Any:
+def measure(
+    pipelines: Iterable[Any],
+    topics: Any,
+    qrels: Any = None,
+    nuggets: Any = None,
+    *,
+    metrics: Iterable[str] | None = None,
+    names: Iterable[str] | None = None,
+    baseline: int | str | None = None,
+    test: str = "t",
+    correction: str | None = None,
+    alpha: float = 0.05,
+    judge: str | None = None,
+    support: bool = False,
+    maxp: bool | None = None,
+    index: str | None = None,
+    concurrency: int = 4,
+    settings: Settings | None = None,
+) -> Any:
     """:func:`Experiment`'s work: every pipeline run and scored once, kept as a
     :class:`~ragnarok.experiment.experiment.Measured` whose ``means()`` and ``perquery()`` are its two tables."""
     from ragnarok.experiment.experiment import measure as measure_runs  # noqa: PLC0415
@@ -379,7 +436,19 @@ def measure(pipelines: Iterable[Any], topics: Any, qrels: Any = None, nuggets: A
 
             segments = lucene_segments(index_dir(settings, index), "title segment")
     return measure_runs(
-        list(pipelines), loaded, qrels=load_qrels(qrels, settings) if qrels is not None else None, nuggets=judged,
-        metrics=list(metrics) if metrics else None, names=list(names) if names else None, baseline=baseline,
-        test=test, correction=correction, alpha=alpha, judge=judge_, segments=segments,
-        maxp=maxp, make=lambda spec: pipeline_for(spec, index, settings), concurrency=concurrency)
+        list(pipelines),
+        loaded,
+        qrels=load_qrels(qrels, settings) if qrels is not None else None,
+        nuggets=judged,
+        metrics=list(metrics) if metrics else None,
+        names=list(names) if names else None,
+        baseline=baseline,
+        test=test,
+        correction=correction,
+        alpha=alpha,
+        judge=judge_,
+        segments=segments,
+        maxp=maxp,
+        make=lambda spec: pipeline_for(spec, index, settings),
+        concurrency=concurrency,
+    )

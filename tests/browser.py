@@ -13,8 +13,15 @@ from typing import Any
 import pytest
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 
 
 def _missing(what: str) -> None:
@@ -34,8 +41,12 @@ def chromium(profile: Path, width: int = 1280, height: int = 900) -> Iterator[An
         _missing(f"{CHROMIUM} not found")
     with sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
-            str(profile), executable_path=CHROMIUM, args=ARGS, headless=True,
-            viewport={"width": width, "height": height})
+            str(profile),
+            executable_path=CHROMIUM,
+            args=ARGS,
+            headless=True,
+            viewport={"width": width, "height": height},
+        )
         try:
             yield context
         finally:

@@ -45,8 +45,9 @@ def _key(request: Request) -> str:
     return request.headers.get("api-key") or request.headers.get("authorization", "").removeprefix("Bearer ")
 
 
-async def fault(app: FastAPI, model: str, request: Request, error: Callable[[str], dict],
-                answer: dict) -> Response | None:
+async def fault(
+    app: FastAPI, model: str, request: Request, error: Callable[[str], dict], answer: dict
+) -> Response | None:
     """The response of fault ``model`` (see the module's docstring), or None when the model is not one.
     ``error(message)`` is the API's error body; ``answer`` a well-formed answer, for the faults that corrupt one."""
     app.state.times[model].append(time.monotonic())
@@ -76,15 +77,17 @@ async def fault(app: FastAPI, model: str, request: Request, error: Callable[[str
             for i in range(len(body)):
                 if time.monotonic() > end or await request.is_disconnected():
                     return
-                yield body[i:i + 1]
+                yield body[i : i + 1]
                 await asyncio.sleep(interval)
 
         return StreamingResponse(dribble(), media_type="application/json")
     if kind == "invalid-json":
         return Response('{"choices": [{"message": {"content": "unterminated', media_type="application/json")
     if kind == "html":
-        return HTMLResponse("<html><head><title>502 Bad Gateway</title></head><body><h1>Bad Gateway</h1>"
-                            "<p>The proxy could not reach the model.</p></body></html>")
+        return HTMLResponse(
+            "<html><head><title>502 Bad Gateway</title></head><body><h1>Bad Gateway</h1>"
+            "<p>The proxy could not reach the model.</p></body></html>"
+        )
     if kind == "wrong-shape":
         return JSONResponse({"result": "hello", "status": "ok"})
     if kind == "empty":
@@ -103,9 +106,20 @@ def streamed(model: str, text: str, usage: dict | None = None) -> StreamingRespo
     import re
 
     def chunk(delta: dict, finish: str | None = None, **extra: object) -> str:
-        return "data: " + json.dumps({"id": "chatcmpl-s", "object": "chat.completion.chunk", "created": 0,
-                                      "model": model, "choices": [{"index": 0, "delta": delta,
-                                                                   "finish_reason": finish}], **extra}) + "\n\n"
+        return (
+            "data: "
+            + json.dumps(
+                {
+                    "id": "chatcmpl-s",
+                    "object": "chat.completion.chunk",
+                    "created": 0,
+                    "model": model,
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+                    **extra,
+                }
+            )
+            + "\n\n"
+        )
 
     async def events() -> AsyncIterator[str]:
         yield chunk({"role": "assistant", "content": ""})
@@ -114,8 +128,19 @@ def streamed(model: str, text: str, usage: dict | None = None) -> StreamingRespo
                 yield chunk({"content": piece})
         yield chunk({}, "stop")
         if usage is not None:
-            yield "data: " + json.dumps({"id": "chatcmpl-s", "object": "chat.completion.chunk", "model": model,
-                                         "choices": [], "usage": usage}) + "\n\n"
+            yield (
+                "data: "
+                + json.dumps(
+                    {
+                        "id": "chatcmpl-s",
+                        "object": "chat.completion.chunk",
+                        "model": model,
+                        "choices": [],
+                        "usage": usage,
+                    }
+                )
+                + "\n\n"
+            )
         yield "data: [DONE]\n\n"
 
     return StreamingResponse(events(), media_type="text/event-stream")
@@ -136,8 +161,11 @@ def cohere_app(api_key: str = "test-key") -> FastAPI:
     async def chat(request: Request) -> Response:
         body = await request.json()
         app.state.bodies.append(body)
-        empty = {"id": "stub-0", "finish_reason": "COMPLETE",
-                 "message": {"role": "assistant", "content": [{"type": "text", "text": ""}], "citations": []}}
+        empty = {
+            "id": "stub-0",
+            "finish_reason": "COMPLETE",
+            "message": {"role": "assistant", "content": [{"type": "text", "text": ""}], "citations": []},
+        }
         if (found := await fault(app, body["model"], request, lambda m: {"message": m}, empty)) is not None:
             return found
         if request.headers.get("authorization") != f"Bearer {api_key}":
@@ -151,17 +179,29 @@ def cohere_app(api_key: str = "test-key") -> FastAPI:
             snippet = doc["data"]["snippet"].split(". ")[0].rstrip(".")
             sentence = f"As documented, {snippet}."
             start = len(text) + len("As documented, ")
-            citations.append({"start": start, "end": start + len(snippet), "text": snippet, "type": "TEXT_CONTENT",
-                              "sources": [{"type": "document", "id": doc["id"], "document": doc["data"]}]})
+            citations.append(
+                {
+                    "start": start,
+                    "end": start + len(snippet),
+                    "text": snippet,
+                    "type": "TEXT_CONTENT",
+                    "sources": [{"type": "document", "id": doc["id"], "document": doc["data"]}],
+                }
+            )
             text += sentence + " "
             parts.append(sentence)
         text = text.strip() or "I found nothing."
-        return JSONResponse({
-            "id": "stub-1", "finish_reason": "COMPLETE",
-            "message": {"role": "assistant", "content": [{"type": "text", "text": text}], "citations": citations},
-            "usage": {"billed_units": {"input_tokens": 10, "output_tokens": 20}, "tokens": {"input_tokens": 10,
-                                                                                          "output_tokens": 20}},
-        })
+        return JSONResponse(
+            {
+                "id": "stub-1",
+                "finish_reason": "COMPLETE",
+                "message": {"role": "assistant", "content": [{"type": "text", "text": text}], "citations": citations},
+                "usage": {
+                    "billed_units": {"input_tokens": 10, "output_tokens": 20},
+                    "tokens": {"input_tokens": 10, "output_tokens": 20},
+                },
+            }
+        )
 
     return app
 
@@ -178,7 +218,10 @@ def flaky_openai_app() -> FastAPI:
 
     def completion(model: str, text: str) -> dict:
         return {
-            "id": f"chatcmpl-{next(ids)}", "object": "chat.completion", "created": 0, "model": model,
+            "id": f"chatcmpl-{next(ids)}",
+            "object": "chat.completion",
+            "created": 0,
+            "model": model,
             "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
             "usage": {"prompt_tokens": 10, "completion_tokens": 12, "total_tokens": 22},
         }
@@ -217,6 +260,7 @@ def flaky_openai_app() -> FastAPI:
         model = body["model"]
         app.state.calls[model] += 1
         app.state.bodies.append(body)
+
         def error(message: str) -> dict:
             return {"error": {"message": message, "type": "invalid_request_error"}}
 

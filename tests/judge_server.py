@@ -47,22 +47,31 @@ def judge_app() -> FastAPI:
             text = "Well, it depends on what you mean."
         elif "NuggetizeAssignerLLM" in system:
             passage = prompt.split("Passage:", 1)[1].split("Nugget List:", 1)[0]
-            labels = ["support" if "GOOD" in n and "GOOD" in passage else
-                      "partial_support" if "HALF" in n else "not_support"
-                      for n in _list_after("Nugget List:", prompt)]
+            labels = [
+                "support" if "GOOD" in n and "GOOD" in passage else "partial_support" if "HALF" in n else "not_support"
+                for n in _list_after("Nugget List:", prompt)
+            ]
             text = f"Labels: {labels}"
         elif "NuggetizeScoreLLM" in system:
             text = str(["vital" if "GOOD" in n else "okay" for n in _list_after("Nugget List:", prompt)])
         elif "NuggetizeLLM" in system:
             context = prompt.split("Context:", 1)[1].split("Initial Nugget List:", 1)[0]
             old = _list_after("Initial Nugget List:", prompt)
-            new = [line.split("] ", 1)[1][:60] for line in context.splitlines() if line.startswith("[")
-                   and ("GOOD" in line or "okay" in line)]
+            new = [
+                line.split("] ", 1)[1][:60]
+                for line in context.splitlines()
+                if line.startswith("[") and ("GOOD" in line or "okay" in line)
+            ]
             text = "```python\n" + str(list(dict.fromkeys(old + new))) + "\n```"
         elif "supports a statement" in system:
             passage = prompt.split("Passage:", 1)[1]
-            text = '["full_support"]' if "GOOD" in passage else '["partial_support"]' if "HALF" in passage \
+            text = (
+                '["full_support"]'
+                if "GOOD" in passage
+                else '["partial_support"]'
+                if "HALF" in passage
                 else '["no_support"]'
+            )
         elif "search quality rater" in system or "##final score" in prompt:  # ours or umbrela's (no system)
             text = "##final score: " + ("3" if "GOOD" in prompt.split("Passage:", 1)[1] else "0")
         elif "evaluator of answers" in system:
@@ -89,10 +98,22 @@ def scripted():
 def judge_env(scripted, monkeypatch, tmp_path):
     """RAGNAROK_GENERATORS naming the scripted judge ("scripted") and one that is down ("down")."""
     server, base = scripted
-    config = {"name": "scripted", "backend": "openai", "base_url": base + "/v1", "model": "scripted",
-              "timeout_s": 1, "max_retries": 0}
-    down = {"name": "down", "backend": "openai", "base_url": f"http://127.0.0.1:{free_port()}/v1",
-            "model": "x", "timeout_s": 1, "max_retries": 0}
+    config = {
+        "name": "scripted",
+        "backend": "openai",
+        "base_url": base + "/v1",
+        "model": "scripted",
+        "timeout_s": 1,
+        "max_retries": 0,
+    }
+    down = {
+        "name": "down",
+        "backend": "openai",
+        "base_url": f"http://127.0.0.1:{free_port()}/v1",
+        "model": "x",
+        "timeout_s": 1,
+        "max_retries": 0,
+    }
     monkeypatch.setenv("RAGNAROK_GENERATORS", json.dumps([config, down]))
     get_settings.cache_clear()  # the CLI's settings come from this env
     yield server, tmp_path

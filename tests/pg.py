@@ -56,8 +56,12 @@ def postgres_cluster(bin_dir: Path) -> Iterator[Cluster]:
     # as another user: under /tmp, which that user can traverse (TMPDIR may be inside root's home); short
     # paths also keep the unix socket's path under its 107-byte limit
     root = Path(tempfile.mkdtemp(prefix="ragnarok-pg-", dir="/tmp" if user else None))
-    server = PgServer(bin_dir, root, free_port(), "-c fsync=off -c synchronous_commit=off "
-                      "-c full_page_writes=off -c shared_buffers=32MB")
+    server = PgServer(
+        bin_dir,
+        root,
+        free_port(),
+        "-c fsync=off -c synchronous_commit=off -c full_page_writes=off -c shared_buffers=32MB",
+    )
     started = False
     try:
         server.initdb()

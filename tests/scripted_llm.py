@@ -25,8 +25,7 @@ def scripted_llm_app() -> FastAPI:
 
     @app.get("/v1/models")
     def models() -> dict:
-        return {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "test"}
-                                           for m in ("sleep", "fast")]}
+        return {"object": "list", "data": [{"id": m, "object": "model", "owned_by": "test"} for m in ("sleep", "fast")]}
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request):  # type: ignore[no-untyped-def]
@@ -36,13 +35,19 @@ def scripted_llm_app() -> FastAPI:
         kind, _, arg = model.partition(":")
         if kind == "sleep":
             await asyncio.sleep(min(float(arg or 1), 60.0))
-        text = ("The gzip module compresses and decompresses files [1]. "
-                "Open the file with gzip.open to write compressed data [2].")
+        text = (
+            "The gzip module compresses and decompresses files [1]. "
+            "Open the file with gzip.open to write compressed data [2]."
+        )
         if body.get("stream"):
             return streamed(model, text, {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30})
-        return {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": model,
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": text}}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30}}
+        return {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 0,
+            "model": model,
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30},
+        }
 
     return app

@@ -23,8 +23,7 @@ def serve_app(app, health_path: str = "/healthz") -> Iterator[str]:
     """Serve an ASGI app with uvicorn on 127.0.0.1 in a thread; yields its base URL; stops it on exit."""
     port = free_port()
     # as `ragnarok serve`: uvicorn believes no X-Forwarded-For (the app does, from its trusted proxies only)
-    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning",
-                                           proxy_headers=False))
+    server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", proxy_headers=False))
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     base = f"http://127.0.0.1:{port}"
@@ -45,8 +44,9 @@ def serve_app(app, health_path: str = "/healthz") -> Iterator[str]:
 
 
 @contextmanager
-def process_server(argv: list[str], ready_url: str, name: str, start_timeout_s: float,
-                   env: dict[str, str] | None = None) -> Iterator[None]:
+def process_server(
+    argv: list[str], ready_url: str, name: str, start_timeout_s: float, env: dict[str, str] | None = None
+) -> Iterator[None]:
     """A server in its own process, ready once ``ready_url`` answers 200 (its output kept to say why it did not
     start); stopped on exit."""
     import subprocess
@@ -88,8 +88,23 @@ def llama_cpp_server(model_path: str, n_ctx: int = 4096) -> Iterator[str]:
 
     port = free_port()
     base = f"http://127.0.0.1:{port}/v1"
-    argv = [sys.executable, "-m", "llama_cpp.server", "--model", model_path, "--host", "127.0.0.1",
-            "--port", str(port), "--n_ctx", str(n_ctx), "--n_threads", "2", "--model_alias", "smollm2"]
+    argv = [
+        sys.executable,
+        "-m",
+        "llama_cpp.server",
+        "--model",
+        model_path,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--n_ctx",
+        str(n_ctx),
+        "--n_threads",
+        "2",
+        "--model_alias",
+        "smollm2",
+    ]
     # scaled: 120 s on an idle machine, a busy one gets longer (tests/speed.py)
     with process_server(argv, base + "/models", "llama.cpp server", scaled(120)):
         yield base
@@ -99,6 +114,7 @@ def wait_until_idle(pid: int, cpu_share: float = 0.05, quiet_s: float = 2.0, tim
     """Wait until process ``pid`` has used under ``cpu_share`` of a core for ``quiet_s`` seconds (``ragnarok
     serve`` warms the arena up after it starts: each generator answers once, SmolLM2 included), at most
     ``timeout_s``; returns the seconds waited. For benchmarks, so that start-up work is not timed."""
+
     def cpu_s() -> float:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
@@ -113,10 +129,16 @@ def wait_until_idle(pid: int, cpu_share: float = 0.05, quiet_s: float = 2.0, tim
 
 
 @contextmanager
-def ragnarok_serve(env: dict[str, str], output: Path | None = None, cwd: Path | None = None,
-                   start_timeout_s: float = 120, dense: bool = False,
-                   started: list | None = None, workers: int = 1,
-                   prefix: list[str] | None = None) -> Iterator[str]:
+def ragnarok_serve(
+    env: dict[str, str],
+    output: Path | None = None,
+    cwd: Path | None = None,
+    start_timeout_s: float = 120,
+    dense: bool = False,
+    started: list | None = None,
+    workers: int = 1,
+    prefix: list[str] | None = None,
+) -> Iterator[str]:
     """``ragnarok serve --no-dense`` (``dense``: without ``--no-dense``, so the demo's dense index builds in the
     background) in its own process on a free loopback port, with ``env`` as its whole environment; its output
     goes to ``output`` (default: discarded); ``workers`` > 1 passes ``--workers``; ``prefix`` runs it under
@@ -127,10 +149,23 @@ def ragnarok_serve(env: dict[str, str], output: Path | None = None, cwd: Path | 
 
     port = free_port()
     out = open(output, "wb") if output else subprocess.DEVNULL  # noqa: SIM115 - closed below
-    server = subprocess.Popen([*(prefix or []), sys.executable, "-m", "ragnarok.cli", "serve",
-                               *([] if dense else ["--no-dense"]), "--port", str(port),
-                               *(["--workers", str(workers)] if workers > 1 else [])],
-                              env=env, stdout=out, stderr=subprocess.STDOUT, cwd=cwd)
+    server = subprocess.Popen(
+        [
+            *(prefix or []),
+            sys.executable,
+            "-m",
+            "ragnarok.cli",
+            "serve",
+            *([] if dense else ["--no-dense"]),
+            "--port",
+            str(port),
+            *(["--workers", str(workers)] if workers > 1 else []),
+        ],
+        env=env,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        cwd=cwd,
+    )
     if started is not None:
         started.append(server)
     base = f"http://127.0.0.1:{port}"
@@ -172,8 +207,9 @@ print(json.dumps([r.status_code for r in rs]))
 """
 
 
-def rerank_behind_a_counting_hub(rerankers: list[str], tmp: Path, timeout_s: float = 300,
-                                 bodies: list[str] | None = None) -> tuple[list[int], list[str]]:
+def rerank_behind_a_counting_hub(
+    rerankers: list[str], tmp: Path, timeout_s: float = 300, bodies: list[str] | None = None
+) -> tuple[list[int], list[str]]:
     """``POST /v1/rerank`` with each of ``rerankers``, in a fresh process that is online as far as it knows but
     whose model hub (``HF_ENDPOINT``, empty ``HF_HOME``) is a local server counting requests: the statuses
     and the paths the hub was asked for (``bodies``, when given, gets the response bodies)."""
@@ -198,13 +234,23 @@ def rerank_behind_a_counting_hub(rerankers: list[str], tmp: Path, timeout_s: flo
 
     hub = ThreadingHTTPServer(("127.0.0.1", 0), Hub)
     threading.Thread(target=hub.serve_forever, daemon=True).start()
-    env = {**os.environ, "HF_ENDPOINT": f"http://127.0.0.1:{hub.server_port}", "HF_HUB_OFFLINE": "0",
-           "TRANSFORMERS_OFFLINE": "0", "HF_HOME": str(tmp / "hf")}
+    env = {
+        **os.environ,
+        "HF_ENDPOINT": f"http://127.0.0.1:{hub.server_port}",
+        "HF_HUB_OFFLINE": "0",
+        "TRANSFORMERS_OFFLINE": "0",
+        "HF_HOME": str(tmp / "hf"),
+    }
     env.pop("HF_HUB_CACHE", None)
     try:
-        out = subprocess.run([sys.executable, "-c", _HUB_SCRIPT, str(tmp / "data"), *rerankers],
-                             cwd=Path(__file__).resolve().parent.parent, env=env, capture_output=True, text=True,
-                             timeout=timeout_s)
+        out = subprocess.run(
+            [sys.executable, "-c", _HUB_SCRIPT, str(tmp / "data"), *rerankers],
+            cwd=Path(__file__).resolve().parent.parent,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+        )
     finally:
         hub.shutdown()
         hub.server_close()
@@ -228,9 +274,23 @@ class RedisServer:
     def start(self, timeout_s: float = 30) -> None:
         import redis
 
-        self.proc = subprocess.Popen([self.exe, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "",
-                                      "--appendonly", "no", "--dir", str(self.workdir)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        self.proc = subprocess.Popen(
+            [
+                self.exe,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.workdir),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         client = redis.Redis(host="127.0.0.1", port=self.port)
         deadline = time.monotonic() + timeout_s
         while True:
@@ -285,8 +345,17 @@ def anserini_rest_server(env: dict[str, str] | None = None, start_timeout_s: flo
 
     port = free_port()
     base = f"http://127.0.0.1:{port}"
-    argv = [str(find_java().java), "-cp", str(anserini_jar()), "io.anserini.api.RestServer", "--host", "127.0.0.1",
-            "--port", str(port)]
-    with process_server(argv, base + "/openapi.yaml", "Anserini's RestServer", start_timeout_s,
-                        {**os.environ, **(env or {})}):
+    argv = [
+        str(find_java().java),
+        "-cp",
+        str(anserini_jar()),
+        "io.anserini.api.RestServer",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
+    with process_server(
+        argv, base + "/openapi.yaml", "Anserini's RestServer", start_timeout_s, {**os.environ, **(env or {})}
+    ):
         yield base

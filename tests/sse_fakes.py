@@ -21,9 +21,17 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 @dataclass
 class Script:
-    pieces: list[str] = field(default_factory=lambda: [
-        "Use the argparse module", " to parse command line arguments [1].", " It builds", " help messages",
-        " and usage text [2].", " The getopt module", " is the C-style alternative [2]."])
+    pieces: list[str] = field(
+        default_factory=lambda: [
+            "Use the argparse module",
+            " to parse command line arguments [1].",
+            " It builds",
+            " help messages",
+            " and usage text [2].",
+            " The getopt module",
+            " is the C-style alternative [2].",
+        ]
+    )
     first_wait_s: float = 0.0
     each_wait_s: float = 0.0
     break_after: int | None = None  # drop the connection after this many pieces
@@ -45,8 +53,18 @@ class Script:
 
 def _chunk(content: str | None, finish: str | None = None) -> str:
     delta = {"content": content} if content is not None else {}
-    return "data: " + json.dumps({"id": "c1", "object": "chat.completion.chunk", "model": "fake",
-                                  "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}) + "\n\n"
+    return (
+        "data: "
+        + json.dumps(
+            {
+                "id": "c1",
+                "object": "chat.completion.chunk",
+                "model": "fake",
+                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            }
+        )
+        + "\n\n"
+    )
 
 
 def streaming_openai_app(script: Script | None = None) -> FastAPI:
@@ -72,9 +90,14 @@ def streaming_openai_app(script: Script | None = None) -> FastAPI:
             await asyncio.sleep(s.whole_wait_s)
             if s.error_after is not None:  # a 200 whose body is an error object
                 return JSONResponse({"error": {"message": s.error_message, "type": "server_error"}})
-            return JSONResponse({"choices": [{"message": {"role": "assistant", "content": s.text},
-                                              "finish_reason": s.finish_reason}],
-                                 "usage": {"prompt_tokens": 10, "completion_tokens": len(s.pieces)}})
+            return JSONResponse(
+                {
+                    "choices": [
+                        {"message": {"role": "assistant", "content": s.text}, "finish_reason": s.finish_reason}
+                    ],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": len(s.pieces)},
+                }
+            )
 
         async def events():  # type: ignore[no-untyped-def]
             complete = False
@@ -92,8 +115,11 @@ def streaming_openai_app(script: Script | None = None) -> FastAPI:
                         complete = True
                         return
                     if s.error_after is not None and i >= s.error_after:
-                        yield "data: " + json.dumps({"error": {"message": s.error_message,
-                                                               "type": "server_error"}}) + "\n\n"
+                        yield (
+                            "data: "
+                            + json.dumps({"error": {"message": s.error_message, "type": "server_error"}})
+                            + "\n\n"
+                        )
                         if s.done_after_error:
                             yield "data: [DONE]\n\n"
                         return
@@ -104,8 +130,11 @@ def streaming_openai_app(script: Script | None = None) -> FastAPI:
                     yield _chunk(piece)
                     app.state.sent += 1
                 yield _chunk(None, s.finish_reason)
-                yield "data: " + json.dumps({"choices": [], "usage": {"prompt_tokens": 10,
-                                                                      "completion_tokens": len(s.pieces)}}) + "\n\n"
+                yield (
+                    "data: "
+                    + json.dumps({"choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": len(s.pieces)}})
+                    + "\n\n"
+                )
                 yield "data: [DONE]\n\n"
                 complete = True
             finally:

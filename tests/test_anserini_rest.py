@@ -25,9 +25,18 @@ from ragnarok.core.types import Query
 from ragnarok.runtime.netaddr import free_port
 from ragnarok.stages.retrieve.remote import RemoteRetriever
 
-QUERIES = ["a language for numerical processes", "recursive compile of a node tree", "exception group handler",
-           "multicast memory slots", "report on the algorithmic language", "educational programmers",
-           "teardown class check values", "parser memory system", "time name description", "callable cmsg"]
+QUERIES = [
+    "a language for numerical processes",
+    "recursive compile of a node tree",
+    "exception group handler",
+    "multicast memory slots",
+    "report on the algorithmic language",
+    "educational programmers",
+    "teardown class check values",
+    "parser memory system",
+    "time name description",
+    "callable cmsg",
+]
 
 
 @pytest.fixture(scope="module")
@@ -46,9 +55,12 @@ def openapi_schema(name: str) -> dict:
 
 
 def test_its_rest_server_is_a_remote_index_in_both_url_forms(v21, rest, tmp_path):
-    indexes = {"by-name": f"{rest}/v1/msmarco-v2.1-doc-segmented",
-               "by-path": f"{rest}/v1/{quote(str(v21.bm25), safe='')}",
-               "raw-path": f"{rest}/v1/{v21.bm25}", "local": str(v21.bm25)}
+    indexes = {
+        "by-name": f"{rest}/v1/msmarco-v2.1-doc-segmented",
+        "by-path": f"{rest}/v1/{quote(str(v21.bm25), safe='')}",
+        "raw-path": f"{rest}/v1/{v21.bm25}",
+        "local": str(v21.bm25),
+    }
     settings = Settings(data_dir=tmp_path / "data", indexes=indexes, default_index="local")
     with TestClient(create_app(settings, arena=False)) as client:
         for text in QUERIES:
@@ -88,7 +100,8 @@ def test_our_search_route_answers_its_shape_both_ways(v21, rest, tmp_path):
         for text in QUERIES[:3]:
             via_ours = RemoteRetriever("bm25", f"{base}/v1/v21", 10).retrieve(Query(text=text), 5)
             via_theirs = RemoteRetriever("bm25", f"{rest}/v1/msmarco-v2.1-doc-segmented", 10).retrieve(
-                Query(text=text), 5)
+                Query(text=text), 5
+            )
             assert [c.docid for c in via_ours.candidates] == [c.docid for c in via_theirs.candidates]
             assert [c.doc.start_char for c in via_ours.candidates] == [c.doc.start_char for c in via_theirs.candidates]
 
@@ -114,9 +127,15 @@ class _Bad(http.server.BaseHTTPRequestHandler):
         pass
 
 
-@pytest.mark.parametrize(("mode", "status", "says"), [
-    ("down", 502, "failed: ConnectError"), ("html", 502, "with something that is not JSON"),
-    ("slow", 504, "did not answer within 1 s"), ("drip", 504, "sent no whole answer within 1 s")])
+@pytest.mark.parametrize(
+    ("mode", "status", "says"),
+    [
+        ("down", 502, "failed: ConnectError"),
+        ("html", 502, "with something that is not JSON"),
+        ("slow", 504, "did not answer within 1 s"),
+        ("drip", 504, "sent no whole answer within 1 s"),
+    ],
+)
 def test_a_remote_that_is_down_slow_dripping_or_html_is_bounded(tmp_path, mode, status, says):
     server = None
     if mode == "down":

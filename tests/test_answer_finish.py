@@ -22,10 +22,15 @@ CONFIG = GeneratorConfig(name="g", backend="llama-cpp", max_answer_words=80, att
 
 
 def test_repeats_are_exact_or_near_duplicates():
-    assert repeats(["Gzip compresses files.", "gzip compresses files!", "Argparse parses arguments."]) == \
-        [False, True, False]
-    near = ["The gzip module compresses and decompresses files like the gzip program.",
-            "The gzip module compresses and decompresses files like the GNU gzip program."]
+    assert repeats(["Gzip compresses files.", "gzip compresses files!", "Argparse parses arguments."]) == [
+        False,
+        True,
+        False,
+    ]
+    near = [
+        "The gzip module compresses and decompresses files like the gzip program.",
+        "The gzip module compresses and decompresses files like the GNU gzip program.",
+    ]
     assert repeats(near) == [False, True]
 
 
@@ -38,17 +43,24 @@ def test_drop_repeats_counts_what_went():
 def test_the_loop_from_the_issue_becomes_one_sentence_with_a_citation():
     answer = finish(LOOP, TOPIC, CANDIDATES, 80, CONFIG, {})
     assert [s.text for s in answer.answer] == [
-        "The answer is to compress a file with gzip using the gzip_decompress function."]
+        "The answer is to compress a file with gzip using the gzip_decompress function."
+    ]
     assert answer.references == ["d1"] and answer.answer[0].citations == [0]
-    assert answer.notes == {"repeats_dropped": 18, "citations_attributed": 1, "citations_removed": 0,
-                            "citations": "attributed"}
+    assert answer.notes == {
+        "repeats_dropped": 18,
+        "citations_attributed": 1,
+        "citations_removed": 0,
+        "citations": "attributed",
+    }
 
 
 def test_attribution_fills_missing_citations_and_replaces_wrong_ones():
-    pairs = [("Argparse parses command-line arguments from sys.argv.", []),  # cites nothing
-             ("The csv module reads comma separated values.", [1]),  # cites gzip: wrong
-             ("Gzip compresses files like the GNU program.", [1]),  # right: kept
-             ("Quantum chromodynamics explains the strong force.", [])]  # nothing supports it: left uncited
+    pairs = [
+        ("Argparse parses command-line arguments from sys.argv.", []),  # cites nothing
+        ("The csv module reads comma separated values.", [1]),  # cites gzip: wrong
+        ("Gzip compresses files like the GNU program.", [1]),  # right: kept
+        ("Quantum chromodynamics explains the strong force.", []),
+    ]  # nothing supports it: left uncited
     out, counts = attribute(pairs, CONTEXTS, "check")
     assert [numbers for _, numbers in out] == [[2], [3], [1], []]
     assert counts == {"citations_attributed": 2, "citations_removed": 1}
@@ -59,8 +71,14 @@ def test_attribution_fills_missing_citations_and_replaces_wrong_ones():
 
 
 def test_model_citations_are_kept_and_said_to_be_produced():
-    answer = finish("Gzip compresses files like the GNU gzip program [1]. Argparse parses arguments [2].",
-                    TOPIC, CANDIDATES, 80, CONFIG, {})
+    answer = finish(
+        "Gzip compresses files like the GNU gzip program [1]. Argparse parses arguments [2].",
+        TOPIC,
+        CANDIDATES,
+        80,
+        CONFIG,
+        {},
+    )
     assert answer.references == ["d1", "d2"] and answer.notes["citations"] == "produced"
     assert answer.notes["citations_attributed"] == answer.notes["citations_removed"] == 0
 
@@ -79,20 +97,29 @@ def test_the_cap_keeps_whole_sentences_and_the_prompt_asks_for_it():
     assert answer.notes["contexts"] == 2
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("One is done [1]. Two is half", "One is done [1]."),
-    ("One is done. [1] Two", "One is done. [1]"),
-    ("Done! And", "Done!"),
-    ("no end at all", "no end at all"),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("One is done [1]. Two is half", "One is done [1]."),
+        ("One is done. [1] Two", "One is done. [1]"),
+        ("Done! And", "Done!"),
+        ("no end at all", "no end at all"),
+    ],
+)
 def test_whole_sentences(text, expected):
     assert whole_sentences(text) == expected
 
 
 def test_the_stopper_stops_at_the_word_cap_and_on_a_loop():
     stopper = Stopper(max_words=12)
-    pieces = ["Gzip compresses ", "files well [1]. ", "Argparse parses ", "arguments [2]. ", "Csv reads ",
-              "tables of values and many more words"]
+    pieces = [
+        "Gzip compresses ",
+        "files well [1]. ",
+        "Argparse parses ",
+        "arguments [2]. ",
+        "Csv reads ",
+        "tables of values and many more words",
+    ]
     reasons = [stopper.feed(p) for p in pieces]
     assert reasons[-1] == "words" and set(reasons[:-1]) == {None}
     looping = Stopper(max_words=None)
@@ -102,8 +129,9 @@ def test_the_stopper_stops_at_the_word_cap_and_on_a_loop():
 
 
 def test_prompt_budget_follows_the_measured_prompt_speed():
-    config = GeneratorConfig(name="g", backend="llama-cpp", context_tokens=4096, max_tokens=160,
-                             prompt_tokens_per_s=150, prompt_s=4)
+    config = GeneratorConfig(
+        name="g", backend="llama-cpp", context_tokens=4096, max_tokens=160, prompt_tokens_per_s=150, prompt_s=4
+    )
     assert config.prompt_budget() == 600
     assert config.model_copy(update={"max_prompt_tokens": 300}).prompt_budget() == 300
     assert GeneratorConfig(name="g", backend="openai", context_tokens=4096, max_tokens=400).prompt_budget() == 3632

@@ -22,16 +22,24 @@ from ragnarok.stages.generate.base import GeneratorConfig
 
 QUESTION = "how do I parse command-line arguments"
 SENTENCES = ["Use the argparse module to parse command-line arguments.", "Bananas are yellow fruit."]
-SEGMENTS = {"stdlib.argparse": "Use the argparse module to parse command-line arguments.",
-            "fruit": "A recipe for banana bread with walnuts."}
-NUGGETS = [{"text": "use the argparse module", "importance": "vital"},
-           {"text": "getopt is a C-style alternative", "importance": "okay"}]
+SEGMENTS = {
+    "stdlib.argparse": "Use the argparse module to parse command-line arguments.",
+    "fruit": "A recipe for banana bread with walnuts.",
+}
+NUGGETS = [
+    {"text": "use the argparse module", "importance": "vital"},
+    {"text": "getopt is a C-style alternative", "importance": "okay"},
+]
 GOLD = ["Use the argparse module: create an ArgumentParser and call parse_args()."]
 
 
 def body(**extra) -> dict:
-    answer = {"topic_id": "demo-01", "topic": QUESTION, "references": list(SEGMENTS),
-              "answer": [{"text": SENTENCES[0], "citations": [0]}, {"text": SENTENCES[1], "citations": [1]}]}
+    answer = {
+        "topic_id": "demo-01",
+        "topic": QUESTION,
+        "references": list(SEGMENTS),
+        "answer": [{"text": SENTENCES[0], "citations": [0]}, {"text": SENTENCES[1], "citations": [1]}],
+    }
     return {"answer": answer, **extra}
 
 
@@ -42,13 +50,26 @@ def scripted_base():
 
 
 def settings_with_judges(data_dir, base: str, **extra) -> Settings:
-    return Settings(data_dir=data_dir, generators=[
-        GeneratorConfig(name="scripted", backend="openai", base_url=base, model="scripted", timeout_s=1,
-                        max_retries=0),
-        GeneratorConfig(name="patient", backend="openai", base_url=base, model="scripted", timeout_s=10,
-                        max_retries=0),
-        GeneratorConfig(name="down", backend="openai", base_url=f"http://127.0.0.1:{free_port()}/v1",
-                        model="x", timeout_s=1, max_retries=0)], **extra)
+    return Settings(
+        data_dir=data_dir,
+        generators=[
+            GeneratorConfig(
+                name="scripted", backend="openai", base_url=base, model="scripted", timeout_s=1, max_retries=0
+            ),
+            GeneratorConfig(
+                name="patient", backend="openai", base_url=base, model="scripted", timeout_s=10, max_retries=0
+            ),
+            GeneratorConfig(
+                name="down",
+                backend="openai",
+                base_url=f"http://127.0.0.1:{free_port()}/v1",
+                model="x",
+                timeout_s=1,
+                max_retries=0,
+            ),
+        ],
+        **extra,
+    )
 
 
 @pytest.fixture
@@ -68,37 +89,68 @@ def test_the_proxy_judge_by_default_with_the_same_scores_as_eval_rag(client):
     # the same code as the CLI: eval-rag's evaluate_run on the same answer gives the same scores
     answer = Answer("demo-01", QUESTION, [(SENTENCES[0], [0]), (SENTENCES[1], [1])], list(SEGMENTS))
     nuggets = TopicNuggets(qid="demo-01", query=QUESTION, nuggets=[Nugget(**n) for n in NUGGETS])
-    cli = evaluate_run("r", {"demo-01": answer}, ProxyJudge(), nuggets={"demo-01": nuggets},
-                       segments=SEGMENTS.get, references={"demo-01": GOLD}).topics["demo-01"].scores
+    cli = (
+        evaluate_run(
+            "r",
+            {"demo-01": answer},
+            ProxyJudge(),
+            nuggets={"demo-01": nuggets},
+            segments=SEGMENTS.get,
+            references={"demo-01": GOLD},
+        )
+        .topics["demo-01"]
+        .scores
+    )
     assert out["scores"] == pytest.approx(cli)
     assert {k: out["scores"][k] for k in ("strict_vital", "vital", "strict_all", "all")} == {
-        "strict_vital": 1.0, "vital": 1.0, "strict_all": 0.5, "all": 0.5}
+        "strict_vital": 1.0,
+        "vital": 1.0,
+        "strict_all": 0.5,
+        "all": 0.5,
+    }
     assert out["scores"]["support_precision"] == 0.5 and out["scores"]["support_recall"] == 0.5
     expected = reference_scores(" ".join(SENTENCES), GOLD)  # the libraries' own numbers
     assert {k: out["scores"][k] for k in expected} == pytest.approx(expected)
 
 
 def test_an_llm_judge_is_named_its_labels_scored_and_cached(client):
-    answer = {"topic_id": "q", "topic": "question", "references": ["s1", "s2"],
-              "answer": [{"text": "A GOOD answer.", "citations": [0, 1]}]}
-    nuggets = [{"text": "GOOD one", "importance": "vital"}, {"text": "HALF two", "importance": "vital"},
-               {"text": "three", "importance": "okay"}, {"text": "GOOD four", "importance": "okay"}]
-    request = {"answer": answer, "nuggets": nuggets, "segments": {"s1": "GOOD passage", "s2": "HALF passage"},
-               "judge": "scripted"}
+    answer = {
+        "topic_id": "q",
+        "topic": "question",
+        "references": ["s1", "s2"],
+        "answer": [{"text": "A GOOD answer.", "citations": [0, 1]}],
+    }
+    nuggets = [
+        {"text": "GOOD one", "importance": "vital"},
+        {"text": "HALF two", "importance": "vital"},
+        {"text": "three", "importance": "okay"},
+        {"text": "GOOD four", "importance": "okay"},
+    ]
+    request = {
+        "answer": answer,
+        "nuggets": nuggets,
+        "segments": {"s1": "GOOD passage", "s2": "HALF passage"},
+        "judge": "scripted",
+    }
     r = client.post("/v1/evaluate", json=request)
     assert r.status_code == 200, r.text
     out = r.json()
     assert out["proxy"] is False and out["judge"] == "LLM judge scripted:openai:scripted"
-    assert out["scores"] == {"strict_vital": 0.5, "vital": 0.75, "strict_all": 0.5, "all": 0.625,
-                             "support_precision": 0.75, "support_recall": 1.0}  # nuggetizer's numbers
+    assert out["scores"] == {
+        "strict_vital": 0.5,
+        "vital": 0.75,
+        "strict_all": 0.5,
+        "all": 0.625,
+        "support_precision": 0.75,
+        "support_recall": 1.0,
+    }  # nuggetizer's numbers
     assert out["support"] == [["full_support", "partial_support"]]
     assert out["judgments"] == 3 and out["cached"] == 0  # one assignment call, two support judgments
     again = client.post("/v1/evaluate", json=request).json()
     assert again["scores"] == out["scores"] and again["cached"] == 3
     geval = client.post("/v1/evaluate", json={"answer": answer, "judge": "scripted", "geval": True}).json()
     assert geval["scores"] == {f"geval_{k}": 5.0 for k in ("coherence", "consistency", "fluency", "relevance")}
-    malformed = client.post("/v1/evaluate", json={**request, "nuggets": [{"text": "MALFORMED"}],
-                                                   "segments": None})
+    malformed = client.post("/v1/evaluate", json={**request, "nuggets": [{"text": "MALFORMED"}], "segments": None})
     assert malformed.status_code == 200, malformed.text
     got = malformed.json()
     assert got["failed"] == 1 and got["nuggets"][0]["assignment"] is None and got["scores"]["all"] == 0.0
@@ -106,8 +158,12 @@ def test_an_llm_judge_is_named_its_labels_scored_and_cached(client):
 
 def test_cited_segments_from_the_demo_index(tmp_path, demo_settings):
     with TestClient(create_app(demo_settings.model_copy(update={"judge": None}), arena=False)) as c:
-        answer = {"topic_id": "demo-01", "topic": QUESTION, "references": ["stdlib.argparse#0_0", "no.such.segment"],
-                  "answer": [{"text": SENTENCES[0], "citations": [0, 1]}]}
+        answer = {
+            "topic_id": "demo-01",
+            "topic": QUESTION,
+            "references": ["stdlib.argparse#0_0", "no.such.segment"],
+            "answer": [{"text": SENTENCES[0], "citations": [0, 1]}],
+        }
         r = c.post("/v1/evaluate", json={"answer": answer, "index": "demo"})
         assert r.status_code == 200, r.text
         out = r.json()
@@ -116,19 +172,22 @@ def test_cited_segments_from_the_demo_index(tmp_path, demo_settings):
         assert c.post("/v1/evaluate", json={"answer": answer, "index": "nope"}).status_code == 404
 
 
-@pytest.mark.parametrize("change, status, message", [
-    ({}, 422, "nothing to score"),
-    ({"geval": True}, 422, "needs an LLM judge"),
-    ({"nuggets": []}, 422, "nuggets is empty"),
-    ({"gold_answers": ["  "]}, 422, "no non-empty answer"),
-    ({"segments": SEGMENTS, "index": "demo"}, 422, "not both"),
-    ({"nuggets": [{"text": "x"}] * (MAX_NUGGETS + 1)}, 413, f"the limit is {MAX_NUGGETS}"),
-    ({"segments": {"a": "x" * 200_000}}, 413, "the limit is 100,000"),
-    ({"nuggets": NUGGETS, "judge": "nope"}, 404, "unknown generator (the name is not echoed); available: "),
-    ({"nuggets": NUGGETS, "judge": "extractive"}, 422, "not an LLM"),
-    ({"nuggets": NUGGETS, "judge": "down"}, 502, "down"),
-    ({"nuggets": [{"text": "x", "importance": "essential"}]}, 422, "importance"),
-])
+@pytest.mark.parametrize(
+    "change, status, message",
+    [
+        ({}, 422, "nothing to score"),
+        ({"geval": True}, 422, "needs an LLM judge"),
+        ({"nuggets": []}, 422, "nuggets is empty"),
+        ({"gold_answers": ["  "]}, 422, "no non-empty answer"),
+        ({"segments": SEGMENTS, "index": "demo"}, 422, "not both"),
+        ({"nuggets": [{"text": "x"}] * (MAX_NUGGETS + 1)}, 413, f"the limit is {MAX_NUGGETS}"),
+        ({"segments": {"a": "x" * 200_000}}, 413, "the limit is 100,000"),
+        ({"nuggets": NUGGETS, "judge": "nope"}, 404, "unknown generator (the name is not echoed); available: "),
+        ({"nuggets": NUGGETS, "judge": "extractive"}, 422, "not an LLM"),
+        ({"nuggets": NUGGETS, "judge": "down"}, 502, "down"),
+        ({"nuggets": [{"text": "x", "importance": "essential"}]}, 422, "importance"),
+    ],
+)
 def test_bad_requests_are_named(client, change, status, message):
     r = client.post("/v1/evaluate", json=body(**change))
     assert r.status_code == status, r.text
@@ -142,8 +201,7 @@ def test_the_answer_itself_is_checked(client):
     assert r.status_code == 422 and "outside references" in r.text
     empty = {**base, "answer": {**base["answer"], "answer": []}}
     assert client.post("/v1/evaluate", json=empty).status_code == 422
-    long = {**base, "answer": {**base["answer"], "references": [],
-                               "answer": [{"text": "x"}] * (MAX_SENTENCES + 1)}}
+    long = {**base, "answer": {**base["answer"], "references": [], "answer": [{"text": "x"}] * (MAX_SENTENCES + 1)}}
     r = client.post("/v1/evaluate", json=long)
     assert r.status_code == 413 and "answer sentences" in r.text
     assert client.post("/v1/evaluate", json={**base, "extra": 1}).status_code == 422
@@ -160,13 +218,16 @@ def test_a_slow_judge_is_a_504(tmp_path, scripted_base):
         assert r.status_code == 504 and "no answer within 2 s" in r.text, r.text
 
 
-@pytest.mark.parametrize("change", [
-    {"answer": {**body()["answer"], "answer": [{"text": SENTENCES[0], "citations": ["0"]}]}},
-    {"answer": {**body()["answer"], "answer": [{"text": SENTENCES[0], "citations": [True]}]}},
-    {"answer": {**body()["answer"], "answer": [{"text": SENTENCES[0], "citations": [0.0]}]}},
-    {"geval": "yes"},
-    {"geval": 1},
-])
+@pytest.mark.parametrize(
+    "change",
+    [
+        {"answer": {**body()["answer"], "answer": [{"text": SENTENCES[0], "citations": ["0"]}]}},
+        {"answer": {**body()["answer"], "answer": [{"text": SENTENCES[0], "citations": [True]}]}},
+        {"answer": {**body()["answer"], "answer": [{"text": SENTENCES[0], "citations": [0.0]}]}},
+        {"geval": "yes"},
+        {"geval": 1},
+    ],
+)
 def test_types_are_strict(client, change):
     """Issue 26: no coercion of strings, booleans or floats into citations, nor of "yes" into a flag."""
     r = client.post("/v1/evaluate", json={**body(nuggets=NUGGETS, segments=SEGMENTS), **change})
@@ -174,8 +235,10 @@ def test_types_are_strict(client, change):
 
 
 def test_nugget_importance_is_read_in_any_case_as_in_the_cli(client):
-    nuggets = [{"text": NUGGETS[0]["text"], "importance": "Vital"},
-               {"text": NUGGETS[1]["text"], "importance": " OKAY "}]
+    nuggets = [
+        {"text": NUGGETS[0]["text"], "importance": "Vital"},
+        {"text": NUGGETS[1]["text"], "importance": " OKAY "},
+    ]
     r = client.post("/v1/evaluate", json=body(nuggets=nuggets))
     assert r.status_code == 200, r.text
     assert [n["importance"] for n in r.json()["nuggets"]] == ["vital", "okay"]

@@ -13,8 +13,10 @@ from ragnarok.core.settings import Settings
 from ragnarok.stages.generate.base import GeneratorConfig
 from ragnarok.stages.generate.cite import NO_ANSWER_TEXT
 
-REQUEST = {"query": {"text": TOPIC.text, "qid": TOPIC.qid},
-           "candidates": [c.model_dump(mode="json", exclude_none=True) for c in CANDIDATES]}
+REQUEST = {
+    "query": {"text": TOPIC.text, "qid": TOPIC.qid},
+    "candidates": [c.model_dump(mode="json", exclude_none=True) for c in CANDIDATES],
+}
 
 
 @pytest.fixture(scope="module")
@@ -25,12 +27,16 @@ def flaky_base():
 
 @pytest.fixture
 def client(tmp_path, flaky_base):
-    settings = Settings(data_dir=tmp_path, generators=[
-        GeneratorConfig(name="broken", backend="openai", base_url=flaky_base, model="down-500", max_retries=0),
-        GeneratorConfig(name="slow", backend="openai", base_url=flaky_base, model="slow", timeout_s=0.5,
-                        max_retries=0),
-        GeneratorConfig(name="offline", backend="openai", base_url="http://127.0.0.1:9/v1", model="x"),
-    ])
+    settings = Settings(
+        data_dir=tmp_path,
+        generators=[
+            GeneratorConfig(name="broken", backend="openai", base_url=flaky_base, model="down-500", max_retries=0),
+            GeneratorConfig(
+                name="slow", backend="openai", base_url=flaky_base, model="slow", timeout_s=0.5, max_retries=0
+            ),
+            GeneratorConfig(name="offline", backend="openai", base_url="http://127.0.0.1:9/v1", model="x"),
+        ],
+    )
     with TestClient(create_app(settings)) as c:
         yield c
 
@@ -68,19 +74,30 @@ def test_generators_say_what_is_available_and_why_not(client):
     assert {"chatqa", "ragnarok", "biogen", "report"} <= names
 
 
-@pytest.mark.parametrize(("body", "status", "words"), [
-    ({"request": REQUEST, "generator": "gpt-5"}, 404, "unknown generator (the name is not echoed)"),
-    ({"request": REQUEST, "template": "haiku"}, 404, "unknown prompt template (the name is not echoed)"),
-    ({"request": REQUEST, "k": 0}, 422, "k must be"),
-    ({"request": REQUEST, "k": 101}, 422, "k must be"),
-    ({"request": REQUEST, "topic": "   "}, 422, "topic is empty"),
-    ({"request": REQUEST, "topic": "x" * 5000}, 413, "limit"),
-    ({"topic": "no request"}, 422, "request"),
-    ({"request": {"query": {"text": "q"}, "candidates": [{"docid": "d", "score": 1.0}] * 1001}}, 413, "candidates"),
-    ({"request": {"query": {"text": "q"}, "candidates": [{"docid": "d", "score": 1, "doc": {"segment": "a" * 100_001}}]}},
-     413, "characters"),
-    ({"request": REQUEST, "generator": "gpt-4o"}, 422, "OPENAI_API_KEY is not set"),
-])
+@pytest.mark.parametrize(
+    ("body", "status", "words"),
+    [
+        ({"request": REQUEST, "generator": "gpt-5"}, 404, "unknown generator (the name is not echoed)"),
+        ({"request": REQUEST, "template": "haiku"}, 404, "unknown prompt template (the name is not echoed)"),
+        ({"request": REQUEST, "k": 0}, 422, "k must be"),
+        ({"request": REQUEST, "k": 101}, 422, "k must be"),
+        ({"request": REQUEST, "topic": "   "}, 422, "topic is empty"),
+        ({"request": REQUEST, "topic": "x" * 5000}, 413, "limit"),
+        ({"topic": "no request"}, 422, "request"),
+        ({"request": {"query": {"text": "q"}, "candidates": [{"docid": "d", "score": 1.0}] * 1001}}, 413, "candidates"),
+        (
+            {
+                "request": {
+                    "query": {"text": "q"},
+                    "candidates": [{"docid": "d", "score": 1, "doc": {"segment": "a" * 100_001}}],
+                }
+            },
+            413,
+            "characters",
+        ),
+        ({"request": REQUEST, "generator": "gpt-4o"}, 422, "OPENAI_API_KEY is not set"),
+    ],
+)
 def test_bad_input(client, body, status, words):
     r = client.post("/v1/generate", json=body)
     assert r.status_code == status, r.text[:300]

@@ -48,8 +48,15 @@ def test_anserini_search_shape(client):
 
 def test_retrievers_listing_and_docs(client):
     listed = client.get("/v1/retrievers").json()
-    assert {"name": "bm25+rm3", "index": "small", "kind": "local", "available": True, "status": "available",
-            "reason": "", "progress": None} in listed
+    assert {
+        "name": "bm25+rm3",
+        "index": "small",
+        "kind": "local",
+        "available": True,
+        "status": "available",
+        "reason": "",
+        "progress": None,
+    } in listed
     demo = [x for x in listed if x["index"] == "demo"]
     assert demo and not demo[0]["available"] and "no Lucene index" in demo[0]["reason"]
     assert demo[0]["status"] == "unavailable"
@@ -83,13 +90,16 @@ def test_bad_input_is_a_clear_4xx(client, case):
     assert words in str(r.json()["detail"])
 
 
-@pytest.mark.parametrize(("params", "status"), [
-    ({"query": "", "hits": 5}, 422),
-    ({"hits": 5}, 422),
-    ({"query": "x", "hits": 0}, 422),
-    ({"query": "x", "hits": "many"}, 422),
-    ({"query": "\ufffd broken"}, 400),
-])
+@pytest.mark.parametrize(
+    ("params", "status"),
+    [
+        ({"query": "", "hits": 5}, 422),
+        ({"hits": 5}, 422),
+        ({"query": "x", "hits": 0}, 422),
+        ({"query": "x", "hits": "many"}, 422),
+        ({"query": "\ufffd broken"}, 400),
+    ],
+)
 def test_bad_search_params(client, params, status):
     assert client.get("/v1/small/search", params=params).status_code == status
 

@@ -16,14 +16,28 @@ from httpx_sse import connect_sse
 from servers import serve_app
 from sse_fakes import Script, streaming_openai_app
 
-CANDIDATES = {"query": {"text": "how do I parse command line arguments", "qid": "q1"},
-              "candidates": [{"docid": "argparse#0", "score": 2.0, "doc": {
-                  "segment": "The argparse module makes it easy to write user-friendly command-line interfaces. "
-                             "It parses the arguments defined in sys.argv."}},
-                             {"docid": "getopt#0", "score": 1.0, "doc": {
-                  "segment": "The getopt module is a parser for command line options whose API is designed to "
-                             "be familiar to users of the C getopt function. argparse generates help and usage "
-                             "messages."}}]}
+CANDIDATES = {
+    "query": {"text": "how do I parse command line arguments", "qid": "q1"},
+    "candidates": [
+        {
+            "docid": "argparse#0",
+            "score": 2.0,
+            "doc": {
+                "segment": "The argparse module makes it easy to write user-friendly command-line interfaces. "
+                "It parses the arguments defined in sys.argv."
+            },
+        },
+        {
+            "docid": "getopt#0",
+            "score": 1.0,
+            "doc": {
+                "segment": "The getopt module is a parser for command line options whose API is designed to "
+                "be familiar to users of the C getopt function. argparse generates help and usage "
+                "messages."
+            },
+        },
+    ],
+}
 
 
 @pytest.fixture(scope="module")
@@ -37,11 +51,13 @@ def _generators(base: str) -> list:
     from ragnarok.stages.generate.base import GeneratorConfig
 
     def llm(name: str, **extra) -> GeneratorConfig:
-        return GeneratorConfig(name=name, backend="openai", base_url=base + "/v1", model="fake", max_retries=0,
-                               **extra)
+        return GeneratorConfig(name=name, backend="openai", base_url=base + "/v1", model="fake", max_retries=0, **extra)
 
-    return [llm("fake"), llm("quick", first_token_s=0.5, stall_s=0.5, timeout_s=20),
-            llm("counted", max_concurrency=1, slot_wait_s=2)]
+    return [
+        llm("fake"),
+        llm("quick", first_token_s=0.5, stall_s=0.5, timeout_s=20),
+        llm("counted", max_concurrency=1, slot_wait_s=2),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -106,8 +122,7 @@ def test_generate_streams_and_done_is_the_plain_body(service, script):
 
 
 def test_rag_streams_stages_then_the_answer(service, script):
-    body = {"topic": "how do I parse command line arguments in python", "pipeline": "bm25@20 | fake",
-            "segments": True}
+    body = {"topic": "how do I parse command line arguments in python", "pipeline": "bm25@20 | fake", "segments": True}
     plain = httpx.post(service + "/rag", json=body, timeout=120)
     assert plain.status_code == 200
     got = events(service, "/rag", {**body, "stream": True})
@@ -127,9 +142,13 @@ def test_extractive_streams_its_sentences_at_once(service):
     assert len([n for n, _ in got if n == "sentence"]) == len(json.loads(plain.text)["answer"])
 
 
-@pytest.mark.parametrize("path,body", [
-    ("/v1/generate", {"request": CANDIDATES, "generator": "fake"}),
-    ("/rag", {"topic": "argparse", "pipeline": "bm25@20 | fake"})])
+@pytest.mark.parametrize(
+    "path,body",
+    [
+        ("/v1/generate", {"request": CANDIDATES, "generator": "fake"}),
+        ("/rag", {"topic": "argparse", "pipeline": "bm25@20 | fake"}),
+    ],
+)
 @pytest.mark.parametrize("value", ["yes", 1, None, [True]])
 def test_stream_must_be_a_boolean(service, path, body, value):
     response = httpx.post(service + path, json={**body, "stream": value}, timeout=30)
@@ -138,21 +157,26 @@ def test_stream_must_be_a_boolean(service, path, body, value):
 
 def test_a_failure_before_the_first_token_is_a_json_error(service, script):
     script.first_wait_s = 3  # over `quick`'s first_token_s (0.5 s)
-    response = httpx.post(service + "/v1/generate", json={"request": CANDIDATES, "generator": "quick",
-                                                          "stream": True}, timeout=30)
+    response = httpx.post(
+        service + "/v1/generate", json={"request": CANDIDATES, "generator": "quick", "stream": True}, timeout=30
+    )
     assert response.status_code == 504 and response.headers["content-type"] == "application/json"
     detail = response.json()["detail"]
     assert detail["generator"] == "quick" and detail["deadline"] == "first_token"
     assert detail["error"] == "no first token within 0.5 s (first_token_s)"
-    unknown = httpx.post(service + "/rag", json={"topic": "argparse", "pipeline": "bm25@20 | nosuch",
-                                                 "stream": True}, timeout=30)
+    unknown = httpx.post(
+        service + "/rag", json={"topic": "argparse", "pipeline": "bm25@20 | nosuch", "stream": True}, timeout=30
+    )
     assert unknown.status_code == 404 and unknown.headers["content-type"] == "application/json"
 
 
 def test_a_stall_after_the_start_is_an_error_event_naming_the_stage(service, script):
     script.stall_after = 3  # three pieces, then 5 s of silence: over `quick`'s stall_s (0.5 s)
-    got = events(service, "/rag", {"topic": "how do I parse command line arguments", "pipeline": "bm25@5 | quick",
-                                   "stream": True})
+    got = events(
+        service,
+        "/rag",
+        {"topic": "how do I parse command line arguments", "pipeline": "bm25@5 | quick", "stream": True},
+    )
     names = [n for n, _ in got]
     assert names[0] == "stage" and "delta" in names and names[-1] == "error"
     error = got[-1][1]
@@ -179,8 +203,7 @@ def test_a_client_that_goes_away_stops_the_backend_and_frees_its_slot(fake, serv
     script.pieces = [f" word{i}." for i in range(200)]
     script.each_wait_s = 0.05  # 10 s in all
     body = {"request": CANDIDATES, "generator": "counted", "stream": True}
-    with httpx.Client(timeout=30) as client, connect_sse(client, "POST", service + "/v1/generate",
-                                                         json=body) as source:
+    with httpx.Client(timeout=30) as client, connect_sse(client, "POST", service + "/v1/generate", json=body) as source:
         seen = 0
         for sse in source.iter_sse():
             seen += sse.event == "delta"
@@ -208,8 +231,9 @@ def test_the_gateway_streams_across_http(fake, demo_settings, script):
     ag = create_app(Settings(data_dir=demo_settings.data_dir, generators=_generators(base)), arena=False)
     script.each_wait_s = 0.4
     with serve_app(ag) as ag_url:
-        gateway = create_app(Settings(data_dir=demo_settings.data_dir, generators=_generators(base),
-                                      generation_url=ag_url), arena=False)
+        gateway = create_app(
+            Settings(data_dir=demo_settings.data_dir, generators=_generators(base), generation_url=ag_url), arena=False
+        )
         with serve_app(gateway) as url:
             body = {"topic": "how do I parse command line arguments", "pipeline": "bm25@20 | fake"}
             script.each_wait_s = 0.0
@@ -217,8 +241,10 @@ def test_the_gateway_streams_across_http(fake, demo_settings, script):
             script.each_wait_s = 0.4
             arrivals = []
             start = time.monotonic()
-            with httpx.Client(timeout=60) as client, connect_sse(client, "POST", url + "/rag",
-                                                                 json={**body, "stream": True}) as source:
+            with (
+                httpx.Client(timeout=60) as client,
+                connect_sse(client, "POST", url + "/rag", json={**body, "stream": True}) as source,
+            ):
                 for sse in source.iter_sse():
                     arrivals.append((sse.event, time.monotonic() - start, sse.data))
     deltas = [t for name, t, _ in arrivals if name == "delta"]
@@ -234,8 +260,12 @@ def test_a_streamed_answer_is_paid_for_with_a_key(fake, demo_settings, tmp_path,
     from ragnarok.core.settings import Settings
 
     _, base = fake
-    settings = Settings(data_dir=demo_settings.data_dir, generators=_generators(base), auth="keys",
-                        database_url=f"sqlite:///{tmp_path / 'keys.db'}")
+    settings = Settings(
+        data_dir=demo_settings.data_dir,
+        generators=_generators(base),
+        auth="keys",
+        database_url=f"sqlite:///{tmp_path / 'keys.db'}",
+    )
     store = AuthStore.for_settings(settings)
     _, secret = store.create("streamer", ["generate"], budget_calls=1)
     headers = {"Authorization": f"Bearer {secret}"}
@@ -270,12 +300,15 @@ def test_a_server_that_does_not_stream_is_answered_whole(demo_settings):
         return {"choices": [{"message": {"content": "Use argparse [1]. Or getopt [2]."}, "finish_reason": "stop"}]}
 
     with serve_app(plain_server) as base:
-        settings = Settings(data_dir=demo_settings.data_dir, generators=[GeneratorConfig(
-            name="plain", backend="openai", base_url=base + "/v1", model="m", max_retries=0)])
+        settings = Settings(
+            data_dir=demo_settings.data_dir,
+            generators=[
+                GeneratorConfig(name="plain", backend="openai", base_url=base + "/v1", model="m", max_retries=0)
+            ],
+        )
         with serve_app(create_app(settings, arena=False)) as url:
             body = {"request": CANDIDATES, "generator": "plain"}
             plain = httpx.post(url + "/v1/generate", json=body, timeout=30).text
             got = events(url, "/v1/generate", {**body, "stream": True})
     assert [n for n, _ in got] == ["references", "delta", "sentence", "sentence", "done"]
     assert got[-1][1] == plain
-

@@ -28,8 +28,12 @@ BM25 = "msmarco-v2.1-doc-segmented"
 
 
 def settings_for(tmp_path: Path, prebuilt_dir: Path | None = None, **indexes: str) -> Settings:
-    return Settings(data_dir=tmp_path / "data", prebuilt_dir=prebuilt_dir,
-                    indexes={"v21": f"prebuilt:{BM25}", **indexes}, default_index="v21")
+    return Settings(
+        data_dir=tmp_path / "data",
+        prebuilt_dir=prebuilt_dir,
+        indexes={"v21": f"prebuilt:{BM25}", **indexes},
+        default_index="v21",
+    )
 
 
 def queries(v21, n: int = 20) -> np.ndarray:
@@ -57,8 +61,9 @@ def test_the_set_ranks_as_one_index_searched_exactly(v21_env, tmp_path):
     for q in queries(v21_env):
         assert [d for d, _ in one.search_vector(q, 100)] == exact(v21_env, q)
     int8 = RetrievalService(settings_for(tmp_path)).get(f"dense:prebuilt:{SET}", "v21")  # efSearch 1000
-    recall = np.mean([len({d for d, _ in int8.search_vector(q, 100)} & set(exact(v21_env, q))) / 100
-                      for q in queries(v21_env)])
+    recall = np.mean(
+        [len({d for d, _ in int8.search_vector(q, 100)} & set(exact(v21_env, q))) / 100 for q in queries(v21_env)]
+    )
     assert recall >= 0.7, recall
     assert int8._index.shards == 10 and int8._index.ef_search == 1000 and int8._index.dim == 384
 
@@ -75,8 +80,11 @@ def test_queries_are_encoded_by_arctics_recipe(v21_env, tmp_path):
     mean = tmp_path / "mean-pooled"
     subprocess.run(["cp", "-r", str(v21_env.arctic), str(mean)], check=True)
     pooling = mean / "1_Pooling" / "config.json"
-    pooling.write_text(json.dumps({**json.loads(pooling.read_text()), "pooling_mode_cls_token": False,
-                                   "pooling_mode_mean_tokens": True}))
+    pooling.write_text(
+        json.dumps(
+            {**json.loads(pooling.read_text()), "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True}
+        )
+    )
     with pytest.raises(FileNotFoundError, match="pools by mean; its model card's recipe is cls pooling"):
         check_recipe("arctic-l", str(mean))
 
@@ -86,8 +94,11 @@ def test_the_set_wherever_the_grammar_takes_a_retriever(v21_env, tmp_path):
     from ragnarok.optimize.space import build_space
 
     with TestClient(create_app(settings_for(tmp_path), arena=False)) as client:
-        for spec in (f"dense:prebuilt:{SET}@5 | extractive", f"rrf(bm25, dense:prebuilt:{SET})@10 | extractive",
-                     f"cc(bm25=0.4, dense:prebuilt:{SET}:ef_500=0.6)@10 | mmr@5 | extractive"):
+        for spec in (
+            f"dense:prebuilt:{SET}@5 | extractive",
+            f"rrf(bm25, dense:prebuilt:{SET})@10 | extractive",
+            f"cc(bm25=0.4, dense:prebuilt:{SET}:ef_500=0.6)@10 | mmr@5 | extractive",
+        ):
             answer = client.post("/rag", json={"topic": "a language for numerical processes", "pipeline": spec})
             assert answer.status_code == 200, (spec, answer.text)
             body = answer.json()
@@ -98,9 +109,11 @@ def test_the_set_wherever_the_grammar_takes_a_retriever(v21_env, tmp_path):
         bad = client.post("/rag", json={"topic": "x", "pipeline": f"dense:prebuilt:{SET}:ef_0@5 | extractive"})
         assert bad.status_code == 422 and "ef_N" in bad.text
     config = tmp_path / "space.yaml"
-    config.write_text(f"index: v21\ntopics: demo\nqrels: demo\nobjective: nDCG@10\nbudget: {{trials: 2}}\nnodes:\n"
-                      f"  - node: semantic\n    modules: [{{module: dense, model: 'prebuilt:{SET}'}}]\n"
-                      "  - node: retrieval\n    modules: [{module: semantic, depth: 10}]\n")
+    config.write_text(
+        f"index: v21\ntopics: demo\nqrels: demo\nobjective: nDCG@10\nbudget: {{trials: 2}}\nnodes:\n"
+        f"  - node: semantic\n    modules: [{{module: dense, model: 'prebuilt:{SET}'}}]\n"
+        "  - node: retrieval\n    modules: [{module: semantic, depth: 10}]\n"
+    )
     space = build_space(*load_config(config), settings_for(tmp_path))
     assert space.spec({}) == f"dense:prebuilt:{SET}@10"
 
@@ -136,18 +149,25 @@ def test_hits_the_bm25_index_has_no_text_for_are_dropped_and_counted(v21_env, tm
     half = tmp_path / "half.jsonl"
     lines = v21_env.collection.read_text(encoding="utf-8").splitlines()
     half.write_text("\n".join(lines[: len(lines) // 2]) + "\n", encoding="utf-8")
-    subprocess.run([sys.executable, "-m", "ragnarok.cli", "index", str(half), str(tmp_path / "half")], check=True,
-                   capture_output=True, timeout=300)
+    subprocess.run(
+        [sys.executable, "-m", "ragnarok.cli", "index", str(half), str(tmp_path / "half")],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     kept = {json.loads(line)["docid"] for line in lines[: len(lines) // 2]}
     with TestClient(create_app(settings_for(tmp_path, half=str(tmp_path / "half")), arena=False)) as client:
-        answer = client.post("/v1/retrieve", json={"query": "numerical processes", "index": "half", "k": 40,
-                                                   "retriever": f"dense:prebuilt:{SET}"})
+        answer = client.post(
+            "/v1/retrieve",
+            json={"query": "numerical processes", "index": "half", "k": 40, "retriever": f"dense:prebuilt:{SET}"},
+        )
         assert answer.status_code == 200, answer.text
         found = [c["docid"] for c in answer.json()["candidates"]]
         dropped = int(answer.headers["Ragnarok-Dropped-Hits"].split()[0])
         assert set(found) <= kept and dropped > 0 and len(found) + dropped == 40
-        assert answer.headers["Ragnarok-Dropped-Hits"].endswith("hits dropped: their docids are not in the index of "
-                                                                "texts")
+        assert answer.headers["Ragnarok-Dropped-Hits"].endswith(
+            "hits dropped: their docids are not in the index of texts"
+        )
 
 
 def test_the_catalogues_other_dense_indexes_say_what_they_lack(v21_env, tmp_path):

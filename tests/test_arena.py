@@ -30,11 +30,7 @@ TOPIC = "compress a file with gzip"
 
 def test_identify_keys_a_pipeline_by_component():
     p = identify("rrf(bm25, bm25+rocchio)@50 | embedding@10 | smollm2:chatqa")
-    assert (p.retriever, p.reranker, p.generator) == (
-        "rrf(bm25, bm25+rocchio)@50",
-        "embedding@10",
-        "smollm2:chatqa",
-    )
+    assert (p.retriever, p.reranker, p.generator) == ("rrf(bm25, bm25+rocchio)@50", "embedding@10", "smollm2:chatqa")
     assert identify("bm25@20|extractive").as_dict() == {
         "spec": "bm25@20 | extractive",
         "retriever": "bm25@20",
@@ -61,7 +57,9 @@ def test_default_pool_is_the_product_of_available_components():
     fused = default_specs(["bm25", "bm25+rocchio", "dense:minilm"], ["extractive"])
     assert fused[-1] == "rrf(bm25+rocchio, dense:minilm)@20 | extractive" and len(fused) == 4
     assert default_specs(["bm25", "bm25+rocchio"], ["extractive"]) == [
-        "bm25@20 | extractive", "bm25+rocchio@20 | extractive"]  # no dense index yet: no fusion
+        "bm25@20 | extractive",
+        "bm25+rocchio@20 | extractive",
+    ]  # no dense index yet: no fusion
 
 
 def test_pairs_are_different_favour_fewer_votes_and_swap_sides():
@@ -117,10 +115,7 @@ def test_answer_html_escapes_corpus_and_model_text():
             {"text": "</p><script>alert(5)</script>", "citations": []},
         ],
     }
-    segments = {
-        "doc#1": EVIL_SEGMENT,
-        "doc#2": {"title": "Safe", "segment": "ok", "url": 'https://e.org/?a=1&b="2"'},
-    }
+    segments = {"doc#1": EVIL_SEGMENT, "doc#2": {"title": "Safe", "segment": "ok", "url": 'https://e.org/?a=1&b="2"'}}
     html = render.answer_html(answer, segments)
     parsed = _parse(html)
     assert {tag for tag, _ in parsed.tags} <= {"div", "p", "span", "a"}  # no script, no img, no b
@@ -169,9 +164,7 @@ def test_boards_from_known_battles():
 
 @pytest.fixture
 def api_settings(demo_settings, tmp_path):
-    return demo_settings.model_copy(
-        update={"arena_pool": POOL, "database_url": f"sqlite:///{tmp_path / 'votes.db'}"}
-    )
+    return demo_settings.model_copy(update={"arena_pool": POOL, "database_url": f"sqlite:///{tmp_path / 'votes.db'}"})
 
 
 def _arena(settings) -> Arena:
@@ -203,11 +196,7 @@ def test_blinded_battle_names_no_pipeline_until_the_vote(api_settings):
     assert stored.pipeline_a["spec"] != stored.pipeline_b["spec"]
 
     voted = arena.vote(view.battle_id, "b", "session-1", "client:127.0.0.1")
-    assert (
-        voted.voted
-        and stored.pipeline_a["spec"] in voted.status
-        and stored.pipeline_b["spec"] in voted.status
-    )
+    assert voted.voted and stored.pipeline_a["spec"] in voted.status and stored.pipeline_b["spec"] in voted.status
     again = arena.vote(view.battle_id, "a", "session-1", "client:127.0.0.1")  # a second click, or a replay
     assert not again.voted and "voted on already" in again.status
     assert arena.store.get(view.battle_id).winner == "b"
@@ -282,8 +271,16 @@ def _browser_request(session_hash: str, host: str):
     import gradio as gr
     from starlette.requests import Request
 
-    scope = {"type": "http", "method": "POST", "path": "/gradio_api/queue/join", "headers": [],
-             "query_string": b"", "client": (host, 40000), "server": ("127.0.0.1", 8000), "scheme": "http"}
+    scope = {
+        "type": "http",
+        "method": "POST",
+        "path": "/gradio_api/queue/join",
+        "headers": [],
+        "query_string": b"",
+        "client": (host, 40000),
+        "server": ("127.0.0.1", 8000),
+        "scheme": "http",
+    }
     return gr.Request(request=Request(scope), session_hash=session_hash)
 
 
@@ -292,25 +289,23 @@ def test_rotating_the_session_does_not_bypass_the_vote_limit(tmp_path):
     from ragnarok.core.settings import Settings
     from webui.app import vote_from
 
-    settings = Settings(data_dir=tmp_path, database_url=f"sqlite:///{tmp_path / 'v.db'}",
-                        arena_votes_per_minute=2, arena_pool=POOL)
+    settings = Settings(
+        data_dir=tmp_path, database_url=f"sqlite:///{tmp_path / 'v.db'}", arena_votes_per_minute=2, arena_pool=POOL
+    )
     arena = Arena(settings, client=None)  # type: ignore[arg-type] - voting calls no service
     a, b = identify(POOL[0]).as_dict(), identify(POOL[1]).as_dict()
     battles = [
         arena.store.create_battle("blinded", "", TOPIC, a, b, {"answer": []}, {"answer": []}, None, None, "s")
         for _ in range(4)
     ]
-    votes = [vote_from(arena, battles[i], "a", _browser_request(f"fresh-session-{i}", "203.0.113.7"))
-             for i in range(3)]
+    votes = [vote_from(arena, battles[i], "a", _browser_request(f"fresh-session-{i}", "203.0.113.7")) for i in range(3)]
     assert [v.voted for v in votes] == [True, True, False]
     assert "too many votes" in votes[2].status
     assert vote_from(arena, battles[3], "tie", _browser_request("fresh-session-0", "203.0.113.8")).voted
 
 
 def test_default_pool_comes_from_the_services(demo_settings, tmp_path):
-    settings = demo_settings.model_copy(
-        update={"arena_pool": [], "database_url": f"sqlite:///{tmp_path / 'v.db'}"}
-    )
+    settings = demo_settings.model_copy(update={"arena_pool": [], "database_url": f"sqlite:///{tmp_path / 'v.db'}"})
     specs = {p.spec for p in asyncio.run(_arena(settings).pool())}
     assert set(POOL) <= specs  # every available retriever x generator, nothing to configure
     assert not any(s.endswith(("gpt-4o", "command-r-plus")) for s in specs)  # no keys, no hosted LLMs
@@ -347,9 +342,7 @@ def test_standalone_arena_talks_to_a_gateway_over_http(api_settings):
         view = asyncio.run(arena.battle(drawn.text, drawn.qid, "s"))
         assert view.votable and _leaks([view.pane_a, view.pane_b, json.dumps(view.raw)], NAMES) == []
         assert arena.store.get(view.battle_id).topic_id == drawn.qid
-    down = asyncio.run(
-        arena.battle(TOPIC, "", "s")
-    )  # the gateway is gone: both panes say so, nothing crashes
+    down = asyncio.run(arena.battle(TOPIC, "", "s"))  # the gateway is gone: both panes say so, nothing crashes
     assert not down.votable and down.pane_a.count("cannot reach") == 1 and "rg-error" in down.pane_b
 
 

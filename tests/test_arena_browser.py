@@ -56,9 +56,7 @@ def browser_context(tmp_path):
         pytest.skip("playwright is not installed")
     if not (Path(CHROMIUM).exists() or shutil.which("chromium")):
         if _in_ci():
-            pytest.fail(
-                f"{CHROMIUM} is missing: CI must install Debian's chromium for the arena browser test"
-            )
+            pytest.fail(f"{CHROMIUM} is missing: CI must install Debian's chromium for the arena browser test")
         pytest.skip(f"{CHROMIUM} not found")
     with sync_playwright() as pw:
         context = pw.chromium.launch_persistent_context(
@@ -174,8 +172,9 @@ def test_the_json_tab_and_the_boards_at_420_px(demo_settings, tmp_path, browser_
     from playwright.sync_api import expect
 
     expect.set_options(timeout=WAIT_MS)
-    settings = demo_settings.model_copy(update={
-        "arena_pool": POOL, "arena_min_votes": 1, "database_url": f"sqlite:///{tmp_path / 'votes.db'}"})
+    settings = demo_settings.model_copy(
+        update={"arena_pool": POOL, "arena_min_votes": 1, "database_url": f"sqlite:///{tmp_path / 'votes.db'}"}
+    )
     with serve_app(create_app(settings)) as base:
         page = browser_context.new_page()
         page.set_viewport_size({"width": 420, "height": 860})

@@ -26,8 +26,10 @@ from ragnarok.stages.generate.base import GeneratorConfig
 from webui.arena import Arena
 from webui.client import RagClient
 
-pytestmark = [pytest.mark.filterwarnings("ignore:.*no_silent_downcasting"),
-              pytest.mark.filterwarnings("ignore:The copy keyword is deprecated")]
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:.*no_silent_downcasting"),
+    pytest.mark.filterwarnings("ignore:The copy keyword is deprecated"),
+]
 
 TOPIC = "compress a file with gzip"
 FAST, FAST2 = "bm25@20 | extractive", "bm25+rocchio@20 | extractive"
@@ -38,9 +40,15 @@ NO_SMOLLM2 = GeneratorConfig(name="smollm2", backend="llama-cpp", model="SmolLM2
 
 def keys_settings(demo_settings, tmp_path, **update):
     """Keys on, the default pool (nothing in ``arena_pool``): as a public deployment runs."""
-    return demo_settings.model_copy(update={
-        "auth": "keys", "arena_pool": [], "generators": [NO_SMOLLM2],
-        "database_url": f"sqlite:///{tmp_path / 'arena.db'}", **update})
+    return demo_settings.model_copy(
+        update={
+            "auth": "keys",
+            "arena_pool": [],
+            "generators": [NO_SMOLLM2],
+            "database_url": f"sqlite:///{tmp_path / 'arena.db'}",
+            **update,
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -54,9 +62,17 @@ def llm():
 def _one_slot(url: str, seconds: float, **config) -> GeneratorConfig:
     """A self-hosted LLM that answers one request at a time (as the embedded model: one slot), in
     ``seconds``."""
-    return GeneratorConfig(name="one-slot", backend="openai", base_url=url, model=f"sleep:{seconds}",
-                           api_key_env=None, paid=False, max_concurrency=1, max_retries=0,
-                           **{"timeout_s": 60, **config})
+    return GeneratorConfig(
+        name="one-slot",
+        backend="openai",
+        base_url=url,
+        model=f"sleep:{seconds}",
+        api_key_env=None,
+        paid=False,
+        max_concurrency=1,
+        max_retries=0,
+        **{"timeout_s": 60, **config},
+    )
 
 
 async def _until(condition, timeout_s: float) -> None:
@@ -85,8 +101,9 @@ def test_with_keys_the_default_pool_battles_through_gradios_api(demo_settings, t
         assert {p.spec for p in asyncio.run(app.state.arena.pool())} >= {FAST, FAST2}
         choices = page.predict(*[None] * 6, api_name="/on_choices")  # the side-by-side tab opens
         assert choices[0]["value"] == "bm25@20" and choices[2]["value"] == "extractive", choices
-        side = page.predict(TOPIC, "bm25@20", "none", "extractive", "bm25+rocchio@20", "none", "extractive",
-                            api_name="/on_compare")
+        side = page.predict(
+            TOPIC, "bm25@20", "none", "extractive", "bm25+rocchio@20", "none", "extractive", api_name="/on_compare"
+        )
         assert "Both answers are in" in _status(side), _status(side)
 
 
@@ -98,11 +115,19 @@ def test_the_first_battle_does_not_wait_behind_the_warm_up_for_a_slot(demo_setti
     way (its answer closed, the slot freed) instead of leaving the visitor's side "busy: no slot"."""
     app, url = llm
     seconds = 5.0
-    settings = demo_settings.model_copy(update={
-        "generators": [NO_SMOLLM2, _one_slot(url, seconds, slot_wait_s=1.0)],
-        "arena_pool": [FAST, "bm25@20 | one-slot"], "database_url": f"sqlite:///{tmp_path / 'v.db'}"})
-    arena = Arena(settings, RagClient("http://ragnarok.test", timeout_s=120,
-                                      transport=httpx.ASGITransport(app=create_app(settings, arena=False))))
+    settings = demo_settings.model_copy(
+        update={
+            "generators": [NO_SMOLLM2, _one_slot(url, seconds, slot_wait_s=1.0)],
+            "arena_pool": [FAST, "bm25@20 | one-slot"],
+            "database_url": f"sqlite:///{tmp_path / 'v.db'}",
+        }
+    )
+    arena = Arena(
+        settings,
+        RagClient(
+            "http://ragnarok.test", timeout_s=120, transport=httpx.ASGITransport(app=create_app(settings, arena=False))
+        ),
+    )
     slow = identify("bm25@20 | one-slot")
 
     async def scenario():
@@ -119,15 +144,19 @@ def test_the_first_battle_does_not_wait_behind_the_warm_up_for_a_slot(demo_setti
     assert arena.start_warm_up() is not None and not arena.warming.running  # never started again
 
 
-def test_the_first_battle_after_start_up_gets_the_slot_the_warm_up_held(demo_settings, tmp_path, llm,
-                                                                        slowdown):
+def test_the_first_battle_after_start_up_gets_the_slot_the_warm_up_held(demo_settings, tmp_path, llm, slowdown):
     """As `ragnarok serve` runs it (the UI built at start-up, the warm-up on the arena's first visit), keys
     on: the first visitor's battle, over Gradio's API, comes while the warm-up's answer holds the one-slot LLM,
     and is answered. Before that visit no warm-up answer is asked for (issue 41: start-up work)."""
     app, url = llm
-    settings = demo_settings.model_copy(update={
-        "auth": "keys", "generators": [NO_SMOLLM2, _one_slot(url, 5.0, slot_wait_s=1.0)],
-        "arena_pool": [FAST, "bm25@20 | one-slot"], "database_url": f"sqlite:///{tmp_path / 'v.db'}"})
+    settings = demo_settings.model_copy(
+        update={
+            "auth": "keys",
+            "generators": [NO_SMOLLM2, _one_slot(url, 5.0, slot_wait_s=1.0)],
+            "arena_pool": [FAST, "bm25@20 | one-slot"],
+            "database_url": f"sqlite:///{tmp_path / 'v.db'}",
+        }
+    )
     api = create_app(settings)
     api.state.arena_ui.build_at_start = True  # as `ragnarok serve` sets it
     asked = app.state.requests
@@ -182,12 +211,20 @@ def test_a_pipeline_that_runs_out_of_time_is_drawn_less_and_the_visitor_is_told(
     says how many pipelines are drawn less (naming none before the vote)."""
     _, url = llm
     late = "bm25@20 | one-slot"
-    settings = demo_settings.model_copy(update={
-        "generators": [NO_SMOLLM2, _one_slot(url, 10, timeout_s=0.5, first_token_s=0.5)],
-        "arena_pool": [FAST, FAST2, late], "database_url": f"sqlite:///{tmp_path / 'v.db'}"})
-    arena = Arena(settings, RagClient("http://ragnarok.test", timeout_s=120,
-                                      transport=httpx.ASGITransport(app=create_app(settings, arena=False))),
-                  rng=random.Random(3))
+    settings = demo_settings.model_copy(
+        update={
+            "generators": [NO_SMOLLM2, _one_slot(url, 10, timeout_s=0.5, first_token_s=0.5)],
+            "arena_pool": [FAST, FAST2, late],
+            "database_url": f"sqlite:///{tmp_path / 'v.db'}",
+        }
+    )
+    arena = Arena(
+        settings,
+        RagClient(
+            "http://ragnarok.test", timeout_s=120, transport=httpx.ASGITransport(app=create_app(settings, arena=False))
+        ),
+        rng=random.Random(3),
+    )
     for _ in range(2):
         failed = asyncio.run(arena.compare(identify(FAST), identify(late), TOPIC, "", "s"))
         assert not failed.votable and "HTTP 504" in failed.pane_b, failed.pane_b

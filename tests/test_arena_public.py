@@ -10,7 +10,6 @@ import random
 from contextlib import contextmanager
 
 import httpx
-import pytest
 from fakes import flaky_openai_app
 from servers import serve_app
 from sqlalchemy import text
@@ -36,10 +35,15 @@ def paid_llm():
 def _generators(url: str) -> list[GeneratorConfig]:
     """``paid-llm`` (an OpenAI-compatible server: paid by default) and ``free-llm`` (the same, ``paid:
     false``)."""
-    common = {"backend": "openai", "base_url": url, "model": "ok", "api_key_env": None, "max_retries": 0,
-              "timeout_s": 10}
-    return [GeneratorConfig(name="paid-llm", **common),
-            GeneratorConfig(name="free-llm", paid=False, **common)]
+    common = {
+        "backend": "openai",
+        "base_url": url,
+        "model": "ok",
+        "api_key_env": None,
+        "max_retries": 0,
+        "timeout_s": 10,
+    }
+    return [GeneratorConfig(name="paid-llm", **common), GeneratorConfig(name="free-llm", paid=False, **common)]
 
 
 def _settings(demo_settings, tmp_path, **update):
@@ -55,8 +59,12 @@ def _gradio(base: str, forwarded_for: str | None = None):
     """A Gradio API client of the mounted arena, sending ``X-Forwarded-For`` when given."""
     from gradio_client import Client
 
-    return Client(f"{base}/arena/", headers={"X-Forwarded-For": forwarded_for} if forwarded_for else {},
-                  verbose=False, httpx_kwargs={"timeout": 120})  # the first request builds the UI (seconds)
+    return Client(
+        f"{base}/arena/",
+        headers={"X-Forwarded-For": forwarded_for} if forwarded_for else {},
+        verbose=False,
+        httpx_kwargs={"timeout": 120},
+    )  # the first request builds the UI (seconds)
 
 
 def _status(outputs) -> str:
@@ -81,12 +89,14 @@ def _spy_rate_keys(arena: Arena) -> list[str | None]:
 
 
 def test_rows_that_do_not_say_paid_count_as_paid_unless_their_backend_is_free():
-    rows = [{"name": "extractive", "backend": "extractive", "available": True},
-            {"name": "smollm2", "backend": "llama-cpp", "available": True},
-            {"name": "vllm", "backend": "openai", "available": True},
-            {"name": "own", "backend": "openai", "available": True, "paid": False},
-            {"name": "gpt-4o", "backend": "openai", "available": True, "paid": True},
-            {"name": "down", "backend": "extractive", "available": False, "paid": False}]
+    rows = [
+        {"name": "extractive", "backend": "extractive", "available": True},
+        {"name": "smollm2", "backend": "llama-cpp", "available": True},
+        {"name": "vllm", "backend": "openai", "available": True},
+        {"name": "own", "backend": "openai", "available": True, "paid": False},
+        {"name": "gpt-4o", "backend": "openai", "available": True, "paid": True},
+        {"name": "down", "backend": "extractive", "available": False, "paid": False},
+    ]
     assert free_generators(rows) == ["extractive", "smollm2", "own"]
 
 
@@ -126,19 +136,20 @@ def test_a_paid_generator_is_drawn_only_when_the_pool_lists_it(demo_settings, tm
 # ---- battles per client per minute, and whose address counts ----
 
 
-def test_battles_per_client_per_minute_are_capped_and_spoofed_forwarding_is_ignored(
-        demo_settings, tmp_path):
+def test_battles_per_client_per_minute_are_capped_and_spoofed_forwarding_is_ignored(demo_settings, tmp_path):
     """Default RAGNAROK_TRUSTED_PROXIES (none): every battle from this peer counts under its address, whatever
     X-Forwarded-For it sends; past the cap (blinded and side by side alike) nothing runs, nothing is stored."""
     with paid_llm() as (url, calls):
-        settings = _settings(demo_settings, tmp_path, generators=_generators(url), arena_pool=[FREE, PAID],
-                             arena_battles_per_minute=2)
+        settings = _settings(
+            demo_settings, tmp_path, generators=_generators(url), arena_pool=[FREE, PAID], arena_battles_per_minute=2
+        )
         app = create_app(settings)
         with serve_app(app) as base:
             arena: Arena = app.state.arena
             keys = _spy_rate_keys(arena)
-            statuses = [_status(_gradio(base, f"198.51.100.{i}").predict(TOPIC, api_name="/on_battle"))
-                        for i in (1, 2, 3)]
+            statuses = [
+                _status(_gradio(base, f"198.51.100.{i}").predict(TOPIC, api_name="/on_battle")) for i in (1, 2, 3)
+            ]
             assert "Both answers are in" in statuses[0] and "Both answers are in" in statuses[1]
             assert "Too many battles from your address: at most 2 a minute" in statuses[2]
             wait = int(statuses[2].split("Try again in ")[1].split(" s")[0])
@@ -147,8 +158,9 @@ def test_battles_per_client_per_minute_are_capped_and_spoofed_forwarding_is_igno
             assert calls["ok"] == 2 and _battles_stored(arena) == 2  # every battle pairs the paid side once
             page = _gradio(base)
             page.predict(*[None] * 6, api_name="/on_choices")  # the side-by-side tab opens: dropdowns fill
-            side = page.predict(TOPIC, "bm25@20", "none", "extractive", "bm25@20", "none", "paid-llm",
-                                api_name="/on_compare")
+            side = page.predict(
+                TOPIC, "bm25@20", "none", "extractive", "bm25@20", "none", "paid-llm", api_name="/on_compare"
+            )
             assert "Too many battles" in _status(side)
             assert calls["ok"] == 2 and _battles_stored(arena) == 2
 
@@ -156,13 +168,20 @@ def test_battles_per_client_per_minute_are_capped_and_spoofed_forwarding_is_igno
 def test_forwarded_for_counts_only_from_a_trusted_proxy(demo_settings, tmp_path):
     """With the peer listed in RAGNAROK_TRUSTED_PROXIES, its X-Forwarded-For is the client address: each
     forwarded client has its own cap."""
-    settings = _settings(demo_settings, tmp_path, arena_pool=[FREE, FREE2], arena_battles_per_minute=1,
-                         trusted_proxies="10.9.9.9, 127.0.0.1")
+    settings = _settings(
+        demo_settings,
+        tmp_path,
+        arena_pool=[FREE, FREE2],
+        arena_battles_per_minute=1,
+        trusted_proxies="10.9.9.9, 127.0.0.1",
+    )
     app = create_app(settings)
     with serve_app(app) as base:
         keys = _spy_rate_keys(app.state.arena)
-        first, again, other = (_status(_gradio(base, ip).predict(TOPIC, api_name="/on_battle"))
-                               for ip in ("198.51.100.1", "198.51.100.1", "198.51.100.2"))
+        first, again, other = (
+            _status(_gradio(base, ip).predict(TOPIC, api_name="/on_battle"))
+            for ip in ("198.51.100.1", "198.51.100.1", "198.51.100.2")
+        )
         assert "Both answers are in" in first and "Both answers are in" in other
         assert "Too many battles" in again
         assert keys == ["client:198.51.100.1", "client:198.51.100.1", "client:198.51.100.2"]
@@ -173,26 +192,37 @@ def test_forwarded_for_counts_only_from_a_trusted_proxy(demo_settings, tmp_path)
 
 def test_the_arena_makes_no_backend_call_past_its_daily_budget(demo_settings, tmp_path):
     with paid_llm() as (url, calls):
-        settings = _settings(demo_settings, tmp_path, generators=_generators(url), arena_pool=[FREE, PAID],
-                             arena_calls_per_day=3, arena_battles_per_minute=100)
+        settings = _settings(
+            demo_settings,
+            tmp_path,
+            generators=_generators(url),
+            arena_pool=[FREE, PAID],
+            arena_calls_per_day=3,
+            arena_battles_per_minute=100,
+        )
         app = create_app(settings)
         with serve_app(app) as base:
             arena: Arena = app.state.arena
             for i in (1, 2):  # through the page's API: each battle's worst case is one paid call
-                assert "Both answers are in" in _status(_gradio(base, f"198.51.100.{i}").predict(
-                    TOPIC, api_name="/on_battle"))
+                assert "Both answers are in" in _status(
+                    _gradio(base, f"198.51.100.{i}").predict(TOPIC, api_name="/on_battle")
+                )
             principal = arena_principal(settings, asyncio.run(arena.pool()))
             assert calls["ok"] == 2 and arena.auth_store.left(principal) == 1
 
             async def race() -> list:  # one call left, three battles at once: the /rag reservations decide
-                return await asyncio.gather(*(arena.battle(TOPIC, "", f"s{i}", rate_key=f"client:10.0.0.{i}")
-                                              for i in range(3)))
+                return await asyncio.gather(
+                    *(arena.battle(TOPIC, "", f"s{i}", rate_key=f"client:10.0.0.{i}") for i in range(3))
+                )
 
             raced = asyncio.run(race())
             assert calls["ok"] == 3  # not one call past the budget
             assert sum(v.votable for v in raced) == 1
-            assert all("spent its backend calls" in v.status or "budget" in (v.pane_a + v.pane_b)
-                       for v in raced if not v.votable)
+            assert all(
+                "spent its backend calls" in v.status or "budget" in (v.pane_a + v.pane_b)
+                for v in raced
+                if not v.votable
+            )
 
             stored = _battles_stored(arena)
             late = _status(_gradio(base, "198.51.100.9").predict(TOPIC, api_name="/on_battle"))

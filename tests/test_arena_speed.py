@@ -76,17 +76,22 @@ def test_two_sides_on_a_one_at_a_time_generator_take_their_sum():
     medians = {s1.spec: 25.0, s2.spec: 25.0, ext.spec: 1.0}  # each within the budget, the pair's sum not
     speed = speed_weights(pool, medians, budget)
     rng = random.Random(5)
-    draws = Counter(pair_key(a.spec, b.spec) for a, b in
-                    (pick_pair(pool, {}, rng, speed, medians, budget, {"smollm2"}) for _ in range(3000)))
+    draws = Counter(
+        pair_key(a.spec, b.spec)
+        for a, b in (pick_pair(pool, {}, rng, speed, medians, budget, {"smollm2"}) for _ in range(3000))
+    )
     both = draws[pair_key(s1.spec, s2.spec)]
     assert 0 < both < 0.5 * draws[pair_key(s1.spec, ext.spec)]  # (30/50)^2 = 0.36 as often
 
 
 def test_the_warm_up_measures_each_generator_before_the_first_draw(demo_settings, tmp_path):
     """One answer per generator, its time recorded for every pool pipeline that uses it."""
-    settings = demo_settings.model_copy(update={
-        "arena_pool": [FAST, FAST2, "bm25+rm3@20 | extractive"],
-        "database_url": f"sqlite:///{tmp_path / 'votes.db'}"})
+    settings = demo_settings.model_copy(
+        update={
+            "arena_pool": [FAST, FAST2, "bm25+rm3@20 | extractive"],
+            "database_url": f"sqlite:///{tmp_path / 'votes.db'}",
+        }
+    )
     app = create_app(settings, arena=False)
     arena = Arena(settings, RagClient("http://ragnarok.local", transport=httpx.ASGITransport(app=app)))
     seen = asyncio.run(arena.warm_up())
@@ -104,16 +109,29 @@ def llm_url():
 
 
 def _settings(demo_settings, tmp_path, llm_url, seconds: float, **update):
-    slow = GeneratorConfig(name="slow-llm", backend="openai", base_url=llm_url, model=f"sleep:{seconds}",
-                           api_key_env=None, max_retries=0, timeout_s=30)
-    return demo_settings.model_copy(update={
-        "generators": [slow], "arena_pool": [FAST, SLOW], "database_url": f"sqlite:///{tmp_path / 'v.db'}",
-        **update})
+    slow = GeneratorConfig(
+        name="slow-llm",
+        backend="openai",
+        base_url=llm_url,
+        model=f"sleep:{seconds}",
+        api_key_env=None,
+        max_retries=0,
+        timeout_s=30,
+    )
+    return demo_settings.model_copy(
+        update={
+            "generators": [slow],
+            "arena_pool": [FAST, SLOW],
+            "database_url": f"sqlite:///{tmp_path / 'v.db'}",
+            **update,
+        }
+    )
 
 
 def _arena(settings) -> Arena:
-    client = RagClient("http://ragnarok.test", transport=httpx.ASGITransport(app=create_app(settings, arena=False)),
-                       timeout_s=60)
+    client = RagClient(
+        "http://ragnarok.test", transport=httpx.ASGITransport(app=create_app(settings, arena=False)), timeout_s=60
+    )
     return Arena(settings, client, rng=random.Random(5))
 
 
@@ -140,7 +158,7 @@ def test_a_pane_fills_as_soon_as_its_pipeline_is_done(demo_settings, tmp_path, l
     early = next(i for i, v in enumerate(progress) if v.pane_a and "rg-answer" in v.pane_a)
     assert "rg-answer" not in (progress[early].pane_b or "")
     assert "Voting opens when both are in" in progress[early].status
-    later = progress[early + 1:]
+    later = progress[early + 1 :]
     assert later and all(v.pane_a is None for v in later)  # the answered pane is left alone
     # no per-side timing before the final view: no seconds in a pane, one battle clock in the status line
     sent = [p for v in progress for p in (v.pane_a or "", v.pane_b or "")]
@@ -166,8 +184,7 @@ def test_no_timing_tells_the_sides_apart_before_the_vote(demo_settings, tmp_path
 
 
 def test_blinded_battles_leave_a_measured_slow_pipeline_out(demo_settings, tmp_path, llm_url):
-    settings = _settings(demo_settings, tmp_path, llm_url, 1.5, arena_time_budget_s=0.3,
-                         arena_pool=[FAST, FAST2, SLOW])
+    settings = _settings(demo_settings, tmp_path, llm_url, 1.5, arena_time_budget_s=0.3, arena_pool=[FAST, FAST2, SLOW])
     arena = _arena(settings)
     for _ in range(5):  # fast ones measured before (their median holds on a busy machine too)
         arena.latency.record(FAST, 0.1)
@@ -188,17 +205,26 @@ def _services(state: dict) -> FastAPI:
 
     @app.get("/v1/retrievers")
     def retrievers() -> list[dict]:
-        dense = {"name": "dense:minilm", "index": "demo", "kind": "dense", "available": state["dense"],
-                 "reason": "" if state["dense"] else "building, 40 % done"}
+        dense = {
+            "name": "dense:minilm",
+            "index": "demo",
+            "kind": "dense",
+            "available": state["dense"],
+            "reason": "" if state["dense"] else "building, 40 % done",
+        }
         if not state["dense"]:
             dense["status"] = "building"
-        return [{"name": n, "index": "demo", "kind": "lucene", "available": True, "reason": ""}
-                for n in ("bm25", "bm25+rocchio")] + [dense]
+        return [
+            {"name": n, "index": "demo", "kind": "lucene", "available": True, "reason": ""}
+            for n in ("bm25", "bm25+rocchio")
+        ] + [dense]
 
     @app.get("/v1/generators")
     def generators() -> list[dict]:
-        return [{"name": "extractive", "backend": "extractive", "available": True, "paid": False},
-                {"name": "gpt-4o", "backend": "openai", "available": False, "paid": True}]
+        return [
+            {"name": "extractive", "backend": "extractive", "available": True, "paid": False},
+            {"name": "gpt-4o", "backend": "openai", "available": False, "paid": True},
+        ]
 
     return app
 

@@ -49,8 +49,19 @@ pytestmark = [
 TOPIC = "parse command line arguments"
 FAST, WRITER = "bm25@20 | extractive", "bm25@20 | zeta-llm"
 NAMES = ["bm25", "extractive", "zeta", "@20"]  # every pool pipeline's spec contains some of these
-PIECES = ["Use the argparse module", " to parse", " command line", " arguments [1].", " It builds", " help",
-          " messages", " and usage text [2].", " The getopt module", " is the C-style", " alternative [2]."]
+PIECES = [
+    "Use the argparse module",
+    " to parse",
+    " command line",
+    " arguments [1].",
+    " It builds",
+    " help",
+    " messages",
+    " and usage text [2].",
+    " The getopt module",
+    " is the C-style",
+    " alternative [2].",
+]
 
 
 @pytest.fixture(scope="module")
@@ -67,11 +78,24 @@ def _script(app, **kw) -> Script:
 
 
 def _settings(demo_settings, tmp_path, url, paid=False, **update):
-    llm = GeneratorConfig(name="zeta-llm", backend="openai", base_url=url, model="fake", api_key_env=None,
-                          max_retries=0, timeout_s=30, paid=paid)
-    return demo_settings.model_copy(update={
-        "generators": [llm], "arena_pool": [FAST, WRITER], "database_url": f"sqlite:///{tmp_path / 'v.db'}",
-        **update})
+    llm = GeneratorConfig(
+        name="zeta-llm",
+        backend="openai",
+        base_url=url,
+        model="fake",
+        api_key_env=None,
+        max_retries=0,
+        timeout_s=30,
+        paid=paid,
+    )
+    return demo_settings.model_copy(
+        update={
+            "generators": [llm],
+            "arena_pool": [FAST, WRITER],
+            "database_url": f"sqlite:///{tmp_path / 'v.db'}",
+            **update,
+        }
+    )
 
 
 def _arena(settings) -> Arena:
@@ -109,8 +133,7 @@ def test_the_in_process_transport_streams_runs_as_the_caller_and_reports_a_reade
     async def app(scope, receive, send):
         await receive()
         seen["principal"] = current()
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/plain")]})
+        await send({"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]})
         if scope["path"] == "/forever":  # sends until the reader goes away
             while True:
                 await send({"type": "http.response.body", "body": b"x", "more_body": True})
@@ -125,8 +148,10 @@ def test_the_in_process_transport_streams_runs_as_the_caller_and_reports_a_reade
 
     async def first_chunk_at(transport) -> tuple[float, bytes]:
         start = time.monotonic()
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client, \
-                client.stream("POST", "/", content=b"{}") as response:
+        async with (
+            httpx.AsyncClient(transport=transport, base_url="http://t") as client,
+            client.stream("POST", "/", content=b"{}") as response,
+        ):
             async for chunk in response.aiter_bytes():
                 return time.monotonic() - start, chunk
         raise AssertionError("no body")
@@ -165,8 +190,7 @@ def test_the_client_streams_events_then_the_answer_run_gives(demo_settings, tmp_
     assert isinstance(streamed, PaneResult) and streamed.ok
     plain = asyncio.run(arena.client.run(identify(WRITER), TOPIC, "t1"))
     assert streamed == plain  # the same answer and cited segments as the non-streamed /rag
-    assert [s["text"] for s in streamed.answer["answer"]] == [
-        e.data["text"] for e in events if e.event == "sentence"]
+    assert [s["text"] for s in streamed.answer["answer"]] == [e.data["text"] for e in events if e.event == "sentence"]
 
 
 def test_the_client_never_raises_a_failure_is_its_last_event(demo_settings, tmp_path, writer):
@@ -186,22 +210,34 @@ def test_the_client_never_raises_a_failure_is_its_last_event(demo_settings, tmp_
         if "stream" in body and body["topic"] == "strict":
             from fastapi.responses import JSONResponse
 
-            return JSONResponse({"detail": [{"type": "extra_forbidden", "loc": ["body", "stream"],
-                                             "msg": "Extra inputs are not permitted"}]}, status_code=422)
-        return {"topic_id": "", "topic": body["topic"], "references": ["d1"], "response_length": 2,
-                "answer": [{"text": "An answer.", "citations": [0]}], "segments": {"d1": {"title": "T"}}}
+            return JSONResponse(
+                {
+                    "detail": [
+                        {"type": "extra_forbidden", "loc": ["body", "stream"], "msg": "Extra inputs are not permitted"}
+                    ]
+                },
+                status_code=422,
+            )
+        return {
+            "topic_id": "",
+            "topic": body["topic"],
+            "references": ["d1"],
+            "response_length": 2,
+            "answer": [{"text": "An answer.", "citations": [0]}],
+            "segments": {"d1": {"title": "T"}},
+        }
 
     for topic in ("strict", "lenient"):
-        events = asyncio.run(_collect(RagClient("http://old", transport=httpx.ASGITransport(old)).stream(
-            identify(FAST), topic)))
+        events = asyncio.run(
+            _collect(RagClient("http://old", transport=httpx.ASGITransport(old)).stream(identify(FAST), topic))
+        )
         assert [e.event for e in events] == ["done"] and events[0].data.segments == {"d1": {"title": "T"}}
 
 
 # ---- battles ----
 
 
-def test_a_blinded_battle_streams_its_panes_and_ends_as_the_non_streamed_answers(demo_settings, tmp_path,
-                                                                                  writer):
+def test_a_blinded_battle_streams_its_panes_and_ends_as_the_non_streamed_answers(demo_settings, tmp_path, writer):
     app, url = writer
     _script(app, first_wait_s=0.3, each_wait_s=0.25)
     arena = _arena(_settings(demo_settings, tmp_path, url))
@@ -232,13 +268,11 @@ def test_a_blinded_battle_streams_its_panes_and_ends_as_the_non_streamed_answers
     assert set(arena.latency.medians()) == {FAST, WRITER}
 
 
-def test_a_stream_that_breaks_is_an_error_pane_and_the_battle_cannot_be_voted_on(demo_settings, tmp_path,
-                                                                                 writer):
+def test_a_stream_that_breaks_is_an_error_pane_and_the_battle_cannot_be_voted_on(demo_settings, tmp_path, writer):
     app, url = writer
     _script(app, each_wait_s=0.3, break_after=4)
     arena = _arena(_settings(demo_settings, tmp_path, url))
-    views = asyncio.run(_collect(arena.compare_stream(identify(FAST), identify(WRITER), TOPIC, "", "s",
-                                                      tick_s=0.2)))
+    views = asyncio.run(_collect(arena.compare_stream(identify(FAST), identify(WRITER), TOPIC, "", "s", tick_s=0.2)))
     progress, final = views[:-1], views[-1]
     written = [t for v in progress if (t := _written(v.pane_b))]
     assert written and "".join(PIECES[:4]).startswith(written[-1])  # written until it broke
@@ -253,8 +287,7 @@ def test_streamed_battles_spend_the_arena_budget_as_before(demo_settings, tmp_pa
     settled and audited when the stream ends; past the day's calls nothing runs."""
     app, url = writer
     script = _script(app, each_wait_s=0.02)
-    settings = _settings(demo_settings, tmp_path, url, paid=True, arena_calls_per_day=3,
-                         arena_battles_per_minute=100)
+    settings = _settings(demo_settings, tmp_path, url, paid=True, arena_calls_per_day=3, arena_battles_per_minute=100)
     arena = _arena(settings)
     principal = arena_principal(settings, asyncio.run(arena.pool()))
     first = asyncio.run(arena.battle(TOPIC, "", "s"))
@@ -314,8 +347,7 @@ SNAPSHOT = """() => {
 
 
 @pytest.mark.slow
-def test_a_pane_grows_in_the_browser_before_the_votes_open(demo_settings, tmp_path, writer,
-                                                           browser_context):  # noqa: F811
+def test_a_pane_grows_in_the_browser_before_the_votes_open(demo_settings, tmp_path, writer, browser_context):  # noqa: F811
     from playwright.sync_api import expect
 
     app, url = writer

@@ -40,13 +40,17 @@ def _watch(page) -> list[str]:
     """Failed requests and console errors of a page, as they happen."""
     problems: list[str] = []
     page.on("response", lambda r: problems.append(f"{r.status} {r.url}") if r.status >= 400 else None)
-    page.on("console", lambda m: problems.append(f"console: {m.text} {m.location.get('url')}")
-            if m.type == "error" else None)
+    page.on(
+        "console",
+        lambda m: problems.append(f"console: {m.text} {m.location.get('url')}") if m.type == "error" else None,
+    )
     return problems
 
 
 def test_the_fast_answer_shows_first_then_votes_provisional_and_style_boards(
-    demo_settings, tmp_path, browser_context  # noqa: F811
+    demo_settings,
+    tmp_path,
+    browser_context,  # noqa: F811
 ):
     from playwright.sync_api import expect
 
@@ -54,11 +58,22 @@ def test_the_fast_answer_shows_first_then_votes_provisional_and_style_boards(
     shots = tmp_path / "screenshots"
     shots.mkdir()
     with serve_app(scripted_llm_app()) as llm:
-        slow = GeneratorConfig(name="slow-llm", backend="openai", base_url=f"{llm}/v1", model=f"sleep:{SLOW_S}",
-                               api_key_env=None, max_retries=0, timeout_s=60)
-        settings = demo_settings.model_copy(update={
-            "generators": [slow], "arena_pool": [FAST, SLOW],
-            "database_url": f"sqlite:///{tmp_path / 'votes.db'}"})
+        slow = GeneratorConfig(
+            name="slow-llm",
+            backend="openai",
+            base_url=f"{llm}/v1",
+            model=f"sleep:{SLOW_S}",
+            api_key_env=None,
+            max_retries=0,
+            timeout_s=60,
+        )
+        settings = demo_settings.model_copy(
+            update={
+                "generators": [slow],
+                "arena_pool": [FAST, SLOW],
+                "database_url": f"sqlite:///{tmp_path / 'votes.db'}",
+            }
+        )
         with serve_app(create_app(settings)) as base:
             # warm: the first extractive answer loads MiniLM (seconds on a busy machine), which is not what is timed
             httpx.post(f"{base}/rag", json={"topic": TOPIC, "pipeline": FAST}, timeout=300).raise_for_status()
@@ -144,8 +159,9 @@ def test_every_tab_at_desktop_and_narrow_widths(demo_settings, tmp_path, browser
     from playwright.sync_api import expect
 
     expect.set_options(timeout=WAIT_MS)
-    settings = demo_settings.model_copy(update={
-        "arena_pool": [FAST, "bm25+rm3@20 | extractive"], "database_url": f"sqlite:///{tmp_path / 'votes.db'}"})
+    settings = demo_settings.model_copy(
+        update={"arena_pool": [FAST, "bm25+rm3@20 | extractive"], "database_url": f"sqlite:///{tmp_path / 'votes.db'}"}
+    )
     shots = tmp_path / "screenshots"
     shots.mkdir()
     with serve_app(create_app(settings)) as base:

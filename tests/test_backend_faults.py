@@ -30,8 +30,10 @@ SLACK_S = 1.5  # an HTTP hop, BM25, the test client
 #: these, so that on a loaded machine (a CPU hog, load 30) their retry never meets the deadline first.
 SLOW_FAULTS = ("hang", "drip", "stall")
 AT_ONCE_TIMEOUT_S, AT_ONCE_DEADLINE_S = 10.0, 20.0
-REQUEST = {"query": {"text": TOPIC.text, "qid": TOPIC.qid},
-           "candidates": [c.model_dump(mode="json", exclude_none=True) for c in CANDIDATES]}
+REQUEST = {
+    "query": {"text": TOPIC.text, "qid": TOPIC.qid},
+    "candidates": [c.model_dump(mode="json", exclude_none=True) for c in CANDIDATES],
+}
 
 # fault (a model name of tests/fakes.py) -> the status and the words every answer must carry
 FAULTS = {
@@ -70,10 +72,19 @@ def deadlines(name: str) -> tuple[float, float]:
 
 def configs(base: str, faults: dict, backend: str = "openai", prefix: str = "g") -> list[GeneratorConfig]:
     closed = f"http://127.0.0.1:{free_port()}/v1"  # nothing listens there: connection refused
-    return [GeneratorConfig(name=gen_name(fault, prefix), backend=backend, model=fault, api_key_env=KEY_ENV,
-                            base_url=closed if fault == "refuse" else base,
-                            timeout_s=deadlines(gen_name(fault, prefix))[0], max_retries=1,
-                            deadline_s=deadlines(gen_name(fault, prefix))[1]) for fault in faults]
+    return [
+        GeneratorConfig(
+            name=gen_name(fault, prefix),
+            backend=backend,
+            model=fault,
+            api_key_env=KEY_ENV,
+            base_url=closed if fault == "refuse" else base,
+            timeout_s=deadlines(gen_name(fault, prefix))[0],
+            max_retries=1,
+            deadline_s=deadlines(gen_name(fault, prefix))[1],
+        )
+        for fault in faults
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -105,18 +116,30 @@ def call(client: TestClient, endpoint: str, name: str) -> tuple[httpx.Response, 
     elif endpoint == "rag":
         r = client.post("/rag", json={"topic": "compress a file with gzip", "pipeline": f"bm25@5 | {name}"})
     else:  # a listwise stage inside /rag
-        r = client.post("/rag", json={"topic": "compress a file with gzip",
-                                      "pipeline": f"bm25@5 | listwise:{name}@3 | extractive"})
+        r = client.post(
+            "/rag", json={"topic": "compress a file with gzip", "pipeline": f"bm25@5 | listwise:{name}@3 | extractive"}
+        )
     return r, time.monotonic() - start
 
 
-def check(r: httpx.Response, elapsed: float, endpoint: str, name: str, status: int, words: list[str],
-          caplog: pytest.LogCaptureFixture) -> None:
+def check(
+    r: httpx.Response,
+    elapsed: float,
+    endpoint: str,
+    name: str,
+    status: int,
+    words: list[str],
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     assert r.status_code == status, r.text
     assert elapsed < deadlines(name)[1] + SLACK_S, f"{endpoint} {name} took {elapsed:.1f} s"
     detail = r.json()["detail"]
-    named = {"generate": ("generator", name), "rerank": ("reranker", f"listwise:{name}"),
-             "rag": ("stage", f"generate {name}"), "rag-listwise": ("stage", f"rerank listwise:{name}")}[endpoint]
+    named = {
+        "generate": ("generator", name),
+        "rerank": ("reranker", f"listwise:{name}"),
+        "rag": ("stage", f"generate {name}"),
+        "rag-listwise": ("stage", f"rerank listwise:{name}"),
+    }[endpoint]
     assert detail[named[0]] == named[1], r.text
     for word in words:
         assert word in r.text.replace('\\"', '"') or word in json.dumps(detail, ensure_ascii=False), (word, r.text)
@@ -157,14 +180,18 @@ def test_a_key_cut_by_quoting_is_still_masked(monkeypatch):
 
 # --- Retry-After (item 13) --------------------------------------------------------------------------------------
 
+
 def _generator(base: str, model: str, **kw) -> OpenAIChatGenerator:
     return OpenAIChatGenerator(GeneratorConfig(name="ra", backend="openai", base_url=base + "/v1", model=model, **kw))
 
 
-@pytest.mark.parametrize(("model", "at_least", "at_most"), [
-    ("retry-after:1:seconds", 0.95, 1.5),
-    ("retry-date:2:date", 1.0, 2.5),  # an HTTP date has whole seconds: 1 to 2 s from now
-])
+@pytest.mark.parametrize(
+    ("model", "at_least", "at_most"),
+    [
+        ("retry-after:1:seconds", 0.95, 1.5),
+        ("retry-date:2:date", 1.0, 2.5),  # an HTTP date has whole seconds: 1 to 2 s from now
+    ],
+)
 def test_retry_after_is_honoured(fake, model, at_least, at_most):
     app, base = fake
     gen = _generator(base, model, timeout_s=2, max_retries=2, deadline_s=6)
@@ -196,18 +223,33 @@ def test_retries_share_the_request_deadline(fake):
 
 # --- a hanging backend starves nothing (item 14) ------------------------------------------------------------------
 
+
 def test_a_hanging_backend_holds_only_its_slots(fake, tmp_path):
     """44 calls to a backend that never answers (4 slots) while liveness and another generator are used: the
     44 hold 4 worker threads, the 40 queued get a 504 "busy" after the slot wait, the others answer at once."""
     app, base = fake
-    settings = Settings(data_dir=tmp_path, generators=[
-        GeneratorConfig(name="hung", backend="openai", base_url=base + "/v1", model="hang::starve", timeout_s=1,
-                        max_retries=0, max_concurrency=4, slot_wait_s=0.5)])
+    settings = Settings(
+        data_dir=tmp_path,
+        generators=[
+            GeneratorConfig(
+                name="hung",
+                backend="openai",
+                base_url=base + "/v1",
+                model="hang::starve",
+                timeout_s=1,
+                max_retries=0,
+                max_concurrency=4,
+                slot_wait_s=0.5,
+            )
+        ],
+    )
 
     async def load(url: str) -> tuple[list[httpx.Response], float, float, httpx.Response]:
         async with httpx.AsyncClient(base_url=url, timeout=30, limits=httpx.Limits(max_connections=100)) as c:
-            hung = [asyncio.create_task(c.post("/v1/generate", json={"request": REQUEST, "generator": "hung"}))
-                    for _ in range(44)]
+            hung = [
+                asyncio.create_task(c.post("/v1/generate", json={"request": REQUEST, "generator": "hung"}))
+                for _ in range(44)
+            ]
             await asyncio.sleep(0.3)  # every one of them is in: 4 in the backend, 40 waiting for a slot
             start = time.monotonic()
             assert (await c.get("/healthz")).status_code == 200
@@ -231,13 +273,22 @@ def test_a_hanging_backend_holds_only_its_slots(fake, tmp_path):
 
 # --- GET /v1/generators (item 16) ---------------------------------------------------------------------------------
 
+
 def test_generators_are_probed_at_once_and_cached(fake, tmp_path):
     """Behaviour, not speed (a busy machine is slow either way): the four hung servers are all waited on at the
     same time (one after another, at most one would be), and a second listing probes nothing again."""
     app, base = fake
-    settings = Settings(data_dir=tmp_path, generator_probe_timeout_s=1.0, generators=[
-        *(GeneratorConfig(name=f"hung{i}", backend="openai", base_url=f"{base}/hang/v1", model="m") for i in range(4)),
-        GeneratorConfig(name="up", backend="openai", base_url=f"{base}/v1", model="ok")])
+    settings = Settings(
+        data_dir=tmp_path,
+        generator_probe_timeout_s=1.0,
+        generators=[
+            *(
+                GeneratorConfig(name=f"hung{i}", backend="openai", base_url=f"{base}/hang/v1", model="m")
+                for i in range(4)
+            ),
+            GeneratorConfig(name="up", backend="openai", base_url=f"{base}/v1", model="ok"),
+        ],
+    )
     app.state.max_probes_in_flight = 0
     hung_before, up_before = app.state.probes["GET /hang/v1/models"], app.state.probes["GET /v1/models"]
     with TestClient(create_app(settings, arena=False)) as c:
@@ -254,6 +305,7 @@ def test_generators_are_probed_at_once_and_cached(fake, tmp_path):
 
 
 # --- a deadline covers the wait for a slot (issue 51, item 2) -----------------------------------------------------
+
 
 def test_a_slot_freed_too_late_is_given_back_unused():
     """A stream whose first token is due 0.3 s from now waits for the one slot, freed 0.28 s from now: it is
@@ -288,9 +340,20 @@ def test_streams_waiting_past_their_deadline_never_call(fake, tmp_path):
     waited for a slot past their deadline gave it back unused; test_a_slot_freed_too_late_is_given_back_unused
     checks that step alone)."""
     app, base = fake
-    settings = Settings(data_dir=tmp_path, generators=[
-        GeneratorConfig(name="hung", backend="openai", base_url=base + "/v1", model="hang::streams", timeout_s=2,
-                        max_retries=0, max_concurrency=64)])
+    settings = Settings(
+        data_dir=tmp_path,
+        generators=[
+            GeneratorConfig(
+                name="hung",
+                backend="openai",
+                base_url=base + "/v1",
+                model="hang::streams",
+                timeout_s=2,
+                max_retries=0,
+                max_concurrency=64,
+            )
+        ],
+    )
     body = {"request": REQUEST, "generator": "hung", "stream": True}
 
     async def load(url: str) -> list[str]:

@@ -41,8 +41,9 @@ def test_queries_that_arrive_during_a_search_go_together_grouped_by_k():
     first = batcher.submit("a", 2, list)
     while not gate.calls:  # the worker is inside the first search
         threading.Event().wait(0.01)
-    later = {text: batcher.submit(text, k, lambda hits: len(hits)) for text, k in
-             (("b", 2), ("c", 5), ("d", 2), ("e", 2))}
+    later = {
+        text: batcher.submit(text, k, lambda hits: len(hits)) for text, k in (("b", 2), ("c", 5), ("d", 2), ("e", 2))
+    }
     gate.open.set()
     assert first.result(10) == ["a-0", "a-1"]
     assert {text: f.result(10) for text, f in later.items()} == {"b": 2, "c": 5, "d": 2, "e": 2}
@@ -109,8 +110,7 @@ def test_concurrent_submissions_are_batched_and_byte_identical(demo_settings):
     with ThreadPoolExecutor(32) as pool:
         got = list(pool.map(one, range(200)))
     for n in range(200):
-        assert got[n] == retriever.retrieve(query(n), 20 if n % 3 else 100).model_dump_json(
-            exclude_unset=True).encode()
+        assert got[n] == retriever.retrieve(query(n), 20 if n % 3 else 100).model_dump_json(exclude_unset=True).encode()
     assert retriever._batch.stats.queries == 200  # noqa: SLF001
     assert retriever._batch.stats.largest > 1  # noqa: SLF001
     retriever.close()

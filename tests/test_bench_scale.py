@@ -58,7 +58,7 @@ def test_records_have_v21_docids_windows_and_lengths(tmp_path, vocab):
         assert [int(sc.DOCID.match(s["docid"])[3]) for s in segs] == list(range(len(segs)))
         for a, b in zip(segs, segs[1:]):  # windows of 10 sentences, stride 5: each overlaps the next
             assert a["start_char"] < b["start_char"] < a["end_char"] < b["end_char"]
-            overlap = a["segment"][b["start_char"] - a["start_char"]:]
+            overlap = a["segment"][b["start_char"] - a["start_char"] :]
             assert b["segment"].startswith(overlap) and overlap.count(".") == 5
     assert 1200 <= stats["mean_chars"] <= 1900 < stats["p99_chars"]
     words = re.findall(r"[a-z]+", " ".join(r["segment"].lower() for r in records))
@@ -81,12 +81,26 @@ def test_synthetic_vectors_are_unit_mixtures_of_real_ones(tmp_path):
 
 
 def test_goals_compute_ratios_with_pass_and_fail():
-    sizes = {"10000": {"bm25_p50_ms": 10.0, "dense_p50_ms": 5.0, "rag_offline_p50_ms": 100.0,
-                       "index_segments_per_s": 950, "pyserini_segments_per_s": 1000, "build_peak_rss_mb": 800,
-                       "dense_recall_at_100": 1.0},
-             "100000": {"bm25_p50_ms": 25.0, "dense_p50_ms": 6.0, "rag_offline_p50_ms": 150.0,
-                        "index_segments_per_s": 800, "pyserini_segments_per_s": 1000, "build_peak_rss_mb": 900,
-                        "dense_recall_at_100": 0.9}}
+    sizes = {
+        "10000": {
+            "bm25_p50_ms": 10.0,
+            "dense_p50_ms": 5.0,
+            "rag_offline_p50_ms": 100.0,
+            "index_segments_per_s": 950,
+            "pyserini_segments_per_s": 1000,
+            "build_peak_rss_mb": 800,
+            "dense_recall_at_100": 1.0,
+        },
+        "100000": {
+            "bm25_p50_ms": 25.0,
+            "dense_p50_ms": 6.0,
+            "rag_offline_p50_ms": 150.0,
+            "index_segments_per_s": 800,
+            "pyserini_segments_per_s": 1000,
+            "build_peak_rss_mb": 900,
+            "dense_recall_at_100": 0.9,
+        },
+    }
     ratios, checks = sm.goals(sizes)
     verdict = {goal: passed for goal, _, _, passed in checks}
     assert ratios["bm25_p50_100k_over_10k"] == 2.5 and not verdict["bm25_p50_100k_over_10k"]
@@ -99,13 +113,19 @@ def test_goals_compute_ratios_with_pass_and_fail():
 
 def _bench(*args: str, timeout: float) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OPENAI_API_KEY": "unused"}
-    return subprocess.run([sys.executable, str(ROOT / "bench" / "bench_scale.py"), *args], env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bench_scale.py"), *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def test_too_little_disk_is_one_clear_error(tmp_path):
-    out = _bench("--sizes", "100000000000", "--json", str(tmp_path / "r.json"), "--work", str(tmp_path / "w"),
-                 timeout=120)
+    out = _bench(
+        "--sizes", "100000000000", "--json", str(tmp_path / "r.json"), "--work", str(tmp_path / "w"), timeout=120
+    )
     assert out.returncode == 2, out.stderr
     assert out.stderr.startswith("error: not enough free disk") and "GB" in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and not (tmp_path / "r.json").exists()
@@ -116,16 +136,39 @@ def test_too_little_disk_is_one_clear_error(tmp_path):
 def test_tiny_run_writes_the_json_shape(tmp_path, demo_settings, slowdown):
     data = tmp_path / "data"
     shutil.copytree(demo_settings.demo_index_dir, data / "indexes" / "demo")  # the server needs no demo build
-    out = _bench("--sizes", "300", "--json", str(tmp_path / "r.json"), "--plot", str(tmp_path / "r.png"),
-                 "--work", str(tmp_path / "work"), "--data-dir", str(data), "--threads", "2",
-                 "--queries", "25", "--rag-queries", "5", timeout=300 * slowdown)
+    out = _bench(
+        "--sizes",
+        "300",
+        "--json",
+        str(tmp_path / "r.json"),
+        "--plot",
+        str(tmp_path / "r.png"),
+        "--work",
+        str(tmp_path / "work"),
+        "--data-dir",
+        str(data),
+        "--threads",
+        "2",
+        "--queries",
+        "25",
+        "--rag-queries",
+        "5",
+        timeout=300 * slowdown,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     result = json.loads((tmp_path / "r.json").read_text())
     assert set(result) >= {"sizes", "shards_identical", "machine", "ratios", "goals"}
     assert result["machine"]["cores"] == os.cpu_count()
     m = result["sizes"]["300"]
-    for key in ("index_segments_per_s", "pyserini_segments_per_s", "build_peak_rss_mb", "bm25_p50_ms",
-                "bm25_p95_ms", "rag_offline_p50_ms", "service_rss_mb"):
+    for key in (
+        "index_segments_per_s",
+        "pyserini_segments_per_s",
+        "build_peak_rss_mb",
+        "bm25_p50_ms",
+        "bm25_p95_ms",
+        "rag_offline_p50_ms",
+        "service_rss_mb",
+    ):
         assert isinstance(m[key], float) and m[key] > 0, key
     assert m["disk_mb"]["lucene"] > 0 and m["disk_mb"]["pyserini"] > 0 and m["vectors"] == "minilm"
     assert m["index_command"].startswith("ragnarok index ")

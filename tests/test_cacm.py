@@ -23,8 +23,21 @@ def cacm_runs(cacm_dir, shared_data, tmp_path_factory):
     ragnarok("index", str(cacm_dir), str(work / "index"), "--collection", "HtmlCollection")
     topics = str(shared_data / "cacm" / "topics.cacm.txt")
     for retriever, name in [("bm25", "bm25"), ("bm25+rm3", "rm3")]:
-        ragnarok("search", "--topics", topics, "--index", str(work / "index"), "--retriever", retriever,
-                 "--k", "1000", "--output", str(work / f"{name}.txt"), "--run-id", name)
+        ragnarok(
+            "search",
+            "--topics",
+            topics,
+            "--index",
+            str(work / "index"),
+            "--retriever",
+            retriever,
+            "--k",
+            "1000",
+            "--output",
+            str(work / f"{name}.txt"),
+            "--run-id",
+            name,
+        )
     return work
 
 
@@ -34,7 +47,7 @@ def test_bm25_and_rm3_reproduce_anserini(cacm_runs, shared_data):
     rows = {line.split()[0]: line.split()[1:] for line in table.splitlines()[1:]}
     assert table.splitlines()[0].split() == ["run", "nDCG@10", "MAP@100", "Recall@100", "MAP"]
     assert rows["bm25.txt"][3] == "0.3123"  # Anserini regression: BM25 MAP
-    assert rows["rm3.txt"][3] == "0.3648"   # Anserini regression: BM25+RM3 MAP
+    assert rows["rm3.txt"][3] == "0.3648"  # Anserini regression: BM25+RM3 MAP
     assert rows["bm25.txt"][0] == "0.4543"  # nDCG@10, as shared/data/cacm/README.md reports
     scores = evaluate(read_qrels(qrels), read_run(cacm_runs / "bm25.txt"))
     assert scores["MAP"] == pytest.approx(0.3123, abs=5e-5)
@@ -55,13 +68,18 @@ def test_an_experiment_on_cacm_equals_search_and_eval(cacm_runs, shared_data):
     from ragnarok.core.evaluation import per_query
 
     topics, qrels = shared_data / "cacm" / "topics.cacm.txt", shared_data / "cacm" / "qrels.cacm.txt"
-    measured = measure(["bm25@1000", "bm25+rm3@1000"], str(topics), qrels=str(qrels),
-                       index=str(cacm_runs / "index"), baseline=0, test="wilcoxon")
+    measured = measure(
+        ["bm25@1000", "bm25+rm3@1000"],
+        str(topics),
+        qrels=str(qrels),
+        index=str(cacm_runs / "index"),
+        baseline=0,
+        test="wilcoxon",
+    )
     frame = measured.means()
     assert [round(v, 4) for v in frame["MAP"]] == [0.3123, 0.3648]
     assert frame.loc[1, "MAP p-value"] < 0.05 and frame.loc[1, "MAP +"] > frame.loc[1, "MAP -"]
     judged = read_qrels(qrels)
     for scores, name in zip(measured.scores, ("bm25", "rm3")):
         expected = per_query(judged, read_run(cacm_runs / f"{name}.txt"))
-        assert scores["MAP"] == pytest.approx({q: expected.get(q, {}).get("MAP", 0.0) for q in scores["MAP"]},
-                                              abs=1e-4)
+        assert scores["MAP"] == pytest.approx({q: expected.get(q, {}).get("MAP", 0.0) for q in scores["MAP"]}, abs=1e-4)

@@ -16,25 +16,38 @@ def run(text, **kw):
 
 
 def test_every_marker_form():
-    refs, answer = run("Alpha is first [1]. Beta follows [2, 3]. Gamma ranges [4-6]. Delta stacks [7][8]. "
-                       "Epsilon names [Doc 9]. Zeta is wide 【10】. Eta uses an en dash [11–12]. "
-                       "Theta has no space [13,14]. Iota spells it out [Document 15]. "
-                       "Kappa lists [16, 17 and 18].")
+    refs, answer = run(
+        "Alpha is first [1]. Beta follows [2, 3]. Gamma ranges [4-6]. Delta stacks [7][8]. "
+        "Epsilon names [Doc 9]. Zeta is wide 【10】. Eta uses an en dash [11–12]. "
+        "Theta has no space [13,14]. Iota spells it out [Document 15]. "
+        "Kappa lists [16, 17 and 18]."
+    )
     assert refs == [f"d{i}" for i in range(1, 19)]
     assert answer == [
-        ("Alpha is first.", [0]), ("Beta follows.", [1, 2]), ("Gamma ranges.", [3, 4, 5]),
-        ("Delta stacks.", [6, 7]), ("Epsilon names.", [8]), ("Zeta is wide.", [9]),
-        ("Eta uses an en dash.", [10, 11]), ("Theta has no space.", [12, 13]), ("Iota spells it out.", [14]),
+        ("Alpha is first.", [0]),
+        ("Beta follows.", [1, 2]),
+        ("Gamma ranges.", [3, 4, 5]),
+        ("Delta stacks.", [6, 7]),
+        ("Epsilon names.", [8]),
+        ("Zeta is wide.", [9]),
+        ("Eta uses an en dash.", [10, 11]),
+        ("Theta has no space.", [12, 13]),
+        ("Iota spells it out.", [14]),
         ("Kappa lists.", [15, 16, 17]),
     ]
 
 
 def test_markers_are_cut_and_punctuation_tidied():
-    refs, answer = run("Gzip is fast [1], and small [2]. It is old ([3]). It is everywhere (see [4]). "
-                       "It wraps zlib [1], [2].")
+    refs, answer = run(
+        "Gzip is fast [1], and small [2]. It is old ([3]). It is everywhere (see [4]). It wraps zlib [1], [2]."
+    )
     assert refs == ["d1", "d2", "d3", "d4"]
-    assert answer == [("Gzip is fast, and small.", [0, 1]), ("It is old.", [2]), ("It is everywhere.", [3]),
-                      ("It wraps zlib.", [0, 1])]
+    assert answer == [
+        ("Gzip is fast, and small.", [0, 1]),
+        ("It is old.", [2]),
+        ("It is everywhere.", [3]),
+        ("It wraps zlib.", [0, 1]),
+    ]
 
 
 def test_renumbering_in_order_of_first_citation():
@@ -57,8 +70,7 @@ def test_the_same_segment_at_two_positions_is_one_reference():
 def test_marker_opening_a_sentence_belongs_to_the_previous_one():
     refs, answer = run("Argparse parses options. [3] It also prints help. [4][5] Then it exits. [6]")
     assert refs == ["d3", "d4", "d5", "d6"]
-    assert answer == [("Argparse parses options.", [0]), ("It also prints help.", [1, 2]),
-                      ("Then it exits.", [3])]
+    assert answer == [("Argparse parses options.", [0]), ("It also prints help.", [1, 2]), ("Then it exits.", [3])]
 
 
 def test_marker_on_its_own_line_goes_to_the_sentence_before():
@@ -71,11 +83,14 @@ def test_a_marker_opening_the_answer_stays_with_its_sentence():
     assert run("[2] reports that gzip is fast.") == (["d2"], [("reports that gzip is fast.", [0])])
 
 
-@pytest.mark.parametrize("thinking", [
-    "<think>The user wants gzip. Maybe [7].</think>\n",
-    "<THINK>\nplan [7]\n</THINK>",
-    "The user wants gzip [7]; the opening tag was in the prompt.</think>\n\n",
-])
+@pytest.mark.parametrize(
+    "thinking",
+    [
+        "<think>The user wants gzip. Maybe [7].</think>\n",
+        "<THINK>\nplan [7]\n</THINK>",
+        "The user wants gzip [7]; the opening tag was in the prompt.</think>\n\n",
+    ],
+)
 def test_thinking_is_removed(thinking):
     assert run(thinking + "Gzip compresses files [1].") == (["d1"], [("Gzip compresses files.", [0])])
 
@@ -85,19 +100,39 @@ def test_unclosed_thinking_leaves_no_answer():
 
 
 def test_markdown_noise_goes_but_text_stays():
-    text = ("## Answer\n**Gzip** compresses *files* [1].\n\n### How it works\n- It wraps zlib [2].\n"
-            "* It uses DEFLATE [3]\n1. It is old [4].\n2) It is free [5].\n**Answer:** It is fast [1].\n"
-            "# Gzip is everywhere [6].\nThe __init__ method stays [7].")
+    text = (
+        "## Answer\n**Gzip** compresses *files* [1].\n\n### How it works\n- It wraps zlib [2].\n"
+        "* It uses DEFLATE [3]\n1. It is old [4].\n2) It is free [5].\n**Answer:** It is fast [1].\n"
+        "# Gzip is everywhere [6].\nThe __init__ method stays [7]."
+    )
     refs, answer = run(text)
     assert refs == ["d1", "d2", "d3", "d4", "d5", "d6", "d7"]
-    assert answer == [("Gzip compresses files.", [0]), ("It wraps zlib.", [1]), ("It uses DEFLATE", [2]),
-                      ("It is old.", [3]), ("It is free.", [4]), ("It is fast.", [0]),
-                      ("Gzip is everywhere.", [5]), ("The __init__ method stays.", [6])]
+    assert answer == [
+        ("Gzip compresses files.", [0]),
+        ("It wraps zlib.", [1]),
+        ("It uses DEFLATE", [2]),
+        ("It is old.", [3]),
+        ("It is free.", [4]),
+        ("It is fast.", [0]),
+        ("Gzip is everywhere.", [5]),
+        ("The __init__ method stays.", [6]),
+    ]
 
 
-@pytest.mark.parametrize("heading", ["References:", "References", "**References**", "**References:**",
-                                     "## Sources", "Sources", "### Bibliography", "Citations:",
-                                     "Works cited:"])
+@pytest.mark.parametrize(
+    "heading",
+    [
+        "References:",
+        "References",
+        "**References**",
+        "**References:**",
+        "## Sources",
+        "Sources",
+        "### Bibliography",
+        "Citations:",
+        "Works cited:",
+    ],
+)
 def test_reference_section_headings(heading):
     text = f"One fact [1]. Another [2].\n\n{heading}\n[1] Something, 2020.\n[2] Else.\nTrailing text [3]."
     assert run(text) == (["d1", "d2"], [("One fact.", [0]), ("Another.", [1])])
@@ -105,9 +140,13 @@ def test_reference_section_headings(heading):
 
 def test_reference_lines_without_a_heading():
     assert run("One fact [1]. Another [2].\n\nSources: [1] gzip docs, [2] zlib docs") == (
-        ["d1", "d2"], [("One fact.", [0]), ("Another.", [1])])
+        ["d1", "d2"],
+        [("One fact.", [0]), ("Another.", [1])],
+    )
     assert run("One fact [1]. Another [2].\n\n[1] gzip docs\n[2] zlib docs") == (
-        ["d1", "d2"], [("One fact.", [0]), ("Another.", [1])])
+        ["d1", "d2"],
+        [("One fact.", [0]), ("Another.", [1])],
+    )
 
 
 def test_long_answers_are_cut_at_a_sentence_boundary():
@@ -135,13 +174,14 @@ def test_at_most_twenty_references():
     refs, answer = run(" ".join(f"Fact {i} [{i}, 1]." for i in range(1, 26)))
     assert refs == DOCS[:20]
     assert answer[19] == ("Fact 20.", [19, 0]) and answer[20] == ("Fact 21.", [0])
-    assert run("A [3]. B [1]. C [2].", max_references=2) == (
-        ["d3", "d1"], [("A.", [0]), ("B.", [1]), ("C.", [])])
+    assert run("A [3]. B [1]. C [2].", max_references=2) == (["d3", "d1"], [("A.", [0]), ("B.", [1]), ("C.", [])])
 
 
 def test_brackets_that_are_not_citations_are_kept():
     assert run("Lists look like [a, b] in Python [1]. In [2020] it changed [2].") == (
-        ["d1", "d2"], [("Lists look like [a, b] in Python.", [0]), ("In [2020] it changed.", [1])])
+        ["d1", "d2"],
+        [("Lists look like [a, b] in Python.", [0]), ("In [2020] it changed.", [1])],
+    )
 
 
 SMOLLM2_MARKDOWN = """To parse command-line arguments in Python, use the argparse module [1].
@@ -180,11 +220,17 @@ def test_smollm2_markdown_code_and_orphan_markers_leave_no_sentence():
 def test_list_numbers_inside_a_line_are_no_sentences():
     from ragnarok.stages.generate.cite import postprocess
 
-    raw = ("When to use a tuple:\n1. To store values, such as records in Python [1]. 2. When the data is "
-           "immutable (e.g., integers) [2]. 3. When memory matters.")
+    raw = (
+        "When to use a tuple:\n1. To store values, such as records in Python [1]. 2. When the data is "
+        "immutable (e.g., integers) [2]. 3. When memory matters."
+    )
     _, answer = postprocess(raw, ["d1", "d2"])
-    assert [s.text for s in answer] == ["When to use a tuple:", "To store values, such as records in Python.",
-                                        "When the data is immutable (e.g., integers).", "When memory matters."]
+    assert [s.text for s in answer] == [
+        "When to use a tuple:",
+        "To store values, such as records in Python.",
+        "When the data is immutable (e.g., integers).",
+        "When memory matters.",
+    ]
     assert [s.citations for s in answer] == [[], [0], [1], []]
 
 
@@ -193,9 +239,16 @@ def test_a_model_answer_of_code_alone_falls_back_to_the_extractive_answer():
     from ragnarok.core.types import Candidate, Doc, Query
     from ragnarok.stages.generate.llm import finish
 
-    candidates = [Candidate(docid="d1", score=1.0, doc=Doc(segment="A tuple is an immutable sequence. Use a "
-                                                                   "tuple for a fixed record of values."))]
+    candidates = [
+        Candidate(
+            docid="d1",
+            score=1.0,
+            doc=Doc(segment="A tuple is an immutable sequence. Use a tuple for a fixed record of values."),
+        )
+    ]
     answer = finish("```python\nrecord = (1, 2)\n```\n2.", Query(text="when to use a tuple", qid="q"), candidates, 80)
-    assert [s.text for s in answer.answer] == ["A tuple is an immutable sequence.",
-                                               "Use a tuple for a fixed record of values."]
+    assert [s.text for s in answer.answer] == [
+        "A tuple is an immutable sequence.",
+        "Use a tuple for a fixed record of values.",
+    ]
     assert answer.references == ["d1"] and answer.notes["fallback"].startswith("the model wrote no sentence")

@@ -10,8 +10,7 @@ COMMANDS = ["serve", "index", "search", "eval"]
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ragnarok.cli", *args], capture_output=True, text=True,
-                          timeout=300)
+    return subprocess.run([sys.executable, "-m", "ragnarok.cli", *args], capture_output=True, text=True, timeout=300)
 
 
 @pytest.mark.parametrize("command", COMMANDS)
@@ -20,17 +19,21 @@ def test_help(command):
     assert out.returncode == 0 and "Usage" in out.stdout
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["eval", "/nonexistent/qrels", "/nonexistent/run"], "cannot read qrels"),
-    (["search", "--topics", "nope", "--output", "x.txt"], "unknown topic set or file 'nope'"),
-    (["index", "/nonexistent", "/tmp/x", "--collection", "HtmlCollection"], "collection not found"),
-    (["index", "/nonexistent.jsonl", "/tmp/x"], "collection not found"),
-    (["index"], "give INPUT and OUTPUT"),
-    (["index", "--from-lucene", "/nonexistent"], "give --dense MODEL"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["eval", "/nonexistent/qrels", "/nonexistent/run"], "cannot read qrels"),
+        (["search", "--topics", "nope", "--output", "x.txt"], "unknown topic set or file 'nope'"),
+        (["index", "/nonexistent", "/tmp/x", "--collection", "HtmlCollection"], "collection not found"),
+        (["index", "/nonexistent.jsonl", "/tmp/x"], "collection not found"),
+        (["index"], "give INPUT and OUTPUT"),
+        (["index", "--from-lucene", "/nonexistent"], "give --dense MODEL"),
+    ],
+)
 def test_errors_are_one_line(args, message, tmp_path):
-    out = subprocess.run([sys.executable, "-m", "ragnarok.cli", *args], capture_output=True, text=True,
-                         timeout=300, cwd=tmp_path)
+    out = subprocess.run(
+        [sys.executable, "-m", "ragnarok.cli", *args], capture_output=True, text=True, timeout=300, cwd=tmp_path
+    )
     assert out.returncode == 2
     lines = [line for line in out.stderr.splitlines() if line.startswith("error:")]
     assert len(lines) == 1 and message in lines[0], out.stderr[-1000:]
@@ -56,8 +59,14 @@ def test_serve_on_a_busy_port_fails_in_one_line_before_any_start_up_work(host, t
         busy.listen()
         port = busy.getsockname()[1]
         env = {**os.environ, "RAGNAROK_DATA_DIR": str(tmp_path / "data")}
-        out = subprocess.run([sys.executable, "-m", "ragnarok.cli", "serve", "--host", host, "--port", str(port)],
-                             capture_output=True, text=True, timeout=300, cwd=tmp_path, env=env)
+        out = subprocess.run(
+            [sys.executable, "-m", "ragnarok.cli", "serve", "--host", host, "--port", str(port)],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            cwd=tmp_path,
+            env=env,
+        )
     shown = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
     assert out.returncode == 2, out.stderr[-2000:]
     assert out.stderr.count("\n") == 1 and out.stderr.startswith("error: ") and not out.stdout, out.stderr
@@ -71,8 +80,14 @@ def test_serve_refuses_a_port_that_is_no_tcp_port(port, tmp_path):
     import os
 
     env = {**os.environ, "RAGNAROK_DATA_DIR": str(tmp_path / "data")}
-    out = subprocess.run([sys.executable, "-m", "ragnarok.cli", "serve", f"--port={port}"], capture_output=True,
-                         text=True, timeout=120, cwd=tmp_path, env=env)
+    out = subprocess.run(
+        [sys.executable, "-m", "ragnarok.cli", "serve", f"--port={port}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env=env,
+    )
     assert out.returncode == 2 and out.stderr == f"error: port {port} is not a TCP port: give one from 1 to 65535\n"
     assert not (tmp_path / "data").exists()
 
@@ -90,8 +105,14 @@ def test_the_arena_alone_defaults_to_a_bracketed_ipv6_gateway(tmp_path):
     import os
 
     env = {**os.environ, "RAGNAROK_HOST": "::1", "RAGNAROK_PORT": "8152"}
-    out = subprocess.run([sys.executable, "-m", "webui", "--help"], capture_output=True, text=True, timeout=300,
-                         env=env, cwd=Path(__file__).resolve().parent.parent)
+    out = subprocess.run(
+        [sys.executable, "-m", "webui", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "http://[::1]:8152" in " ".join(out.stdout.split()), out.stdout
 
@@ -108,8 +129,12 @@ def test_serve_banner_brackets_an_ipv6_host(demo_settings, tmp_path, slowdown):
     env = {**os.environ, "RAGNAROK_DATA_DIR": str(demo_settings.data_dir)}
     log = tmp_path / "serve.log"
     with open(log, "wb") as out:
-        server = subprocess.Popen([sys.executable, "-m", "ragnarok.cli", "serve", "--no-dense", "--host", "::1",
-                                   "--port", str(port)], env=env, stdout=out, stderr=subprocess.STDOUT)
+        server = subprocess.Popen(
+            [sys.executable, "-m", "ragnarok.cli", "serve", "--no-dense", "--host", "::1", "--port", str(port)],
+            env=env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
         try:
             deadline = time.monotonic() + 120 * slowdown
             while "serving at" not in log.read_text() and server.poll() is None and time.monotonic() < deadline:

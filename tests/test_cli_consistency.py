@@ -19,15 +19,34 @@ from ragnarok.track.output import in_topic_order
 
 
 def _answers(path: Path, qids: list[str]) -> Path:
-    path.write_text("".join(json.dumps({"run_id": "r", "topic_id": q, "topic": f"topic {q}", "references": [],
-                                        "answer": [{"text": f"gzip compresses files {q}.", "citations": []}]}) + "\n"
-                            for q in qids))
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "run_id": "r",
+                    "topic_id": q,
+                    "topic": f"topic {q}",
+                    "references": [],
+                    "answer": [{"text": f"gzip compresses files {q}.", "citations": []}],
+                }
+            )
+            + "\n"
+            for q in qids
+        )
+    )
     return path
 
 
 def _nuggets(path: Path, qids: list[str]) -> Path:
-    path.write_text("".join(json.dumps({"qid": q, "query": f"topic {q}", "nuggets": [
-        {"text": "gzip compresses files", "importance": "vital"}]}) + "\n" for q in qids))
+    path.write_text(
+        "".join(
+            json.dumps(
+                {"qid": q, "query": f"topic {q}", "nuggets": [{"text": "gzip compresses files", "importance": "vital"}]}
+            )
+            + "\n"
+            for q in qids
+        )
+    )
     return path
 
 
@@ -43,11 +62,13 @@ def test_run_name_takes_one_name_per_option(tmp_path):
     assert out.exit_code == 2 and len(errors) == 1, out.output
     assert "1 --run-name for 3 runs" in errors[0] and "y: no such run file" in errors[0]
     assert "--run-name a --run-name b" in errors[0]
-    out = CliRunner().invoke(app, ["eval-rag", str(a), str(b), "--nuggets", str(nuggets),
-                                   "--run-name", "x", "--run-name", "x"])
+    out = CliRunner().invoke(
+        app, ["eval-rag", str(a), str(b), "--nuggets", str(nuggets), "--run-name", "x", "--run-name", "x"]
+    )
     assert out.exit_code == 2 and "distinct" in _errors(out.output)[0]
-    out = CliRunner().invoke(app, ["eval-rag", str(a), str(b), "--nuggets", str(nuggets),
-                                   "--run-name", "x", "--run-name", "y"])
+    out = CliRunner().invoke(
+        app, ["eval-rag", str(a), str(b), "--nuggets", str(nuggets), "--run-name", "x", "--run-name", "y"]
+    )
     assert out.exit_code == 0, out.output
     assert any(line.startswith("x ") for line in out.output.splitlines())
 
@@ -67,8 +88,9 @@ def test_eval_rag_compares_runs_on_their_shared_topics(tmp_path):
 def test_validate_says_a_ranking_file_is_one(tmp_path):
     ranking = tmp_path / "run.trec"
     ranking.write_text("".join(f"{q} Q0 doc{d} {d} {10 - d}.5 bm25\n" for q in range(1, 50) for d in range(1, 9)))
-    out = subprocess.run([sys.executable, "-m", "ragnarok.cli", "validate", str(ranking)], capture_output=True,
-                         text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "ragnarok.cli", "validate", str(ranking)], capture_output=True, text=True, timeout=300
+    )
     assert out.returncode != 0
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and "is a TREC ranking file" in lines[0], out.stderr[-2000:]
@@ -102,11 +124,14 @@ def test_run_tags_of_pipelines():
     assert len(long_a) <= 48 and long_a != long_b and " " not in long_a
 
 
-@pytest.mark.parametrize(("command", "wanted"), [
-    (["search"], ["Java search threads"]),
-    (["run"], ["Show a progress bar"]),
-    (["judge", "nuggets"], ["lowest relevance grade", "most nuggets kept per topic"]),
-])
+@pytest.mark.parametrize(
+    ("command", "wanted"),
+    [
+        (["search"], ["Java search threads"]),
+        (["run"], ["Show a progress bar"]),
+        (["judge", "nuggets"], ["lowest relevance grade", "most nuggets kept per topic"]),
+    ],
+)
 def test_help_describes_options_and_types_no_flag(command, wanted):
     out = CliRunner().invoke(app, [*command, "--help"], env={"COLUMNS": "250", "TERMINAL_WIDTH": "250"})
     assert out.exit_code == 0, out.output
@@ -123,14 +148,36 @@ def test_search_pipeline_writes_topics_in_order_with_a_spec_tag(tmp_path):
 
     index_documents(iter(docs(15)), tmp_path / "idx")
     topics = tmp_path / "t.tsv"
-    topics.write_text("".join(f"{q}\t{w} topic\n" for q, w in
-                              zip(["9", "3", "12", "1", "7", "5"], ["alpha", "bravo", "echo", "golf", "kilo", "lima"])))
+    topics.write_text(
+        "".join(
+            f"{q}\t{w} topic\n"
+            for q, w in zip(["9", "3", "12", "1", "7", "5"], ["alpha", "bravo", "echo", "golf", "kilo", "lima"])
+        )
+    )
     outputs = []
     for n in range(2):
         outputs.append(tmp_path / f"run{n}.txt")
-        out = subprocess.run([sys.executable, "-m", "ragnarok.cli", "search", "--topics", str(topics), "--index",
-                              str(tmp_path / "idx"), "--pipeline", "rrf(bm25, bm25+rm3)@5", "--threads", "6",
-                              "--output", str(outputs[-1])], capture_output=True, text=True, timeout=600)
+        out = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "ragnarok.cli",
+                "search",
+                "--topics",
+                str(topics),
+                "--index",
+                str(tmp_path / "idx"),
+                "--pipeline",
+                "rrf(bm25, bm25+rm3)@5",
+                "--threads",
+                "6",
+                "--output",
+                str(outputs[-1]),
+            ],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert out.returncode == 0, out.stderr[-2000:]
     lines = outputs[0].read_text().splitlines()
     assert outputs[0].read_bytes() == outputs[1].read_bytes()
@@ -148,15 +195,38 @@ def test_run_writes_its_answers_in_topic_order(demo_settings, tmp_path, monkeypa
 
     with serve_app(flaky_openai_app()) as url:
         monkeypatch.setenv("RAGNAROK_DATA_DIR", str(demo_settings.data_dir))
-        monkeypatch.setenv("RAGNAROK_GENERATORS", json.dumps([
-            {"name": "slow200", "backend": "openai", "base_url": f"{url}/v1", "model": "fixed-200ms",
-             "max_concurrency": 16}]))
+        monkeypatch.setenv(
+            "RAGNAROK_GENERATORS",
+            json.dumps(
+                [
+                    {
+                        "name": "slow200",
+                        "backend": "openai",
+                        "base_url": f"{url}/v1",
+                        "model": "fixed-200ms",
+                        "max_concurrency": 16,
+                    }
+                ]
+            ),
+        )
         get_settings.cache_clear()
         try:
             outputs = [tmp_path / "a.jsonl", tmp_path / "b.jsonl"]
             for output in outputs:
-                out = CliRunner().invoke(app, ["run", "--topics", "demo", "--pipeline", "bm25@20 | slow200",
-                                               "--output", str(output), "--concurrency", "16"])
+                out = CliRunner().invoke(
+                    app,
+                    [
+                        "run",
+                        "--topics",
+                        "demo",
+                        "--pipeline",
+                        "bm25@20 | slow200",
+                        "--output",
+                        str(output),
+                        "--concurrency",
+                        "16",
+                    ],
+                )
                 assert out.exit_code == 0, out.output
         finally:
             get_settings.cache_clear()

@@ -40,10 +40,26 @@ def test_search_eval_run_validate_envelopes(demo_data_env, tmp_path):
 
     answers, topics = tmp_path / "ext.jsonl", tmp_path / "two.tsv"
     topics.write_text("demo-01\thow do I parse command-line arguments\ndemo-02\tcompress a file with gzip\n")
-    ran, text = envelope("run", "--topics", topics, "--pipeline", "bm25@20 | extractive", "--run-id", "ext",
-                         "--output", answers, "--output-format", "json")
-    assert ran["ok"] and ran["result"] == {"output": str(answers), "topics": 2, "written": 2, "skipped": 0,
-                                           "failed": {}}
+    ran, text = envelope(
+        "run",
+        "--topics",
+        topics,
+        "--pipeline",
+        "bm25@20 | extractive",
+        "--run-id",
+        "ext",
+        "--output",
+        answers,
+        "--output-format",
+        "json",
+    )
+    assert ran["ok"] and ran["result"] == {
+        "output": str(answers),
+        "topics": 2,
+        "written": 2,
+        "skipped": 0,
+        "failed": {},
+    }
     assert "2 topics written" in text
     checked, text = envelope("validate", answers, "--topics", topics, "--output", "json")
     assert checked["ok"] and checked["result"]["year"] == 2024 and checked["result"]["lines"] == 2
@@ -51,8 +67,9 @@ def test_search_eval_run_validate_envelopes(demo_data_env, tmp_path):
 
 
 def test_failures_still_give_the_envelope(demo_data_env, tmp_path):
-    failed, text = envelope("run", "--topics", "nonesuch", "--output", tmp_path / "r.jsonl",
-                            "--output-format", "json", code=2)
+    failed, text = envelope(
+        "run", "--topics", "nonesuch", "--output", tmp_path / "r.jsonl", "--output-format", "json", code=2
+    )
     assert not failed["ok"] and failed["command"] == "run" and failed["result"] is None
     assert len(failed["errors"]) == 1 and "unknown topic set or file 'nonesuch'" in failed["errors"][0]
     assert text.startswith("error: unknown topic set or file 'nonesuch'")
@@ -62,8 +79,18 @@ def test_failures_still_give_the_envelope(demo_data_env, tmp_path):
     assert not missing["ok"] and missing["errors"] and text.startswith("error: ")
 
     bad = tmp_path / "bad.jsonl"
-    bad.write_text(json.dumps({"run_id": "r", "topic_id": "1", "topic": "t", "references": [],
-                               "answer": [{"text": "x", "citations": [3]}]}) + "\n")
+    bad.write_text(
+        json.dumps(
+            {
+                "run_id": "r",
+                "topic_id": "1",
+                "topic": "t",
+                "references": [],
+                "answer": [{"text": "x", "citations": [3]}],
+            }
+        )
+        + "\n"
+    )
     checked, text = envelope("validate", bad, "--output", "json", code=1)
     assert not checked["ok"] and checked["result"]["errors"] == len(checked["errors"]) >= 1
     assert all(e.startswith("error: line 1") for e in checked["errors"]) and "INVALID" in text
@@ -74,8 +101,7 @@ def test_failures_still_give_the_envelope(demo_data_env, tmp_path):
 
 def test_eval_rag_doctor_and_keys_envelopes(demo_data_env, tmp_path, monkeypatch):
     a = _answers(tmp_path / "a.jsonl", ["1", "2"])
-    scored, text = envelope("eval-rag", a, "--nuggets", _nuggets(tmp_path / "n.jsonl", ["1", "2"]),
-                            "--output", "json")
+    scored, text = envelope("eval-rag", a, "--nuggets", _nuggets(tmp_path / "n.jsonl", ["1", "2"]), "--output", "json")
     run = scored["result"]["runs"][0]
     assert scored["ok"] and run["name"] == "a.jsonl" and run["topics"] == 2
     assert set(run["means"]["strict_all"]) >= {"mean", "low", "high"} and "bootstrap" in text

@@ -77,19 +77,28 @@ def cluster(demo_settings, fake):
     index_documents(iter(docs(12)), index)
     ensure_dense_index(index, "minilm")
     _, base = fake
-    env = {**os.environ, "RAGNAROK_DATA_DIR": str(demo_settings.data_dir), "RAGNAROK_AUTH": "keys", KEY_ENV: KEY_VALUE,
-           "RAGNAROK_GENERATORS": json.dumps([_paid("paid", base, "ok:cluster"),
-                                              # the embedded model left out of the arena and its warm-up
-                                              {"name": "smollm2", "backend": "llama-cpp",
-                                               "model": "SmolLM2-135M-Instruct", "paid": True}]),
-           "RAGNAROK_ARENA_POOL": json.dumps(POOL), "RAGNAROK_INDEXES": json.dumps({"x": str(index)}),
-           "RAGNAROK_ARENA_VOTES_PER_MINUTE": "100000", "RAGNAROK_ARENA_BATTLES_PER_MINUTE": "100000"}
+    env = {
+        **os.environ,
+        "RAGNAROK_DATA_DIR": str(demo_settings.data_dir),
+        "RAGNAROK_AUTH": "keys",
+        KEY_ENV: KEY_VALUE,
+        "RAGNAROK_GENERATORS": json.dumps(
+            [
+                _paid("paid", base, "ok:cluster"),
+                # the embedded model left out of the arena and its warm-up
+                {"name": "smollm2", "backend": "llama-cpp", "model": "SmolLM2-135M-Instruct", "paid": True},
+            ]
+        ),
+        "RAGNAROK_ARENA_POOL": json.dumps(POOL),
+        "RAGNAROK_INDEXES": json.dumps({"x": str(index)}),
+        "RAGNAROK_ARENA_VOTES_PER_MINUTE": "100000",
+        "RAGNAROK_ARENA_BATTLES_PER_MINUTE": "100000",
+    }
     env.pop("RAGNAROK_DATABASE_URL", None)
     data = root / "cluster"
     port = free_port()
     try:
-        up = _cluster("up", "--instances", "3", "--port", str(port), "--data-dir", str(data), "--no-dense",
-                      env=env)
+        up = _cluster("up", "--instances", "3", "--port", str(port), "--data-dir", str(data), "--no-dense", env=env)
         assert up.returncode == 0, up.stderr
         lines = dict(line.split("=", 1) for line in up.stdout.splitlines() if "=" in line)
         yield lines, env, data, index
@@ -143,8 +152,9 @@ def test_up_prints_its_parts_and_a_second_up_says_it_is_up(cluster):
     assert len(pids) == 3 and all(Path(f"/proc/{p}").exists() for p in pids)
     assert lines["URL"].startswith("http://127.0.0.1:") and lines["DATABASE_URL"].startswith("postgresql")
     assert httpx.get(lines["URL"] + "/healthz", timeout=T).status_code == 200
-    again = _cluster("up", "--instances", "3", "--port", lines["URL"].rsplit(":", 1)[1], "--data-dir", str(data),
-                     env=env)
+    again = _cluster(
+        "up", "--instances", "3", "--port", lines["URL"].rsplit(":", 1)[1], "--data-dir", str(data), env=env
+    )
     assert again.returncode == 0 and "already up" in again.stderr, again.stderr
     assert f"PIDS={lines['PIDS']}" in again.stdout
 
@@ -158,9 +168,14 @@ def test_a_budget_of_50_calls_holds_across_instances(cluster, fake):
 
     async def run(n: int) -> list[httpx.Response]:
         async with httpx.AsyncClient(timeout=T, limits=httpx.Limits(max_connections=300)) as client:
-            return await asyncio.gather(*(client.post(url + "/v1/generate", headers=_bearer(secret),
-                                                      json={"request": CANDIDATES, "generator": "paid"})
-                                          for _ in range(n)))
+            return await asyncio.gather(
+                *(
+                    client.post(
+                        url + "/v1/generate", headers=_bearer(secret), json={"request": CANDIDATES, "generator": "paid"}
+                    )
+                    for _ in range(n)
+                )
+            )
 
     answered, pending, rounds = [], 300, 0
     while pending and rounds < 6:
@@ -201,8 +216,9 @@ def _visitor(url: str, cookie: str):
     """A page of the arena behind the proxy: Gradio's client sending nginx's affinity cookie."""
     from gradio_client import Client
 
-    return Client(f"{url}/arena/", headers={"Cookie": f"{AFFINITY_COOKIE}={cookie}"}, verbose=False,
-                  httpx_kwargs={"timeout": T})
+    return Client(
+        f"{url}/arena/", headers={"Cookie": f"{AFFINITY_COOKIE}={cookie}"}, verbose=False, httpx_kwargs={"timeout": T}
+    )
 
 
 def _battle(page) -> str:
@@ -222,8 +238,10 @@ async def _event(http: httpx.AsyncClient, url: str, session: str, event: tuple[i
     """One Gradio event as the arena's page sends it (Gradio's queue: join, then its Server-Sent Events until
     ``process_completed``); its outputs. The session's State values stay on the server."""
     fn_index, trigger = event
-    joined = await http.post(url + "/arena/gradio_api/queue/join", json={
-        "data": data, "event_data": None, "fn_index": fn_index, "trigger_id": trigger, "session_hash": session})
+    joined = await http.post(
+        url + "/arena/gradio_api/queue/join",
+        json={"data": data, "event_data": None, "fn_index": fn_index, "trigger_id": trigger, "session_hash": session},
+    )
     assert joined.status_code == 200, joined.text
     async with http.stream("GET", url + "/arena/gradio_api/queue/data", params={"session_hash": session}) as sse:
         async for line in sse.aiter_lines():
@@ -265,8 +283,12 @@ def test_2000_votes_through_the_proxy_are_each_recorded_once(cluster):
 
 
 def _retrieve(base: str, secret: str, retriever: str) -> set[str]:
-    answer = httpx.post(base + "/v1/retrieve", headers=_bearer(secret), timeout=T,
-                        json={"query": "alpha bravo topic", "retriever": retriever, "index": "x", "k": 20})
+    answer = httpx.post(
+        base + "/v1/retrieve",
+        headers=_bearer(secret),
+        timeout=T,
+        json={"query": "alpha bravo topic", "retriever": retriever, "index": "x", "k": 20},
+    )
     assert answer.status_code == 200, answer.text
     return {c["docid"].split("#")[0] for c in answer.json()["candidates"]}
 
@@ -307,8 +329,9 @@ def killed(cluster):
             while not stop.is_set():
                 sent = time.monotonic()
                 try:
-                    status: int | str = http.post(url + "/v1/retrieve", headers=_bearer(secret),
-                                                  json={"query": "gzip", "k": 5}).status_code
+                    status: int | str = http.post(
+                        url + "/v1/retrieve", headers=_bearer(secret), json={"query": "gzip", "k": 5}
+                    ).status_code
                 except httpx.HTTPError as exc:
                     status = type(exc).__name__
                 records.append((sent, time.monotonic(), status))
@@ -411,6 +434,7 @@ def test_in_chromium_the_killed_instances_visitor_gets_a_new_battle(cluster, tmp
 
 # --- supervision, status, restart, secrets, shapes (issue 51, item 7) ----------------------------------------------
 
+
 def _status_lines(data: Path, env: dict) -> tuple[int, dict[str, list[str]]]:
     done = _cluster("status", "--data-dir", str(data), env=env)
     return done.returncode, {line.split()[0]: line.split()[1:] for line in done.stdout.splitlines()}
@@ -500,10 +524,12 @@ def test_postgres_and_redis_want_their_generated_passwords(cluster):
     hba = (data / "postgres" / "data" / "pg_hba.conf").read_text()
     assert "trust" not in [line.split()[-1] for line in hba.splitlines() if line.strip() and line[0] != "#"]
     with pytest.raises(psycopg.OperationalError, match="password"):
-        psycopg.connect(host="127.0.0.1", port=url.port, user=url.username, dbname="ragnarok", password="wrong",
-                        connect_timeout=5).close()
-    psycopg.connect(host="127.0.0.1", port=url.port, user=url.username, dbname="ragnarok", password=url.password,
-                    connect_timeout=5).close()
+        psycopg.connect(
+            host="127.0.0.1", port=url.port, user=url.username, dbname="ragnarok", password="wrong", connect_timeout=5
+        ).close()
+    psycopg.connect(
+        host="127.0.0.1", port=url.port, user=url.username, dbname="ragnarok", password=url.password, connect_timeout=5
+    ).close()
     import redis
 
     redis_url = _urls(data)["RAGNAROK_RATE_LIMIT_STORAGE"]
@@ -560,16 +586,16 @@ def test_a_redis_outage_passes_the_instances_503_through_and_marks_no_instance_d
     finally:
         sup.start("redis")
     assert {a.status_code for a in during} == {503}, sorted({a.status_code for a in during})
-    assert all(a.headers.get("retry-after") and "rate-limit store" in a.json()["detail"] for a in during), \
-        during[0].text
+    assert all(a.headers.get("retry-after") and "rate-limit store" in a.json()["detail"] for a in during), during[
+        0
+    ].text
     assert parts.wait_until(lambda: parts.pong(port, password), 30)
     back, after = time.monotonic(), []
     while not after or after[-1].status_code != 200:
         after.append(retrieve())
         assert time.monotonic() - back < 30, [a.text for a in after]
     # no instance was marked down: no answer is nginx's own (it would be, for fail_timeout, had one been)
-    assert all(a.status_code == 200 or "rate-limit store" in a.json()["detail"] for a in after), \
-        [a.text for a in after]
+    assert all(a.status_code == 200 or "rate-limit store" in a.json()["detail"] for a in after), [a.text for a in after]
     assert all(retrieve().status_code == 200 for _ in range(10))
 
     names = [f"instance-{i}" for i in (1, 2, 3)]

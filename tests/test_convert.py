@@ -21,8 +21,13 @@ cli = CliRunner()
 
 def theirs(record: dict, prompts: dict[str, str], team_id: str) -> dict:
     """castorini/ragnarok's convert_record (trec25_conversion.py), restated, for a line with every field."""
-    metadata = {"team_id": team_id, "run_id": record["run_id"], "type": "automatic",
-                "narrative_id": record["topic_id"], "narrative": record["topic"]}
+    metadata = {
+        "team_id": team_id,
+        "run_id": record["run_id"],
+        "type": "automatic",
+        "narrative_id": record["topic_id"],
+        "narrative": record["topic"],
+    }
     if record["topic_id"] in prompts:
         metadata["prompt"] = prompts[record["topic_id"]]
     return {"metadata": metadata, "references": record["references"], "answer": record["answer"]}
@@ -31,21 +36,37 @@ def theirs(record: dict, prompts: dict[str, str], team_id: str) -> dict:
 def test_a_2024_run_converts_to_what_both_validators_accept(shared_data, tmp_path):
     topics = read_tsv(shared_data / "trec-rag" / "topics.rag24.test.txt")[:12]
     expected = {t.qid: t.text for t in topics}
-    lines = [answer_record(RagAnswer(topic_id=t.qid, topic=t.text, references=SEGS[:5],
-                                     answer=[CitedSentence(text=f"{t.text} is answered.", citations=[0, 2])]),
-                           year=2024, run_id="r24", topic_text=t.text) for t in topics]
+    lines = [
+        answer_record(
+            RagAnswer(
+                topic_id=t.qid,
+                topic=t.text,
+                references=SEGS[:5],
+                answer=[CitedSentence(text=f"{t.text} is answered.", citations=[0, 2])],
+            ),
+            year=2024,
+            run_id="r24",
+            topic_text=t.text,
+        )
+        for t in topics
+    ]
     lines[1]["references"] = SEGS[:3] + SEGS[:3]  # repeated: the 2025 validator would fix them
     lines[2]["answer"][0]["citations"] = [0, 9]  # 9 is outside references
     lines[3]["answer"] = [{"text": "word " * 150, "citations": [1]}] * 3  # 450 words
     run = write_lines(tmp_path / "run24.jsonl", lines)
     before = run.read_bytes()
     messages = [{"role": "system", "content": "You answer."}, {"role": "user", "content": "QUESTION: x"}]
-    prompts = write_lines(tmp_path / "prompts.jsonl", [  # castorini's rag_exec_summary shape, messages or text
-        {"query": {"qid": topics[0].qid, "text": topics[0].text}, "rag_exec_summary": {"prompt": messages}},
-        {"query": {"qid": topics[4].qid}, "rag_exec_summary": {"prompt": "system: You answer.\n\nuser: y"}}])
+    prompts = write_lines(
+        tmp_path / "prompts.jsonl",
+        [  # castorini's rag_exec_summary shape, messages or text
+            {"query": {"qid": topics[0].qid, "text": topics[0].text}, "rag_exec_summary": {"prompt": messages}},
+            {"query": {"qid": topics[4].qid}, "rag_exec_summary": {"prompt": "system: You answer.\n\nuser: y"}},
+        ],
+    )
     out = tmp_path / "run25.jsonl"
-    got = cli.invoke(app, ["convert", "trec25-format", str(run), str(out), "--prompts", str(prompts),
-                           "--team-id", "team"])
+    got = cli.invoke(
+        app, ["convert", "trec25-format", str(run), str(out), "--prompts", str(prompts), "--team-id", "team"]
+    )
     assert got.exit_code == 0, got.output
     assert "12 lines converted to the 2025 format, 2 with a prompt, 1 out-of-range citations dropped" in got.stdout
     assert "warning: 10 of 12 topics have no prompt" in got.stderr
@@ -65,19 +86,28 @@ def test_a_2024_run_converts_to_what_both_validators_accept(shared_data, tmp_pat
 
 def test_a_real_run_converts(shared_data, tmp_path):
     out = tmp_path / "gold25.jsonl"
-    got = cli.invoke(app, ["convert", "trec25-format", str(shared_data / "judge-dev" / "runs" / "gold.jsonl"),
-                           str(out)])
+    got = cli.invoke(
+        app, ["convert", "trec25-format", str(shared_data / "judge-dev" / "runs" / "gold.jsonl"), str(out)]
+    )
     assert got.exit_code == 0, got.output
     result = cli.invoke(app, ["validate", str(out), "--topics", "demo"])
     assert result.exit_code == 0 and "valid TREC RAG 2025 run, 16 lines, 0 errors" in result.stdout
 
 
-@pytest.mark.parametrize(("content", "message"), [
-    ('{"metadata": {"run_id": "r"}, "references": [], "answer": []}\n', "line 1 is already in the 2025 format"),
-    ('{"run_id": "r", "topic_id": "1", "topic": "x", "references": []}\n', "line 1 is not a 2024 answer: no answer"),
-    ('{"run_id": "r", "topic_id": "1", "topic": "x", "references": [], "answer": []}\nnot json\n',
-     "line 2 is not JSON"),
-])
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ('{"metadata": {"run_id": "r"}, "references": [], "answer": []}\n', "line 1 is already in the 2025 format"),
+        (
+            '{"run_id": "r", "topic_id": "1", "topic": "x", "references": []}\n',
+            "line 1 is not a 2024 answer: no answer",
+        ),
+        (
+            '{"run_id": "r", "topic_id": "1", "topic": "x", "references": [], "answer": []}\nnot json\n',
+            "line 2 is not JSON",
+        ),
+    ],
+)
 def test_bad_input_writes_nothing(tmp_path, content, message):
     run = tmp_path / "in.jsonl"
     run.write_text(content)

@@ -31,10 +31,14 @@ TEXT = "The gzip module provides a simple interface to compress and decompress f
 
 
 def rerank_body(n: int, reranker: str = "embedding", text: str = TEXT) -> dict:
-    candidates = [{"docid": f"d{i}", "score": float(n - i),
-                   "doc": {"title": f"t{i}", "segment": f"{i} {text}"}} for i in range(n)]
-    return {"request": {"query": {"text": "compress a file", "qid": "q1"}, "candidates": candidates},
-            "reranker": reranker, "k": 5}
+    candidates = [
+        {"docid": f"d{i}", "score": float(n - i), "doc": {"title": f"t{i}", "segment": f"{i} {text}"}} for i in range(n)
+    ]
+    return {
+        "request": {"query": {"text": "compress a file", "qid": "q1"}, "candidates": candidates},
+        "reranker": reranker,
+        "k": 5,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -123,8 +127,10 @@ def test_a_small_rerank_is_not_stuck_behind_a_large_one(tmp_path, encoder, slowd
         assert r.status_code == 200 and [c["docid"] for c in r.json()["candidates"]] == ["d0"]
         assert "response" not in got and encoder.batches < start + 30, "the large rerank is still running"
         assert during <= 6, f"the small rerank waited for {during} batches of the large one"
-        print(f"\nsmall rerank: {small_s:.2f} s while a 600-candidate rerank ran ({during} of its batches meanwhile, "
-              f"{encoder.batches - start} of 38 done; slowdown {slowdown:.1f})")
+        print(
+            f"\nsmall rerank: {small_s:.2f} s while a 600-candidate rerank ran ({during} of its batches meanwhile, "
+            f"{encoder.batches - start} of 38 done; slowdown {slowdown:.1f})"
+        )
         assert app.state.inflight.cancel_all() == 1  # what SIGTERM does: the large one stops within a batch
         large.join(timeout=15)
         assert got["response"].status_code == 503 and "shutting down" in got["response"].json()["detail"]
@@ -138,8 +144,10 @@ def test_client_disconnect_stops_the_work(tmp_path, encoder, slowdown):
         body = json.dumps(rerank_body(600)).encode()
         host, port = base.removeprefix("http://").split(":")
         with socket.create_connection((host, int(port)), timeout=30) as sock:
-            sock.sendall(b"POST /v1/rerank HTTP/1.1\r\nHost: " + host.encode() + b"\r\nContent-Type: "
-                         b"application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+            sock.sendall(
+                b"POST /v1/rerank HTTP/1.1\r\nHost: " + host.encode() + b"\r\nContent-Type: "
+                b"application/json\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+            )
             wait_for(lambda: encoder.batches >= start + 2, 60 * slowdown)
             left = encoder.batches
         wait_for(lambda: len(app.state.inflight) == 0, timeout_s=10 * slowdown)
@@ -232,12 +240,20 @@ def test_serve_stops_promptly_on_sigterm_with_work_in_flight(demo_settings, tmp_
     retrieval whose thread is blocked for two minutes (an Anserini REST server that never answers)."""
     port = free_port()
     hung = socket.create_server(("127.0.0.1", 0))  # accepts connections (the backlog), never answers
-    env = {**os.environ, "RAGNAROK_DATA_DIR": str(demo_settings.data_dir), "RAGNAROK_SHUTDOWN_GRACE_S": "3",
-           "RAGNAROK_REMOTE_TIMEOUT_S": "120",
-           "RAGNAROK_INDEXES": json.dumps({"hung": f"http://127.0.0.1:{hung.getsockname()[1]}/v1/hung"})}
+    env = {
+        **os.environ,
+        "RAGNAROK_DATA_DIR": str(demo_settings.data_dir),
+        "RAGNAROK_SHUTDOWN_GRACE_S": "3",
+        "RAGNAROK_REMOTE_TIMEOUT_S": "120",
+        "RAGNAROK_INDEXES": json.dumps({"hung": f"http://127.0.0.1:{hung.getsockname()[1]}/v1/hung"}),
+    }
     log = open(tmp_path / "serve.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "ragnarok.cli", "serve", "--no-dense", "--port", str(port)],
-                            env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "ragnarok.cli", "serve", "--no-dense", "--port", str(port)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -252,8 +268,10 @@ def test_serve_stops_promptly_on_sigterm_with_work_in_flight(demo_settings, tmp_
             time.sleep(0.2)
         assert httpx.post(f"{base}/v1/retrieve", json={"query": "gzip", "k": 3}, timeout=120).status_code == 200
         rerank, got = in_background(base, rerank_body(1000))  # within the default limits: ~40 s of work
-        blocked = threading.Thread(target=lambda: httpx.post(f"{base}/v1/retrieve", timeout=150,
-                                                             json={"query": "gzip", "index": "hung"}), daemon=True)
+        blocked = threading.Thread(
+            target=lambda: httpx.post(f"{base}/v1/retrieve", timeout=150, json={"query": "gzip", "index": "hung"}),
+            daemon=True,
+        )
         blocked.start()
         time.sleep(4)  # the model loads and the work starts
         t = time.monotonic()

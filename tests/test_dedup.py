@@ -23,14 +23,16 @@ from ragnarok.collection import minhash as mh
 from ragnarok.collection import workers as workers_mod
 from ragnarok.collection.jsonl import CollectionFormatError, DocidSet
 
-VOCAB = [f"{random.Random(i).choice('bcdfghklmnprstvz')}{w}" for i, w in
-         enumerate(f"{a}{b}{c}" for a in "aeiou" for b in "lmnrstkpd" for c in ["", "a", "en", "is", "or", "um"])]
+VOCAB = [
+    f"{random.Random(i).choice('bcdfghklmnprstvz')}{w}"
+    for i, w in enumerate(f"{a}{b}{c}" for a in "aeiou" for b in "lmnrstkpd" for c in ["", "a", "en", "is", "or", "um"])
+]
 VOCAB = sorted(set(VOCAB + [f"w{i}" for i in range(3000)]))
 
 
 def text(rng: random.Random, n: int) -> str:
     words = [rng.choice(VOCAB) for _ in range(n)]
-    return " ".join(" ".join(words[i:i + 12]).capitalize() + "." for i in range(0, n, 12))
+    return " ".join(" ".join(words[i : i + 12]).capitalize() + "." for i in range(0, n, 12))
 
 
 def edit(rng: random.Random, body: str, k: int) -> str:
@@ -45,7 +47,7 @@ def edit(rng: random.Random, body: str, k: int) -> str:
 def jaccard(a: str, b: str, n: int = mh.SHINGLE_WORDS) -> float:
     def shingles(t: str) -> set[tuple[str, ...]]:
         w = mh.words(t)
-        return {tuple(w[i:i + n]) for i in range(max(len(w) - n + 1, 1))}
+        return {tuple(w[i : i + n]) for i in range(max(len(w) - n + 1, 1))}
 
     sa, sb = shingles(a), shingles(b)
     return len(sa & sb) / len(sa | sb)
@@ -74,7 +76,7 @@ def test_signatures_are_datasketch_minhashes():
     offsets = np.concatenate(([0], np.cumsum(counts)))
     for i in range(len(texts)):
         m = MinHash(num_perm=64, seed=7, hashfunc=int)  # datasketch's own affine32 permutations
-        m.update_batch(hashes[offsets[i]:offsets[i + 1]].tolist())
+        m.update_batch(hashes[offsets[i] : offsets[i + 1]].tolist())
         assert np.array_equal(m.hashvalues, sigs[i])
 
 
@@ -82,8 +84,8 @@ def test_shingles_ignore_case_and_punctuation_but_not_order():
     a = "The quick brown fox jumps over the lazy dog near the river bank today"
     h1, _ = mh.shingle_hashes([a, a.upper().replace(" ", " -- "), " ".join(reversed(a.split()))])
     n = len(h1) // 3
-    assert set(h1[:n]) == set(h1[n:2 * n])
-    assert not set(h1[:n]) & set(h1[2 * n:])
+    assert set(h1[:n]) == set(h1[n : 2 * n])
+    assert not set(h1[:n]) & set(h1[2 * n :])
 
 
 def test_band_writes_equal_minhashlsh_insert():
@@ -190,7 +192,7 @@ PLANTED = [
 
 def _paragraphs(body: str, k: int, order: list[int]) -> str:
     words = body.split(" ")
-    parts = [" ".join(words[i * len(words) // k:(i + 1) * len(words) // k]) for i in range(k)]
+    parts = [" ".join(words[i * len(words) // k : (i + 1) * len(words) // k]) for i in range(k)]
     return "\n\n".join(parts[i] for i in order)
 
 
@@ -282,8 +284,13 @@ def test_classes_are_transitive_and_keep_the_first_in_input_order(tmp_path):
         versions.append(" ".join(words))
     a, b, c, d = versions
     assert jaccard(a, b) > 0.85 and jaccard(b, c) > 0.85 and jaccard(c, d) > 0.85 and jaccard(a, d) < 0.7
-    docs = [{"docid": "C", "body": c}, {"docid": "other", "body": text(rng, 300)}, {"docid": "A", "body": a},
-            {"docid": "D", "body": d}, {"docid": "B", "body": b}]
+    docs = [
+        {"docid": "C", "body": c},
+        {"docid": "other", "body": text(rng, 300)},
+        {"docid": "A", "body": a},
+        {"docid": "D", "body": d},
+        {"docid": "B", "body": b},
+    ]
     out = tmp_path / "out.jsonl"
     report = dd.dedup(write_jsonl(tmp_path / "in.jsonl", docs), out, workers=1, progress=False)
     assert docids(out) == ["C", "other"]
@@ -326,12 +333,15 @@ def test_an_input_that_changes_between_the_passes_leaves_the_output_alone(tmp_pa
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.jsonl", "out.jsonl"]
 
 
-@pytest.mark.parametrize(("line", "kind", "message"), [
-    (b'{"docid": "x", "body": "caf\xe9"}', "utf8", "not valid UTF-8"),
-    (b'["not", "an", "object"]', "malformed", "expected a JSON object"),
-    (b'{"title": "no id", "body": "text"}', "no-docid", "has no docid"),
-    (b'{"docid": "a", "body": "again"}', "duplicate", "duplicate docid 'a'"),
-])
+@pytest.mark.parametrize(
+    ("line", "kind", "message"),
+    [
+        (b'{"docid": "x", "body": "caf\xe9"}', "utf8", "not valid UTF-8"),
+        (b'["not", "an", "object"]', "malformed", "expected a JSON object"),
+        (b'{"title": "no id", "body": "text"}', "no-docid", "has no docid"),
+        (b'{"docid": "a", "body": "again"}', "duplicate", "duplicate docid 'a'"),
+    ],
+)
 def test_each_kind_of_bad_line(tmp_path, line, kind, message):
     src = tmp_path / "in.jsonl"
     src.write_bytes(b'{"docid": "a", "body": "alpha beta"}\n' + line + b'\n{"docid": "c", "body": ""}\n')

@@ -28,7 +28,7 @@ def test_demo_collection_is_large_real_and_deterministic(documents):
     assert all("#" not in d["docid"] for d in documents)
     for d in documents[::97]:
         for s in Segmenter().segment(d):
-            assert d["body"][s["start_char"]:s["end_char"]] == s["segment"]
+            assert d["body"][s["start_char"] : s["end_char"]] == s["segment"]
     digest = hashlib.sha256(json.dumps(documents).encode()).hexdigest()
     assert hashlib.sha256(json.dumps(list(iter_demo_documents())).encode()).hexdigest() == digest
     assert " at 0x" not in json.dumps(documents)
@@ -56,5 +56,8 @@ def test_bm25_finds_the_judged_answers(demo_settings):
     scores = evaluate(read_qrels(TOPICS / "qrels.demo.txt"), run)
     assert scores["nDCG@10"] > 0.45 and scores["Recall@100"] > 0.75
     top = service.get("bm25").retrieve(Query(text="how do I parse command-line arguments"), 5)
-    assert any(c.docid.split("#")[0] in {"stdlib.argparse", "stdlib.getopt", "stdlib.argparse.ArgumentParser",
-                                         "stdlib.getopt.getopt"} for c in top.candidates)
+    assert any(
+        c.docid.split("#")[0]
+        in {"stdlib.argparse", "stdlib.getopt", "stdlib.argparse.ArgumentParser", "stdlib.getopt.getopt"}
+        for c in top.candidates
+    )

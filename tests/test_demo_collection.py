@@ -59,7 +59,7 @@ def test_at_least_5000_segments_that_are_exact_spans(documents):
     assert sum(len(segmenter.spans(d["body"])) for d in documents) >= 5000
     for d in documents[::53]:
         for s in segmenter.segment(d):
-            assert d["body"][s["start_char"]:s["end_char"]] == s["segment"]
+            assert d["body"][s["start_char"] : s["end_char"]] == s["segment"]
             assert s["docid"].startswith(d["docid"] + "#")
 
 

@@ -11,13 +11,7 @@ import pytest
 from ragnarok.collection.lucene_index import index_documents
 from ragnarok.core.protocols import Retriever
 from ragnarok.core.types import Query
-from ragnarok.stages.retrieve.dense import (
-    DenseIndexNotFoundError,
-    DenseRetriever,
-    Encoder,
-    dense_dir,
-    resolve_model,
-)
+from ragnarok.stages.retrieve.dense import DenseIndexNotFoundError, DenseRetriever, Encoder, dense_dir, resolve_model
 from ragnarok.stages.retrieve.dense_build import build_dense_index, segments_from_lucene
 
 # (doc id, title, body): one short segment each, on clearly separate subjects
@@ -59,8 +53,7 @@ PARAPHRASES = [
 @pytest.fixture(scope="module")
 def lucene_dir(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("dense")
-    docs = [{"docid": d, "title": t, "body": b, "url": f"https://example.org/{d}", "headings": ""}
-            for d, t, b in DOCS]
+    docs = [{"docid": d, "title": t, "body": b, "url": f"https://example.org/{d}", "headings": ""} for d, t, b in DOCS]
     assert index_documents(iter(docs), root / "idx") == len(DOCS)
     return root / "idx"
 
@@ -70,10 +63,12 @@ def indexes(lucene_dir) -> dict[str, Path]:
     """A flat index at the default place beside the Lucene index, an HNSW one in a directory of its own."""
     flat = dense_dir(lucene_dir, "minilm")
     hnsw = lucene_dir.parent / "hnsw-minilm"
-    assert build_dense_index(segments_from_lucene(lucene_dir), flat, "minilm", "flat", batch_size=8,
-                             lucene_dir=lucene_dir) == len(DOCS)
-    assert build_dense_index(segments_from_lucene(lucene_dir), hnsw, "minilm", "hnsw",
-                             lucene_dir=lucene_dir) == len(DOCS)
+    assert build_dense_index(
+        segments_from_lucene(lucene_dir), flat, "minilm", "flat", batch_size=8, lucene_dir=lucene_dir
+    ) == len(DOCS)
+    assert build_dense_index(segments_from_lucene(lucene_dir), hnsw, "minilm", "hnsw", lucene_dir=lucene_dir) == len(
+        DOCS
+    )
     return {"flat": flat, "hnsw": hnsw}
 
 
@@ -116,10 +111,14 @@ def test_meta_and_files(indexes, lucene_dir):
 
     for kind, path in indexes.items():
         assert json.loads((path / "meta.json").read_text()) == {
-            "model": "minilm", "dim": 384, "kind": kind, "count": len(DOCS),
+            "model": "minilm",
+            "dim": 384,
+            "kind": kind,
+            "count": len(DOCS),
             "params": {} if kind == "flat" else {"M": 32, "efConstruction": 100, "efSearch": 256},
             "shards": [{"dir": ".", "start": 0, "count": len(DOCS)}],
-            "lucene": {**index_identity(lucene_dir), "count": len(DOCS)}}
+            "lucene": {**index_identity(lucene_dir), "count": len(DOCS)},
+        }
         assert len((path / "docids.txt").read_text().splitlines()) == len(DOCS)
         assert (path / "index.faiss").stat().st_size > 0
         assert not [p for p in path.parent.iterdir() if ".partial" in p.name or ".old" in p.name]
@@ -142,8 +141,10 @@ def test_retrieve_returns_a_request_with_stored_fields(lucene_dir, indexes):
     scores = [c.score for c in request.candidates]
     assert scores == sorted(scores, reverse=True) and -1.0 <= scores[-1] <= scores[0] <= 1.0
     flat = [c.docid for c in request.candidates[:5]]
-    hnsw = [c.docid for c in retriever(lucene_dir, indexes, "hnsw").retrieve(Query(text="a string instrument"), 5)
-            .candidates]
+    hnsw = [
+        c.docid
+        for c in retriever(lucene_dir, indexes, "hnsw").retrieve(Query(text="a string instrument"), 5).candidates
+    ]
     assert flat == hnsw  # exact search on 20 vectors: HNSW finds the same neighbours
 
 
@@ -171,8 +172,14 @@ def test_an_experiment_with_dense_and_fused_pipelines(lucene_dir, indexes):
 
     topics = {f"p{n}": text for n, (text, _) in enumerate(PARAPHRASES)}
     qrels = {f"p{n}": {docid: 1} for n, (_, docid) in enumerate(PARAPHRASES)}
-    frame = ragnarok.Experiment(["bm25@10", "dense:minilm@10", "rrf(bm25, dense:minilm)@10"], topics, qrels=qrels,
-                                metrics=["RR", "R@10"], index=str(lucene_dir), baseline=0)
+    frame = ragnarok.Experiment(
+        ["bm25@10", "dense:minilm@10", "rrf(bm25, dense:minilm)@10"],
+        topics,
+        qrels=qrels,
+        metrics=["RR", "R@10"],
+        index=str(lucene_dir),
+        baseline=0,
+    )
     assert list(frame["topics"]) == [len(PARAPHRASES)] * 3 and list(frame["missing"]) == [0, 0, 0]
     assert frame.loc[1, "RR"] == 1.0 > frame.loc[0, "RR"]  # each paraphrase's subject first
     assert frame.loc[1, "RR +"] >= 1 and frame.loc[1, "RR -"] == 0

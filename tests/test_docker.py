@@ -23,8 +23,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def instructions() -> list[tuple[str, str]]:
     """The Dockerfile's instructions in order: (KEYWORD, arguments), continuation lines joined, comments out."""
-    text = "\n".join(line for line in (ROOT / "Dockerfile").read_text().splitlines()
-                     if not line.lstrip().startswith("#"))
+    text = "\n".join(
+        line for line in (ROOT / "Dockerfile").read_text().splitlines() if not line.lstrip().startswith("#")
+    )
     out = []
     for line in text.replace("\\\n", " ").splitlines():
         if line.strip():
@@ -45,11 +46,14 @@ def test_the_image_keeps_its_data_in_a_volume_with_the_model_and_both_indexes():
     data_dir = env_of(steps)["RAGNAROK_DATA_DIR"]
     volumes = [i for i, (keyword, _) in enumerate(steps) if keyword == "VOLUME"]
     assert len(volumes) == 1 and data_dir in steps[volumes[0]][1], steps
-    index = [i for i, (keyword, args) in enumerate(steps)
-             if keyword == "RUN" and re.search(r"ragnarok index --demo\b.*--dense minilm\b", args)]
+    index = [
+        i
+        for i, (keyword, args) in enumerate(steps)
+        if keyword == "RUN" and re.search(r"ragnarok index --demo\b.*--dense minilm\b", args)
+    ]
     assert index and index[0] < volumes[0]  # a build step after VOLUME would be discarded
     readme = (ROOT / "README.md").read_text()
-    docker = readme[readme.index("## Docker"):readme.index("\n## ", readme.index("## Docker") + 1)]
+    docker = readme[readme.index("## Docker") : readme.index("\n## ", readme.index("## Docker") + 1)]
     volume = f"-v ragnarok-data:{data_dir}"
     assert re.search(rf"docker run [^\n]*{volume} ragnarok ragnarok keys create ", docker), docker
     assert re.search(rf"docker run [^\n]*{volume} -e RAGNAROK_AUTH=keys [^\n]*ragnarok\n", docker), docker
@@ -79,8 +83,12 @@ def test_the_image_builds_and_serves():
     build = subprocess.run([docker, "build", "-t", tag, str(ROOT)], capture_output=True, text=True, timeout=3600)
     assert build.returncode == 0, build.stdout[-3000:] + build.stderr[-3000:]
     try:
-        subprocess.run([docker, "run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:8000", tag], check=True,
-                       capture_output=True, timeout=120)
+        subprocess.run(
+            [docker, "run", "-d", "--name", name, "-p", f"127.0.0.1:{port}:8000", tag],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
         base, deadline, health = f"http://127.0.0.1:{port}", time.monotonic() + 300, None
         while time.monotonic() < deadline:
             try:
@@ -92,8 +100,9 @@ def test_the_image_builds_and_serves():
         assert r.status_code == 200 and len(r.json()["candidates"]) == 3, r.text
         assert "ragnarok_http_requests_total" in httpx.get(base + "/metrics", timeout=30).text
         while time.monotonic() < deadline:  # the image's HEALTHCHECK turns the container healthy
-            health = subprocess.run([docker, "inspect", "-f", "{{.State.Health.Status}}", name],
-                                    capture_output=True, text=True, timeout=60).stdout.strip()
+            health = subprocess.run(
+                [docker, "inspect", "-f", "{{.State.Health.Status}}", name], capture_output=True, text=True, timeout=60
+            ).stdout.strip()
             if health == "healthy":
                 break
             time.sleep(2)

@@ -30,11 +30,21 @@ def by_name(report: dict) -> dict[tuple[str, str], dict]:
 def test_a_healthy_setup_can_serve(demo_settings, tmp_path, monkeypatch):
     """The real command: exit 0, JSON naming Java, the demo index's segments, generators, the database."""
     monkeypatch.setenv("SECRET_FOR_DOCTOR", "sk-never-printed-42")
-    env = {**os.environ, "RAGNAROK_DATA_DIR": str(demo_settings.data_dir),
-           "RAGNAROK_GENERATORS": json.dumps([{"name": "keyed", "backend": "openai", "model": "x",
-                                                "api_key_env": "SECRET_FOR_DOCTOR"}])}
-    out = subprocess.run([sys.executable, "-m", "ragnarok.cli", "doctor", "--json"], env=env, cwd=tmp_path,
-                         capture_output=True, text=True, timeout=300)
+    env = {
+        **os.environ,
+        "RAGNAROK_DATA_DIR": str(demo_settings.data_dir),
+        "RAGNAROK_GENERATORS": json.dumps(
+            [{"name": "keyed", "backend": "openai", "model": "x", "api_key_env": "SECRET_FOR_DOCTOR"}]
+        ),
+    }
+    out = subprocess.run(
+        [sys.executable, "-m", "ragnarok.cli", "doctor", "--json"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stdout + out.stderr
     assert "sk-never-printed-42" not in out.stdout + out.stderr
     report = json.loads(out.stdout)
@@ -52,8 +62,14 @@ def test_a_healthy_setup_can_serve(demo_settings, tmp_path, monkeypatch):
     database = checks.get(("database", "sqlite")) or checks[("database", "database")]
     assert database["status"] == "ok" and database["detail"]["latest"] >= 8
     assert checks[("disk", "data_dir")]["detail"]["free_bytes"] > 0
-    text = subprocess.run([sys.executable, "-m", "ragnarok.cli", "doctor"], env=env, cwd=tmp_path,
-                          capture_output=True, text=True, timeout=300)
+    text = subprocess.run(
+        [sys.executable, "-m", "ragnarok.cli", "doctor"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert text.returncode == 0 and text.stdout.strip().endswith("the default setup can serve"), text.stdout
 
 
@@ -73,8 +89,12 @@ def test_a_missing_index_fails_naming_the_fix(demo_settings, tmp_path, capsys):
 
 def test_an_unreachable_generator_fails(demo_settings, capsys):
     dead = f"http://127.0.0.1:{free_port()}/v1"
-    settings = demo_settings.model_copy(update={"generators": [
-        GeneratorConfig(name="vllm", backend="openai", base_url=dead, model="m")], "generator_probe_timeout_s": 1})
+    settings = demo_settings.model_copy(
+        update={
+            "generators": [GeneratorConfig(name="vllm", backend="openai", base_url=dead, model="m")],
+            "generator_probe_timeout_s": 1,
+        }
+    )
     code, report = run_doctor(settings, capsys)
     vllm = by_name(report)[("generator", "vllm")]
     assert code == 1 and vllm["status"] == "fail" and vllm["detail"]["reachable"] is False
@@ -83,8 +103,13 @@ def test_an_unreachable_generator_fails(demo_settings, capsys):
 
 def test_a_missing_key_fails_naming_the_variable(demo_settings, capsys, monkeypatch):
     monkeypatch.delenv("TEAM_LLM_KEY", raising=False)
-    settings = demo_settings.model_copy(update={"generators": [
-        GeneratorConfig(name="team", backend="openai", model="gpt-4o-mini", api_key_env="TEAM_LLM_KEY")]})
+    settings = demo_settings.model_copy(
+        update={
+            "generators": [
+                GeneratorConfig(name="team", backend="openai", model="gpt-4o-mini", api_key_env="TEAM_LLM_KEY")
+            ]
+        }
+    )
     code, report = run_doctor(settings, capsys)
     team = by_name(report)[("generator", "team")]
     assert code == 1 and team["status"] == "fail" and team["detail"]["key_present"] is False
@@ -112,14 +137,20 @@ def test_lucene_documents_reads_the_segment_infos(demo_settings):
 
 
 def test_version(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "ragnarok.cli", "--version"], capture_output=True, text=True,
-                         timeout=120, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-m", "ragnarok.cli", "--version"], capture_output=True, text=True, timeout=120, cwd=ROOT
+    )
     assert out.returncode == 0 and out.stdout.startswith("ragnarok 0."), out.stdout + out.stderr
 
 
 def test_doctor_help():
-    out = subprocess.run([sys.executable, "-m", "ragnarok.cli", "doctor", "--help"], capture_output=True,
-                         text=True, timeout=120, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-m", "ragnarok.cli", "doctor", "--help"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert out.returncode == 0 and "--json" in out.stdout
 
 
@@ -135,8 +166,10 @@ def read_only_dir(tmp_path):
         yield path
         path.chmod(0o755)
         return
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(path)],
-                      capture_output=True).returncode == 0:
+    if (
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(path)], capture_output=True).returncode
+        == 0
+    ):
         yield path
         subprocess.run(["umount", str(path)], check=True)
         return
@@ -172,8 +205,9 @@ def test_the_auth_mode_keys_and_a_refused_host_are_reported(demo_settings, tmp_p
     assert code == 0 and auth["status"] == "warn" and auth["detail"]["host_refused"] is True
     assert "0.0.0.0" in auth["problem"] and "RAGNAROK_AUTH=keys" in auth["fix"]
 
-    keyed = demo_settings.model_copy(update={"auth": "keys", "host": "0.0.0.0",
-                                             "database_url": f"sqlite:///{tmp_path / 'keys.db'}"})
+    keyed = demo_settings.model_copy(
+        update={"auth": "keys", "host": "0.0.0.0", "database_url": f"sqlite:///{tmp_path / 'keys.db'}"}
+    )
     store = AuthStore.for_settings(keyed)  # the database, migrated, without a key
     code, report = run_doctor(keyed, capsys)
     keys = by_name(report)[("auth", "keys")]

@@ -21,10 +21,18 @@ QUERIES = [q for q, _ in PARAPHRASES] + ["x", "The gzip module provides a simple
 def torch_vectors(texts: list[str], queries: list[str]) -> tuple[np.ndarray, np.ndarray]:
     """PyTorch's vectors, computed in a child process: onnxruntime and PyTorch running models in turn in one
     process have crashed here (a process uses one backend)."""
-    code = ("import json, sys; from ragnarok.stages.retrieve.dense import Encoder; e = Encoder('minilm', backend='torch');"
-            " t, q = json.load(sys.stdin); print(json.dumps([e.encode(t).tolist(), e.encode(q, query=True).tolist()]))")
-    out = subprocess.run([sys.executable, "-c", code], input=json.dumps([texts, queries]), capture_output=True,
-                         text=True, timeout=600, check=True).stdout
+    code = (
+        "import json, sys; from ragnarok.stages.retrieve.dense import Encoder; e = Encoder('minilm', backend='torch');"
+        " t, q = json.load(sys.stdin); print(json.dumps([e.encode(t).tolist(), e.encode(q, query=True).tolist()]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        input=json.dumps([texts, queries]),
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    ).stdout
     docs, queries_ = json.loads(out.strip().splitlines()[-1])
     return np.array(docs, dtype=np.float32), np.array(queries_, dtype=np.float32)
 
@@ -56,10 +64,10 @@ def test_int8_vectors_stay_close_to_torch_and_rank_the_paraphrases_alike(torch_r
     segments) and its own index ranks each paraphrase's segment first, as PyTorch's does."""
     int8 = load_backend(Encoder("minilm").path, "onnx-int8", tmp_path)
     assert int8.name == "onnx-int8" and any((tmp_path / "onnx").rglob("model-int8.onnx"))
-    docs, queries = int8.encode(TEXTS), int8.encode(QUERIES[:len(PARAPHRASES)])
+    docs, queries = int8.encode(TEXTS), int8.encode(QUERIES[: len(PARAPHRASES)])
     torch_docs, torch_queries = torch_reference
     assert (docs * torch_docs).sum(axis=1).min() >= 0.97
-    assert (queries * torch_queries[:len(PARAPHRASES)]).sum(axis=1).min() >= 0.97
+    assert (queries * torch_queries[: len(PARAPHRASES)]).sum(axis=1).min() >= 0.97
     assert np.abs(docs - torch_docs).max() > 1e-4  # really quantised
     ids = [d for d, _, _ in DOCS]
     top = np.argmax(queries @ docs.T, axis=1)
@@ -79,9 +87,11 @@ def test_auto_on_a_cpu_runs_onnx_without_loading_torch(tmp_path):
     """``auto`` on a CPU: MiniLM runs on onnxruntime and PyTorch never loads in the process (~180 MB resident
     for a server's life, issue 41): the GPU check does not import it, nor does the export (a child process's,
     here into a fresh cache)."""
-    code = ("import sys; from ragnarok.stages.embed.backends import load_backend; from ragnarok.stages.retrieve.dense import Encoder;"
-            f" b = load_backend(Encoder('minilm').path, 'auto', {str(tmp_path)!r}); b.encode(['gzip']);"
-            " print(b.name, 'torch' in sys.modules)")
+    code = (
+        "import sys; from ragnarok.stages.embed.backends import load_backend; from ragnarok.stages.retrieve.dense import Encoder;"
+        f" b = load_backend(Encoder('minilm').path, 'auto', {str(tmp_path)!r}); b.encode(['gzip']);"
+        " print(b.name, 'torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split()[-2:] == ["onnx", "False"], out.stdout

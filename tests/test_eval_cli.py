@@ -48,8 +48,13 @@ def test_run_name_with_two_values_is_refused(tmp_path):
 def test_a_run_covering_some_topics_is_warned_about_and_its_missing_topics_count_as_0(tmp_path):
     qrels = _qrels(tmp_path / "q.txt", 50)
     few, every = _run(tmp_path / "few.txt", [0, 1]), _run(tmp_path / "every.txt", list(range(50)))
-    done = subprocess.run([sys.executable, "-m", "ragnarok.cli", "eval", str(qrels), str(few), str(every)],
-                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    done = subprocess.run(
+        [sys.executable, "-m", "ragnarok.cli", "eval", str(qrels), str(few), str(every)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr
     warnings = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
     assert warnings == ["warning: few.txt covers 2 of the 50 topics of q.txt; the 48 missing count as 0"], done.stderr

@@ -128,22 +128,26 @@ def test_run_round_trip(tmp_path):
     ranking = {"q1": [("b", 1.0), ("a", 1.0), ("c", 2.0)], "q2": [("x", -0.5)]}
     write_run(tmp_path / "r.txt", ranking, "myrun")
     assert (tmp_path / "r.txt").read_text().splitlines() == [
-        "q1 Q0 c 1 2.000000 myrun", "q1 Q0 a 2 1.000000 myrun", "q1 Q0 b 3 1.000000 myrun",
+        "q1 Q0 c 1 2.000000 myrun",
+        "q1 Q0 a 2 1.000000 myrun",
+        "q1 Q0 b 3 1.000000 myrun",
         "q2 Q0 x 1 -0.500000 myrun",
     ]
     assert read_run(tmp_path / "r.txt") == {"q1": {"c": 2.0, "a": 1.0, "b": 1.0}, "q2": {"x": -0.5}}
     buffer = io.StringIO()
     write_run(buffer, read_run(tmp_path / "r.txt"), "again", depth=2)  # a {docid: score} mapping works too
-    assert buffer.getvalue() == ("q1 Q0 c 1 2.000000 again\nq1 Q0 a 2 1.000000 again\n"
-                                 "q2 Q0 x 1 -0.500000 again\n")
+    assert buffer.getvalue() == ("q1 Q0 c 1 2.000000 again\nq1 Q0 a 2 1.000000 again\nq2 Q0 x 1 -0.500000 again\n")
     assert list(format_run_lines({"q": [("d", 1 / 3)]}, "r")) == ["q Q0 d 1 0.333333 r"]
 
 
 def test_write_run_rejects_bad_ids(tmp_path):
-    for ranking, run_id, message in [({}, "two words", "run id"), ({}, "", "run id"),
-                                     ({"q 1": [("d", 1.0)]}, "r", "topic id"),
-                                     ({"q1": [("d\t2", 1.0)]}, "r", "document id"),
-                                     ({"q1": [("d", float("nan"))]}, "r", "not finite")]:
+    for ranking, run_id, message in [
+        ({}, "two words", "run id"),
+        ({}, "", "run id"),
+        ({"q 1": [("d", 1.0)]}, "r", "topic id"),
+        ({"q1": [("d\t2", 1.0)]}, "r", "document id"),
+        ({"q1": [("d", float("nan"))]}, "r", "not finite"),
+    ]:
         with pytest.raises(ValueError, match=message):
             write_run(tmp_path / "x.txt", ranking, run_id)
     assert not (tmp_path / "x.txt").exists()
@@ -151,13 +155,16 @@ def test_write_run_rejects_bad_ids(tmp_path):
         write_run(tmp_path / "x.txt", {"q": [("d", 1.0)]}, "r", depth=0)
 
 
-@pytest.mark.parametrize(("content", "line", "message"), [
-    ("q1 Q0 a 1 1.0 r\nq1 Q0 b 2\n", 2, "6 columns, found 4"),
-    ("q1 Q0 a 1 1.0 r\n\nq1 Q0 b 2 high r\n", 3, "score 'high' is not a number"),
-    ("q1 Q0 a one 1.0 r\n", 1, "rank 'one' is not an integer"),
-    ("q1 Q0 a 1 1.0 r\nq1 Q0 a 2 0.5 r\n", 2, "appears twice"),
-    ("q1 Q0 a 1 nan r\n", 1, "not finite"),
-])
+@pytest.mark.parametrize(
+    ("content", "line", "message"),
+    [
+        ("q1 Q0 a 1 1.0 r\nq1 Q0 b 2\n", 2, "6 columns, found 4"),
+        ("q1 Q0 a 1 1.0 r\n\nq1 Q0 b 2 high r\n", 3, "score 'high' is not a number"),
+        ("q1 Q0 a one 1.0 r\n", 1, "rank 'one' is not an integer"),
+        ("q1 Q0 a 1 1.0 r\nq1 Q0 a 2 0.5 r\n", 2, "appears twice"),
+        ("q1 Q0 a 1 nan r\n", 1, "not finite"),
+    ],
+)
 def test_malformed_run_lines_name_the_line(tmp_path, content, line, message):
     (tmp_path / "bad.txt").write_text(content)
     with pytest.raises(RunFormatError, match=rf"bad.txt:{line}: .*{message}"):

@@ -29,8 +29,12 @@ from ragnarok.experiment.significance import compare, correct
 from ragnarok.stages.generate.base import GeneratorConfig
 
 RANKINGS = ["bm25@100", "bm25+rm3@100", "rrf(bm25, bm25+rocchio)@100"]
-FEW = {"demo-01": "how do I parse command-line arguments", "demo-02": "compress a file with gzip",
-       "demo-03": "read and write CSV files", "demo-04": "run a shell command and capture its output"}
+FEW = {
+    "demo-01": "how do I parse command-line arguments",
+    "demo-02": "compress a file with gzip",
+    "demo-03": "read and write CSV files",
+    "demo-04": "run a shell command and capture its output",
+}
 
 
 def invoke(*args: str):
@@ -65,8 +69,7 @@ def demo_runs(demo_settings, tmp_path_factory):
 
 def test_means_and_per_topic_figures_equal_ragnarok_eval(demo_settings, demo_data_env, demo_runs):
     runs, out = demo_runs
-    frame = ragnarok.Experiment(RANKINGS, "demo", qrels="demo", baseline=0, correction="holm",
-                                settings=demo_settings)
+    frame = ragnarok.Experiment(RANKINGS, "demo", qrels="demo", baseline=0, correction="holm", settings=demo_settings)
     assert list(frame["name"]) == RANKINGS and set(frame["topics"]) == {50} and set(frame["missing"]) == {0}
     table = invoke("eval", "demo", *(out / f"run{n}.txt" for n in range(3)))
     assert table.exit_code == 0, table.output
@@ -86,7 +89,8 @@ def test_means_and_per_topic_figures_equal_ragnarok_eval(demo_settings, demo_dat
     assert frame.loc[1, "MAP p-value"] == pytest.approx(stats.ttest_rel(other, base).pvalue)
     raw = [frame.loc[i, "MAP p-value"] for i in (1, 2)]
     assert [frame.loc[i, "MAP p-value corrected"] for i in (1, 2)] == pytest.approx(
-        list(multipletests(raw, method="holm")[1]))
+        list(multipletests(raw, method="holm")[1])
+    )
     assert math.isnan(frame.loc[0, "MAP p-value"])
     wins, ties, losses = (int(frame.loc[1, f"MAP {s}"]) for s in "+=-")
     assert wins + ties + losses == 50 and wins == int((other > base).sum())
@@ -94,8 +98,13 @@ def test_means_and_per_topic_figures_equal_ragnarok_eval(demo_settings, demo_dat
 
 def test_run_files_results_in_hand_and_specs_give_the_same_row(demo_settings, demo_runs):
     runs, out = demo_runs
-    frame = ragnarok.Experiment([RANKINGS[0], out / "run0.txt", runs[RANKINGS[0]]], "demo", qrels="demo",
-                                names=["spec", "file", "dict"], settings=demo_settings)
+    frame = ragnarok.Experiment(
+        [RANKINGS[0], out / "run0.txt", runs[RANKINGS[0]]],
+        "demo",
+        qrels="demo",
+        names=["spec", "file", "dict"],
+        settings=demo_settings,
+    )
     values = frame[["nDCG@10", "MAP", "Recall@100"]].to_numpy()
     assert np.allclose(values[0], values[1], atol=1e-6) and np.allclose(values[0], values[2])
 
@@ -104,28 +113,30 @@ def test_a_run_file_missing_topics_scores_them_0_and_says_how_many(demo_settings
     runs, _ = demo_runs
     partial = {q: hits for n, (q, hits) in enumerate(runs[RANKINGS[0]].items()) if n % 2 == 0}
     write_run(tmp_path / "half.txt", partial, "half")
-    frame = ragnarok.Experiment([RANKINGS[0], tmp_path / "half.txt"], "demo", qrels="demo",
-                                settings=demo_settings)
+    frame = ragnarok.Experiment([RANKINGS[0], tmp_path / "half.txt"], "demo", qrels="demo", settings=demo_settings)
     assert list(frame["missing"]) == [0, 25]
     full = per_query(read_qrels(qrels_path("demo", demo_settings)), partial)
     assert frame.loc[1, "MAP"] == pytest.approx(sum(v["MAP"] for v in full.values()) / 50)
 
 
-@pytest.mark.parametrize("options, message", [
-    ({"metrics": ["ndcg@10"]}, "unknown metric 'ndcg@10'; did you mean 'nDCG@10'?"),
-    ({"metrics": ["vital"]}, "unknown metric 'vital'"),
-    ({"baseline": 3}, "baseline 3 is out of range: 1 pipelines, numbered 0 to 0"),
-    ({"baseline": "bm25"}, "baseline 'bm25' is not one of the pipelines"),
-    ({"test": "z"}, "unknown test 'z'"),
-    ({"correction": "fdr"}, "unknown correction 'fdr'"),
-    ({"topics": "rag24"}, "share no topic: a different topic set?"),
-    ({"names": ["a", "b"]}, "2 names for 1 pipelines"),
-    ({"pipelines": ["bm25@10", "bm25@10"]}, "two pipelines are named 'bm25@10'"),
-    ({"pipelines": ["bm25@10 | extractiv"]}, "did you mean 'extractive'?"),
-    ({"pipelines": ["runs/absent.txt"]}, "absent.txt: no such run file"),
-    ({"pipelines": [42]}, "pipeline 0 is not a pipeline: give a spec, a Pipeline, a run file or a run (got int)"),
-    ({"qrels": None}, "give qrels"),
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"metrics": ["ndcg@10"]}, "unknown metric 'ndcg@10'; did you mean 'nDCG@10'?"),
+        ({"metrics": ["vital"]}, "unknown metric 'vital'"),
+        ({"baseline": 3}, "baseline 3 is out of range: 1 pipelines, numbered 0 to 0"),
+        ({"baseline": "bm25"}, "baseline 'bm25' is not one of the pipelines"),
+        ({"test": "z"}, "unknown test 'z'"),
+        ({"correction": "fdr"}, "unknown correction 'fdr'"),
+        ({"topics": "rag24"}, "share no topic: a different topic set?"),
+        ({"names": ["a", "b"]}, "2 names for 1 pipelines"),
+        ({"pipelines": ["bm25@10", "bm25@10"]}, "two pipelines are named 'bm25@10'"),
+        ({"pipelines": ["bm25@10 | extractiv"]}, "did you mean 'extractive'?"),
+        ({"pipelines": ["runs/absent.txt"]}, "absent.txt: no such run file"),
+        ({"pipelines": [42]}, "pipeline 0 is not a pipeline: give a spec, a Pipeline, a run file or a run (got int)"),
+        ({"qrels": None}, "give qrels"),
+    ],
+)
 def test_bad_input_is_one_clear_error(demo_settings, options, message):
     args = {"pipelines": ["bm25@10"], "topics": "demo", "qrels": "demo", **options}
     with pytest.raises(Exception) as caught:
@@ -152,8 +163,11 @@ def failing_generator() -> FastAPI:
     async def chat(request: Request):
         if FEW["demo-02"] in json.dumps((await request.json())["messages"]):
             return JSONResponse({"error": {"message": "the model crashed"}}, status_code=500)
-        return {"choices": [{"message": {"role": "assistant", "content": "Use the library module [0]."},
-                             "finish_reason": "stop"}]}
+        return {
+            "choices": [
+                {"message": {"role": "assistant", "content": "Use the library module [0]."}, "finish_reason": "stop"}
+            ]
+        }
 
     return server
 
@@ -164,14 +178,27 @@ def rag(demo_settings, tmp_path_factory):
     judge server (it counts its calls)."""
     judge = judge_app()
     with serve_app(judge) as judge_base, serve_app(failing_generator()) as generator_base:
-        generators = [GeneratorConfig(name="scripted", backend="openai", base_url=judge_base + "/v1",
-                                      model="scripted", timeout_s=5, max_retries=0),
-                      GeneratorConfig(name="failing", backend="openai", base_url=generator_base + "/v1",
-                                      model="m", timeout_s=5, max_retries=0)]
+        generators = [
+            GeneratorConfig(
+                name="scripted",
+                backend="openai",
+                base_url=judge_base + "/v1",
+                model="scripted",
+                timeout_s=5,
+                max_retries=0,
+            ),
+            GeneratorConfig(
+                name="failing", backend="openai", base_url=generator_base + "/v1", model="m", timeout_s=5, max_retries=0
+            ),
+        ]
         data = tmp_path_factory.mktemp("rag-data")  # a judgment cache of its own, the demo's index
         (data / "indexes").symlink_to(demo_settings.data_dir / "indexes")
-        yield demo_settings.model_copy(update={"generators": generators, "data_dir": data, "topic_retries": 0,
-                                               "topic_backoff_s": 0.0}), judge
+        yield (
+            demo_settings.model_copy(
+                update={"generators": generators, "data_dir": data, "topic_retries": 0, "topic_backoff_s": 0.0}
+            ),
+            judge,
+        )
 
 
 def test_a_rag_experiment_reports_a_failing_topic_and_equals_eval_rag(rag, tmp_path, monkeypatch):
@@ -180,8 +207,14 @@ def test_a_rag_experiment_reports_a_failing_topic_and_equals_eval_rag(rag, tmp_p
     monkeypatch.setenv("RAGNAROK_GENERATORS", json.dumps([g.model_dump() for g in settings.generators]))
     get_settings.cache_clear()
     pipelines = ["bm25@20 | extractive", "bm25@20 | failing"]
-    measured = measure(pipelines, FEW, nuggets="demo", baseline=0, metrics=["all", "vital", "strict_all",
-                                                                         "response_length"], settings=settings)
+    measured = measure(
+        pipelines,
+        FEW,
+        nuggets="demo",
+        baseline=0,
+        metrics=["all", "vital", "strict_all", "response_length"],
+        settings=settings,
+    )
     frame = measured.means()
     assert list(frame["missing"]) == [0, 1] and list(frame["topics"]) == [4, 4]
     assert list(frame.attrs["failures"]) == ["bm25@20 | failing"]
@@ -189,8 +222,12 @@ def test_a_rag_experiment_reports_a_failing_topic_and_equals_eval_rag(rag, tmp_p
     assert "500" in frame.attrs["failures"]["bm25@20 | failing"]["demo-02"]
     detail = measured.perquery()
     lengths = detail[(detail["name"] == pipelines[1]) & (detail["measure"] == "response_length")]
-    assert dict(zip(lengths["qid"], lengths["value"])) == {"demo-01": 4.0, "demo-02": 0.0, "demo-03": 4.0,
-                                                           "demo-04": 4.0}  # "Use the library module."
+    assert dict(zip(lengths["qid"], lengths["value"])) == {
+        "demo-01": 4.0,
+        "demo-02": 0.0,
+        "demo-03": 4.0,
+        "demo-04": 4.0,
+    }  # "Use the library module."
     # the same answers through eval-rag: the same per-topic scores
     answers = ragnarok.run(FEW, pipeline=pipelines[0], settings=settings)
     path = tmp_path / "run.jsonl"
@@ -221,8 +258,22 @@ def test_a_second_rag_experiment_makes_no_judge_call(rag, tmp_path):
 
 def test_compare_prints_a_table_that_fits_and_marks_significance(demo_data_env, tmp_path):
     saved = tmp_path / "experiment.json"
-    result = invoke("compare", *RANKINGS, "--topics", "demo", "--qrels", "demo", "--baseline", "0",
-                    "--correction", "holm", "--save", saved, "--csv", tmp_path / "means.csv")
+    result = invoke(
+        "compare",
+        *RANKINGS,
+        "--topics",
+        "demo",
+        "--qrels",
+        "demo",
+        "--baseline",
+        "0",
+        "--correction",
+        "holm",
+        "--save",
+        saved,
+        "--csv",
+        tmp_path / "means.csv",
+    )
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
     assert all(len(line) <= 100 for line in lines[:-2]), result.output
@@ -231,8 +282,9 @@ def test_compare_prints_a_table_that_fits_and_marks_significance(demo_data_env, 
     rows = json.loads(saved.read_text())
     assert len(rows) == 3 * 50 * 4 and set(rows[0]) == {"name", "qid", "measure", "value"}
     assert (tmp_path / "means.csv").read_text().splitlines()[0].startswith("name,nDCG@10,MAP@100")
-    enveloped = invoke("compare", *RANKINGS[:2], "--topics", "demo", "--qrels", "demo", "--baseline", "0",
-                       "--output", "json")
+    enveloped = invoke(
+        "compare", *RANKINGS[:2], "--topics", "demo", "--qrels", "demo", "--baseline", "0", "--output", "json"
+    )
     envelope = json.loads(enveloped.stdout, parse_constant=lambda c: pytest.fail(f"{c} is not JSON"))
     assert envelope["ok"] and envelope["result"][0]["name"] == RANKINGS[0]
     assert envelope["result"][0]["MAP p-value"] is None and envelope["result"][1]["MAP p-value"] > 0
@@ -274,8 +326,10 @@ def test_view_shows_where_the_pipelines_differ_most(demo_data_env, tmp_path):
     pd.DataFrame(rows).to_csv(csv, index=False)
     few = invoke("view", "--experiment", csv, "--topics", "demo-01,demo-02")
     assert few.exit_code == 0 and "the 2 of 2 topics" in few.output, few.output
-    for args, message in [(["--metric", "P@5"], "metric 'P@5' is not in the experiment"),
-                          (["--topics", "nope"], "none of the topics 'nope'")]:
+    for args, message in [
+        (["--metric", "P@5"], "metric 'P@5' is not in the experiment"),
+        (["--topics", "nope"], "none of the topics 'nope'"),
+    ]:
         bad = invoke("view", "--experiment", saved, *args)
         assert bad.exit_code == 2 and message in bad.output, bad.output
     (tmp_path / "run.json").write_text('[{"a": 1}]')

@@ -27,28 +27,47 @@ For example:
 (1)
 | Python | JSON |
 The writer object converts the user's data into delimited strings on the given file-like object."""
-ZIP_DOC = ("The zipfile module can read and write ZIP archive files on disk. It supports files larger than "
-           "four gigabytes with the ZIP64 extensions. Write the archive with the write method.")
+ZIP_DOC = (
+    "The zipfile module can read and write ZIP archive files on disk. It supports files larger than "
+    "four gigabytes with the ZIP64 extensions. Write the archive with the write method."
+)
 GZIP_DOC = "The gzip module compresses single files. It does not read comma separated values at all today."
-CANDIDATES = [Candidate(docid="zipfile#0", score=3.0, doc=Doc(segment=ZIP_DOC)),
-              Candidate(docid="csv#0", score=2.0, doc=Doc(segment=CSV_DOC)),
-              Candidate(docid="csv#1", score=1.5, doc=Doc(segment=CSV_DOC)),  # an overlapping window: same text
-              Candidate(docid="gzip#0", score=1.0, doc=Doc(segment=GZIP_DOC))]
+CANDIDATES = [
+    Candidate(docid="zipfile#0", score=3.0, doc=Doc(segment=ZIP_DOC)),
+    Candidate(docid="csv#0", score=2.0, doc=Doc(segment=CSV_DOC)),
+    Candidate(docid="csv#1", score=1.5, doc=Doc(segment=CSV_DOC)),  # an overlapping window: same text
+    Candidate(docid="gzip#0", score=1.0, doc=Doc(segment=GZIP_DOC)),
+]
 TOPIC = Query(text="read and write CSV files", qid="demo-05")
 ROOT = Path(__file__).resolve().parent.parent
 CODE = (">>>", "...", "csv.reader", "delimiter =", "writerow", "(1)", "| Python", "For example")
 
 
-@pytest.mark.parametrize("line", [">>> import csv", "... reader = csv.reader(f)", "delimiter = ','",
-                                  "writer.writerow(row)", "========= =====", "| Python | JSON |",
-                                  "def reader(f):", "{'a': 1}"])
+@pytest.mark.parametrize(
+    "line",
+    [
+        ">>> import csv",
+        "... reader = csv.reader(f)",
+        "delimiter = ','",
+        "writer.writerow(row)",
+        "========= =====",
+        "| Python | JSON |",
+        "def reader(f):",
+        "{'a': 1}",
+    ],
+)
 def test_code_lines(line):
     assert is_code(line)
 
 
-@pytest.mark.parametrize("line", ["This module provides classes that assist in the reading and writing",
-                                  "of Comma Separated Value (CSV) files, and implements the interface",
-                                  "If it is a class or instance, the attributes are used."])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "This module provides classes that assist in the reading and writing",
+        "of Comma Separated Value (CSV) files, and implements the interface",
+        "If it is a class or instance, the attributes are used.",
+    ],
+)
 def test_prose_lines(line):
     assert not is_code(line)
 
@@ -99,22 +118,34 @@ def test_a_small_budget_and_the_templates_budget(generator):
 
 
 def test_sentences_of_one_segment_stay_in_its_order():
-    text = ("Csv files hold rows of values. Each csv row is one line of the file. "
-            "The csv writer quotes values that hold commas.")
+    text = (
+        "Csv files hold rows of values. Each csv row is one line of the file. "
+        "The csv writer quotes values that hold commas."
+    )
     cands = [Candidate(docid="a", score=1.0, doc=Doc(segment=text))]
     answer = ExtractiveGenerator(similarity="bm25", max_words=100).generate(
-        Query(text="csv rows values", qid="q"), cands, get_template("ragnarok"))
+        Query(text="csv rows values", qid="q"), cands, get_template("ragnarok")
+    )
     order = [text.index(s.text) for s in answer.answer]
     assert order == sorted(order) and len(order) >= 2
 
 
 def test_near_duplicate_sentences_are_taken_once():
-    cands = [Candidate(docid="os#0", score=2.0, doc=Doc(segment="os.getenv: Get an environment variable, return None "
-                                                       "if it doesn't exist.")),
-             Candidate(docid="os#1", score=1.0, doc=Doc(segment="os.getenvb: Get an environment variable, return "
-                                                        "None if it doesn't exist."))]
+    cands = [
+        Candidate(
+            docid="os#0",
+            score=2.0,
+            doc=Doc(segment="os.getenv: Get an environment variable, return None if it doesn't exist."),
+        ),
+        Candidate(
+            docid="os#1",
+            score=1.0,
+            doc=Doc(segment="os.getenvb: Get an environment variable, return None if it doesn't exist."),
+        ),
+    ]
     answer = ExtractiveGenerator(similarity="bm25").generate(
-        Query(text="get the value of an environment variable", qid="q"), cands, get_template("ragnarok"))
+        Query(text="get the value of an environment variable", qid="q"), cands, get_template("ragnarok")
+    )
     assert len(answer.answer) == 1
 
 
@@ -122,11 +153,16 @@ def test_near_duplicate_sentences_are_taken_once():
 def test_segments_without_a_punctuated_sentence_still_give_a_cited_answer(similarity):
     """Keyword lists and titles hold no sentence that ends as sentences end: rather than an empty answer, runs
     of words are taken (and said so); code and one-word segments stay out."""
-    texts = ["the gzip module provides a simple interface to compress and decompress files like gnu gzip",
-             "the capital of france is paris a city on the river seine", "compress", ">>> gzip.open(path)"]
+    texts = [
+        "the gzip module provides a simple interface to compress and decompress files like gnu gzip",
+        "the capital of france is paris a city on the river seine",
+        "compress",
+        ">>> gzip.open(path)",
+    ]
     candidates = [Candidate(docid=f"d{i}", score=1.0, doc=Doc(segment=t)) for i, t in enumerate(texts)]
     answer = ExtractiveGenerator(similarity=similarity).generate(
-        Query(text="compress a file with gzip", qid="q"), candidates, get_template("ragnarok"))
+        Query(text="compress a file with gzip", qid="q"), candidates, get_template("ragnarok")
+    )
     assert answer.answer and all(s.citations for s in answer.answer)
     assert answer.references[0] == "d0" and "d2" not in answer.references and "d3" not in answer.references
     assert answer.notes["unpunctuated"] is True
@@ -134,26 +170,36 @@ def test_segments_without_a_punctuated_sentence_still_give_a_cited_answer(simila
     assert strict.notes["unpunctuated"] is False
 
 
-@pytest.mark.parametrize("segment, fallback, text", [
-    ("The argparse module makes command-line interfaces easy to write. It parses the arguments you define.",
-     "no sentence matched the topic: the best segment's first sentences",
-     "The argparse module makes command-line interfaces easy to write."),
-    ("x x x x x x", "no sentence matched the topic and none is punctuated: the best segment's first run of words",
-     "x x x x x x"),
-    ("=== --- ### ***", "no prose in any segment: the start of the first text", "=== --- ### ***"),
-])
+@pytest.mark.parametrize(
+    "segment, fallback, text",
+    [
+        (
+            "The argparse module makes command-line interfaces easy to write. It parses the arguments you define.",
+            "no sentence matched the topic: the best segment's first sentences",
+            "The argparse module makes command-line interfaces easy to write.",
+        ),
+        (
+            "x x x x x x",
+            "no sentence matched the topic and none is punctuated: the best segment's first run of words",
+            "x x x x x x",
+        ),
+        ("=== --- ### ***", "no prose in any segment: the start of the first text", "=== --- ### ***"),
+    ],
+)
 def test_a_topic_the_segments_do_not_cover_still_gets_a_cited_answer(segment, fallback, text):
     """Issue 27: an answer exists whenever candidates exist; the notes (the /rag trace) say why it is a fallback."""
     off_topic = Query(text="effects of climate change on coral reefs", qid="q")
     answer = ExtractiveGenerator(similarity="bm25").generate(
-        off_topic, [Candidate(docid="d1", score=1.0, doc=Doc(segment=segment))], get_template("ragnarok"))
+        off_topic, [Candidate(docid="d1", score=1.0, doc=Doc(segment=segment))], get_template("ragnarok")
+    )
     assert [(s.text, s.citations) for s in answer.answer][0] == (text, [0]) and answer.references == ["d1"]
     assert answer.notes["fallback"] == fallback
 
 
 def test_candidates_without_text_get_a_sentence_citing_nothing():
     answer = ExtractiveGenerator(similarity="bm25").generate(
-        Query(text="gzip", qid="q"), [Candidate(docid="d1", score=1.0, doc=Doc())], get_template("ragnarok"))
+        Query(text="gzip", qid="q"), [Candidate(docid="d1", score=1.0, doc=Doc())], get_template("ragnarok")
+    )
     assert [(s.text, s.citations) for s in answer.answer] == [("The retrieved segments hold no readable text.", [])]
     assert answer.references == [] and answer.notes["fallback"] == "no segment holds any text"
 
@@ -181,12 +227,14 @@ def test_no_rag24_topic_gets_an_empty_extractive_answer_on_the_demo(demo_setting
 
 #: A module page's contents listing, as the demo collection writes it (``name: summary`` lines, one newline
 #: apart), and a window of the member's own page that starts at the sentence the listing glues to the next.
-LISTING = ("gzip.compress: Compress data in one shot and return the compressed string.\n"
-           "gzip.decompress: Decompress a gzip compressed string in one shot. "
-           "Return the decompressed data as bytes.\n"
-           "gzip.open: Open a gzip-compressed file in binary or text mode, returning a file object.\n"
-           "gzip.BadGzipFile: An exception raised for invalid gzip files\n"
-           "gzip.GzipFile: The GzipFile class simulates most of the methods of a file object.")
+LISTING = (
+    "gzip.compress: Compress data in one shot and return the compressed string.\n"
+    "gzip.decompress: Decompress a gzip compressed string in one shot. "
+    "Return the decompressed data as bytes.\n"
+    "gzip.open: Open a gzip-compressed file in binary or text mode, returning a file object.\n"
+    "gzip.BadGzipFile: An exception raised for invalid gzip files\n"
+    "gzip.GzipFile: The GzipFile class simulates most of the methods of a file object."
+)
 MEMBER = "Decompress a gzip compressed string in one shot.\nReturn the decompressed data as bytes."
 
 
@@ -196,15 +244,20 @@ def test_a_line_break_after_a_sentence_end_or_before_a_listed_name_ends_the_sent
         "gzip.decompress: Decompress a gzip compressed string in one shot.",
         "Return the decompressed data as bytes.",
         "gzip.open: Open a gzip-compressed file in binary or text mode, returning a file object.",
-        "gzip.GzipFile: The GzipFile class simulates most of the methods of a file object."]
-    cands = [Candidate(docid="gzip#0", score=2.0, doc=Doc(segment=LISTING)),
-             Candidate(docid="gzip.decompress#0", score=1.0, doc=Doc(segment=MEMBER))]
+        "gzip.GzipFile: The GzipFile class simulates most of the methods of a file object.",
+    ]
+    cands = [
+        Candidate(docid="gzip#0", score=2.0, doc=Doc(segment=LISTING)),
+        Candidate(docid="gzip.decompress#0", score=1.0, doc=Doc(segment=MEMBER)),
+    ]
     for similarity in ("minilm", "bm25"):
         answer = ExtractiveGenerator(similarity=similarity).generate(
-            Query(text="decompress a gzip string and open the file", qid="q"), cands, get_template("ragnarok"))
+            Query(text="decompress a gzip string and open the file", qid="q"), cands, get_template("ragnarok")
+        )
         texts = [s.text for s in answer.answer]
-        assert_no_repeat_or_glue(texts, {r: c.doc.segment for r, c in zip(["gzip#0", "gzip.decompress#0"], cands)},
-                                 answer)
+        assert_no_repeat_or_glue(
+            texts, {r: c.doc.segment for r, c in zip(["gzip#0", "gzip.decompress#0"], cands)}, answer
+        )
         assert sum("Return the decompressed data" in t for t in texts) <= 1, texts
 
 
@@ -249,5 +302,6 @@ def test_no_demo_answer_repeats_a_sentence_or_glues_two(demo_settings):
     for run in runs:
         docs = run.cited_docs()
         assert run.result.answer, run.result
-        assert_no_repeat_or_glue([s.text for s in run.result.answer],
-                                 {ref: doc.segment or "" for ref, doc in docs.items()}, run.result)
+        assert_no_repeat_or_glue(
+            [s.text for s in run.result.answer], {ref: doc.segment or "" for ref, doc in docs.items()}, run.result
+        )

@@ -15,8 +15,15 @@ def client(demo_settings):
 
 
 def test_rag_in_process_with_trace(client):
-    r = client.post("/rag", json={"topic": "compress a file with gzip", "topic_id": "t1",
-                                  "pipeline": "bm25@50 | extractive", "trace": True})
+    r = client.post(
+        "/rag",
+        json={
+            "topic": "compress a file with gzip",
+            "topic_id": "t1",
+            "pipeline": "bm25@50 | extractive",
+            "trace": True,
+        },
+    )
     assert r.status_code == 200, r.text
     body = r.json()
     assert (body["topic_id"], body["topic"]) == ("t1", "compress a file with gzip")
@@ -31,25 +38,36 @@ def test_rag_in_process_with_trace(client):
 
 
 def test_fusion_in_the_first_stage(client):
-    r = client.post("/rag", json={"topic": "parse command-line arguments", "trace": True,
-                                  "pipeline": "rrf(bm25, bm25+rm3)@20 | extractive"})
+    r = client.post(
+        "/rag",
+        json={
+            "topic": "parse command-line arguments",
+            "trace": True,
+            "pipeline": "rrf(bm25, bm25+rm3)@20 | extractive",
+        },
+    )
     assert r.status_code == 200, r.text
     assert r.json()["trace"][0]["stage"] == "rrf(bm25, bm25+rm3)"
 
 
 def test_structured_pipeline(client):
-    r = client.post("/rag", json={"topic": "gzip", "pipeline": {"retrieve": "bm25", "depth": 10,
-                                                               "generate": {"name": "extractive"}}})
+    r = client.post(
+        "/rag",
+        json={"topic": "gzip", "pipeline": {"retrieve": "bm25", "depth": 10, "generate": {"name": "extractive"}}},
+    )
     assert r.status_code == 200
 
 
-@pytest.mark.parametrize(("pipeline", "status", "words"), [
-    ("bm25 |", 422, "expected a reranker or generator name"),
-    ("bm25@10", 422, "no generation stage"),
-    ("splade@10 | extractive", 404, "unknown retriever (the name is not echoed)"),
-    ("bm25@10 | gpt-9", 404, "unknown generator (the name is not echoed)"),
-    ("bm25@10 | gpt-4o", 422, "OPENAI_API_KEY is not set"),
-])
+@pytest.mark.parametrize(
+    ("pipeline", "status", "words"),
+    [
+        ("bm25 |", 422, "expected a reranker or generator name"),
+        ("bm25@10", 422, "no generation stage"),
+        ("splade@10 | extractive", 404, "unknown retriever (the name is not echoed)"),
+        ("bm25@10 | gpt-9", 404, "unknown generator (the name is not echoed)"),
+        ("bm25@10 | gpt-4o", 422, "OPENAI_API_KEY is not set"),
+    ],
+)
 def test_bad_pipelines_name_the_problem(client, pipeline, status, words):
     r = client.post("/rag", json={"topic": "gzip", "pipeline": pipeline})
     assert r.status_code == status, r.text
@@ -71,8 +89,10 @@ def test_across_hosts_over_real_http(demo_settings, tmp_path):
 
 
 def test_rerank_stage_in_the_gateway(client):
-    r = client.post("/rag", json={"topic": "compress a file with gzip", "trace": True,
-                                  "pipeline": "bm25@20 | mmr:0.5@5 | extractive"})
+    r = client.post(
+        "/rag",
+        json={"topic": "compress a file with gzip", "trace": True, "pipeline": "bm25@20 | mmr:0.5@5 | extractive"},
+    )
     assert r.status_code == 200, r.text
     trace = r.json()["trace"]
     assert [t["stage"] for t in trace] == ["bm25", "mmr:0.5@5", "extractive"]
@@ -80,10 +100,13 @@ def test_rerank_stage_in_the_gateway(client):
     assert all(t["service_ms"] > 0 for t in trace)
 
 
-@pytest.mark.parametrize(("pipeline", "words"), [
-    ("bm25@20 | rankzephyr@10 | extractive", "rankzephyr needs a vLLM endpoint: set RAGNAROK_RANKZEPHYR_URL"),
-    ("bm25@20 | splade@10 | extractive", "unknown reranker (the name is not echoed)"),
-])
+@pytest.mark.parametrize(
+    ("pipeline", "words"),
+    [
+        ("bm25@20 | rankzephyr@10 | extractive", "rankzephyr needs a vLLM endpoint: set RAGNAROK_RANKZEPHYR_URL"),
+        ("bm25@20 | splade@10 | extractive", "unknown reranker (the name is not echoed)"),
+    ],
+)
 def test_missing_components_are_named(client, pipeline, words):
     r = client.post("/rag", json={"topic": "gzip", "pipeline": pipeline})
     assert 400 <= r.status_code < 500, r.text
@@ -101,11 +124,18 @@ def test_stage_failures_name_the_stage(demo_settings, tmp_path, client):
     assert "build it with `ragnarok index --dense gte-l" in detail["error"]
 
     with serve_app(flaky_openai_app()) as llm:
-        settings = demo_settings.model_copy(update={"generators": [
-            GeneratorConfig(name="down", backend="openai", base_url=f"{llm}/v1", model="down-500", max_retries=0),
-            GeneratorConfig(name="slow", backend="openai", base_url=f"{llm}/v1", model="slow", timeout_s=0.5,
-                            max_retries=0),
-        ]})
+        settings = demo_settings.model_copy(
+            update={
+                "generators": [
+                    GeneratorConfig(
+                        name="down", backend="openai", base_url=f"{llm}/v1", model="down-500", max_retries=0
+                    ),
+                    GeneratorConfig(
+                        name="slow", backend="openai", base_url=f"{llm}/v1", model="slow", timeout_s=0.5, max_retries=0
+                    ),
+                ]
+            }
+        )
         with TestClient(create_app(settings, arena=False)) as c:
             r = c.post("/rag", json={"topic": "gzip", "pipeline": "bm25@5 | down"})
             assert r.status_code == 502 and r.json()["detail"]["stage"] == "generate down", r.text

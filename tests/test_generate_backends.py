@@ -18,16 +18,34 @@ from ragnarok.stages.generate.openai_compat import OpenAIChatGenerator
 from ragnarok.stages.generate.prompts import get_template
 
 CANDIDATES = [
-    Candidate(docid="stdlib.argparse#0_0", score=3.0, doc=Doc(
-        title="argparse", segment="The argparse module makes it easy to write user-friendly command-line "
-        "interfaces. The program defines what arguments it requires, and argparse will figure out how to "
-        "parse those out of sys.argv.")),
-    Candidate(docid="stdlib.gzip#0_0", score=2.0, doc=Doc(
-        title="gzip", segment="This module provides a simple interface to compress and decompress files just "
-        "like the GNU programs gzip and gunzip would. The data compression is provided by the zlib module.")),
-    Candidate(docid="stdlib.getopt#0_0", score=1.0, doc=Doc(
-        title="getopt", segment="This module helps scripts to parse the command line arguments in sys.argv. "
-        "It supports the same conventions as the Unix getopt() function.")),
+    Candidate(
+        docid="stdlib.argparse#0_0",
+        score=3.0,
+        doc=Doc(
+            title="argparse",
+            segment="The argparse module makes it easy to write user-friendly command-line "
+            "interfaces. The program defines what arguments it requires, and argparse will figure out how to "
+            "parse those out of sys.argv.",
+        ),
+    ),
+    Candidate(
+        docid="stdlib.gzip#0_0",
+        score=2.0,
+        doc=Doc(
+            title="gzip",
+            segment="This module provides a simple interface to compress and decompress files just "
+            "like the GNU programs gzip and gunzip would. The data compression is provided by the zlib module.",
+        ),
+    ),
+    Candidate(
+        docid="stdlib.getopt#0_0",
+        score=1.0,
+        doc=Doc(
+            title="getopt",
+            segment="This module helps scripts to parse the command line arguments in sys.argv. "
+            "It supports the same conventions as the Unix getopt() function.",
+        ),
+    ),
 ]
 TOPIC = Query(text="how do I parse command-line arguments", qid="demo-01")
 
@@ -42,17 +60,28 @@ def assert_valid(answer: RagAnswer) -> None:
 
 def test_openai_path_against_real_llama_cpp_server(smollm2_server, slowdown):
     # the deadline scales with this machine's speed now (tests/speed.py): 60 s on an idle one
-    gen = OpenAIChatGenerator(GeneratorConfig(name="smollm2-server", backend="openai", base_url=smollm2_server,
-                                              model="smollm2", max_tokens=200, context_tokens=4096,
-                                              timeout_s=60 * slowdown))
+    gen = OpenAIChatGenerator(
+        GeneratorConfig(
+            name="smollm2-server",
+            backend="openai",
+            base_url=smollm2_server,
+            model="smollm2",
+            max_tokens=200,
+            context_tokens=4096,
+            timeout_s=60 * slowdown,
+        )
+    )
     answer = gen.generate(TOPIC, CANDIDATES, get_template("chatqa"))
     assert_valid(answer)
     assert answer.answer and answer.response_length > 0
 
 
 def test_embedded_llama_cpp(slowdown):
-    gen = LlamaCppGenerator(GeneratorConfig(name="smollm2", backend="llama-cpp", max_tokens=120,
-                                            context_tokens=2048, timeout_s=180 * slowdown))  # tests/speed.py
+    gen = LlamaCppGenerator(
+        GeneratorConfig(
+            name="smollm2", backend="llama-cpp", max_tokens=120, context_tokens=2048, timeout_s=180 * slowdown
+        )
+    )  # tests/speed.py
     assert gen.availability() is None
     answer = gen.generate(TOPIC, CANDIDATES, get_template("ragnarok"))
     assert_valid(answer)
@@ -63,8 +92,9 @@ def test_the_embedded_models_deadline_is_a_timeout_as_every_backends():
     """Issue 27: the same cause, one status: its deadline was re-wrapped as a plain failure (502, not 504)."""
     from ragnarok.stages.generate.base import GenerationError
 
-    gen = LlamaCppGenerator(GeneratorConfig(name="smollm2-hurried", backend="llama-cpp", max_tokens=400,
-                                            context_tokens=2048, timeout_s=0.2))
+    gen = LlamaCppGenerator(
+        GeneratorConfig(name="smollm2-hurried", backend="llama-cpp", max_tokens=400, context_tokens=2048, timeout_s=0.2)
+    )
     gen.load()  # loaded first: the deadline is the answer's
     with pytest.raises(GenerationError) as info:
         gen.generate(TOPIC, CANDIDATES, get_template("ragnarok"))
@@ -93,9 +123,20 @@ def test_the_embedded_smollm2_gives_a_short_cited_answer():
 
 def test_smollm2_settings_over_the_real_llama_cpp_server(smollm2_server):
     """The same settings through llama.cpp's OpenAI-compatible server (not streamed: the cap applies after)."""
-    config = Settings().generator_configs()["smollm2"].model_copy(
-        update={"name": "smollm2-server", "backend": "openai", "base_url": smollm2_server, "model": "smollm2",
-                "max_tokens": 120, "timeout_s": 900})
+    config = (
+        Settings()
+        .generator_configs()["smollm2"]
+        .model_copy(
+            update={
+                "name": "smollm2-server",
+                "backend": "openai",
+                "base_url": smollm2_server,
+                "model": "smollm2",
+                "max_tokens": 120,
+                "timeout_s": 900,
+            }
+        )
+    )
     answer = OpenAIChatGenerator(config).generate(TOPIC, CANDIDATES, get_template("small"))
     assert_short_and_cited(answer, config.max_answer_words or 0)
 
@@ -114,8 +155,15 @@ def test_extractive_is_deterministic_and_cites_the_right_segments():
 def test_cohere_spans_map_to_their_sentences(monkeypatch):
     monkeypatch.setenv("COHERE_TEST_KEY", "test-key")
     with serve_app(cohere_app()) as base:
-        gen = CohereGenerator(GeneratorConfig(name="command-r-plus", backend="cohere", model="command-r-plus",
-                                              base_url=base, api_key_env="COHERE_TEST_KEY"))
+        gen = CohereGenerator(
+            GeneratorConfig(
+                name="command-r-plus",
+                backend="cohere",
+                model="command-r-plus",
+                base_url=base,
+                api_key_env="COHERE_TEST_KEY",
+            )
+        )
         answer = gen.generate(TOPIC, CANDIDATES, get_template("ragnarok"))
     assert_valid(answer)
     assert [s.text for s in answer.answer] == [
@@ -130,16 +178,21 @@ def test_cohere_spans_map_to_their_sentences(monkeypatch):
 def test_cohere_errors_name_the_backend(monkeypatch):
     monkeypatch.setenv("COHERE_TEST_KEY", "wrong")
     with serve_app(cohere_app()) as base:
-        gen = CohereGenerator(GeneratorConfig(name="cmd", backend="cohere", model="m", base_url=base,
-                                              api_key_env="COHERE_TEST_KEY", max_retries=0))
+        gen = CohereGenerator(
+            GeneratorConfig(
+                name="cmd", backend="cohere", model="m", base_url=base, api_key_env="COHERE_TEST_KEY", max_retries=0
+            )
+        )
         with pytest.raises(GenerationError, match="'cmd' failed: HTTP 401"):
             gen.generate(TOPIC, CANDIDATES, get_template("ragnarok"))
 
 
 def test_spans_to_markers_puts_markers_before_the_full_stop():
     text = "Alpha is first. Beta is second! Gamma."
-    assert spans_to_markers(text, [(0, 5, [2]), (16, 20, [1, 3]), (17, 19, [1])]) == \
-        "Alpha is first [2]. Beta is second [1, 3]! Gamma."
+    assert (
+        spans_to_markers(text, [(0, 5, [2]), (16, 20, [1, 3]), (17, 19, [1])])
+        == "Alpha is first [2]. Beta is second [1, 3]! Gamma."
+    )
 
 
 @pytest.fixture(scope="module")
@@ -150,8 +203,9 @@ def flaky():
 
 
 def _openai(base: str, model: str, **kw) -> OpenAIChatGenerator:
-    return OpenAIChatGenerator(GeneratorConfig(name=f"test-{model}", backend="openai", base_url=base, model=model,
-                                               **kw))
+    return OpenAIChatGenerator(
+        GeneratorConfig(name=f"test-{model}", backend="openai", base_url=base, model=model, **kw)
+    )
 
 
 def test_429_is_retried_with_backoff(flaky):
@@ -189,8 +243,9 @@ def test_unreachable_server(flaky):
 def test_concurrent_calls_are_bounded(flaky):
     app, base = flaky
     gen = _openai(base, "fixed-200ms", max_concurrency=2)
-    threads = [threading.Thread(target=gen.generate, args=(TOPIC, CANDIDATES, get_template("ragnarok")))
-               for _ in range(6)]
+    threads = [
+        threading.Thread(target=gen.generate, args=(TOPIC, CANDIDATES, get_template("ragnarok"))) for _ in range(6)
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -21,9 +21,13 @@ def looping_llm_app(seen: list[dict]) -> FastAPI:
     async def chat(request: Request) -> dict:
         body = await request.json()
         seen.append(body)
-        return {"id": "c", "object": "chat.completion", "created": 0, "model": body["model"],
-                "choices": [{"index": 0, "finish_reason": "length",
-                             "message": {"role": "assistant", "content": LOOP}}]}
+        return {
+            "id": "c",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body["model"],
+            "choices": [{"index": 0, "finish_reason": "length", "message": {"role": "assistant", "content": LOOP}}],
+        }
 
     return app
 
@@ -32,9 +36,18 @@ def looping_llm_app(seen: list[dict]) -> FastAPI:
 def looping(demo_settings):
     seen: list[dict] = []
     with serve_app(looping_llm_app(seen)) as base:
-        small = GeneratorConfig(name="looper", backend="openai", base_url=base + "/v1", model="loop",
-                                template="small", max_contexts=5, max_answer_words=60, repeat_penalty=1.1,
-                                attribution="check", max_retries=0)
+        small = GeneratorConfig(
+            name="looper",
+            backend="openai",
+            base_url=base + "/v1",
+            model="loop",
+            template="small",
+            max_contexts=5,
+            max_answer_words=60,
+            repeat_penalty=1.1,
+            attribution="check",
+            max_retries=0,
+        )
         settings = Settings(data_dir=demo_settings.data_dir, generators=[small])
         with TestClient(create_app(settings)) as client:
             yield client, seen
@@ -42,12 +55,10 @@ def looping(demo_settings):
 
 def test_the_loop_becomes_one_cited_sentence_and_the_trace_says_how(looping):
     client, seen = looping
-    r = client.post("/rag", json={"topic": "compress a file with gzip", "pipeline": "bm25@20 | looper",
-                                  "trace": True})
+    r = client.post("/rag", json={"topic": "compress a file with gzip", "pipeline": "bm25@20 | looper", "trace": True})
     assert r.status_code == 200, r.text
     body = r.json()
-    assert [s["text"] for s in body["answer"]] == [
-        "The answer is to compress a file with gzip using the gzip module."]
+    assert [s["text"] for s in body["answer"]] == ["The answer is to compress a file with gzip using the gzip module."]
     assert body["answer"][0]["citations"] == [0] and "gzip" in body["references"][0]
     detail = body["trace"][-1]["detail"]
     assert detail["repeats_dropped"] == 18 and detail["citations_attributed"] == 1

@@ -63,7 +63,8 @@ def smollm2():
 
 
 def test_smollm2_on_rag24_topics_over_the_demo_index_cites_or_says_the_sources_lack_it(
-        smollm2, demo_settings, shared_data):
+    smollm2, demo_settings, shared_data
+):
     from ragnarok.core.spec import parse
     from ragnarok.core.topics import read_topics
     from ragnarok.service.batch import local_services

@@ -25,8 +25,14 @@ def lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
     that checkout's modules to the graph."""
     paths = sysconfig.get_paths()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(dict.fromkeys([str(root), paths["purelib"], paths["platlib"]]))}
-    return subprocess.run([sys.executable, "-S", str(LINT_IMPORTS), "--no-cache"], cwd=root, env=env,
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-S", str(LINT_IMPORTS), "--no-cache"],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def layer_names() -> set[str]:
@@ -46,8 +52,10 @@ def test_every_top_level_module_is_in_a_layer():
     found = {f"ragnarok.{p.stem}" for p in (ROOT / "ragnarok").glob("*.py") if p.stem != "__init__"}
     found |= {f"ragnarok.{p.parent.name}" for p in (ROOT / "ragnarok").glob("*/__init__.py")}
     missing = sorted(found - named)
-    assert not missing, (f"{', '.join(missing)}: in no layer of [tool.importlinter] in pyproject.toml; name "
-                         "each in the layer it belongs to (a new command or notebook API: the entry points)")
+    assert not missing, (
+        f"{', '.join(missing)}: in no layer of [tool.importlinter] in pyproject.toml; name "
+        "each in the layer it belongs to (a new command or notebook API: the entry points)"
+    )
     assert {"api", "webui"} <= named
 
 
@@ -58,20 +66,35 @@ def copy_tree(tmp_path: Path) -> Path:
     return tmp_path
 
 
-@pytest.mark.parametrize(("module", "line", "says"), [
-    # a circle inside one layer: only the acyclic contract sees it (the streamed half imports the gateway)
-    ("ragnarok/service/gateway.py", "from ragnarok.service.gateway_stream import stream_pipeline",
-     "No cycles are allowed in ragnarok.service.\nIt could be made acyclic by removing 1 dependency:"),
-    # a stage importing what sits above it (the circle components -> llmcompress -> gateway -> components)
-    ("ragnarok/stages/passage/llmcompress.py", "from ragnarok.service.gateway import StageError",
-     "ragnarok.stages is not allowed to import ragnarok.service"),
-    # a stage importing a sibling it may not know (the encoder every stage shares, importing a generator)
-    ("ragnarok/stages/embed/encoder.py", "from ragnarok.stages.generate.base import Guard",
-     "ragnarok.stages.embed is not allowed to import ragnarok.stages.generate"),
-    # core importing a stage
-    ("ragnarok/core/settings.py", "from ragnarok.stages.generate.base import Guard",
-     "ragnarok.core is not allowed to import ragnarok.stages"),
-])
+@pytest.mark.parametrize(
+    ("module", "line", "says"),
+    [
+        # a circle inside one layer: only the acyclic contract sees it (the streamed half imports the gateway)
+        (
+            "ragnarok/service/gateway.py",
+            "from ragnarok.service.gateway_stream import stream_pipeline",
+            "No cycles are allowed in ragnarok.service.\nIt could be made acyclic by removing 1 dependency:",
+        ),
+        # a stage importing what sits above it (the circle components -> llmcompress -> gateway -> components)
+        (
+            "ragnarok/stages/passage/llmcompress.py",
+            "from ragnarok.service.gateway import StageError",
+            "ragnarok.stages is not allowed to import ragnarok.service",
+        ),
+        # a stage importing a sibling it may not know (the encoder every stage shares, importing a generator)
+        (
+            "ragnarok/stages/embed/encoder.py",
+            "from ragnarok.stages.generate.base import Guard",
+            "ragnarok.stages.embed is not allowed to import ragnarok.stages.generate",
+        ),
+        # core importing a stage
+        (
+            "ragnarok/core/settings.py",
+            "from ragnarok.stages.generate.base import Guard",
+            "ragnarok.core is not allowed to import ragnarok.stages",
+        ),
+    ],
+)
 def test_an_import_against_the_flow_fails_the_check(tmp_path, module, line, says):
     tree = copy_tree(tmp_path)
     path = tree / module

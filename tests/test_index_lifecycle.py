@@ -21,17 +21,33 @@ WORDS = "alpha bravo charlie delta echo foxtrot golf hotel india juliett kilo li
 
 
 def docs(n: int, prefix: str = "d") -> list[dict]:
-    return [{"docid": f"{prefix}{i}", "title": f"Document {i}", "url": "", "headings": "",
-             "body": f"{WORDS[i % len(WORDS)]} {WORDS[(i * 7) % len(WORDS)]} is topic {i}."} for i in range(n)]
+    return [
+        {
+            "docid": f"{prefix}{i}",
+            "title": f"Document {i}",
+            "url": "",
+            "headings": "",
+            "body": f"{WORDS[i % len(WORDS)]} {WORDS[(i * 7) % len(WORDS)]} is topic {i}.",
+        }
+        for i in range(n)
+    ]
 
 
 def ragnarok(*args: str, env: dict | None = None, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """The real CLI in a subprocess; prints whether torch was imported (on stdout, last line)."""
-    code = ("import sys\nfrom ragnarok.cli.main import app\ntry:\n    app(sys.argv[1:], prog_name='ragnarok')\n"
-            "except SystemExit as e:\n    code = e.code\nprint('torch imported:', 'torch' in sys.modules)\n"
-            "sys.exit(code)")
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=600,
-                          env={**os.environ, **(env or {})}, cwd=cwd)
+    code = (
+        "import sys\nfrom ragnarok.cli.main import app\ntry:\n    app(sys.argv[1:], prog_name='ragnarok')\n"
+        "except SystemExit as e:\n    code = e.code\nprint('torch imported:', 'torch' in sys.modules)\n"
+        "sys.exit(code)"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", code, *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **(env or {})},
+        cwd=cwd,
+    )
 
 
 @pytest.fixture
@@ -67,8 +83,11 @@ def describe(lucene: Path) -> tuple[bool, str]:
     from ragnarok.core.settings import Settings
     from ragnarok.service.retrieval_service import RetrievalService
 
-    info = next(i for i in RetrievalService(Settings(indexes={"x": str(lucene)})).describe()
-                if i.index == "x" and i.name == "dense:minilm")
+    info = next(
+        i
+        for i in RetrievalService(Settings(indexes={"x": str(lucene)})).describe()
+        if i.index == "x" and i.name == "dense:minilm"
+    )
     return info.available, info.reason.split(":")[0]
 
 
@@ -100,8 +119,17 @@ def test_index_without_a_record_of_its_source_is_stale(tmp_path):
 
 @pytest.mark.slow
 def test_cli_stale_search_fails_naming_the_rebuild_then_index_rebuilds(stale, tmp_path):
-    out = ragnarok("search", "--topics", str(_topics(tmp_path)), "--index", str(stale),
-                   "--retriever", "dense:minilm", "--output", str(tmp_path / "run.txt"))
+    out = ragnarok(
+        "search",
+        "--topics",
+        str(_topics(tmp_path)),
+        "--index",
+        str(stale),
+        "--retriever",
+        "dense:minilm",
+        "--output",
+        str(tmp_path / "run.txt"),
+    )
     errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
     assert out.returncode == 2 and len(errors) == 1, out.stderr[-2000:]
     assert "is stale" in errors[0] and f"ragnarok index --dense minilm --from-lucene {stale}`" in errors[0]
@@ -111,12 +139,22 @@ def test_cli_stale_search_fails_naming_the_rebuild_then_index_rebuilds(stale, tm
     assert out.returncode == 0, out.stderr[-2000:]
     assert "rebuilding the dense index" in out.stderr
     assert "encoding (minilm, flat): 100%" in out.stderr and "5/5" in out.stderr  # a bar with its total
-    out = ragnarok("search", "--topics", str(_topics(tmp_path)), "--index", str(stale),  # a pipeline with it
-                   "--pipeline", "rrf(bm25, dense:minilm)@10 | extractive", "--output", str(tmp_path / "run.txt"))
+    out = ragnarok(
+        "search",
+        "--topics",
+        str(_topics(tmp_path)),
+        "--index",
+        str(stale),  # a pipeline with it
+        "--pipeline",
+        "rrf(bm25, dense:minilm)@10 | extractive",
+        "--output",
+        str(tmp_path / "run.txt"),
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "using the retrieval part of the pipeline, rrf(bm25, dense:minilm)@10" in out.stderr
-    assert {line.split()[2] for line in (tmp_path / "run.txt").read_text().splitlines()} \
-        <= {f"new{i}#0_0" for i in range(5)}
+    assert {line.split()[2] for line in (tmp_path / "run.txt").read_text().splitlines()} <= {
+        f"new{i}#0_0" for i in range(5)
+    }
 
 
 def test_reindexing_names_the_dense_index_it_made_stale(tmp_path):
@@ -137,14 +175,23 @@ def _topics(tmp_path: Path) -> Path:
 
 # --- search --pipeline, messages, quiet output, start-up, progress -------------------------------------------
 
+
 @pytest.fixture
 def demo_env(demo_settings) -> dict[str, str]:
     return {"RAGNAROK_DATA_DIR": str(demo_settings.data_dir)}
 
 
 def test_search_pipeline_uses_its_retrieval_part_with_a_bar(demo_env, tmp_path):
-    out = ragnarok("search", "--topics", "demo", "--pipeline", "bm25-extractive", "--output",
-                   str(tmp_path / "run.txt"), env=demo_env)
+    out = ragnarok(
+        "search",
+        "--topics",
+        "demo",
+        "--pipeline",
+        "bm25-extractive",
+        "--output",
+        str(tmp_path / "run.txt"),
+        env=demo_env,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "using the retrieval part of the pipeline, bm25@100" in out.stderr
     # not a terminal: progress as lines (a tenth of the topics each), no bar
@@ -167,14 +214,23 @@ def test_presets_are_resolved_before_deciding_about_the_dense_index():
     assert dense_models(["bm25"]) == [] and dense_models(["dense"]) == ["minilm"]
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["search", "--topics", "demo", "--output", "x.txt", "--index", "/tmp/nope-ragnarok"],
-     "no index directory /tmp/nope-ragnarok"),
-    (["search", "--topics", "demo", "--output", "x.txt", "--retriever", "nope"],
-     "available: bm25, bm25+rm3, bm25+rocchio, dense:MODEL"),
-    (["search", "--topics", "demo", "--output", "x.txt", "--pipeline", "bm25@10", "--k", "5"],
-     "--k sets the hits of one --retriever; a --pipeline sets its own depths"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["search", "--topics", "demo", "--output", "x.txt", "--index", "/tmp/nope-ragnarok"],
+            "no index directory /tmp/nope-ragnarok",
+        ),
+        (
+            ["search", "--topics", "demo", "--output", "x.txt", "--retriever", "nope"],
+            "available: bm25, bm25+rm3, bm25+rocchio, dense:MODEL",
+        ),
+        (
+            ["search", "--topics", "demo", "--output", "x.txt", "--pipeline", "bm25@10", "--k", "5"],
+            "--k sets the hits of one --retriever; a --pipeline sets its own depths",
+        ),
+    ],
+)
 def test_messages_name_the_problem(args, message, demo_env, tmp_path):
     out = ragnarok(*args, env=demo_env, cwd=tmp_path)
     errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
@@ -183,13 +239,21 @@ def test_messages_name_the_problem(args, message, demo_env, tmp_path):
 
 
 def test_index_a_jsonl_file_as_an_anserini_collection(tmp_path):
-    (tmp_path / "docs.jsonl").write_text('{"id": "a", "contents": "gzip compresses files"}\n'
-                                         '{"id": "b", "contents": "argparse parses arguments"}\n')
+    (tmp_path / "docs.jsonl").write_text(
+        '{"id": "a", "contents": "gzip compresses files"}\n{"id": "b", "contents": "argparse parses arguments"}\n'
+    )
     out = ragnarok("index", str(tmp_path / "docs.jsonl"), str(tmp_path / "idx"), "--collection", "JsonCollection")
     assert out.returncode == 0, out.stderr[-2000:]
     (tmp_path / "t.tsv").write_text("1\tgzip\n")
-    out = ragnarok("search", "--topics", str(tmp_path / "t.tsv"), "--index", str(tmp_path / "idx"),
-                   "--output", str(tmp_path / "run.txt"))
+    out = ragnarok(
+        "search",
+        "--topics",
+        str(tmp_path / "t.tsv"),
+        "--index",
+        str(tmp_path / "idx"),
+        "--output",
+        str(tmp_path / "run.txt"),
+    )
     assert out.returncode == 0 and (tmp_path / "run.txt").read_text().split()[2] == "a"
 
 
@@ -208,13 +272,23 @@ def test_a_collection_rebuild_is_built_beside_and_swapped_in(tmp_path):
 
 
 def test_bm25_search_is_quiet_and_never_imports_torch(demo_env, tmp_path):
-    out = ragnarok("search", "--topics", "demo", "--retriever", "bm25", "--output", str(tmp_path / "run.txt"),
-                   env=demo_env)
+    out = ragnarok(
+        "search", "--topics", "demo", "--retriever", "bm25", "--output", str(tmp_path / "run.txt"), env=demo_env
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().endswith("torch imported: False")
     assert "WARNING" not in out.stderr and "MMapDirectory" not in out.stderr and "INFO" not in out.stdout
-    verbose = ragnarok("search", "--topics", "demo", "--retriever", "bm25", "--output", str(tmp_path / "v.txt"),
-                       "--verbose", env=demo_env)
+    verbose = ragnarok(
+        "search",
+        "--topics",
+        "demo",
+        "--retriever",
+        "bm25",
+        "--output",
+        str(tmp_path / "v.txt"),
+        "--verbose",
+        env=demo_env,
+    )
     assert verbose.returncode == 0 and "sun.misc.Unsafe" in verbose.stderr + verbose.stdout
     assert (tmp_path / "run.txt").read_text() == (tmp_path / "v.txt").read_text()
 
@@ -230,8 +304,14 @@ def test_index_is_quiet_unless_verbose(tmp_path):
 
 
 def test_search_says_it_builds_the_demo_index_with_a_bar(tmp_path):
-    out = ragnarok("search", "--topics", "demo", "--output", str(tmp_path / "run.txt"),
-                   env={"RAGNAROK_DATA_DIR": str(tmp_path / "fresh")})
+    out = ragnarok(
+        "search",
+        "--topics",
+        "demo",
+        "--output",
+        str(tmp_path / "run.txt"),
+        env={"RAGNAROK_DATA_DIR": str(tmp_path / "fresh")},
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert "building the demo index at" in out.stderr and "segmenting: 100%" in out.stderr
     assert "torch imported: False" in out.stdout

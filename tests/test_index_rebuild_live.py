@@ -17,8 +17,11 @@ T = 120
 
 
 def _retrieve(base: str, retriever: str, index: str = "x") -> httpx.Response:
-    return httpx.post(f"{base}/v1/retrieve", json={"query": "alpha bravo topic", "retriever": retriever,
-                                                   "index": index, "k": 20}, timeout=T)
+    return httpx.post(
+        f"{base}/v1/retrieve",
+        json={"query": "alpha bravo topic", "retriever": retriever, "index": index, "k": 20},
+        timeout=T,
+    )
 
 
 def _docids(response: httpx.Response) -> set[str]:
@@ -66,15 +69,21 @@ def test_a_rebuilt_index_is_noticed_by_a_running_server(tmp_path):
         assert "is stale" in detail and "ragnarok index --dense minilm --from-lucene" in detail, detail
         listed = _listed(base, "x", "dense:minilm")
         assert not listed["available"] and listed["reason"].startswith("stale")
-        mixed = httpx.post(f"{base}/rag", json={"topic": "alpha", "index": "x",
-                                                "pipeline": "rrf(bm25, dense:minilm)@10 | extractive"}, timeout=T)
+        mixed = httpx.post(
+            f"{base}/rag",
+            json={"topic": "alpha", "index": "x", "pipeline": "rrf(bm25, dense:minilm)@10 | extractive"},
+            timeout=T,
+        )
         assert mixed.status_code == 503 and "is stale" in mixed.text, mixed.text  # no new BM25 with old dense hits
 
         ensure_dense_index(lucene, "minilm")  # rebuilt: served at once
         assert _docids(_retrieve(base, "dense:minilm")) <= new
         assert _listed(base, "x", "dense:minilm")["available"]
-        answer = httpx.post(f"{base}/rag", json={"topic": "alpha", "index": "x", "trace": True,
-                                                 "pipeline": "rrf(bm25, dense:minilm)@10 | extractive"}, timeout=T)
+        answer = httpx.post(
+            f"{base}/rag",
+            json={"topic": "alpha", "index": "x", "trace": True, "pipeline": "rrf(bm25, dense:minilm)@10 | extractive"},
+            timeout=T,
+        )
         assert answer.status_code == 200, answer.text
         assert "d1#" not in answer.text and "new" in answer.text
         # the other index was not touched: its retrievers were not dropped

@@ -37,9 +37,17 @@ def segments(n: int, seed: int = 5) -> list[dict]:
         doc, k = divmod(i, 3)
         text = " ".join(rng.choices(WORDS, weights, k=rng.randint(40, 90))) + "."
         start = k * 500
-        out.append({"docid": f"msmarco_v2.1_doc_{doc % 60:02d}_{doc * 131}#{k}_{start}", "url": f"https://x.org/{doc}",
-                    "title": f"Title {doc}", "headings": f"Heading {doc}\nSub {k}", "segment": text,
-                    "start_char": start, "end_char": start + len(text)})
+        out.append(
+            {
+                "docid": f"msmarco_v2.1_doc_{doc % 60:02d}_{doc * 131}#{k}_{start}",
+                "url": f"https://x.org/{doc}",
+                "title": f"Title {doc}",
+                "headings": f"Heading {doc}\nSub {k}",
+                "segment": text,
+                "start_char": start,
+                "end_char": start + len(text),
+            }
+        )
     return out
 
 
@@ -83,21 +91,28 @@ def test_v21_segments_are_indexed_as_they_are(tmp_path):
     hits = LuceneRetriever("bm25", str(tmp_path / "idx")).retrieve(Query(text=target["segment"][:200]), 5)
     top = hits.candidates[0]
     assert top.docid == target["docid"] and top.doc.segment == target["segment"]
-    assert (top.doc.start_char, top.doc.end_char, top.doc.title) == (target["start_char"], target["end_char"],
-                                                                      target["title"])
+    assert (top.doc.start_char, top.doc.end_char, top.doc.title) == (
+        target["start_char"],
+        target["end_char"],
+        target["title"],
+    )
     assert not (tmp_path / "idx.partial").exists()  # the work directory goes once the index is in place
-    documents = write_jsonl(tmp_path / "docs.jsonl", [{"docid": "d1", "body": " ".join(
-        f"Sentence number {i} is here." for i in range(15))}])
+    documents = write_jsonl(
+        tmp_path / "docs.jsonl", [{"docid": "d1", "body": " ".join(f"Sentence number {i} is here." for i in range(15))}]
+    )
     r = runner.invoke(app, ["index", str(documents), str(tmp_path / "idx2"), "--workers", "1", "--threads", "1"])
     assert r.exit_code == 0 and "indexed 2 segments (1 documents segmented: 10-sentence windows" in r.stdout, r.output
 
 
-@pytest.mark.parametrize("bad, line, message", [
-    (b'{"docid": "x", "segment": "unfinished', 3, "malformed JSON"),  # a truncated last line
-    (b'{"docid": "y", "segment": "caf\xe9"}', 3, "not valid UTF-8"),
-    (b'{"segment": "no id"}', 3, "a segment has no docid"),
-    (b'{"docid": "y", "segment": 12}', 3, "malformed segment"),
-])
+@pytest.mark.parametrize(
+    "bad, line, message",
+    [
+        (b'{"docid": "x", "segment": "unfinished', 3, "malformed JSON"),  # a truncated last line
+        (b'{"docid": "y", "segment": "caf\xe9"}', 3, "not valid UTF-8"),
+        (b'{"segment": "no id"}', 3, "a segment has no docid"),
+        (b'{"docid": "y", "segment": 12}', 3, "malformed segment"),
+    ],
+)
 def test_bad_v21_lines_fail_with_file_and_line(tmp_path, bad, line, message):
     good = [json.dumps(r).encode() for r in segments(2)]
     src = tmp_path / "segs.jsonl"
@@ -125,6 +140,7 @@ def _limit_file_size(limit: int):
     def preexec() -> None:
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
         resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
+
     return preexec
 
 
@@ -156,8 +172,9 @@ def test_a_killed_build_resumes_by_shard_and_gives_the_same_index(tmp_path):
     done = len(list(shards.glob("*.done")))
     assert 2 <= done < 5 and snapshot(out) == old
 
-    full = subprocess.run(cmd, env=env(tmp_path), capture_output=True, text=True, timeout=300,
-                          preexec_fn=_limit_file_size(96 << 10))
+    full = subprocess.run(
+        cmd, env=env(tmp_path), capture_output=True, text=True, timeout=300, preexec_fn=_limit_file_size(96 << 10)
+    )
     assert full.returncode == 2, full.stderr[-3000:]
     said = full.stderr.strip().splitlines()[-1]
     assert said.startswith("error: the disk filled while indexing shard") and "it resumes" in said, full.stderr
@@ -196,13 +213,20 @@ def test_free_disk_is_checked_before_starting(tmp_path):
     def bounded() -> None:  # were the check missing, reading 2 TB of zeros as one line fails here, not the machine
         resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
 
-    r = subprocess.run(cli("index", str(src), str(tmp_path / "idx")), env=env(tmp_path), capture_output=True,
-                       text=True, timeout=120, preexec_fn=bounded)
+    r = subprocess.run(
+        cli("index", str(src), str(tmp_path / "idx")),
+        env=env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=bounded,
+    )
     assert r.returncode == 2, r.stderr[-2000:]
     said = r.stderr.strip().splitlines()[-1]
     assert said.startswith("error: not enough free disk for this build: it needs about ") and " is free at " in said
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "huge.jsonl"] or \
-        sorted(p.name for p in tmp_path.iterdir()) == ["huge.jsonl"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["data", "huge.jsonl"] or sorted(
+        p.name for p in tmp_path.iterdir()
+    ) == ["huge.jsonl"]
 
 
 def test_a_disk_that_fills_while_writing_chunks_is_one_clear_error(tmp_path):
@@ -210,11 +234,18 @@ def test_a_disk_that_fills_while_writing_chunks_is_one_clear_error(tmp_path):
     out = tmp_path / "idx"
     out.mkdir()
     (out / "marker").write_text("old index")
-    r = subprocess.run(cli("index", str(src), str(out), "--workers", "1"), env=env(tmp_path), capture_output=True,
-                       text=True, timeout=300, preexec_fn=_limit_file_size(64 << 10))
+    r = subprocess.run(
+        cli("index", str(src), str(out), "--workers", "1"),
+        env=env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        preexec_fn=_limit_file_size(64 << 10),
+    )
     assert r.returncode == 2 and r.stderr.strip().splitlines()[-1] == (
         "error: the disk filled while writing the chunk files; nothing was put in place; free space and run the "
-        "same command again: it resumes"), r.stderr
+        "same command again: it resumes"
+    ), r.stderr
     assert snapshot(out) == {"marker": b"old index"}
 
 
@@ -225,9 +256,12 @@ def test_a_v21_line_becomes_the_same_anserini_record_without_being_serialised_ag
     from ragnarok.collection.lucene_index import anserini_record
     from ragnarok.collection.parallel_segment import segmented_lines
 
-    lines = [json.dumps(segments(1)[0]), json.dumps({**segments(1)[0], "title": "Ünïcödé \u2028 \"q\""}, ensure_ascii=False),
-             '  {"docid": "a#0_0", "segment": "x\\ny \\ud83d\\ude00", "title": null}  ',
-             '{"docid": 7, "segment": "seven", "url": 3}']
+    lines = [
+        json.dumps(segments(1)[0]),
+        json.dumps({**segments(1)[0], "title": 'Ünïcödé \u2028 "q"'}, ensure_ascii=False),
+        '  {"docid": "a#0_0", "segment": "x\\ny \\ud83d\\ude00", "title": null}  ',
+        '{"docid": 7, "segment": "seven", "url": 3}',
+    ]
     for line in lines:
         record = json.loads(line)
         segment = to_segment(record, "here")
@@ -265,6 +299,11 @@ def test_the_default_shard_size_is_a_tenth_of_the_collection(tmp_path):
             out.write(src.read_bytes())  # 240,000 lines
     assert 216_000 <= estimate_segments(big, True) <= 264_000
     assert 21_600 <= default_shard_segments(big, True) <= 27_200 < MAX_SHARD
-    docs = write_jsonl(tmp_path / "docs.jsonl", [{"docid": f"d{i}", "body": " ".join(
-        f"Sentence {j} of document {i} is here." for j in range(30))} for i in range(200)])
+    docs = write_jsonl(
+        tmp_path / "docs.jsonl",
+        [
+            {"docid": f"d{i}", "body": " ".join(f"Sentence {j} of document {i} is here." for j in range(30))}
+            for i in range(200)
+        ],
+    )
     assert 200 * 5 * 0.9 <= estimate_segments(docs, False) <= 200 * 5 * 1.1  # 30 sentences: 5 windows each

@@ -40,8 +40,9 @@ class Stopped:
         self.code, self.seconds, self.after, self.stderr = code, seconds, after, stderr
 
 
-def interrupt(cmd: list[str], env: dict[str, str], cwd: Path, sig: int, ready: Callable[[], bool],
-              timeout: float = 240) -> Stopped:
+def interrupt(
+    cmd: list[str], env: dict[str, str], cwd: Path, sig: int, ready: Callable[[], bool], timeout: float = 240
+) -> Stopped:
     """Start ``cmd``, send ``sig`` once ``ready()``, and see how it ends (stderr said after the signal apart)."""
     cwd.mkdir(parents=True, exist_ok=True)
     err = cwd / f"stderr.{time.monotonic_ns()}.txt"
@@ -88,13 +89,18 @@ def assert_stopped(stopped: Stopped, sig: int, cwd: Path, *words: str) -> str:
 @pytest.fixture(scope="module")
 def slow_llm():
     with serve_app(flaky_openai_app()) as url:
-        yield [{"name": SLOW, "backend": "openai", "base_url": f"{url}/v1", "model": "fixed-200ms",
-                "max_concurrency": 8}]
+        yield [
+            {"name": SLOW, "backend": "openai", "base_url": f"{url}/v1", "model": "fixed-200ms", "max_concurrency": 8}
+        ]
 
 
 def environment(data_dir: Path, generators: list) -> dict[str, str]:
-    return {**os.environ, "RAGNAROK_DATA_DIR": str(data_dir), "RAGNAROK_GENERATORS": json.dumps(generators),
-            "PYTHONPATH": str(ROOT)}
+    return {
+        **os.environ,
+        "RAGNAROK_DATA_DIR": str(data_dir),
+        "RAGNAROK_GENERATORS": json.dumps(generators),
+        "PYTHONPATH": str(ROOT),
+    }
 
 
 def records(path: Path) -> dict[str, dict]:
@@ -106,17 +112,33 @@ def records(path: Path) -> dict[str, dict]:
     return out
 
 
-@pytest.mark.parametrize("sig, pipeline, topics", [
-    (signal.SIGINT, f"bm25@20 | {SLOW}", 50),
-    (signal.SIGTERM, f"bm25@10 | mmr@5 | {SLOW}", 12),  # Lucene and PyTorch (MiniLM) threads busy together
-], ids=["sigint", "sigterm-mmr"])
+@pytest.mark.parametrize(
+    "sig, pipeline, topics",
+    [
+        (signal.SIGINT, f"bm25@20 | {SLOW}", 50),
+        (signal.SIGTERM, f"bm25@10 | mmr@5 | {SLOW}", 12),  # Lucene and PyTorch (MiniLM) threads busy together
+    ],
+    ids=["sigint", "sigterm-mmr"],
+)
 def test_run_stops_keeps_whole_lines_and_resumes(demo_settings, slow_llm, tmp_path, sig, pipeline, topics):
     env = environment(demo_settings.data_dir, slow_llm)
     chosen = tmp_path / "topics.tsv"
     chosen.write_text("".join((ROOT / "topics" / "demo.tsv").read_text().splitlines(keepends=True)[:topics]))
     out = tmp_path / "run.jsonl"
-    cmd = cli("run", "--topics", str(chosen), "--pipeline", pipeline, "--run-id", "stopped", "--output", str(out),
-              "--concurrency", "2", "--no-progress")
+    cmd = cli(
+        "run",
+        "--topics",
+        str(chosen),
+        "--pipeline",
+        pipeline,
+        "--run-id",
+        "stopped",
+        "--output",
+        str(out),
+        "--concurrency",
+        "2",
+        "--no-progress",
+    )
     stopped = interrupt(cmd, env, tmp_path / "cwd", sig, lambda: lines(out) >= 3)
     said = assert_stopped(stopped, sig, tmp_path / "cwd", str(out), f"of {topics} topics written")
     kept = records(out)
@@ -126,8 +148,14 @@ def test_run_stops_keeps_whole_lines_and_resumes(demo_settings, slow_llm, tmp_pa
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert f"{topics - len(kept)} topics written, {len(kept)} already done" in resumed.stderr
     whole = tmp_path / "whole.jsonl"
-    once = subprocess.run(cmd[:cmd.index("--output") + 1] + [str(whole)] + cmd[cmd.index("--output") + 2:],
-                          cwd=tmp_path / "cwd", env=env, capture_output=True, text=True, timeout=300)
+    once = subprocess.run(
+        cmd[: cmd.index("--output") + 1] + [str(whole)] + cmd[cmd.index("--output") + 2 :],
+        cwd=tmp_path / "cwd",
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert once.returncode == 0, once.stderr[-3000:]
     assert records(out) == records(whole)  # resumed = uninterrupted
     result = validate(out, {t.qid: t.text for t in TOPICS[:topics]})
@@ -140,10 +168,16 @@ def test_search_stops_on_sigint(demo_settings, slow_llm, tmp_path):
     out = tmp_path / "run.txt"
     calls = slow_llm[0]["base_url"].removesuffix("/v1") + "/stats"  # the server counts calls per model
     start = httpx.get(calls).json()["calls"].get("fixed-200ms", 0)
-    cmd = cli("search", "--topics", "demo", "--pipeline", f"hyde:{SLOW} > bm25@20", "--output", str(out),
-              "--threads", "2")
-    stopped = interrupt(cmd, env, tmp_path / "cwd", signal.SIGINT,
-                        lambda: httpx.get(calls).json()["calls"].get("fixed-200ms", 0) >= start + 4)
+    cmd = cli(
+        "search", "--topics", "demo", "--pipeline", f"hyde:{SLOW} > bm25@20", "--output", str(out), "--threads", "2"
+    )
+    stopped = interrupt(
+        cmd,
+        env,
+        tmp_path / "cwd",
+        signal.SIGINT,
+        lambda: httpx.get(calls).json()["calls"].get("fixed-200ms", 0) >= start + 4,
+    )
     assert_stopped(stopped, signal.SIGINT, tmp_path / "cwd", "nothing written yet")
     assert not out.exists()
 
@@ -152,9 +186,10 @@ def test_optimize_stops_on_sigterm_and_resumes_its_study(demo_settings, tmp_path
     """The case that crashed (a JVM SIGSEGV in libtorch, exit 134, an hs_err_pid*.log); the trial in flight is
     given back to the study, not left running."""
     config = tmp_path / "search.yaml"
-    config.write_text(f"""index: {demo_settings.demo_index_dir}
-topics: {ROOT / 'topics' / 'demo.tsv'}
-qrels: {ROOT / 'topics' / 'qrels.demo.txt'}
+    config.write_text(
+        f"""index: {demo_settings.demo_index_dir}
+topics: {ROOT / "topics" / "demo.tsv"}
+qrels: {ROOT / "topics" / "qrels.demo.txt"}
 objective: nDCG@10
 strategy: random
 budget: {{trials: 8}}
@@ -166,7 +201,9 @@ nodes:
   - node: retrieval
     modules:
       - {{module: lexical, depth: 100}}
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     out = tmp_path / "out"
     env = {**environment(demo_settings.data_dir, []), "RAGNAROK_OPTIMIZE_HEARTBEAT_S": "1"}
     cmd = cli("optimize", str(config), "--output", str(out), "--no-cache")
@@ -183,8 +220,10 @@ nodes:
     kept = finished()
     assert 2 <= kept < 8, said
     with sqlite3.connect(out / "study.db") as db:  # a seeded repeat of a finished trial (same_as) is no trial kept
-        counted = db.execute("SELECT count(*) FROM trials WHERE state = 'COMPLETE' AND trial_id NOT IN "
-                             "(SELECT trial_id FROM trial_user_attributes WHERE key = 'same_as')").fetchone()[0]
+        counted = db.execute(
+            "SELECT count(*) FROM trials WHERE state = 'COMPLETE' AND trial_id NOT IN "
+            "(SELECT trial_id FROM trial_user_attributes WHERE key = 'same_as')"
+        ).fetchone()[0]
     with sqlite3.connect(out / "study.db") as db:  # the trial in flight was given back, not left running
         assert db.execute("SELECT count(*) FROM trials WHERE state = 'RUNNING'").fetchone()[0] == 0
     resumed = subprocess.run(cmd, cwd=tmp_path / "cwd", env=env, capture_output=True, text=True, timeout=400)
@@ -192,23 +231,40 @@ nodes:
     assert finished() >= 8
     # the count goes on from what was kept (issue 35: it restarted at 1), and no pipeline ran twice (the seeded
     # sampler replayed its proposals: 8 trials covered 4 pipelines)
-    counts = [line.split("[", 1)[1].split("/", 1)[0] for line in resumed.stderr.splitlines() if " [" in line
-              and "/8] " in line]
+    counts = [
+        line.split("[", 1)[1].split("/", 1)[0]
+        for line in resumed.stderr.splitlines()
+        if " [" in line and "/8] " in line
+    ]
     assert counts and counts[0] == str(counted + 1), resumed.stderr[-3000:]
     with sqlite3.connect(out / "study.db") as db:
-        specs = [row[0] for row in db.execute(
-            "SELECT a.value_json FROM trials t JOIN trial_user_attributes a ON a.trial_id = t.trial_id "
-            "WHERE t.state = 'COMPLETE' AND a.key = 'spec' AND t.trial_id NOT IN "
-            "(SELECT trial_id FROM trial_user_attributes WHERE key = 'same_as')")]
+        specs = [
+            row[0]
+            for row in db.execute(
+                "SELECT a.value_json FROM trials t JOIN trial_user_attributes a ON a.trial_id = t.trial_id "
+                "WHERE t.state = 'COMPLETE' AND a.key = 'spec' AND t.trial_id NOT IN "
+                "(SELECT trial_id FROM trial_user_attributes WHERE key = 'same_as')"
+            )
+        ]
     assert len(specs) == 8 and len(set(specs)) == 8, specs
 
 
 def write_answers(path: Path, run_id: str, topics) -> None:
     with open(path, "w", encoding="utf-8") as f:
         for t in topics:
-            f.write(json.dumps({"run_id": run_id, "topic_id": t.qid, "topic": t.text, "references": ["d1", "d2"],
-                                "response_length": 12, "answer": [
-                                    {"text": f"{run_id} says {t.text} is answered here.", "citations": [0]}]}) + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "run_id": run_id,
+                        "topic_id": t.qid,
+                        "topic": t.text,
+                        "references": ["d1", "d2"],
+                        "response_length": 12,
+                        "answer": [{"text": f"{run_id} says {t.text} is answered here.", "citations": [0]}],
+                    }
+                )
+                + "\n"
+            )
 
 
 def judgments(data_dir: Path) -> int:
@@ -219,8 +275,11 @@ def judgments(data_dir: Path) -> int:
         return 0
 
 
-@pytest.mark.parametrize("sig, command", [(signal.SIGINT, "eval-rag"), (signal.SIGTERM, "judge pairwise")],
-                         ids=["sigint-eval-rag", "sigterm-judge-pairwise"])
+@pytest.mark.parametrize(
+    "sig, command",
+    [(signal.SIGINT, "eval-rag"), (signal.SIGTERM, "judge pairwise")],
+    ids=["sigint-eval-rag", "sigterm-judge-pairwise"],
+)
 def test_judging_stops_and_keeps_its_judgments(slow_llm, tmp_path, sig, command):
     data = tmp_path / "data"
     env = environment(data, slow_llm)
@@ -229,8 +288,15 @@ def test_judging_stops_and_keeps_its_judgments(slow_llm, tmp_path, sig, command)
     write_answers(b, "b", TOPICS[:20])
     if command == "eval-rag":
         nuggets = tmp_path / "nuggets.jsonl"
-        nuggets.write_text("".join(json.dumps({"qid": t.qid, "query": t.text, "nuggets": [
-            {"text": f"{t.text} matters", "importance": "vital"}]}) + "\n" for t in TOPICS[:20]))
+        nuggets.write_text(
+            "".join(
+                json.dumps(
+                    {"qid": t.qid, "query": t.text, "nuggets": [{"text": f"{t.text} matters", "importance": "vital"}]}
+                )
+                + "\n"
+                for t in TOPICS[:20]
+            )
+        )
         cmd = cli("eval-rag", str(a), "--nuggets", str(nuggets), "--judge", SLOW, "--concurrency", "1")
     else:
         cmd = cli("judge", "pairwise", str(a), str(b), "--judge", SLOW, "--concurrency", "1")
@@ -249,9 +315,18 @@ def test_index_stops_on_sigterm_and_leaves_the_old_index(tmp_path):
     sentence = "Lucene indexes segments of ten sentences with a stride of five in this collection."
     with open(docs, "w", encoding="utf-8") as f:
         for n in range(6000):
-            f.write(json.dumps({"docid": f"doc{n}", "url": f"https://example.org/{n}", "title": f"Doc {n}",
-                                "headings": "", "body": " ".join(f"{sentence} Word{n}x{i}." for i in range(40))})
-                    + "\n")
+            f.write(
+                json.dumps(
+                    {
+                        "docid": f"doc{n}",
+                        "url": f"https://example.org/{n}",
+                        "title": f"Doc {n}",
+                        "headings": "",
+                        "body": " ".join(f"{sentence} Word{n}x{i}." for i in range(40)),
+                    }
+                )
+                + "\n"
+            )
     target = tmp_path / "index"
     from test_index_lifecycle import docs as old_docs
 
@@ -262,15 +337,21 @@ def test_index_stops_on_sigterm_and_leaves_the_old_index(tmp_path):
     env = {**os.environ, "RAGNAROK_DATA_DIR": str(tmp_path / "data"), "PYTHONPATH": str(ROOT)}
     err_seen = tmp_path / "cwd"
     cmd = cli("index", str(docs), str(target), "--workers", "2")
-    stopped = interrupt(cmd, env, err_seen, signal.SIGTERM,  # Anserini indexing, in Java on the main thread
-                        lambda: any((tmp_path / "index.partial" / "shards").glob("*")))
+    stopped = interrupt(
+        cmd,
+        env,
+        err_seen,
+        signal.SIGTERM,  # Anserini indexing, in Java on the main thread
+        lambda: any((tmp_path / "index.partial" / "shards").glob("*")),
+    )
     assert_stopped(stopped, signal.SIGTERM, err_seen, "the index was not changed", "resumes")
     assert {p.name: p.read_bytes() for p in target.iterdir()} == before
     time.sleep(0.5)
     # the build's work directory is kept for the next run to resume (issue 36), and nothing else is left
     assert (tmp_path / "index.partial" / "chunked.json").exists(), os.listdir(tmp_path)
-    assert sorted(os.listdir(tmp_path)) == ["cwd", "data", "docs.jsonl", "index", "index.partial"] or \
-        sorted(os.listdir(tmp_path)) == ["cwd", "docs.jsonl", "index", "index.partial"], os.listdir(tmp_path)
+    assert sorted(os.listdir(tmp_path)) == ["cwd", "data", "docs.jsonl", "index", "index.partial"] or sorted(
+        os.listdir(tmp_path)
+    ) == ["cwd", "docs.jsonl", "index", "index.partial"], os.listdir(tmp_path)
 
 
 def test_an_interrupted_collection_rebuild_leaves_the_live_index_as_it_was(tmp_path):
@@ -300,8 +381,13 @@ def test_an_interrupted_collection_rebuild_leaves_the_live_index_as_it_was(tmp_p
     big = collection(tmp_path / "big", 60_000)
     env = {**os.environ, "RAGNAROK_DATA_DIR": str(tmp_path / "data"), "PYTHONPATH": str(ROOT)}
     cmd = cli("index", str(big), str(target), "--collection", "JsonCollection", "--threads", "1")
-    stopped = interrupt(cmd, env, tmp_path / "cwd", signal.SIGTERM, lambda: any(
-        (tmp_path / "index.partial").glob("*")) or {p.name for p in target.iterdir()} != set(before))
+    stopped = interrupt(
+        cmd,
+        env,
+        tmp_path / "cwd",
+        signal.SIGTERM,
+        lambda: any((tmp_path / "index.partial").glob("*")) or {p.name for p in target.iterdir()} != set(before),
+    )
     assert_stopped(stopped, signal.SIGTERM, tmp_path / "cwd", "the index was not changed")
     assert snapshot() == before
     time.sleep(0.5)

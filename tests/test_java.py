@@ -18,7 +18,7 @@ def test_old_java_home_is_skipped(tmp_path, monkeypatch):
     fake = tmp_path / "jdk17" / "bin"
     fake.mkdir(parents=True)
     script = fake / "java"
-    script.write_text('#!/bin/sh\necho \'openjdk version "17.0.15" 2025-04-15\' >&2\n')
+    script.write_text("#!/bin/sh\necho 'openjdk version \"17.0.15\" 2025-04-15' >&2\n")
     script.chmod(script.stat().st_mode | stat.S_IEXEC)
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk17"))
     assert java.java_version(script) == 17
@@ -51,17 +51,20 @@ def test_the_heap_starts_small_on_a_large_machine():
     G1 fills with young objects that stay resident; ours starts at 64 MB and grows as searching needs it, and
     the JVM is told to give unused heap back when idle (issue 41)."""
     env = {**os.environ, "JAVA_TOOL_OPTIONS": "-XX:MaxRAM=128g", "RAGNAROK_JVM_HEAP": "1g"}
-    code = ("from ragnarok.core.java import start_jvm; start_jvm(); from jnius import autoclass;"
-            " print(autoclass('java.lang.Runtime').getRuntime().totalMemory() >> 20,"
-            " autoclass('java.lang.Runtime').getRuntime().maxMemory() >> 20)")
+    code = (
+        "from ragnarok.core.java import start_jvm; start_jvm(); from jnius import autoclass;"
+        " print(autoclass('java.lang.Runtime').getRuntime().totalMemory() >> 20,"
+        " autoclass('java.lang.Runtime').getRuntime().maxMemory() >> 20)"
+    )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     committed, maximum = map(int, out.stdout.split()[-2:])
     assert committed <= 64 and maximum == 1024
 
 
-@pytest.mark.parametrize(("heap", "initial"),
-                         [("1g", "-Xms64m"), (None, "-Xms64m"), ("32m", None), ("65536k", "-Xms64m")])
+@pytest.mark.parametrize(
+    ("heap", "initial"), [("1g", "-Xms64m"), (None, "-Xms64m"), ("32m", None), ("65536k", "-Xms64m")]
+)
 def test_memory_options_never_start_above_the_maximum(heap, initial):
     options = java.memory_options(heap)
     assert [o for o in options if o.startswith("-Xms")] == ([initial] if initial else [])

@@ -15,24 +15,27 @@ from ragnarok.core.settings import Settings
 from ragnarok.judge.arena import JudgeVote, agreement
 
 A = {"spec": "bm25@20 | extractive", "retriever": "bm25@20", "reranker": "none", "generator": "extractive"}
-B = {"spec": "bm25+rm3@20 | extractive", "retriever": "bm25+rm3@20", "reranker": "none",
-     "generator": "extractive"}
+B = {"spec": "bm25+rm3@20 | extractive", "retriever": "bm25+rm3@20", "reranker": "none", "generator": "extractive"}
 
 
 def rag(*sentences: str) -> dict:
-    return {"topic_id": "t", "topic": "q", "references": ["d1"],
-            "answer": [{"text": s, "citations": [0]} for s in sentences]}
+    return {
+        "topic_id": "t",
+        "topic": "q",
+        "references": ["d1"],
+        "answer": [{"text": s, "citations": [0]} for s in sentences],
+    }
 
 
 def battle(store: VoteStore, a: str, b: str, mode: str = "blinded", error_b: str | None = None) -> str:
-    return store.create_battle(mode, "demo-01", f"question about {a[:10]}", A, B, rag(a),
-                               None if error_b else rag(b), None, error_b, "s")
+    return store.create_battle(
+        mode, "demo-01", f"question about {a[:10]}", A, B, rag(a), None if error_b else rag(b), None, error_b, "s"
+    )
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
 def store(request, tmp_path):
-    url = (f"sqlite:///{tmp_path / 'votes.db'}" if request.param == "sqlite"
-           else request.getfixturevalue("postgres_url"))
+    url = f"sqlite:///{tmp_path / 'votes.db'}" if request.param == "sqlite" else request.getfixturevalue("postgres_url")
     store = VoteStore(url, votes_per_minute=1000)
     yield store
     store.engine.dispose()
@@ -58,7 +61,10 @@ def test_judge_votes_are_their_own_append_only_log(store):
     record(store, second, "judge:x", "b", "B/A")
     votes = judge_votes(store, include_unblinded=True)
     assert [(v.voter, v.battle_id, v.winner, v.human) for v in votes] == [
-        ("judge:x", first, "a", "b"), ("judge:y", first, "tie", "b"), ("judge:x", second, "b", None)]
+        ("judge:x", first, "a", "b"),
+        ("judge:y", first, "tie", "b"),
+        ("judge:x", second, "b", None),
+    ]
     assert len(judge_votes(store)) == 2  # blinded battles only, as the boards' default
     # the human boards never count judge votes, unless the judges are named
     assert [w for _, _, w in board_rows(store)] == ["b"] == [w for _, _, w in store.battles()]
@@ -76,8 +82,9 @@ def test_agreement_counts_battles_both_voted():
     def v(winner: str, human: str | None, voter: str = "judge:x") -> JudgeVote:
         return JudgeVote(voter, "id", A, B, winner, human)
 
-    got = agreement([v("a", "a"), v("a", "b"), v("tie", "bothbad"), v("b", "tie"), v("a", None),
-                     v("b", "b", "judge:y")])
+    got = agreement(
+        [v("a", "a"), v("a", "b"), v("tie", "bothbad"), v("b", "tie"), v("a", None), v("b", "b", "judge:y")]
+    )
     x = got["judge:x"]
     assert (x.votes, x.both, x.same, x.decided, x.same_decided) == (5, 4, 2, 2, 1)
     assert x.rate == 0.5 and x.rate_decided == 0.5
@@ -86,7 +93,6 @@ def test_agreement_counts_battles_both_voted():
 
 
 # ---- the CLI against the scripted judge ----
-
 
 
 def invoke(*args: str):
@@ -105,8 +111,7 @@ def test_pairwise_on_the_arena_casts_judge_votes(judge_env):
     for battle_id, human in ((good_a, "a"), (good_b, "a"), (neither, "bothbad")):
         store.vote(battle_id, human, "s", "k")
     before = server.state.calls
-    result = invoke("judge", "pairwise", "--arena", "--judge", "scripted", "--database-url", url,
-                    "--concurrency", "2")
+    result = invoke("judge", "pairwise", "--arena", "--judge", "scripted", "--database-url", url, "--concurrency", "2")
     assert result.exit_code == 0, result.output
     assert "judge:scripted:openai:scripted: 3 battles judged (1 A, 1 B, 1 ties), 1 failed" in result.output
     assert f"no vote (the judge's verdict could not be read): battle {broken}" in result.output
@@ -156,8 +161,7 @@ def test_a_judge_that_fails_keeps_the_votes_cast(judge_env):
     store = VoteStore(url)
     kept = battle(store, "GOOD", "plain")
     battle(store, "SLOW", "plain")  # past the judge's 1 s deadline
-    result = invoke("judge", "pairwise", "--arena", "--judge", "scripted", "--database-url", url,
-                    "--concurrency", "1")
+    result = invoke("judge", "pairwise", "--arena", "--judge", "scripted", "--database-url", url, "--concurrency", "1")
     assert result.exit_code == 2
     errors = [line for line in result.output.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "no answer within 1 s" in errors[0], result.output
@@ -167,12 +171,14 @@ def test_a_judge_that_fails_keeps_the_votes_cast(judge_env):
     store.engine.dispose()
 
 
-@pytest.mark.parametrize("args, message", [
-    (["--arena", "a.jsonl"], "give no run files"),
-    ([], "give two run files"),
-    (["--arena", "--database-url", "mysql://x/y"], "SQLite and PostgreSQL"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--arena", "a.jsonl"], "give no run files"),
+        ([], "give two run files"),
+        (["--arena", "--database-url", "mysql://x/y"], "SQLite and PostgreSQL"),
+    ],
+)
 def test_bad_pairwise_arguments_are_one_line(judge_env, args, message):
     result = invoke("judge", "pairwise", *args, "--judge", "scripted")
     assert result.exit_code == 2 and message in result.output, result.output
-

@@ -36,8 +36,18 @@ def test_nuggets_from_document_level_qrels(demo_data_env, tmp_path):
     topics = tmp_path / "t.tsv"
     topics.write_text("demo-01\thow do I parse command-line arguments\ndemo-02\tcompress a file with gzip\n")
     out = tmp_path / "n.jsonl"
-    result = invoke("judge", "nuggets", "--topics", topics, "--qrels", ROOT / "topics" / "qrels.demo.txt",
-                    "--min-grade", 2, "--output", out)
+    result = invoke(
+        "judge",
+        "nuggets",
+        "--topics",
+        topics,
+        "--qrels",
+        ROOT / "topics" / "qrels.demo.txt",
+        "--min-grade",
+        2,
+        "--output",
+        out,
+    )
     assert result.exit_code == 0, result.output
     assert "PROXY" in result.output
     made = [json.loads(line) for line in out.read_text().splitlines()]
@@ -57,10 +67,18 @@ def test_support_reads_the_cited_segments(demo_data_env, tmp_path):
     assert segments(gzip_id)
     sentence = argparse_text.split(". ")[0]
     run = tmp_path / "run.jsonl"
-    run.write_text(json.dumps({"run_id": "r", "topic_id": "demo-01", "topic": "parse arguments",
-                               "references": ["stdlib.argparse#0_0", gzip_id, "missing#0"],
-                               "answer": [{"text": sentence, "citations": [0]},
-                                          {"text": sentence, "citations": [1, 2]}]}) + "\n")
+    run.write_text(
+        json.dumps(
+            {
+                "run_id": "r",
+                "topic_id": "demo-01",
+                "topic": "parse arguments",
+                "references": ["stdlib.argparse#0_0", gzip_id, "missing#0"],
+                "answer": [{"text": sentence, "citations": [0]}, {"text": sentence, "citations": [1, 2]}],
+            }
+        )
+        + "\n"
+    )
     out = tmp_path / "a.jsonl"
     result = invoke("eval-rag", run, "--support", "--assignments", out)
     assert result.exit_code == 0, result.output
@@ -72,8 +90,9 @@ def test_support_reads_the_cited_segments(demo_data_env, tmp_path):
 
 def test_relevance_labels_become_qrels(demo_data_env, tmp_path):
     run = tmp_path / "run.txt"
-    run.write_text("demo-02 Q0 stdlib.gzip#0_0 1 9.0 r\ndemo-02 Q0 stdlib.csv#0_0 2 8.0 r\n"
-                   "demo-02 Q0 missing#0 3 7.0 r\n")
+    run.write_text(
+        "demo-02 Q0 stdlib.gzip#0_0 1 9.0 r\ndemo-02 Q0 stdlib.csv#0_0 2 8.0 r\ndemo-02 Q0 missing#0 3 7.0 r\n"
+    )
     given = tmp_path / "given.txt"
     given.write_text("demo-02 0 stdlib.csv#0_0 0\n")
     out = tmp_path / "qrels.txt"

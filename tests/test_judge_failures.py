@@ -46,8 +46,21 @@ def invoke(*args: object):
 
 
 def answers(path, text: str):  # type: ignore[no-untyped-def]
-    path.write_text("".join(json.dumps({"run_id": "r", "topic_id": q, "topic": f"question {q}", "references": [],
-                                        "answer": [{"text": text, "citations": []}]}) + "\n" for q in ("q1", "q2")))
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "run_id": "r",
+                    "topic_id": q,
+                    "topic": f"question {q}",
+                    "references": [],
+                    "answer": [{"text": text, "citations": []}],
+                }
+            )
+            + "\n"
+            for q in ("q1", "q2")
+        )
+    )
     return path
 
 
@@ -71,8 +84,19 @@ def test_relevance_that_labels_nothing_fails(judge_env, demo_settings, monkeypat
     topics = tmp_path / "t.tsv"
     topics.write_text("q1\tMALFORMED question\n")  # the scripted judge answers nothing readable
     out = tmp_path / "qrels.txt"
-    strict = invoke("judge", "relevance", run, "--topics", topics, "--output", out, "--judge", "scripted",
-                    "--umbrela-mode", "strict")
+    strict = invoke(
+        "judge",
+        "relevance",
+        run,
+        "--topics",
+        topics,
+        "--output",
+        out,
+        "--judge",
+        "scripted",
+        "--umbrela-mode",
+        "strict",
+    )
     assert strict.exit_code == 1 and "no segment was labelled" in strict.output, strict.output
     parity = invoke("judge", "relevance", run, "--topics", topics, "--output", out, "--judge", "scripted")
     assert parity.exit_code == 1 and "none of the judge's 2 grades could be read" in parity.output, parity.output

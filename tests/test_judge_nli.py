@@ -14,8 +14,10 @@ from ragnarok.judge.cache import JudgeCache
 from ragnarok.judge.nli import SETTING, NLIUnavailable, load_nli
 from ragnarok.judge.service import make_judge
 
-ORDERS = {"entail-first": {0: "ENTAILMENT", 1: "NEUTRAL", 2: "CONTRADICTION"},
-          "contradict-first": {0: "contradiction", 1: "entailment", 2: "neutral"}}
+ORDERS = {
+    "entail-first": {0: "ENTAILMENT", 1: "NEUTRAL", 2: "CONTRADICTION"},
+    "contradict-first": {0: "contradiction", 1: "entailment", 2: "neutral"},
+}
 QUERY = "compress a file with gzip"
 NUGGETS = ["use the gzip module", "gzip.open opens a file for compressed writing"]
 ANSWER = "Use the gzip module to compress a file. The gzip.open function opens a file for compressed writing."
@@ -67,8 +69,10 @@ def test_the_judges_labels_come_from_the_model(models, tmp_path):
     assert yes.assign(QUERY, ANSWER, NUGGETS) == ["support", "support"]
     assert yes.support(SENTENCE, SEGMENT) == "full_support"
     # a sentence that states nothing earns no support, whatever the model says
-    assert yes.support("Whether gzip.open opens a compressed file is a question people often ask.",
-                       SEGMENT) == "no_support"
+    assert (
+        yes.support("Whether gzip.open opens a compressed file is a question people often ask.", SEGMENT)
+        == "no_support"
+    )
     no = make_judge(Settings(data_dir=tmp_path, judge_nli_model=models["contradict-first"]), None, cache=cache)
     assert no.assign(QUERY, ANSWER, NUGGETS) == ["not_support", "not_support"]
     assert no.support(SENTENCE, SEGMENT) == "no_support"
@@ -104,10 +108,22 @@ def test_eval_rag_refuses_a_missing_model_at_start(tmp_path, monkeypatch):
 
     monkeypatch.setenv("RAGNAROK_JUDGE_NLI_MODEL", "not-a-real/nli-model")
     run, nuggets = tmp_path / "run.jsonl", tmp_path / "n.jsonl"
-    run.write_text(json.dumps({"run_id": "r", "topic_id": "q", "topic": QUERY, "references": [],
-                               "answer": [{"text": ANSWER, "citations": []}]}) + "\n")
-    nuggets.write_text(json.dumps({"qid": "q", "query": QUERY,
-                                   "nuggets": [{"text": n, "importance": "vital"} for n in NUGGETS]}) + "\n")
+    run.write_text(
+        json.dumps(
+            {
+                "run_id": "r",
+                "topic_id": "q",
+                "topic": QUERY,
+                "references": [],
+                "answer": [{"text": ANSWER, "citations": []}],
+            }
+        )
+        + "\n"
+    )
+    nuggets.write_text(
+        json.dumps({"qid": "q", "query": QUERY, "nuggets": [{"text": n, "importance": "vital"} for n in NUGGETS]})
+        + "\n"
+    )
     get_settings.cache_clear()
     try:
         result = CliRunner().invoke(app, ["eval-rag", str(run), "--nuggets", str(nuggets)])

@@ -73,8 +73,7 @@ def test_umbrela_mode_grades_unreadable_answers_0_and_strict_mode_does_not(tmp_p
 
 def test_trec24_support_judges_the_first_three_citations():
     segments = {f"s{i}": f"t{i}: text {i}" for i in range(5)}
-    answer = Answer("q", "question", [("A sentence citing five segments.", [0, 1, 2, 3, 4])],
-                    list(segments))
+    answer = Answer("q", "question", [("A sentence citing five segments.", [0, 1, 2, 3, 4])], list(segments))
     seen: list[str] = []
 
     class Recorder:
@@ -91,15 +90,19 @@ def test_trec24_support_judges_the_first_three_citations():
     every = evaluate_run("r", {"q": answer}, Recorder(), segments=segments.get, concurrency=1)
     assert len(seen) == 5 and len(every.topics["q"].support[0]) == 5
     seen.clear()
-    trec = evaluate_run("r", {"q": answer}, Recorder(), segments=segments.get, concurrency=1,
-                        support_mode="trec24")
+    trec = evaluate_run("r", {"q": answer}, Recorder(), segments=segments.get, concurrency=1, support_mode="trec24")
     assert seen == ["t0: text 0", "t1: text 1", "t2: text 2"] and len(trec.topics["q"].support[0]) == 3
     assert trec.topics["q"].scores == {"support_precision": 1.0, "support_recall": 1.0}
 
 
-@pytest.mark.parametrize("style, text", [("title segment", "argparse Parser for options."),
-                                         ("segment", "Parser for options."),
-                                         ("title: segment", "argparse: Parser for options.")])
+@pytest.mark.parametrize(
+    "style, text",
+    [
+        ("title segment", "argparse Parser for options."),
+        ("segment", "Parser for options."),
+        ("title: segment", "argparse: Parser for options."),
+    ],
+)
 def test_segment_styles(style, text):
     import json
 

@@ -15,31 +15,46 @@ from ragnarok.stages.embed.vectors import text_vectors
 from ragnarok.stages.retrieve.dense import shared_encoder
 
 QUERY = "compress a file with gzip"
-NUGGETS = ["use the gzip module", "gzip.open opens a file for compressed writing",
-           "shutil.copyfileobj copies the data into the gzip file"]
+NUGGETS = [
+    "use the gzip module",
+    "gzip.open opens a file for compressed writing",
+    "shutil.copyfileobj copies the data into the gzip file",
+]
 ANSWERS = [
-    ("Use the gzip module, which reads and writes gzip-compressed files. Open the output with "
-     "gzip.open(filename, 'wb'), which opens a gzip file for compressed writing. Then copy the data into it "
-     "with shutil.copyfileobj(f_in, f_out), which copies the data from one file object to another."),
-    ("To write compressed output, call the open function of gzip in binary write mode. The copyfileobj "
-     "helper from shutil streams the bytes of the source into the gzip file object."),  # a paraphrase
+    (
+        "Use the gzip module, which reads and writes gzip-compressed files. Open the output with "
+        "gzip.open(filename, 'wb'), which opens a gzip file for compressed writing. Then copy the data into it "
+        "with shutil.copyfileobj(f_in, f_out), which copies the data from one file object to another."
+    ),
+    (
+        "To write compressed output, call the open function of gzip in binary write mode. The copyfileobj "
+        "helper from shutil streams the bytes of the source into the gzip file object."
+    ),  # a paraphrase
     "gzip module gzip.open shutil.copyfileobj data file compressed writing.",  # a word list
-    ("Never use the gzip module. gzip.open does not open a file for compressed writing. "
-     "shutil.copyfileobj cannot copy the data into the gzip file."),  # negated
-    ("Compressing a file with gzip is a common task, and how you do it depends on your situation. "
-     "Compressing files with gzip can be done in several ways."),  # an echo of the question
+    (
+        "Never use the gzip module. gzip.open does not open a file for compressed writing. "
+        "shutil.copyfileobj cannot copy the data into the gzip file."
+    ),  # negated
+    (
+        "Compressing a file with gzip is a common task, and how you do it depends on your situation. "
+        "Compressing files with gzip can be done in several ways."
+    ),  # an echo of the question
     "Use bz2.open(filename, 'wb'), which opens a file for compressed writing.",  # another module
     "Use the gzip module. " * 6,  # repetition
 ]
-SEGMENT = ("gzip: This module provides a simple interface to compress and decompress files just like the "
-           "GNU programs gzip and gunzip would. The gzip.open() function opens a gzip-compressed file in "
-           "binary or text mode, returning a file object.")
-CLAIMS = ["The gzip.open() function opens a gzip-compressed file in binary or text mode.",
-          "The gzip.open() function never opens a gzip-compressed file in binary mode.",
-          "The bz2.open() function opens a compressed file in binary mode.",
-          "gzip module gzip.open compress decompress files binary text mode.",
-          "gzip.open() returns a file object, and the module compresses files like GNU gzip.",
-          "Use tarfile to build archives."]
+SEGMENT = (
+    "gzip: This module provides a simple interface to compress and decompress files just like the "
+    "GNU programs gzip and gunzip would. The gzip.open() function opens a gzip-compressed file in "
+    "binary or text mode, returning a file object."
+)
+CLAIMS = [
+    "The gzip.open() function opens a gzip-compressed file in binary or text mode.",
+    "The gzip.open() function never opens a gzip-compressed file in binary mode.",
+    "The bz2.open() function opens a compressed file in binary mode.",
+    "gzip module gzip.open compress decompress files binary text mode.",
+    "gzip.open() returns a file object, and the module compresses files like GNU gzip.",
+    "Use tarfile to build archives.",
+]
 
 
 def fresh() -> None:
@@ -58,8 +73,7 @@ def test_prefetch_encodes_once_and_the_labels_do_not_change(monkeypatch):
     want = judge_all(ProxyJudge())
     fresh()
     judge = ProxyJudge()
-    encoded = judge.prefetch(assign=[(QUERY, a, NUGGETS) for a in ANSWERS],
-                             support=[(c, SEGMENT) for c in CLAIMS])
+    encoded = judge.prefetch(assign=[(QUERY, a, NUGGETS) for a in ANSWERS], support=[(c, SEGMENT) for c in CLAIMS])
     assert encoded > 0
     assert entail.plan_nuggets.cache_info().currsize == len(ANSWERS)
 
@@ -77,8 +91,9 @@ def test_prefetch_encodes_in_one_call_and_skips_what_is_known(monkeypatch):
     fresh()
     calls = []
     encode = shared_encoder("minilm").encode
-    monkeypatch.setattr(shared_encoder("minilm"), "encode",
-                        lambda texts, *a, **k: calls.append(len(texts)) or encode(texts))
+    monkeypatch.setattr(
+        shared_encoder("minilm"), "encode", lambda texts, *a, **k: calls.append(len(texts)) or encode(texts)
+    )
     judge = ProxyJudge()
     n = judge.prefetch(assign=[(QUERY, a, NUGGETS) for a in ANSWERS], support=[(c, SEGMENT) for c in CLAIMS])
     assert calls == [n]
@@ -91,8 +106,12 @@ def test_prefetch_skips_cached_judgments(tmp_path):
     fresh()
     judge_all(ProxyJudge(cache))
     fresh()
-    assert ProxyJudge(cache).prefetch(assign=[(QUERY, a, NUGGETS) for a in ANSWERS],
-                                      support=[(c, SEGMENT) for c in CLAIMS]) == 0
+    assert (
+        ProxyJudge(cache).prefetch(
+            assign=[(QUERY, a, NUGGETS) for a in ANSWERS], support=[(c, SEGMENT) for c in CLAIMS]
+        )
+        == 0
+    )
     assert entail.plan_nuggets.cache_info().currsize == 0  # nothing planned either
 
 
@@ -136,10 +155,11 @@ class Recording:
 def test_eval_rag_prefetches_once_per_run_what_it_then_asks(wrap):
     from ragnarok.judge.evalrag import evaluate_run
 
-    answers = {q: Answer(q, f"query {q}", [(f"sentence one of {q}.", [0]), (f"sentence two of {q}.", [1, 0])],
-                         ["d0", "d1"]) for q in ("q1", "q2")}
-    nuggets = {q: TopicNuggets(qid=q, query="", nuggets=[Nugget(text=f"nugget of {q}")])
-               for q in ("q1", "q2")}
+    answers = {
+        q: Answer(q, f"query {q}", [(f"sentence one of {q}.", [0]), (f"sentence two of {q}.", [1, 0])], ["d0", "d1"])
+        for q in ("q1", "q2")
+    }
+    nuggets = {q: TopicNuggets(qid=q, query="", nuggets=[Nugget(text=f"nugget of {q}")]) for q in ("q1", "q2")}
     looked_up = []
 
     def segments(docid):
@@ -147,14 +167,21 @@ def test_eval_rag_prefetches_once_per_run_what_it_then_asks(wrap):
         return f"text of {docid}"
 
     judge = Recording()
-    evaluate_run("run", answers, Watched(judge) if wrap else judge, nuggets=nuggets, segments=segments,
-                 concurrency=2, progress=False)
+    evaluate_run(
+        "run",
+        answers,
+        Watched(judge) if wrap else judge,
+        nuggets=nuggets,
+        segments=segments,
+        concurrency=2,
+        progress=False,
+    )
     assert len(judge.prefetched) == 1
     items = judge.prefetched[0]
     assert sorted((("assign", q, p, tuple(n)) for q, p, n in items["assign"])) == sorted(
-        a for a in judge.asked if a[0] == "assign")
-    assert sorted(("support", s, p) for s, p in items["support"]) == sorted(
-        a for a in judge.asked if a[0] == "support")
+        a for a in judge.asked if a[0] == "assign"
+    )
+    assert sorted(("support", s, p) for s, p in items["support"]) == sorted(a for a in judge.asked if a[0] == "support")
     assert sorted(looked_up) == ["d0", "d1"]  # each segment read once, for the prefetch and the judging
 
 
@@ -184,8 +211,9 @@ def test_eval_rag_prefetches_every_run_in_one_encoder_call(monkeypatch):
     def labels(judge, segments):
         out = []
         for n, answers in enumerate(runs):
-            topic = evaluate_run(f"run{n}", answers, judge, nuggets=nuggets, segments=segments, progress=False
-                                 ).topics["q"]
+            topic = evaluate_run(f"run{n}", answers, judge, nuggets=nuggets, segments=segments, progress=False).topics[
+                "q"
+            ]
             out.append((topic.labels, topic.support))
         return out
 
@@ -194,8 +222,9 @@ def test_eval_rag_prefetches_every_run_in_one_encoder_call(monkeypatch):
     fresh()
     calls = []
     encode = shared_encoder("minilm").encode
-    monkeypatch.setattr(shared_encoder("minilm"), "encode",
-                        lambda texts, *a, **k: calls.append(len(texts)) or encode(texts, *a, **k))
+    monkeypatch.setattr(
+        shared_encoder("minilm"), "encode", lambda texts, *a, **k: calls.append(len(texts)) or encode(texts, *a, **k)
+    )
     judge = ProxyJudge()
     looked_up.clear()
     remembered = prefetch_runs(judge, runs, nuggets=nuggets, segments=segments)

@@ -12,14 +12,21 @@ from ragnarok.judge.cache import JudgeCache
 from ragnarok.judge.proxy import ProxyJudge
 
 QUERY = "compress a file with gzip"
-NUGGETS = ["use the gzip module", "gzip.open opens a file for compressed writing",
-           "shutil.copyfileobj copies the data into the gzip file"]
-GOLD = ("Use the gzip module, which reads and writes gzip-compressed files. Open the output with "
-        "gzip.open(filename, 'wb'), which opens a gzip file for compressed writing. Then copy the data into it "
-        "with shutil.copyfileobj(f_in, f_out), which copies the data from one file object to another.")
-SEGMENT = ("gzip: This module provides a simple interface to compress and decompress files just like the GNU "
-           "programs gzip and gunzip would. The gzip.open() function opens a gzip-compressed file in binary or "
-           "text mode, returning a file object.")
+NUGGETS = [
+    "use the gzip module",
+    "gzip.open opens a file for compressed writing",
+    "shutil.copyfileobj copies the data into the gzip file",
+]
+GOLD = (
+    "Use the gzip module, which reads and writes gzip-compressed files. Open the output with "
+    "gzip.open(filename, 'wb'), which opens a gzip file for compressed writing. Then copy the data into it "
+    "with shutil.copyfileobj(f_in, f_out), which copies the data from one file object to another."
+)
+SEGMENT = (
+    "gzip: This module provides a simple interface to compress and decompress files just like the GNU "
+    "programs gzip and gunzip would. The gzip.open() function opens a gzip-compressed file in binary or "
+    "text mode, returning a file object."
+)
 
 
 @pytest.fixture(scope="module")
@@ -36,46 +43,62 @@ def test_correct_statements_are_supported(judge):
 
 
 def test_a_paraphrase_is_supported_by_meaning(judge):
-    paraphrase = ("To write compressed output, call the open function of gzip in binary write mode. The "
-                  "copyfileobj helper from shutil streams the bytes of the source into the gzip file object.")
+    paraphrase = (
+        "To write compressed output, call the open function of gzip in binary write mode. The "
+        "copyfileobj helper from shutil streams the bytes of the source into the gzip file object."
+    )
     assert labels(judge, paraphrase, NUGGETS[1:]) == ["support", "support"]
 
 
-@pytest.mark.parametrize("answer", [
-    "gzip module gzip.open shutil.copyfileobj data file compressed writing.",  # a word list
-    "gzip, gzip.open, compressed writing, shutil.copyfileobj, data, gzip file.",  # a list of terms
-])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "gzip module gzip.open shutil.copyfileobj data file compressed writing.",  # a word list
+        "gzip, gzip.open, compressed writing, shutil.copyfileobj, data, gzip file.",  # a list of terms
+    ],
+)
 def test_a_word_list_earns_nothing(judge, answer):
     assert labels(judge, answer) == ["not_support"] * 3
     assert not tr.is_statement(answer)
 
 
 def test_negated_statements_earn_nothing(judge):
-    negated = ("Never use the gzip module. gzip.open does not open a file for compressed writing. "
-               "shutil.copyfileobj cannot copy the data into the gzip file.")
+    negated = (
+        "Never use the gzip module. gzip.open does not open a file for compressed writing. "
+        "shutil.copyfileobj cannot copy the data into the gzip file."
+    )
     assert labels(judge, negated) == ["not_support"] * 3
 
 
 def test_an_antonym_earns_nothing(judge):
-    assert labels(judge, "gzip.open decompresses a file it reads; it opens nothing for writing.",
-                  ["gzip.open compresses a file"]) == ["not_support"]
+    assert labels(
+        judge, "gzip.open decompresses a file it reads; it opens nothing for writing.", ["gzip.open compresses a file"]
+    ) == ["not_support"]
 
 
-@pytest.mark.parametrize("answer", [
-    "Use bz2.open(filename, 'wb'), which opens a file for compressed writing.",  # another module's open
-    "Use the lzma module, which opens a file for compressed writing.",  # another module named
-    "Use gzip.open(filename, 'wb') with compresslevel=3 for compressed writing.",  # another value
-    "Call gzip.compress(data), which opens a file for compressed writing.",  # another function, same module
-])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "Use bz2.open(filename, 'wb'), which opens a file for compressed writing.",  # another module's open
+        "Use the lzma module, which opens a file for compressed writing.",  # another module named
+        "Use gzip.open(filename, 'wb') with compresslevel=3 for compressed writing.",  # another value
+        "Call gzip.compress(data), which opens a file for compressed writing.",  # another function, same module
+    ],
+)
 def test_a_wrong_entity_or_value_earns_nothing(judge, answer):
-    nugget = ("gzip.open opens a file for compressed writing with compresslevel=9" if "compresslevel" in answer
-              else "gzip.open opens a file for compressed writing")
+    nugget = (
+        "gzip.open opens a file for compressed writing with compresslevel=9"
+        if "compresslevel" in answer
+        else "gzip.open opens a file for compressed writing"
+    )
     assert labels(judge, answer, [nugget]) == ["not_support"]
 
 
 def test_echoing_the_question_earns_nothing(judge):
-    echo = ("Compressing a file with gzip is a common task, and how you do it depends on your situation. "
-            "Compressing files with gzip can be done in several ways.")
+    echo = (
+        "Compressing a file with gzip is a common task, and how you do it depends on your situation. "
+        "Compressing files with gzip can be done in several ways."
+    )
     assert labels(judge, echo) == ["not_support"] * 3
 
 
@@ -86,54 +109,81 @@ def test_repetition_counts_once(judge):
 
 
 def test_citation_support_needs_agreement_not_shared_words(judge):
-    assert judge.support("The gzip.open() function opens a gzip-compressed file in binary or text mode.",
-                         SEGMENT) == "full_support"
-    assert judge.support("The gzip.open() function never opens a gzip-compressed file in binary mode.",
-                         SEGMENT) == "no_support"
-    assert judge.support("The bz2.open() function opens a compressed file in binary mode.",
-                         SEGMENT) == "no_support"
-    assert judge.support("gzip module gzip.open compress decompress files binary text mode.",
-                         SEGMENT) == "no_support"
+    assert (
+        judge.support("The gzip.open() function opens a gzip-compressed file in binary or text mode.", SEGMENT)
+        == "full_support"
+    )
+    assert (
+        judge.support("The gzip.open() function never opens a gzip-compressed file in binary mode.", SEGMENT)
+        == "no_support"
+    )
+    assert judge.support("The bz2.open() function opens a compressed file in binary mode.", SEGMENT) == "no_support"
+    assert judge.support("gzip module gzip.open compress decompress files binary text mode.", SEGMENT) == "no_support"
 
 
-@pytest.mark.parametrize("sentence", [
-    "The gzip.open() function may or may not open a gzip-compressed file in binary or text mode.",  # a hedge
-    "It is still unclear whether gzip.open() opens a gzip-compressed file in binary or text mode.",
-    "Opening a gzip-compressed file in binary or text mode is discussed in [1].",  # a pointer
-    "Whether gzip.open() opens a gzip-compressed file in binary or text mode is a question developers raise.",
-    "It is a myth that the gzip.open() function opens a gzip-compressed file in binary or text mode.",  # a denial
-    "It is false that gzip.open() opens a gzip-compressed file in binary or text mode.",
-    # talk about the task, not the answer
-    "Compressing and decompressing files like the GNU gzip and gunzip programs is a common task in Python.",
-    "There are many ways to compress and decompress files like the GNU gzip and gunzip programs.",
-])
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "The gzip.open() function may or may not open a gzip-compressed file in binary or text mode.",  # a hedge
+        "It is still unclear whether gzip.open() opens a gzip-compressed file in binary or text mode.",
+        "Opening a gzip-compressed file in binary or text mode is discussed in [1].",  # a pointer
+        "Whether gzip.open() opens a gzip-compressed file in binary or text mode is a question developers raise.",
+        "It is a myth that the gzip.open() function opens a gzip-compressed file in binary or text mode.",  # a denial
+        "It is false that gzip.open() opens a gzip-compressed file in binary or text mode.",
+        # talk about the task, not the answer
+        "Compressing and decompressing files like the GNU gzip and gunzip programs is a common task in Python.",
+        "There are many ways to compress and decompress files like the GNU gzip and gunzip programs.",
+    ],
+)
 def test_citation_support_refuses_sentences_that_state_nothing(judge, sentence):
     assert judge.support(sentence, SEGMENT) == "no_support"
 
 
-@pytest.mark.parametrize("sentence", [
-    "The gzip module compresses and decompresses files like the GNU programs, and gzip.open() never opens a "
-    "gzip-compressed file in binary mode.",
-    "The gzip.open() function does not return a file object; it opens a gzip-compressed file in binary or text mode.",
-])
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "The gzip module compresses and decompresses files like the GNU programs, and gzip.open() never opens a "
+        "gzip-compressed file in binary mode.",
+        "The gzip.open() function does not return a file object; it opens a gzip-compressed file in binary or text mode.",
+    ],
+)
 def test_a_clause_the_segment_contradicts_leaves_the_sentence_unsupported(judge, sentence):
     assert judge.support(sentence, SEGMENT) == "no_support"
 
 
 def test_citation_support_keeps_conditionals_and_paraphrases(judge):
-    assert judge.support("If you pass a text mode, gzip.open() opens the gzip-compressed file as text.",
-                         SEGMENT) != "no_support"
-    assert judge.support("With gzip.open() you get back a file object for a compressed file, in binary or text "
-                         "mode.", SEGMENT) == "full_support"
+    assert (
+        judge.support("If you pass a text mode, gzip.open() opens the gzip-compressed file as text.", SEGMENT)
+        != "no_support"
+    )
+    assert (
+        judge.support(
+            "With gzip.open() you get back a file object for a compressed file, in binary or text mode.", SEGMENT
+        )
+        == "full_support"
+    )
 
 
 def test_citation_support_reads_example_arguments_as_examples(judge):
-    segment = ("shutil.copyfileobj (shutil) shutil.copyfileobj: Copy data from file-like object fsrc to file-like "
-               "object fdst.")
-    assert judge.support("Then copy the data with shutil.copyfileobj(f_in, f_out), which copies data from one "
-                         "file-like object to another.", segment) == "full_support"
-    assert judge.support("Then copy the data with shutil.copy2(f_in, f_out), which copies data from one "
-                         "file-like object to another.", segment) != "full_support"
+    segment = (
+        "shutil.copyfileobj (shutil) shutil.copyfileobj: Copy data from file-like object fsrc to file-like object fdst."
+    )
+    assert (
+        judge.support(
+            "Then copy the data with shutil.copyfileobj(f_in, f_out), which copies data from one "
+            "file-like object to another.",
+            segment,
+        )
+        == "full_support"
+    )
+    assert (
+        judge.support(
+            "Then copy the data with shutil.copy2(f_in, f_out), which copies data from one "
+            "file-like object to another.",
+            segment,
+        )
+        != "full_support"
+    )
 
 
 def test_every_proxy_judgment_is_cached(tmp_path, monkeypatch):
@@ -181,10 +231,22 @@ def test_eval_rag_says_what_the_judge_is_and_is_not(tmp_path, monkeypatch):
     monkeypatch.setenv("RAGNAROK_DATA_DIR", str(tmp_path / "data"))
     get_settings.cache_clear()
     run, nug = tmp_path / "run.jsonl", tmp_path / "n.jsonl"
-    run.write_text(json.dumps({"run_id": "r", "topic_id": "q", "topic": QUERY, "references": [],
-                               "answer": [{"text": GOLD, "citations": []}]}) + "\n")
-    nug.write_text(json.dumps({"qid": "q", "query": QUERY,
-                               "nuggets": [{"text": n, "importance": "vital"} for n in NUGGETS]}) + "\n")
+    run.write_text(
+        json.dumps(
+            {
+                "run_id": "r",
+                "topic_id": "q",
+                "topic": QUERY,
+                "references": [],
+                "answer": [{"text": GOLD, "citations": []}],
+            }
+        )
+        + "\n"
+    )
+    nug.write_text(
+        json.dumps({"qid": "q", "query": QUERY, "nuggets": [{"text": n, "importance": "vital"} for n in NUGGETS]})
+        + "\n"
+    )
     try:
         result = CliRunner().invoke(app, ["eval-rag", str(run), "--nuggets", str(nug)])
     finally:

@@ -19,13 +19,16 @@ def n(importance: str, assignment: str) -> dict[str, str]:
 
 def test_four_nugget_scores_as_nuggetizer_defines_them():
     # 3 vital (support, partial, not) and 2 okay (support, partial)
-    nuggets = [n("vital", "support"), n("vital", "partial_support"), n("vital", "not_support"),
-               n("okay", "support"), n("okay", "partial_support")]
-    assert nugget_scores(nuggets) == {"strict_vital": 1 / 3, "vital": 1.5 / 3, "strict_all": 2 / 5,
-                                      "all": 3 / 5}
+    nuggets = [
+        n("vital", "support"),
+        n("vital", "partial_support"),
+        n("vital", "not_support"),
+        n("okay", "support"),
+        n("okay", "partial_support"),
+    ]
+    assert nugget_scores(nuggets) == {"strict_vital": 1 / 3, "vital": 1.5 / 3, "strict_all": 2 / 5, "all": 3 / 5}
     # no vital nugget: the vital scores are 0 (nuggetizer: "if vital_nuggets else 0.0")
-    assert nugget_scores([n("okay", "support")]) == {"strict_vital": 0.0, "vital": 0.0, "strict_all": 1.0,
-                                                     "all": 1.0}
+    assert nugget_scores([n("okay", "support")]) == {"strict_vital": 0.0, "vital": 0.0, "strict_all": 1.0, "all": 1.0}
     assert nugget_scores([]) == dict.fromkeys(("strict_vital", "vital", "strict_all", "all"), 0.0)
     models = [Nugget(text="a", importance="vital", assignment="partial_support")]
     assert nugget_scores(models) == {"strict_vital": 0.0, "vital": 0.5, "strict_all": 0.0, "all": 0.5}
@@ -34,11 +37,19 @@ def test_four_nugget_scores_as_nuggetizer_defines_them():
 def test_nugget_files_flow_both_ways_with_nuggetizer(tmp_path):
     path = tmp_path / "n.jsonl"
     lines = [  # nuggetizer create output, create input's query shape, and assign output
-        {"query": "What is Python?", "qid": "q1", "nuggets": [{"text": "a language", "importance": "vital"},
-                                                             {"text": "by Guido", "importance": "okay"}]},
+        {
+            "query": "What is Python?",
+            "qid": "q1",
+            "nuggets": [{"text": "a language", "importance": "vital"}, {"text": "by Guido", "importance": "okay"}],
+        },
         {"query": {"qid": "q2", "text": "gzip"}, "nuggets": [{"text": "compresses", "importance": "Vital"}]},
-        {"query": "q", "qid": 3, "answer_text": "t", "run_id": "r",
-         "nuggets": [{"text": "x", "importance": "okay", "assignment": "partial_support"}]},
+        {
+            "query": "q",
+            "qid": 3,
+            "answer_text": "t",
+            "run_id": "r",
+            "nuggets": [{"text": "x", "importance": "okay", "assignment": "partial_support"}],
+        },
     ]
     path.write_text("".join(json.dumps(x) + "\n" for x in lines))
     topics = read_nuggets(path)
@@ -49,11 +60,14 @@ def test_nugget_files_flow_both_ways_with_nuggetizer(tmp_path):
     assert json.loads(out.read_text()) == lines[0] | {"qid": "q1"}  # exactly nuggetizer's create output
 
 
-@pytest.mark.parametrize("line, message", [
-    ('{"qid": "q", "nuggets": [{"text": "a", "importance": "huge"}]}', "importance"),
-    ('{"nuggets": []}', "no qid"),
-    ("not json", "not JSON"),
-])
+@pytest.mark.parametrize(
+    "line, message",
+    [
+        ('{"qid": "q", "nuggets": [{"text": "a", "importance": "huge"}]}', "importance"),
+        ('{"nuggets": []}', "no qid"),
+        ("not json", "not JSON"),
+    ],
+)
 def test_bad_nugget_files_name_the_line(tmp_path, line, message):
     path = tmp_path / "n.jsonl"
     path.write_text(line + "\n")
@@ -63,9 +77,11 @@ def test_bad_nugget_files_name_the_line(tmp_path, line, message):
 
 
 def test_support_precision_and_recall_by_hand():
-    labels = [["full_support", "no_support"],  # sentence 1: best 1
-              ["partial_support"],             # sentence 2: best 0.5
-              []]                              # sentence 3 cites nothing: 0
+    labels = [
+        ["full_support", "no_support"],  # sentence 1: best 1
+        ["partial_support"],  # sentence 2: best 0.5
+        [],
+    ]  # sentence 3 cites nothing: 0
     scores = support_scores(labels)
     assert scores["support_precision"] == pytest.approx((1 + 0 + 0.5) / 3)
     assert scores["support_recall"] == pytest.approx((1 + 0.5 + 0) / 3)
@@ -104,18 +120,21 @@ def test_paired_t_test_by_hand():
         paired_test("a", {"1": 1.0}, "b", {"1": 0.0})
 
 
-@pytest.mark.parametrize("text, labels", [
-    ('["support", "not_support"]', ["support", "not_support"]),
-    ("Labels: ['Support', 'partial support']\nThese are my labels.", ["support", "partial_support"]),
-    ('```python\n["support","not_support"]\n```', ["support", "not_support"]),
-    ('["support", "not_support", "support"]', None),   # wrong count
-    ('["support", "maybe"]', None),                     # unknown label
-    ("1. support\n2. Not support", ["support", "not_support"]),  # no list: exactly 2 labels written out
-    ("support", None),                                  # no list and too few labels
-    ("support or not_support or partial_support", None),  # 3 labels written out for 2 nuggets: refused
-    ("The first nugget is supported and the second is not", None),
-    ("", None),
-])
+@pytest.mark.parametrize(
+    "text, labels",
+    [
+        ('["support", "not_support"]', ["support", "not_support"]),
+        ("Labels: ['Support', 'partial support']\nThese are my labels.", ["support", "partial_support"]),
+        ('```python\n["support","not_support"]\n```', ["support", "not_support"]),
+        ('["support", "not_support", "support"]', None),  # wrong count
+        ('["support", "maybe"]', None),  # unknown label
+        ("1. support\n2. Not support", ["support", "not_support"]),  # no list: exactly 2 labels written out
+        ("support", None),  # no list and too few labels
+        ("support or not_support or partial_support", None),  # 3 labels written out for 2 nuggets: refused
+        ("The first nugget is supported and the second is not", None),
+        ("", None),
+    ],
+)
 def test_labels_are_read_or_refused_never_guessed(text, labels):
     assert parse_labels(text, ("support", "partial_support", "not_support"), 2) == labels
 
@@ -146,7 +165,10 @@ def test_reference_metrics_equal_the_libraries():
     assert got["rouge_l"] == rouge_scorer.RougeScorer(["rougeL"], use_stemmer=True).score(ref, pred)["rougeL"].fmeasure
     assert got["bleu"] == sacrebleu.sentence_bleu(pred, [ref]).score / 100
     assert got["chrf"] == sacrebleu.sentence_chrf(pred, [ref]).score / 100
-    words = lambda s: s.lower().replace(".", " .").split()
+
+    def words(s: str) -> list[str]:
+        return s.lower().replace(".", " .").split()
+
     assert got["meteor"] == pytest.approx(meteor_score([words(ref)], words(pred), wordnet=_NoSynonyms()))
     # SQuAD token F1 by hand: pred {cat sat on mat} vs ref {cat was sitting on mat}: 3 common -> 2PR/(P+R)
     p, r = 3 / 4, 3 / 5

@@ -13,13 +13,27 @@ from ragnarok.cli.main import app
 
 
 def answer(qid: str, *sentences: str) -> str:
-    return json.dumps({"run_id": "r", "topic_id": qid, "topic": f"question {qid}", "references": [],
-                       "answer": [{"text": s, "citations": []} for s in sentences]}) + "\n"
+    return (
+        json.dumps(
+            {
+                "run_id": "r",
+                "topic_id": qid,
+                "topic": f"question {qid}",
+                "references": [],
+                "answer": [{"text": s, "citations": []} for s in sentences],
+            }
+        )
+        + "\n"
+    )
 
 
 def nuggets(qid: str, *items: tuple[str, str]) -> str:
-    return json.dumps({"qid": qid, "query": f"question {qid}",
-                       "nuggets": [{"text": t, "importance": i} for t, i in items]}) + "\n"
+    return (
+        json.dumps(
+            {"qid": qid, "query": f"question {qid}", "nuggets": [{"text": t, "importance": i} for t, i in items]}
+        )
+        + "\n"
+    )
 
 
 def invoke(*args: str):
@@ -29,13 +43,15 @@ def invoke(*args: str):
 @pytest.fixture
 def files(tmp_path):
     run = tmp_path / "run.jsonl"
-    run.write_text(answer("q1", "A GOOD answer.", "More.") + answer("q2", "A plain answer.")
-                   + answer("q3", "No nuggets for me."))
+    run.write_text(
+        answer("q1", "A GOOD answer.", "More.") + answer("q2", "A plain answer.") + answer("q3", "No nuggets for me.")
+    )
     nug = tmp_path / "nuggets.jsonl"
-    nug.write_text(nuggets("q1", ("GOOD one", "vital"), ("HALF two", "vital"), ("three", "okay"),
-                           ("GOOD four", "okay"))
-                   + nuggets("q2", ("GOOD x", "vital"), ("y", "okay"))
-                   + nuggets("q9", ("unknown topic", "vital")))
+    nug.write_text(
+        nuggets("q1", ("GOOD one", "vital"), ("HALF two", "vital"), ("three", "okay"), ("GOOD four", "okay"))
+        + nuggets("q2", ("GOOD x", "vital"), ("y", "okay"))
+        + nuggets("q9", ("unknown topic", "vital"))
+    )
     return run, nug
 
 
@@ -48,8 +64,12 @@ def test_known_labels_give_known_scores_and_the_cache_makes_a_rerun_free(judge_e
     per_topic = {r["qid"]: r for r in map(json.loads, out.read_text().splitlines())}
     assert per_topic["q1"]["scores"] == {"strict_vital": 0.5, "vital": 0.75, "strict_all": 0.5, "all": 0.625}
     assert per_topic["q2"]["scores"] == {"strict_vital": 0.0, "vital": 0.0, "strict_all": 0.0, "all": 0.0}
-    assert [n["assignment"] for n in per_topic["q1"]["nuggets"]] == ["support", "partial_support",
-                                                                      "not_support", "support"]
+    assert [n["assignment"] for n in per_topic["q1"]["nuggets"]] == [
+        "support",
+        "partial_support",
+        "not_support",
+        "support",
+    ]
     assert set(per_topic) == {"q1", "q2"}  # q3 has no nuggets: skipped, and said so
     assert "skipped 1 topics without nuggets/references: q3" in result.output
     assert "nuggets for 1 topics no run answers: q9" in result.output
@@ -66,13 +86,17 @@ def test_two_runs_get_a_row_each_and_a_paired_test(judge_env, files):
     run, nug = files
     other = run.with_name("other.jsonl")
     other.write_text(answer("q1", "A plain answer.") + answer("q2", "A GOOD one."))
-    result = invoke("eval-rag", run, other, "--nuggets", nug, "--judge", "scripted", "--run-name", "first",
-                    "--run-name", "second")
+    result = invoke(
+        "eval-rag", run, other, "--nuggets", nug, "--judge", "scripted", "--run-name", "first", "--run-name", "second"
+    )
     assert result.exit_code == 0, result.output
     # first: all = (0.625, 0); second: q1 -> HALF partial only: 0.5/4 = 0.125, q2 -> GOOD x: 1/2 = 0.5
     assert "first - second: +0.0000 over 2 topics" in result.output
-    rows = [line for line in result.output.splitlines()
-            if line.split()[0] in ("first", "second") and line.split()[1].isdigit()]
+    rows = [
+        line
+        for line in result.output.splitlines()
+        if line.split()[0] in ("first", "second") and line.split()[1].isdigit()
+    ]
     assert len(rows) == 2 and "0.3125" in rows[0] and "0.3125" in rows[1]
 
 
@@ -109,11 +133,14 @@ def test_a_judge_that_times_out_stops_with_the_judgments_made_kept(judge_env, tm
         assert db.execute("SELECT count(*) FROM judgments").fetchone()[0] == 2  # a1 and a2 kept
 
 
-@pytest.mark.parametrize("judge, message", [
-    ("down", "failed"),                       # nothing listens there
-    ("nope", "nope"),                         # not configured
-    ("extractive", "not an LLM"),
-])
+@pytest.mark.parametrize(
+    "judge, message",
+    [
+        ("down", "failed"),  # nothing listens there
+        ("nope", "nope"),  # not configured
+        ("extractive", "not an LLM"),
+    ],
+)
 def test_an_unusable_judge_is_one_clear_error(judge_env, files, judge, message):
     run, nug = files
     result = invoke("eval-rag", run, "--nuggets", nug, "--judge", judge)
@@ -144,15 +171,27 @@ def test_no_judge_given_uses_the_proxy_and_says_so(judge_env, files):
 
 def test_nuggets_from_candidates_in_nuggetizer_shape(judge_env, tmp_path):
     candidates = tmp_path / "c.jsonl"
-    candidates.write_text(json.dumps({"query": {"qid": "c1", "text": "what"}, "candidates": [
-        {"docid": "d1", "score": 2, "doc": {"segment": "GOOD fact one"}},
-        {"docid": "d2", "score": 1, "doc": {"segment": "an okay fact"}},
-        {"docid": "d3", "score": 0, "doc": {"segment": "noise"}}]}) + "\n")
+    candidates.write_text(
+        json.dumps(
+            {
+                "query": {"qid": "c1", "text": "what"},
+                "candidates": [
+                    {"docid": "d1", "score": 2, "doc": {"segment": "GOOD fact one"}},
+                    {"docid": "d2", "score": 1, "doc": {"segment": "an okay fact"}},
+                    {"docid": "d3", "score": 0, "doc": {"segment": "noise"}},
+                ],
+            }
+        )
+        + "\n"
+    )
     out = tmp_path / "n.jsonl"
     result = invoke("judge", "nuggets", "--candidates", candidates, "--output", out, "--judge", "scripted")
     assert result.exit_code == 0, result.output
-    assert json.loads(out.read_text()) == {"qid": "c1", "query": "what", "nuggets": [
-        {"text": "GOOD fact one", "importance": "vital"}, {"text": "an okay fact", "importance": "okay"}]}
+    assert json.loads(out.read_text()) == {
+        "qid": "c1",
+        "query": "what",
+        "nuggets": [{"text": "GOOD fact one", "importance": "vital"}, {"text": "an okay fact", "importance": "okay"}],
+    }
 
 
 def test_pairwise_judges_twice_with_sides_swapped(judge_env, tmp_path):
@@ -177,8 +216,9 @@ def test_support_and_relevance_with_the_scripted_judge(judge_env):
     judge = make_judge(Settings(), "scripted")
     texts = {"s1": "GOOD passage", "s2": "HALF passage", "s3": "nothing"}
     ans = Answer("q", "question", [("one.", [0, 1]), ("two.", [2]), ("three.", [])], ["s1", "s2", "s3"])
-    result = evaluate_run("r", {"q": ans, "gone": Answer("gone", "x", [("x", [0])], ["missing"])}, judge,
-                          segments=texts.get)
+    result = evaluate_run(
+        "r", {"q": ans, "gone": Answer("gone", "x", [("x", [0])], ["missing"])}, judge, segments=texts.get
+    )
     scores = result.topics["q"].scores
     assert scores["support_precision"] == pytest.approx((1 + 0.5 + 0) / 3)
     assert scores["support_recall"] == pytest.approx((1 + 0 + 0) / 3)

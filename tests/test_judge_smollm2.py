@@ -20,8 +20,16 @@ pytestmark = pytest.mark.slow
 def smol_env(smollm2_server, monkeypatch, slowdown):
     # short answers keep it quick: a label list fits in 48 tokens, and a cut answer is only a malformed one;
     # the deadline scales with this machine's speed now (tests/speed.py): 180 s on an idle one
-    config = {"name": "smol", "backend": "openai", "base_url": smollm2_server, "model": "smollm2",
-              "timeout_s": 180 * slowdown, "max_retries": 0, "max_tokens": 48, "max_concurrency": 1}
+    config = {
+        "name": "smol",
+        "backend": "openai",
+        "base_url": smollm2_server,
+        "model": "smollm2",
+        "timeout_s": 180 * slowdown,
+        "max_retries": 0,
+        "max_tokens": 48,
+        "max_concurrency": 1,
+    }
     monkeypatch.setenv("RAGNAROK_GENERATORS", json.dumps([config]))
     clear = getattr(get_settings, "cache_clear", lambda: None)
     clear()
@@ -30,24 +38,56 @@ def smol_env(smollm2_server, monkeypatch, slowdown):
 
 
 def _answers(path, topics):
-    path.write_text("".join(json.dumps({"run_id": "r", "topic_id": q, "topic": t, "references": [],
-                                        "answer": [{"text": a, "citations": []}]}) + "\n"
-                            for q, t, a in topics))
+    path.write_text(
+        "".join(
+            json.dumps(
+                {"run_id": "r", "topic_id": q, "topic": t, "references": [], "answer": [{"text": a, "citations": []}]}
+            )
+            + "\n"
+            for q, t, a in topics
+        )
+    )
 
 
 def test_eval_rag_with_smollm2_as_judge(smol_env, tmp_path):
     run = tmp_path / "run.jsonl"
-    _answers(run, [("g1", "compress a file with gzip",
-                    "Use gzip.open(path, 'wb') and write the bytes; gzip.compress compresses bytes in memory."),
-                   ("g2", "what does the yield statement do",
-                    "yield makes a function a generator that produces values one at a time.")])
+    _answers(
+        run,
+        [
+            (
+                "g1",
+                "compress a file with gzip",
+                "Use gzip.open(path, 'wb') and write the bytes; gzip.compress compresses bytes in memory.",
+            ),
+            (
+                "g2",
+                "what does the yield statement do",
+                "yield makes a function a generator that produces values one at a time.",
+            ),
+        ],
+    )
     nuggets = tmp_path / "n.jsonl"
     nuggets.write_text(
-        json.dumps({"qid": "g1", "query": "compress a file with gzip", "nuggets": [
-            {"text": "gzip.open opens a compressed file", "importance": "vital"},
-            {"text": "gzip.compress compresses bytes", "importance": "okay"}]}) + "\n"
-        + json.dumps({"qid": "g2", "query": "what does the yield statement do", "nuggets": [
-            {"text": "yield turns a function into a generator", "importance": "vital"}]}) + "\n")
+        json.dumps(
+            {
+                "qid": "g1",
+                "query": "compress a file with gzip",
+                "nuggets": [
+                    {"text": "gzip.open opens a compressed file", "importance": "vital"},
+                    {"text": "gzip.compress compresses bytes", "importance": "okay"},
+                ],
+            }
+        )
+        + "\n"
+        + json.dumps(
+            {
+                "qid": "g2",
+                "query": "what does the yield statement do",
+                "nuggets": [{"text": "yield turns a function into a generator", "importance": "vital"}],
+            }
+        )
+        + "\n"
+    )
     out = tmp_path / "a.jsonl"
     args = ["eval-rag", str(run), "--nuggets", str(nuggets), "--judge", "smol", "--assignments", str(out)]
     first = CliRunner().invoke(app, args)
@@ -71,11 +111,33 @@ def test_nuggets_pairwise_support_and_relevance_with_smollm2(smol_env, tmp_path)
     from ragnarok.judge.service import make_judge
 
     candidates = tmp_path / "c.jsonl"
-    candidates.write_text(json.dumps({"query": {"qid": "c1", "text": "compress a file with gzip"}, "candidates": [
-        {"docid": "d1", "doc": {"segment": "gzip.open(filename, mode) opens a gzip-compressed file."}}]}) + "\n")
+    candidates.write_text(
+        json.dumps(
+            {
+                "query": {"qid": "c1", "text": "compress a file with gzip"},
+                "candidates": [
+                    {"docid": "d1", "doc": {"segment": "gzip.open(filename, mode) opens a gzip-compressed file."}}
+                ],
+            }
+        )
+        + "\n"
+    )
     out = tmp_path / "n.jsonl"
-    made = CliRunner().invoke(app, ["judge", "nuggets", "--candidates", str(candidates), "--output", str(out),
-                                    "--judge", "smol", "--concurrency", "1"])
+    made = CliRunner().invoke(
+        app,
+        [
+            "judge",
+            "nuggets",
+            "--candidates",
+            str(candidates),
+            "--output",
+            str(out),
+            "--judge",
+            "smol",
+            "--concurrency",
+            "1",
+        ],
+    )
     assert made.exit_code == 0, made.output
     record = json.loads(out.read_text())
     assert record["qid"] == "c1" and len(record["nuggets"]) <= 30
@@ -86,8 +148,9 @@ def test_nuggets_pairwise_support_and_relevance_with_smollm2(smol_env, tmp_path)
     _answers(b, [("1", "gzip", "I do not know.")])
     pair = CliRunner().invoke(app, ["judge", "pairwise", str(a), str(b), "--judge", "smol", "--concurrency", "1"])
     # a 135M model may give no readable verdict: then the command says so and exits 1 (issue 26)
-    assert pair.exit_code == 0 or (pair.exit_code == 1 and "every verdict of the judge was unreadable"
-                                   in pair.output), pair.output
+    assert pair.exit_code == 0 or (
+        pair.exit_code == 1 and "every verdict of the judge was unreadable" in pair.output
+    ), pair.output
     assert re.search(r"over 1 topics: \d wins, \d losses, \d ties", pair.output)
 
     judge = make_judge(get_settings(), "smol")
@@ -112,11 +175,22 @@ def test_arena_votes_and_the_evaluate_route_with_smollm2(smol_env, tmp_path):
     pipeline = {"spec": "bm25@20 | extractive", "retriever": "bm25@20", "reranker": "none", "generator": "extractive"}
     other = {**pipeline, "spec": "bm25+rm3@20 | extractive", "retriever": "bm25+rm3@20"}
     answer = {"answer": [{"text": "Use gzip.open(path, 'wb') to write a compressed file.", "citations": []}]}
-    battle = store.create_battle("blinded", "g", "compress a file with gzip", pipeline, other, answer,
-                                 {"answer": [{"text": "I do not know.", "citations": []}]}, None, None, "s")
+    battle = store.create_battle(
+        "blinded",
+        "g",
+        "compress a file with gzip",
+        pipeline,
+        other,
+        answer,
+        {"answer": [{"text": "I do not know.", "citations": []}]},
+        None,
+        None,
+        "s",
+    )
     store.vote(battle, "a", "s", "k")
-    voted = CliRunner().invoke(app, ["judge", "pairwise", "--arena", "--judge", "smol", "--database-url", url,
-                                     "--concurrency", "1"])
+    voted = CliRunner().invoke(
+        app, ["judge", "pairwise", "--arena", "--judge", "smol", "--database-url", url, "--concurrency", "1"]
+    )
     assert voted.exit_code == 0, voted.output
     votes = judge_votes(store)
     if votes:  # the small model's two verdicts were read: one vote, marked as the judge's
@@ -127,10 +201,19 @@ def test_arena_votes_and_the_evaluate_route_with_smollm2(smol_env, tmp_path):
     store.engine.dispose()
 
     with TestClient(create_app(get_settings(), arena=False)) as client:
-        r = client.post("/v1/evaluate", json={
-            "answer": {"topic_id": "g", "topic": "compress a file with gzip", "references": [],
-                       "answer": [{"text": "Use gzip.open to write a compressed file.", "citations": []}]},
-            "nuggets": [{"text": "gzip.open opens a compressed file", "importance": "vital"}], "judge": "smol"})
+        r = client.post(
+            "/v1/evaluate",
+            json={
+                "answer": {
+                    "topic_id": "g",
+                    "topic": "compress a file with gzip",
+                    "references": [],
+                    "answer": [{"text": "Use gzip.open to write a compressed file.", "citations": []}],
+                },
+                "nuggets": [{"text": "gzip.open opens a compressed file", "importance": "vital"}],
+                "judge": "smol",
+            },
+        )
     assert r.status_code == 200, r.text
     out = r.json()
     assert out["judge"] == "LLM judge smol:openai:smollm2" and out["proxy"] is False

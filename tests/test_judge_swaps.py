@@ -15,22 +15,31 @@ def judge() -> ProxyJudge:
     return ProxyJudge()
 
 
-def check(judge: ProxyJudge, query: str, nuggets: list[str], right: str, wrong: str,
-          expect: list[str] | None = None) -> None:
+def check(
+    judge: ProxyJudge, query: str, nuggets: list[str], right: str, wrong: str, expect: list[str] | None = None
+) -> None:
     assert judge.assign(query, right, nuggets) == ["support"] * len(nuggets)
     assert judge.assign(query, wrong, nuggets) == (expect or ["not_support"] * len(nuggets))
 
 
-@pytest.mark.parametrize(("query", "nuggets"), [
-    # the content is told from the name by place: "mode" of statistics.mode is no word of what it says
-    ("compute summary statistics",
-     ["statistics.median returns the middle value", "statistics.mode returns the most common value"]),
-    # json.dumps's two words under json.loads's name: the clause says nothing else
-    ("serialize data as JSON", ["json.dumps returns a string", "json.loads parses a string into objects"]),
-    # keyword arguments are names
-    ("run a command and check its exit status",
-     ["check=True raises on a non-zero exit status", "shell=True runs the command through the shell"]),
-], ids=["name-word", "short-content", "keyword-arguments"])
+@pytest.mark.parametrize(
+    ("query", "nuggets"),
+    [
+        # the content is told from the name by place: "mode" of statistics.mode is no word of what it says
+        (
+            "compute summary statistics",
+            ["statistics.median returns the middle value", "statistics.mode returns the most common value"],
+        ),
+        # json.dumps's two words under json.loads's name: the clause says nothing else
+        ("serialize data as JSON", ["json.dumps returns a string", "json.loads parses a string into objects"]),
+        # keyword arguments are names
+        (
+            "run a command and check its exit status",
+            ["check=True raises on a non-zero exit status", "shell=True runs the command through the shell"],
+        ),
+    ],
+    ids=["name-word", "short-content", "keyword-arguments"],
+)
 def test_names_swapped_between_two_nuggets_earn_nothing(judge, query, nuggets):
     first, second = (n.split(" ", 1) for n in nuggets)
     right = f"{first[0]} {first[1]}. {second[0]} {second[1]}."
@@ -40,28 +49,53 @@ def test_names_swapped_between_two_nuggets_earn_nothing(judge, query, nuggets):
 
 def test_every_antonym_of_a_word_counts(judge):
     # "smallest" has two antonyms in the table (largest, biggest); "up" / "down"
-    check(judge, "find the extremes of a list", ["min returns the smallest item"],
-          "min returns the smallest item.", "min returns the largest item.")
+    check(
+        judge,
+        "find the extremes of a list",
+        ["min returns the smallest item"],
+        "min returns the smallest item.",
+        "min returns the largest item.",
+    )
     nuggets = ["math.floor rounds down to an integer", "math.ceil rounds up to an integer"]
-    check(judge, "round numbers", nuggets, "math.floor rounds down to an integer. math.ceil rounds up to an "
-          "integer.", "math.ceil rounds down to an integer. math.floor rounds up to an integer.")
+    check(
+        judge,
+        "round numbers",
+        nuggets,
+        "math.floor rounds down to an integer. math.ceil rounds up to an integer.",
+        "math.ceil rounds down to an integer. math.floor rounds up to an integer.",
+    )
 
 
-@pytest.mark.parametrize(("query", "nugget", "right", "wrong"), [
-    ("look up a setting", "config.get returns None for an unknown option",  # None -> an exception
-     "config.get returns None for an unknown option, so check the result.",
-     "config.get raises LookupError for an unknown option, so check the result."),
-    ("set a cache lifetime", "the ttl option is given in seconds",  # a unit -> another of its kind
-     "The ttl option is given in seconds and defaults to one hour.",
-     "The ttl option is given in milliseconds and defaults to one hour."),
-    ("create a new file", "open the file with mode 'x' to fail if it exists",  # a quoted literal
-     "Open the file with mode 'x' to fail if it exists already.",
-     "Open the file with mode 'a' to fail if it exists already."),
-    # raises -> returns in the clause of the nugget's content (the other clause raises ValueError)
-    ("remove an item from a list", "list.remove raises ValueError when the item is absent",
-     "list.remove raises ValueError when the item is absent, while discard on a set does nothing.",
-     "list.remove returns False when the item is absent, while a set's remove raises ValueError."),
-])
+@pytest.mark.parametrize(
+    ("query", "nugget", "right", "wrong"),
+    [
+        (
+            "look up a setting",
+            "config.get returns None for an unknown option",  # None -> an exception
+            "config.get returns None for an unknown option, so check the result.",
+            "config.get raises LookupError for an unknown option, so check the result.",
+        ),
+        (
+            "set a cache lifetime",
+            "the ttl option is given in seconds",  # a unit -> another of its kind
+            "The ttl option is given in seconds and defaults to one hour.",
+            "The ttl option is given in milliseconds and defaults to one hour.",
+        ),
+        (
+            "create a new file",
+            "open the file with mode 'x' to fail if it exists",  # a quoted literal
+            "Open the file with mode 'x' to fail if it exists already.",
+            "Open the file with mode 'a' to fail if it exists already.",
+        ),
+        # raises -> returns in the clause of the nugget's content (the other clause raises ValueError)
+        (
+            "remove an item from a list",
+            "list.remove raises ValueError when the item is absent",
+            "list.remove raises ValueError when the item is absent, while discard on a set does nothing.",
+            "list.remove returns False when the item is absent, while a set's remove raises ValueError.",
+        ),
+    ],
+)
 def test_a_value_replaced_by_another_of_its_class_earns_nothing(judge, query, nugget, right, wrong):
     check(judge, query, [nugget], right, wrong)
 
@@ -69,6 +103,5 @@ def test_a_value_replaced_by_another_of_its_class_earns_nothing(judge, query, nu
 def test_a_value_in_the_right_clause_still_counts(judge):
     # the other clause's value belongs to another thing: the sentence still says the nugget
     nugget = ["dict.get returns None when the key is missing"]
-    said = ("dict.get returns None when the key is missing, while d[key] raises KeyError when the key is "
-            "missing.")
+    said = "dict.get returns None when the key is missing, while d[key] raises KeyError when the key is missing."
     assert judge.assign("look up a key in a dictionary", said, nugget) == ["support"]

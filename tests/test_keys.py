@@ -14,22 +14,32 @@ from pathlib import Path
 
 import httpx
 import pytest
+from servers import ragnarok_serve, serve_app
 
 T = 120  # seconds: the first /rag loads MiniLM
-
-from servers import ragnarok_serve, serve_app
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY_ENV = "RAGNAROK_TEST_PAID_KEY"
 KEY_VALUE = "sk-paid-backend-secret-0123456789"
-CANDIDATES = {"query": {"text": "gzip", "qid": "q1"},
-              "candidates": [{"docid": "d1", "score": 2.0, "doc": {"segment": "gzip compresses files. It is fast."}},
-                             {"docid": "d2", "score": 1.0, "doc": {"segment": "bzip2 compresses better."}}]}
+CANDIDATES = {
+    "query": {"text": "gzip", "qid": "q1"},
+    "candidates": [
+        {"docid": "d1", "score": 2.0, "doc": {"segment": "gzip compresses files. It is fast."}},
+        {"docid": "d2", "score": 1.0, "doc": {"segment": "bzip2 compresses better."}},
+    ],
+}
 
 
 def _paid(name: str, base: str, model: str = "ok", **extra) -> dict:
-    return {"name": name, "backend": "openai", "base_url": base + "/v1", "model": model, "api_key_env": KEY_ENV,
-            "max_retries": 0, **extra}
+    return {
+        "name": name,
+        "backend": "openai",
+        "base_url": base + "/v1",
+        "model": model,
+        "api_key_env": KEY_ENV,
+        "max_retries": 0,
+        **extra,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -51,11 +61,17 @@ def service(fake, demo_settings, tmp_path_factory):
     _, base = fake
     os.environ[KEY_ENV] = KEY_VALUE
     db = tmp_path_factory.mktemp("keys") / "service.db"
-    settings = Settings(data_dir=demo_settings.data_dir, auth="keys", database_url=f"sqlite:///{db}",
-                        generators=[GeneratorConfig(**_paid("paid", base)),
-                                    GeneratorConfig(**_paid("slow", base, "slow")),
-                                    GeneratorConfig(**_paid("echo", base, "echo-key-200")),
-                                    GeneratorConfig(**_paid("retrying", base, "ok:retrying", max_retries=2))])
+    settings = Settings(
+        data_dir=demo_settings.data_dir,
+        auth="keys",
+        database_url=f"sqlite:///{db}",
+        generators=[
+            GeneratorConfig(**_paid("paid", base)),
+            GeneratorConfig(**_paid("slow", base, "slow")),
+            GeneratorConfig(**_paid("echo", base, "echo-key-200")),
+            GeneratorConfig(**_paid("retrying", base, "ok:retrying", max_retries=2)),
+        ],
+    )
     app = create_app(settings, arena=False)
     with serve_app(app) as url:
         yield settings, app, url
@@ -65,8 +81,9 @@ def service(fake, demo_settings, tmp_path_factory):
 def _key(settings, name: str, **limits) -> str:
     from ragnarok.auth.store import AuthStore
 
-    _, secret = AuthStore.for_settings(settings).create(name, limits.pop("scopes", ["retrieve", "generate",
-                                                                                    "evaluate"]), **limits)
+    _, secret = AuthStore.for_settings(settings).create(
+        name, limits.pop("scopes", ["retrieve", "generate", "evaluate"]), **limits
+    )
     return secret
 
 
@@ -75,8 +92,12 @@ def _bearer(secret: str) -> dict[str, str]:
 
 
 def _generate(url: str, secret: str | None, generator: str = "paid", **extra) -> httpx.Response:
-    return httpx.post(url + "/v1/generate", json={"request": CANDIDATES, "generator": generator, **extra},
-                      headers=_bearer(secret) if secret else {}, timeout=60)
+    return httpx.post(
+        url + "/v1/generate",
+        json={"request": CANDIDATES, "generator": generator, **extra},
+        headers=_bearer(secret) if secret else {},
+        timeout=60,
+    )
 
 
 def test_open_routes_and_401s(service):
@@ -87,7 +108,9 @@ def test_open_routes_and_401s(service):
     assert missing.status_code == 401 and missing.headers["www-authenticate"] == "Bearer"
     assert "Authorization: Bearer KEY" in missing.json()["detail"]
     assert httpx.get(url + "/v1/retrievers", headers={"Authorization": "Basic abc"}, timeout=T).status_code == 401
-    assert httpx.get(url + "/v1/retrievers", headers=_bearer("rk_" + "x" * 43), timeout=T).json() == {"detail": "unknown API key"}
+    assert httpx.get(url + "/v1/retrievers", headers=_bearer("rk_" + "x" * 43), timeout=T).json() == {
+        "detail": "unknown API key"
+    }
     expired = _key(settings, "expired-key", expires_in_s=0.001)
     time.sleep(0.01)
     answer = httpx.get(url + "/v1/retrievers", headers=_bearer(expired), timeout=T)
@@ -102,19 +125,29 @@ def test_scopes_and_generators(service, fake):
     reader = _key(settings, "reader", scopes=["retrieve"])
     ok = httpx.post(url + "/v1/retrieve", json={"query": "gzip", "k": 2}, headers=_bearer(reader), timeout=T)
     assert ok.status_code == 200 and len(ok.json()["candidates"]) == 2
-    for call in (lambda: _generate(url, reader),
-                 lambda: httpx.post(url + "/rag", json={"topic": "gzip", "pipeline": "bm25@5 | extractive"},
-                                    headers=_bearer(reader), timeout=T),
-                 lambda: httpx.post(url + "/v1/rerank", json={"request": CANDIDATES, "reranker": "listwise:paid",
-                                                              "k": 2}, headers=_bearer(reader), timeout=T)):
+    for call in (
+        lambda: _generate(url, reader),
+        lambda: httpx.post(
+            url + "/rag", json={"topic": "gzip", "pipeline": "bm25@5 | extractive"}, headers=_bearer(reader), timeout=T
+        ),
+        lambda: httpx.post(
+            url + "/v1/rerank",
+            json={"request": CANDIDATES, "reranker": "listwise:paid", "k": 2},
+            headers=_bearer(reader),
+            timeout=T,
+        ),
+    ):
         answer = call()
         assert answer.status_code == 403 and "'generate' scope" in answer.json()["detail"]
     free_only = _key(settings, "free-only", generators=["extractive"])
     before = sum(backend.state.calls.values())
-    refused = httpx.post(url + "/rag", json={"topic": "gzip", "pipeline": "bm25@5 | paid"}, headers=_bearer(free_only), timeout=T)
+    refused = httpx.post(
+        url + "/rag", json={"topic": "gzip", "pipeline": "bm25@5 | paid"}, headers=_bearer(free_only), timeout=T
+    )
     assert refused.status_code == 403 and "may not use generator 'paid'" in refused.json()["detail"]
-    fine = httpx.post(url + "/rag", json={"topic": "gzip", "pipeline": "bm25@5 | extractive"},
-                      headers=_bearer(free_only), timeout=T)
+    fine = httpx.post(
+        url + "/rag", json={"topic": "gzip", "pipeline": "bm25@5 | extractive"}, headers=_bearer(free_only), timeout=T
+    )
     assert fine.status_code == 200 and fine.headers["ragnarok-backend-calls"] == "0"
     assert sum(backend.state.calls.values()) == before
 
@@ -163,8 +196,11 @@ def test_budget_is_never_overspent(service, fake):
     refused = next(r for r in results if r.status_code == 429)
     assert "budget has 0 of 5 left" in refused.json()["detail"] and int(refused.headers["retry-after"]) > 0
     paid = next(r for r in results if r.status_code == 200)
-    assert (paid.headers["ragnarok-backend-calls"], paid.headers["ragnarok-prompt-tokens"],
-            paid.headers["ragnarok-completion-tokens"]) == ("1", "10", "12")
+    assert (
+        paid.headers["ragnarok-backend-calls"],
+        paid.headers["ragnarok-prompt-tokens"],
+        paid.headers["ragnarok-completion-tokens"],
+    ) == ("1", "10", "12")
     store = AuthStore.for_settings(settings)
     owner = f"key:{store.find('five-calls').id}"
     assert [(u["calls"], u["tokens"]) for u in store.usage(owner)] == [(5, 110)]
@@ -186,21 +222,36 @@ def test_worst_case_counts_retries_and_pipelines(service, fake):
     assert backend.state.calls["ok:retrying"] == 0
     big = _key(settings, "big-spender")
     before = sum(backend.state.calls.values())
-    spec = ("multiquery:paid:7 > decompose:paid:1 > bm25@500 | listwise:paid@100 | "
-            "llmcompress:paid:tree_summarize@100 | paid")
+    spec = (
+        "multiquery:paid:7 > decompose:paid:1 > bm25@500 | listwise:paid@100 | "
+        "llmcompress:paid:tree_summarize@100 | paid"
+    )
     answer = httpx.post(url + "/rag", json={"topic": "gzip", "pipeline": spec}, headers=_bearer(big), timeout=60)
     assert answer.status_code == 413
-    assert "could make 75 backend calls in the worst case (paid: 75, " in answer.json()["detail"] and "the limit is 64" in \
-        answer.json()["detail"]
-    evaluate = {"answer": {"topic_id": "t", "topic": "gzip", "references": ["d1"],
-                           "answer": [{"text": f"Sentence {i}.", "citations": [0] * 4} for i in range(64)]},
-                "segments": {"d1": "gzip compresses files."}, "judge": "paid"}
+    assert (
+        "could make 75 backend calls in the worst case (paid: 75, " in answer.json()["detail"]
+        and "the limit is 64" in answer.json()["detail"]
+    )
+    evaluate = {
+        "answer": {
+            "topic_id": "t",
+            "topic": "gzip",
+            "references": ["d1"],
+            "answer": [{"text": f"Sentence {i}.", "citations": [0] * 4} for i in range(64)],
+        },
+        "segments": {"d1": "gzip compresses files."},
+        "judge": "paid",
+    }
     answer = httpx.post(url + "/v1/evaluate", json=evaluate, headers=_bearer(big), timeout=60)
     assert answer.status_code == 413 and "512 backend calls" in answer.json()["detail"]
     assert sum(backend.state.calls.values()) == before
     # a pipeline within the bound runs, and its headers count every call of every stage
-    ran = httpx.post(url + "/rag", json={"topic": "gzip", "pipeline": "multiquery:paid:2 > bm25@10 | paid"},
-                     headers=_bearer(big), timeout=60)
+    ran = httpx.post(
+        url + "/rag",
+        json={"topic": "gzip", "pipeline": "multiquery:paid:2 > bm25@10 | paid"},
+        headers=_bearer(big),
+        timeout=60,
+    )
     assert ran.status_code == 200, ran.text
     assert int(ran.headers["ragnarok-backend-calls"]) == sum(backend.state.calls.values()) - before == 2
 
@@ -217,11 +268,32 @@ def test_keys_command_line(tmp_path):
     env = {**os.environ, "RAGNAROK_DATA_DIR": str(tmp_path / "data")}
 
     def keys(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "ragnarok.cli", "keys", *args], env=env, cwd=ROOT,
-                              capture_output=True, text=True, timeout=120)
+        return subprocess.run(
+            [sys.executable, "-m", "ragnarok.cli", "keys", *args],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
 
-    made = keys("create", "--name", "team-a", "--scopes", "retrieve,generate", "--generators", "extractive",
-                "--rpm", "60", "--budget-calls", "100", "--period", "1d", "--expires", "30d")
+    made = keys(
+        "create",
+        "--name",
+        "team-a",
+        "--scopes",
+        "retrieve,generate",
+        "--generators",
+        "extractive",
+        "--rpm",
+        "60",
+        "--budget-calls",
+        "100",
+        "--period",
+        "1d",
+        "--expires",
+        "30d",
+    )
     assert made.returncode == 0, made.stderr
     secret = made.stdout.strip().splitlines()[-1]
     assert secret.startswith("rk_") and len(secret) > 40
@@ -232,7 +304,8 @@ def test_keys_command_line(tmp_path):
     assert (tmp_path / "data" / "arena.db").read_bytes().find(secret.encode()) == -1  # only its hash is stored
     bad = keys("create", "--name", "x", "--scopes", "retrieve,sudo")
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
-        "error: scopes are retrieve, generate, evaluate, admin; got sudo"]
+        "error: scopes are retrieve, generate, evaluate, admin; got sudo"
+    ]
     assert keys("create", "--name", "team-a", "--scopes", "retrieve").returncode == 2  # names are unique
     assert keys("revoke", "team-a").returncode == 0
     assert json.loads(keys("list", "--json").stdout)["status"] == "revoked"
@@ -246,8 +319,14 @@ def test_serve_refuses_a_public_address_without_keys(tmp_path):
     assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost") and is_loopback("127.8.0.1")
     assert not is_loopback("0.0.0.0") and not is_loopback("::") and not is_loopback("example.org")
     env = {**os.environ, "RAGNAROK_DATA_DIR": str(tmp_path / "data")}
-    out = subprocess.run([sys.executable, "-m", "ragnarok.cli", "serve", "--host", "0.0.0.0", "--no-dense"],
-                         env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "ragnarok.cli", "serve", "--host", "0.0.0.0", "--no-dense"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2
     assert out.stderr.strip().startswith("error: refusing to serve on 0.0.0.0 without API keys")
     assert not (tmp_path / "data" / "indexes").exists()  # refused before anything was built
@@ -259,21 +338,32 @@ def test_revocation_and_budget_across_two_instances_on_postgresql(postgres_url, 
     cache time has passed."""
     backend, base = fake
     cache_s = 0.5
-    env = {**os.environ, "RAGNAROK_DATA_DIR": str(demo_settings.data_dir), "RAGNAROK_AUTH": "keys",
-           "RAGNAROK_DATABASE_URL": postgres_url, "RAGNAROK_AUTH_CACHE_S": str(cache_s), KEY_ENV: KEY_VALUE,
-           "RAGNAROK_GENERATORS": json.dumps([_paid("paid", base, "ok:two-instances")])}
+    env = {
+        **os.environ,
+        "RAGNAROK_DATA_DIR": str(demo_settings.data_dir),
+        "RAGNAROK_AUTH": "keys",
+        "RAGNAROK_DATABASE_URL": postgres_url,
+        "RAGNAROK_AUTH_CACHE_S": str(cache_s),
+        KEY_ENV: KEY_VALUE,
+        "RAGNAROK_GENERATORS": json.dumps([_paid("paid", base, "ok:two-instances")]),
+    }
 
     def keys(*args: str) -> str:
-        out = subprocess.run([sys.executable, "-m", "ragnarok.cli", "keys", *args], env=env, cwd=ROOT,
-                             capture_output=True, text=True, timeout=120)
+        out = subprocess.run(
+            [sys.executable, "-m", "ragnarok.cli", "keys", *args],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert out.returncode == 0, out.stderr
         return out.stdout.strip().splitlines()[-1]
 
     secret = keys("create", "--name", "shared", "--scopes", "retrieve,generate", "--budget-calls", "4")
     with ragnarok_serve(env, tmp_path / "a.log") as a, ragnarok_serve(env, tmp_path / "b.log") as b:
         results: list[httpx.Response] = []
-        threads = [threading.Thread(target=lambda u=u: results.append(_generate(u, secret)))
-                   for u in (a, b) * 3]
+        threads = [threading.Thread(target=lambda u=u: results.append(_generate(u, secret))) for u in (a, b) * 3]
         for t in threads:
             t.start()
         for t in threads:
@@ -297,15 +387,22 @@ def test_the_gateway_forwards_the_key_to_remote_services(service, fake, tmp_path
     from ragnarok.auth.store import AuthStore
 
     settings, _, remote = service
-    gateway = create_app(settings.model_copy(update={"retrieval_url": remote, "generation_url": remote}),
-                         arena=False)
+    gateway = create_app(settings.model_copy(update={"retrieval_url": remote, "generation_url": remote}), arena=False)
     secret = _key(settings, "through-the-gateway", budget_calls=3)
     with serve_app(gateway) as url:
-        answer = httpx.post(url + "/rag", json={"topic": "gzip", "pipeline": "bm25@5 | paid"},
-                            headers=_bearer(secret), timeout=T)
+        answer = httpx.post(
+            url + "/rag", json={"topic": "gzip", "pipeline": "bm25@5 | paid"}, headers=_bearer(secret), timeout=T
+        )
         assert answer.status_code == 200, answer.text
-        assert httpx.post(url + "/rag", json={"topic": "gzip", "pipeline": "bm25@5 | paid"},
-                          headers=_bearer("rk_unknown"), timeout=T).status_code == 401
+        assert (
+            httpx.post(
+                url + "/rag",
+                json={"topic": "gzip", "pipeline": "bm25@5 | paid"},
+                headers=_bearer("rk_unknown"),
+                timeout=T,
+            ).status_code
+            == 401
+        )
     store = AuthStore.for_settings(settings)
     store.flush()
     routes = sorted(r["route"] for r in store.audit_rows(f"key:{store.find('through-the-gateway').id}"))
@@ -330,14 +427,17 @@ def test_the_audit_log_is_append_only(service):
 
 def test_two_authorization_headers_are_refused(service):
     settings, _, url = service
-    reader, admin = _key(settings, "two-headers-reader", scopes=["retrieve"]), _key(settings, "two-headers-admin",
-                                                                                      scopes=["admin"])
+    reader, admin = (
+        _key(settings, "two-headers-reader", scopes=["retrieve"]),
+        _key(settings, "two-headers-admin", scopes=["admin"]),
+    )
     assert httpx.get(url + "/metrics", headers=_bearer(admin), timeout=T).status_code == 200
     assert httpx.get(url + "/metrics", headers=_bearer(reader), timeout=T).status_code == 403
     for pair in ((reader, admin), (admin, reader), (admin, admin)):  # which one counts would be a guess
         answer = httpx.get(url + "/metrics", headers=[("Authorization", f"Bearer {k}") for k in pair], timeout=T)
         assert answer.status_code == 400 and answer.json() == {
-            "detail": "send one Authorization header, not several"}, answer.text
+            "detail": "send one Authorization header, not several"
+        }, answer.text
         assert reader not in answer.text and admin not in answer.text
 
 
@@ -358,11 +458,16 @@ def test_a_forwarded_address_that_is_no_ip_is_refused(tmp_path):
     app.get("/test-client-host")(client_host)
 
     with serve_app(app) as url:
+
         def get(forwarded: str) -> httpx.Response:
             return httpx.get(url + "/test-client-host", headers={"X-Forwarded-For": forwarded}, timeout=T)
 
-        for forwarded, host in (("203.0.113.7", "203.0.113.7"), ("10.1.1.1, 203.0.113.8", "203.0.113.8"),
-                                ("203.0.113.9:4711", "203.0.113.9"), ("[2001:db8::1]:80", "2001:db8::1")):
+        for forwarded, host in (
+            ("203.0.113.7", "203.0.113.7"),
+            ("10.1.1.1, 203.0.113.8", "203.0.113.8"),
+            ("203.0.113.9:4711", "203.0.113.9"),
+            ("[2001:db8::1]:80", "2001:db8::1"),
+        ):
             assert get(forwarded).status_code == 200 and seen[-1] == host, (forwarded, seen)
         count = len(seen)
         for forwarded in ("new-client-1", "203.0.113.7, new-client-2", "unknown", "1.2.3", "::g"):
@@ -386,25 +491,36 @@ def _stderr(result) -> list[str]:
     return (getattr(result, "stderr", None) or result.output).strip().splitlines()
 
 
-@pytest.mark.parametrize("args,message", [
-    (["--expires", "100000000d"], "--expires is a duration from 1s to 100 years (36525d)"),
-    (["--period", "9" * 400 + "d", "--budget-calls", "5"], "--period is a duration from 1s to 100 years (36525d)"),
-    (["--generators", "nosuchgen"], "--generators takes configured generators (command-r-plus, extractive, gpt-4o, "
-                                    "smollm2); got 'nosuchgen'"),
-    (["--generators", "extractive,nosuchgen"], "got 'nosuchgen'"),
-    (["--budget-calls", "100000000000000000000000"], "--budget-calls is an integer from 0 to 1,000,000,000,000,000"),
-    (["--budget-tokens", str(2**64)], "--budget-tokens is an integer from 0 to 1,000,000,000,000,000"),
-    (["--rpm", str(2**31)], "--rpm is an integer from 1 to 1,000,000,000"),
-    (["--parallel", str(10**30)], "--parallel is an integer from 1 to 1,000,000,000"),
-    (["--parallel", "-1"], "--parallel is an integer from 1 to 1,000,000,000"),
-    (["--budget-calls", "1e23"], "--budget-calls takes an integer, got '1e23'"),
-    (["--rpm", "６０"], "--rpm takes an integer, got '６０'"),
-])
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["--expires", "100000000d"], "--expires is a duration from 1s to 100 years (36525d)"),
+        (["--period", "9" * 400 + "d", "--budget-calls", "5"], "--period is a duration from 1s to 100 years (36525d)"),
+        (
+            ["--generators", "nosuchgen"],
+            "--generators takes configured generators (command-r-plus, extractive, gpt-4o, smollm2); got 'nosuchgen'",
+        ),
+        (["--generators", "extractive,nosuchgen"], "got 'nosuchgen'"),
+        (
+            ["--budget-calls", "100000000000000000000000"],
+            "--budget-calls is an integer from 0 to 1,000,000,000,000,000",
+        ),
+        (["--budget-tokens", str(2**64)], "--budget-tokens is an integer from 0 to 1,000,000,000,000,000"),
+        (["--rpm", str(2**31)], "--rpm is an integer from 1 to 1,000,000,000"),
+        (["--parallel", str(10**30)], "--parallel is an integer from 1 to 1,000,000,000"),
+        (["--parallel", "-1"], "--parallel is an integer from 1 to 1,000,000,000"),
+        (["--budget-calls", "1e23"], "--budget-calls takes an integer, got '1e23'"),
+        (["--rpm", "６０"], "--rpm takes an integer, got '６０'"),
+    ],
+)
 def test_keys_create_checks_everything_before_writing(args, message, tmp_path):
     made = _keys_cli("create", "--name", "team-b", "--scopes", "retrieve", *args)
     lines = _stderr(made)
-    assert made.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], \
-        (made.exit_code, made.output, made.exception)
+    assert made.exit_code == 2 and len(lines) == 1 and lines[0].startswith("error: ") and message in lines[0], (
+        made.exit_code,
+        made.output,
+        made.exception,
+    )
     listed = _keys_cli("list", "--json")
     assert listed.exit_code == 0 and listed.stdout.strip() == "", listed.output  # nothing was written
 
@@ -421,18 +537,32 @@ def test_keys_list_survives_any_row(tmp_path):
     get_settings.cache_clear()
     store = AuthStore.for_settings(get_settings())
     _, secret = store.create("odd", ["retrieve"], budget_calls=5)
-    odd_values = {"expires_epoch": 8.64e12 + time.time(), "generators": "not json", "scopes": "retrieve,sudo",
-                  "rpm": "sixty", "period_s": -1, "created_epoch": "yesterday"}
+    odd_values = {
+        "expires_epoch": 8.64e12 + time.time(),
+        "generators": "not json",
+        "scopes": "retrieve,sudo",
+        "rpm": "sixty",
+        "period_s": -1,
+        "created_epoch": "yesterday",
+    }
     with store.engine.begin() as conn:
-        conn.execute(text("UPDATE api_keys SET " + ", ".join(f"{c} = :{c}" for c in odd_values) +
-                          " WHERE name = 'odd'"), odd_values)
+        conn.execute(
+            text("UPDATE api_keys SET " + ", ".join(f"{c} = :{c}" for c in odd_values) + " WHERE name = 'odd'"),
+            odd_values,
+        )
     store._cache.clear()
     listed = _keys_cli("list", "--json")
     assert listed.exit_code == 0, (listed.output, listed.exception)
     rows = {row["name"]: row for row in map(json.loads, listed.stdout.strip().splitlines())}
     assert rows["good"]["status"] == "active" and "problems" not in rows["good"]
     assert rows["odd"]["status"] == "invalid" and set(rows["odd"]["problems"]) == {
-        "scopes", "generators", "rpm", "period_s", "created_epoch", "expires_epoch"}, rows["odd"]
+        "scopes",
+        "generators",
+        "rpm",
+        "period_s",
+        "created_epoch",
+        "expires_epoch",
+    }, rows["odd"]
     text_list = _keys_cli("list")
     assert text_list.exit_code == 0 and "invalid (" in text_list.stdout, text_list.output
     with pytest.raises(AuthError, match="invalid"):
@@ -445,8 +575,9 @@ def test_a_generator_not_granted_is_named_only_when_it_exists(service):
     free = _key(settings, "free-only-names", generators=["extractive"])
     answers = [_generate(url, free, guess) for guess in (KEY_VALUE, KEY_VALUE[:-1], "127.0.0.1:8000", "nosuch")]
     assert {a.status_code for a in answers} == {403} and len({a.content for a in answers}) == 1, answers
-    assert answers[0].json()["detail"] == ("key 'free-only-names' may not use generator (not echoed) (it may use: "
-                                           "extractive)")
+    assert answers[0].json()["detail"] == (
+        "key 'free-only-names' may not use generator (not echoed) (it may use: extractive)"
+    )
     assert "may not use generator 'paid'" in _generate(url, free, "paid").json()["detail"]  # configured: named
 
 

@@ -22,10 +22,16 @@ from ragnarok.stages.generate.llama_cpp import LlamaCppGenerator
 from ragnarok.stages.generate.prompts import get_template
 
 TOPIC = Query(text="how do I compress a file with gzip", qid="t1")
-CANDIDATES = [Candidate(docid=f"stdlib.gzip#{i}_0", score=1.0, doc=Doc(title="gzip", segment=text)) for i, text in
-              enumerate(["gzip.open() opens a gzip-compressed file in binary or text mode.",
-                         "The compresslevel argument is an integer from 0 to 9 controlling compression.",
-                         "Use shutil.copyfileobj to copy a file into a gzip.open() file object."])]
+CANDIDATES = [
+    Candidate(docid=f"stdlib.gzip#{i}_0", score=1.0, doc=Doc(title="gzip", segment=text))
+    for i, text in enumerate(
+        [
+            "gzip.open() opens a gzip-compressed file in binary or text mode.",
+            "The compresslevel argument is an integer from 0 to 9 controlling compression.",
+            "Use shutil.copyfileobj to copy a file into a gzip.open() file object.",
+        ]
+    )
+]
 
 
 @pytest.fixture
@@ -52,6 +58,7 @@ def recorded(monkeypatch):
                 finally:
                     threads.append(("close", threading.get_ident()))
                     inner.close()
+
             return chunks()
 
     monkeypatch.setattr(llama_cpp, "Llama", Recording)
@@ -92,8 +99,9 @@ def test_a_deadline_stops_the_model_at_its_next_token():
     the prompt's evaluation (one call into llama.cpp, which runs to its end), then is free for the next job."""
     from ragnarok.stages.generate.llama_cpp import OWNER_GRACE_S
 
-    gen = LlamaCppGenerator(Settings().generator_configs()["smollm2"].model_copy(
-        update={"timeout_s": 0.3, "max_tokens": 400}))
+    gen = LlamaCppGenerator(
+        Settings().generator_configs()["smollm2"].model_copy(update={"timeout_s": 0.3, "max_tokens": 400})
+    )
     gen.load()
     start = time.monotonic()
     with pytest.raises(GenerationError) as info:
@@ -106,8 +114,11 @@ def test_a_deadline_stops_the_model_at_its_next_token():
 @pytest.mark.slow
 def test_a_storm_of_cancelled_streams_beside_answers_and_the_warm_up(demo_settings, tmp_path):
     env = {**os.environ, "RAGNAROK_DATA_DIR": str(demo_settings.data_dir)}
-    request = {"topic": TOPIC.text, "request": {"query": {"text": TOPIC.text}, "candidates": [
-        c.model_dump() for c in CANDIDATES]}, "generator": "smollm2"}
+    request = {
+        "topic": TOPIC.text,
+        "request": {"query": {"text": TOPIC.text}, "candidates": [c.model_dump() for c in CANDIDATES]},
+        "generator": "smollm2",
+    }
     with ragnarok_serve(env, output=tmp_path / "serve.log") as base:
         before = httpx.post(f"{base}/v1/generate", json=request, timeout=300).json()
         httpx.get(f"{base}/arena/", timeout=120)  # the first visit starts the arena's warm-up answers
@@ -118,8 +129,10 @@ def test_a_storm_of_cancelled_streams_beside_answers_and_the_warm_up(demo_settin
                 cut = rng.uniform(0.0, 1.5)  # the client hangs up this long after it asked, whatever it got
                 start, outcome = time.monotonic(), "cancelled"
                 try:
-                    with httpx.Client(timeout=cut + 0.05) as http, http.stream(
-                            "POST", f"{base}/v1/generate", json={**request, "stream": True}) as response:
+                    with (
+                        httpx.Client(timeout=cut + 0.05) as http,
+                        http.stream("POST", f"{base}/v1/generate", json={**request, "stream": True}) as response,
+                    ):
                         for _ in response.iter_bytes():
                             if time.monotonic() - start > cut:
                                 break
@@ -130,8 +143,9 @@ def test_a_storm_of_cancelled_streams_beside_answers_and_the_warm_up(demo_settin
                 with lock:
                     statuses.append(outcome)
                 if i == 12:  # a plain /rag answer in the middle of each client's streams
-                    plain = httpx.post(f"{base}/rag", timeout=300, json={
-                        "topic": TOPIC.text, "pipeline": "bm25@5 | smollm2"})
+                    plain = httpx.post(
+                        f"{base}/rag", timeout=300, json={"topic": TOPIC.text, "pipeline": "bm25@5 | smollm2"}
+                    )
                     with lock:
                         statuses.append(plain.status_code)
 

@@ -52,7 +52,9 @@ def scripted_app() -> FastAPI:
             await asyncio.sleep(3)
         shown = prompt.split("\n\n", 1)[1]  # past the question line
         facts = sorted(set(re.findall(r"fact\d+", shown)), key=lambda f: int(f[4:]))
-        text = "<think>no idea</think>" if "NOTHING" in prompt else "gzip " + " ".join(facts) + "." if facts else "none."
+        text = (
+            "<think>no idea</think>" if "NOTHING" in prompt else "gzip " + " ".join(facts) + "." if facts else "none."
+        )
         return {"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}]}
 
     return app
@@ -68,21 +70,44 @@ def scripted():
 @pytest.fixture(scope="module")
 def settings(demo_settings, scripted):
     _, base = scripted
-    return demo_settings.model_copy(update={"generators": [
-        GeneratorConfig(name="scripted", backend="openai", base_url=base + "/v1", model="s", timeout_s=10,
-                        max_retries=0, max_concurrency=4),
-        GeneratorConfig(name="dead", backend="openai", base_url=f"http://127.0.0.1:{free_port()}/v1",
-                        model="x", timeout_s=2, max_retries=0)]})
+    return demo_settings.model_copy(
+        update={
+            "generators": [
+                GeneratorConfig(
+                    name="scripted",
+                    backend="openai",
+                    base_url=base + "/v1",
+                    model="s",
+                    timeout_s=10,
+                    max_retries=0,
+                    max_concurrency=4,
+                ),
+                GeneratorConfig(
+                    name="dead",
+                    backend="openai",
+                    base_url=f"http://127.0.0.1:{free_port()}/v1",
+                    model="x",
+                    timeout_s=2,
+                    max_retries=0,
+                ),
+            ]
+        }
+    )
 
 
 def given(n: int, chars: int = 900, marker: str = "") -> Request:
     """n segments, each ~``chars`` characters holding fact<i> (and ``marker`` in the first)."""
+
     def text(i: int) -> str:
         words = f"Segment {i} says fact{i} about gzip. " + (marker + " " if i == 0 and marker else "")
-        return (words + "Filler words about nothing in particular. " * (chars // 40 + 1))[:chars - 1] + "."
-    return Request(query=Query(text="gzip", qid="q1"),
-                   candidates=[Candidate(docid=f"d{i}#0_0", score=float(n - i), doc=Doc(segment=text(i), title=f"d{i}"))
-                               for i in range(n)])
+        return (words + "Filler words about nothing in particular. " * (chars // 40 + 1))[: chars - 1] + "."
+
+    return Request(
+        query=Query(text="gzip", qid="q1"),
+        candidates=[
+            Candidate(docid=f"d{i}#0_0", score=float(n - i), doc=Doc(segment=text(i), title=f"d{i}")) for i in range(n)
+        ],
+    )
 
 
 _APPS: dict[int, PipelineRunner] = {}
@@ -102,6 +127,7 @@ def run(settings, spec: str, request: Request):
 
 def ctx(settings, stage: str = "passage llmcompress") -> StageContext:
     """A stage's context whose ``write`` is the gateway's call to the AG service (the others unused)."""
+
     async def write(fields: dict) -> dict:
         return await runner(settings)._write(stage, fields)
 
@@ -113,10 +139,13 @@ def ctx(settings, stage: str = "passage llmcompress") -> StageContext:
 
 # --- the parts: arguments, packing, the call plan ---------------------------------------------------------
 
+
 def test_modes_parse_and_print_back():
-    for spec in ("given@20 | llmcompress:scripted:refine@5 | extractive",
-                 "bm25@20 | llmcompress:smollm2:tree_summarize@10 | smollm2",
-                 "bm25@20 | llmcompress:smollm2@3 | extractive"):
+    for spec in (
+        "given@20 | llmcompress:scripted:refine@5 | extractive",
+        "bm25@20 | llmcompress:smollm2:tree_summarize@10 | smollm2",
+        "bm25@20 | llmcompress:smollm2@3 | extractive",
+    ):
         assert str(parse(spec)) == spec
     mapping = {"retrieve": "bm25", "depth": 20, "rerank": [{"name": "llmcompress", "depth": 5, "arg": "g:refine"}]}
     assert str(from_mapping(mapping)) == "bm25@20 | llmcompress:g:refine@5"
@@ -136,6 +165,7 @@ def test_packing_and_the_call_plan():
 
 
 # --- exact behaviour, scripted server, through the AG service and the gateway ------------------------------
+
 
 def test_refine_walks_the_chunks_with_a_running_summary(settings, scripted):
     app, _ = scripted
@@ -165,7 +195,9 @@ def test_tree_summarize_summarises_the_summaries(settings, scripted):
     # 20 segments of 1400 chars: 2 a chunk -> 10 leaves, then 3 groups, then 1: 14 calls
     assert detail["chunks"] == 10 and detail["steps"] == [10, 3, 1] and detail["calls"] == 14 == tree_calls(10)
     assert out.ranking.candidates[0].doc.segment == "gzip " + " ".join(f"fact{i}" for i in range(20)) + "."
-    assert sum("gzip fact0 fact1." in p and "gzip fact2 fact3." in p for p in app.state.prompts) == 1  # a level-2 prompt
+    assert (
+        sum("gzip fact0 fact1." in p and "gzip fact2 fact3." in p for p in app.state.prompts) == 1
+    )  # a level-2 prompt
 
 
 def test_the_call_cap_leaves_the_lowest_chunks_out(settings):
@@ -184,8 +216,11 @@ def test_an_empty_summary_hands_the_input_on(settings):
     # the first chunk (with NOTHING) gives no summary; the second starts it: derived from it alone
     assert detail["derived_from"] == ["d3#0_0"] and out.ranking.candidates[0].doc.segment == "gzip fact3."
     out = run(settings, "given@20 | llmcompress:scripted:refine@3", given(3, marker="NOTHING"))
-    assert out.traces[1].detail["fallback"] and [c.docid for c in out.ranking.candidates] == \
-        ["d0#0_0", "d1#0_0", "d2#0_0"]
+    assert out.traces[1].detail["fallback"] and [c.docid for c in out.ranking.candidates] == [
+        "d0#0_0",
+        "d1#0_0",
+        "d2#0_0",
+    ]
 
 
 def test_select_mode_is_unchanged_and_capped(settings):
@@ -221,46 +256,69 @@ def client(settings):
         yield c
 
 
-@pytest.mark.parametrize(("pipeline", "status", "words"), [
-    ("bm25@10 | llmcompress:dead:refine@5 | extractive", 502, "passage llmcompress:dead:refine"),
-    ("bm25@10 | llmcompress:scripted:tree@5 | extractive", 422, "takes a mode of select, refine, tree_summarize"),
-    ("bm25@10 | llmcompress:nope:refine@5 | extractive", 404, "unknown generator (the name is not echoed)"),
-    ("bm25@10 | llmcompress:extractive:refine@5 | extractive", 422, "writes no free text"),
-    ("bm25@10 | smollm2:a:b", 422, "a generator stage takes one template"),
-])
+@pytest.mark.parametrize(
+    ("pipeline", "status", "words"),
+    [
+        ("bm25@10 | llmcompress:dead:refine@5 | extractive", 502, "passage llmcompress:dead:refine"),
+        ("bm25@10 | llmcompress:scripted:tree@5 | extractive", 422, "takes a mode of select, refine, tree_summarize"),
+        ("bm25@10 | llmcompress:nope:refine@5 | extractive", 404, "unknown generator (the name is not echoed)"),
+        ("bm25@10 | llmcompress:extractive:refine@5 | extractive", 422, "writes no free text"),
+        ("bm25@10 | smollm2:a:b", 422, "a generator stage takes one template"),
+    ],
+)
 def test_bad_pipelines_over_http(client, pipeline, status, words):
     r = client.post("/rag", json={"topic": "gzip", "pipeline": pipeline})
     assert r.status_code == status, r.text
     assert words in str(r.json()["detail"])
 
 
-@pytest.mark.parametrize(("body", "status"), [
-    ({"task": "summarize", "generator": "scripted", "query": "q"}, 422),
-    ({"task": "summarize", "generator": "scripted", "query": "q", "texts": ["x"] * 9}, 422),
-    ({"task": "summarize", "generator": "scripted", "query": "q", "texts": ["x" * 12_001]}, 413),
-    ({"task": "refine", "generator": "scripted", "query": "q", "texts": ["x"]}, 422),
-    ({"task": "refine", "generator": "scripted", "query": "q", "texts": ["a", "b"], "summary": "s"}, 422),
-])
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        ({"task": "summarize", "generator": "scripted", "query": "q"}, 422),
+        ({"task": "summarize", "generator": "scripted", "query": "q", "texts": ["x"] * 9}, 422),
+        ({"task": "summarize", "generator": "scripted", "query": "q", "texts": ["x" * 12_001]}, 413),
+        ({"task": "refine", "generator": "scripted", "query": "q", "texts": ["x"]}, 422),
+        ({"task": "refine", "generator": "scripted", "query": "q", "texts": ["a", "b"], "summary": "s"}, 422),
+    ],
+)
 def test_write_route_bounds(client, body, status):
     r = client.post("/v1/write", json=body)
     assert r.status_code == status, r.text
 
 
 def test_write_route_summarizes(client):
-    r = client.post("/v1/write", json={"task": "refine", "generator": "scripted", "query": "q",
-                                       "summary": "fact2.", "texts": ["fact1 and fact9"]})
+    r = client.post(
+        "/v1/write",
+        json={
+            "task": "refine",
+            "generator": "scripted",
+            "query": "q",
+            "summary": "fact2.",
+            "texts": ["fact1 and fact9"],
+        },
+    )
     assert r.status_code == 200, r.text
     assert r.json()["items"] == ["gzip fact1 fact2 fact9."]
 
 
 # --- the real llama.cpp server with SmolLM2 -----------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def smol_client(settings, smollm2_server):
     # a summary is ~600 prompt tokens and at most max_tokens written (the stage asks for at most 128): seconds
     # on a quiet machine, minutes on a loaded one (one call passed 600 s at load average 30 on 2 cores)
-    smol = GeneratorConfig(name="smol", backend="openai", base_url=smollm2_server, model="smollm2", timeout_s=600,
-                           max_retries=0, max_tokens=48, context_tokens=4096)
+    smol = GeneratorConfig(
+        name="smol",
+        backend="openai",
+        base_url=smollm2_server,
+        model="smollm2",
+        timeout_s=600,
+        max_retries=0,
+        max_tokens=48,
+        context_tokens=4096,
+    )
     with TestClient(create_app(settings.model_copy(update={"generators": [smol]}), arena=False)) as c:
         yield c
 

@@ -20,9 +20,13 @@ from ragnarok.service.batch import AdaptiveLimit, PipelineRefused, describe, ref
 from ragnarok.service.gateway import StageError
 
 cli = CliRunner()
-TOPICS = [("demo-01", "how do I parse command-line arguments"), ("demo-02", "compress a file with gzip"),
-          ("demo-03", "run a shell command and capture its output"), ("demo-04", "what does the yield statement do"),
-          ("demo-05", "read and write CSV files")]
+TOPICS = [
+    ("demo-01", "how do I parse command-line arguments"),
+    ("demo-02", "compress a file with gzip"),
+    ("demo-03", "run a shell command and capture its output"),
+    ("demo-04", "what does the yield statement do"),
+    ("demo-05", "read and write CSV files"),
+]
 SLOW_ONCE = "compress a file with gzip"  # the first call whose prompt names it outlasts the generator's timeout; later ones answer
 ALWAYS_DOWN = "what does the yield statement do"  # every call whose prompt names it is a 500
 
@@ -54,9 +58,14 @@ def topic_llm_app() -> FastAPI:
         if SLOW_ONCE in prompt and fake.state.calls[SLOW_ONCE] == 1:
             await asyncio.sleep(3)
         text = "Use the standard library module for this task [1]. It is documented with examples [2]."
-        return {"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": body.get("model"),
-                "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
-                "usage": {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30}}
+        return {
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "created": 0,
+            "model": body.get("model"),
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": text}}],
+            "usage": {"prompt_tokens": 10, "completion_tokens": 20, "total_tokens": 30},
+        }
 
     return fake
 
@@ -69,9 +78,22 @@ def topical(demo_settings, monkeypatch, tmp_path):
     with serve_app(fake) as url:
         monkeypatch.setenv("RAGNAROK_DATA_DIR", str(demo_settings.data_dir))
         monkeypatch.setenv("RAGNAROK_TOPIC_BACKOFF_S", "0.02")
-        monkeypatch.setenv("RAGNAROK_GENERATORS", json.dumps([
-            {"name": "topical", "backend": "openai", "base_url": f"{url}/v1", "model": "topical",
-             "timeout_s": 1.0, "max_retries": 0, "max_concurrency": 8}]))
+        monkeypatch.setenv(
+            "RAGNAROK_GENERATORS",
+            json.dumps(
+                [
+                    {
+                        "name": "topical",
+                        "backend": "openai",
+                        "base_url": f"{url}/v1",
+                        "model": "topical",
+                        "timeout_s": 1.0,
+                        "max_retries": 0,
+                        "max_concurrency": 8,
+                    }
+                ]
+            ),
+        )
         topics = tmp_path / "topics.tsv"
         topics.write_text("".join(f"{qid}\t{text}\n" for qid, text in TOPICS))
         get_settings.cache_clear()
@@ -87,8 +109,9 @@ def invoke(*args: object) -> tuple[int, str]:
 def test_search_retries_a_timeout_and_reports_a_failing_topic_in_one_line(topical, tmp_path):
     fake, topics = topical
     out = tmp_path / "run.txt"
-    code, said = invoke("search", "--topics", topics, "--pipeline", "hyde:topical > bm25@20", "--output", out,
-                        "--threads", "4")
+    code, said = invoke(
+        "search", "--topics", topics, "--pipeline", "hyde:topical > bm25@20", "--output", out, "--threads", "4"
+    )
     assert code == 1, said
     assert fake.state.calls[SLOW_ONCE] == 2  # timed out once, then answered
     assert fake.state.calls[ALWAYS_DOWN] == 3  # the first try and 2 retries
@@ -106,8 +129,9 @@ def test_search_with_every_topic_written_exits_0(topical, tmp_path):
     _, topics = topical
     good = tmp_path / "good.tsv"
     good.write_text("".join(line + "\n" for line in topics.read_text().splitlines() if ALWAYS_DOWN not in line))
-    code, said = invoke("search", "--topics", good, "--pipeline", "hyde:topical > bm25@20",
-                        "--output", tmp_path / "run.txt")
+    code, said = invoke(
+        "search", "--topics", good, "--pipeline", "hyde:topical > bm25@20", "--output", tmp_path / "run.txt"
+    )
     assert code == 0, said
     assert "failed" not in said and "wrote" in said
 
@@ -115,8 +139,22 @@ def test_search_with_every_topic_written_exits_0(topical, tmp_path):
 def test_run_retries_a_timeout_records_a_failing_topic_and_goes_on(topical, tmp_path):
     fake, topics = topical
     out = tmp_path / "run.jsonl"
-    args = ("run", "--topics", topics, "--pipeline", "bm25@5 | topical", "--run-id", "load", "--output", out,
-            "--concurrency", "4", "--retries", "3", "--no-progress")
+    args = (
+        "run",
+        "--topics",
+        topics,
+        "--pipeline",
+        "bm25@5 | topical",
+        "--run-id",
+        "load",
+        "--output",
+        out,
+        "--concurrency",
+        "4",
+        "--retries",
+        "3",
+        "--no-progress",
+    )
     code, said = invoke(*args)
     assert code == 1, said
     assert fake.state.calls[SLOW_ONCE] == 2 and fake.state.calls[ALWAYS_DOWN] == 3
@@ -183,13 +221,17 @@ def test_retries_are_bounded_with_backoff_and_a_refusal_is_not_retried():
 
         async def busy() -> None:
             calls["busy"] += 1
-            raise StageError("rerank mmr", 504, {"reranker": "mmr", "error": "timeout", "message": "no answer in 120 s"})
+            raise StageError(
+                "rerank mmr", 504, {"reranker": "mmr", "error": "timeout", "message": "no answer in 120 s"}
+            )
 
         start = time.monotonic()
         with pytest.raises(StageError) as caught:
             await with_retries(busy, AdaptiveLimit(2), retries=2, backoff_s=0.05)
         assert calls["busy"] == 3 and time.monotonic() - start >= 0.15  # 0.05 s, then 0.1 s
-        assert str(describe("t1", caught.value)) == "topic t1 failed: stage 'rerank mmr' answered 504: no answer in 120 s"
+        assert (
+            str(describe("t1", caught.value)) == "topic t1 failed: stage 'rerank mmr' answered 504: no answer in 120 s"
+        )
 
         async def refused() -> None:
             calls["refused"] += 1

@@ -14,13 +14,24 @@ from ragnarok.stages.retrieve.lucene import LuceneRetriever, doc_from_raw
 TOPICS = Path(__file__).resolve().parents[1] / "topics" / "demo.tsv"
 
 DOCS = [
-    {"docid": "argparse", "url": "https://docs.python.org/3/library/argparse.html", "title": "argparse",
-     "headings": "ArgumentParser", "body": " ".join(
-        ["The argparse module makes it easy to write user-friendly command-line interfaces."] +
-        [f"Parser detail number {i} explains how arguments are parsed from the command line." for i in range(14)])},
-    {"docid": "gzip", "url": "https://docs.python.org/3/library/gzip.html", "title": "gzip",
-     "headings": "", "body": "This module provides a simple interface to compress and decompress files. "
-                             "The data compression is provided by the zlib module."},
+    {
+        "docid": "argparse",
+        "url": "https://docs.python.org/3/library/argparse.html",
+        "title": "argparse",
+        "headings": "ArgumentParser",
+        "body": " ".join(
+            ["The argparse module makes it easy to write user-friendly command-line interfaces."]
+            + [f"Parser detail number {i} explains how arguments are parsed from the command line." for i in range(14)]
+        ),
+    },
+    {
+        "docid": "gzip",
+        "url": "https://docs.python.org/3/library/gzip.html",
+        "title": "gzip",
+        "headings": "",
+        "body": "This module provides a simple interface to compress and decompress files. "
+        "The data compression is provided by the zlib module.",
+    },
     {"docid": "empty", "url": "", "title": "nothing", "headings": "", "body": "   "},
 ]
 
@@ -37,7 +48,7 @@ def test_segments_are_indexed_with_their_fields(small_index):
     top = request.candidates[0]
     assert top.docid == "gzip#0_0"
     assert top.doc.title == "gzip" and top.doc.url.endswith("gzip.html")
-    assert top.doc.segment == DOCS[1]["body"][top.doc.start_char:top.doc.end_char]
+    assert top.doc.segment == DOCS[1]["body"][top.doc.start_char : top.doc.end_char]
     assert request.query.qid == "q1"
 
 
@@ -47,7 +58,7 @@ def test_window_ids_and_offsets(small_index):
     assert len(ids) == 2 and ids[0] == "argparse#0_0" and ids[1].startswith("argparse#1_")
     for c in hits.candidates:
         body = next(d["body"] for d in DOCS if d["docid"] == c.docid.split("#")[0])
-        assert body[c.doc.start_char:c.doc.end_char] == c.doc.segment
+        assert body[c.doc.start_char : c.doc.end_char] == c.doc.segment
 
 
 @pytest.mark.parametrize("feedback", ["none", "rocchio", "rm3"])
@@ -90,11 +101,15 @@ def test_prebuilt_index_failure_is_clear(tmp_path, monkeypatch):
     with pytest.raises(UnknownComponentError, match="unknown prebuilt index 'no-such-index'"):
         LuceneRetriever("bm25", "prebuilt:no-such-index").retrieve(Query(text="x"), 1)
     start = time.monotonic()
-    with pytest.raises(PrebuiltMissing, match=r"^the prebuilt index msmarco-v2.1-doc-segmented is not on this "
-                                              r"machine: .* `ragnarok prebuilt fetch msmarco-v2.1-doc-segmented`.* "
-                                              r"60 GB to download, 84 GB unpacked, 144 GB of free disk"):
+    with pytest.raises(
+        PrebuiltMissing,
+        match=r"^the prebuilt index msmarco-v2.1-doc-segmented is not on this "
+        r"machine: .* `ragnarok prebuilt fetch msmarco-v2.1-doc-segmented`.* "
+        r"60 GB to download, 84 GB unpacked, 144 GB of free disk",
+    ):
         LuceneRetriever("bm25", "prebuilt:msmarco-v2.1-doc-segmented", prebuilt_dir=tmp_path).retrieve(
-            Query(text="x"), 1)
+            Query(text="x"), 1
+        )
     assert time.monotonic() - start < 2
 
 
@@ -108,8 +123,9 @@ def test_the_indexing_buffer_is_passed_to_anserini(tmp_path):
 
     coll = tmp_path / "coll"
     coll.mkdir()
-    (coll / "docs.jsonl").write_text("".join(json.dumps({"id": f"d{i}", "contents": f"tiny buffer text {i}"}) + "\n"
-                                             for i in range(50)))
+    (coll / "docs.jsonl").write_text(
+        "".join(json.dumps({"id": f"d{i}", "contents": f"tiny buffer text {i}"}) + "\n" for i in range(50))
+    )
     index = index_collection(coll, tmp_path / "index", buffer_mb=16)
     assert is_lucene_index(index)
     ranked = LuceneRetriever("bm25", str(index)).retrieve(Query(text="buffer 7"), 3)
@@ -125,8 +141,12 @@ def test_retrieve_json_is_byte_identical_to_the_model(small_index, cache_bytes):
     with the cache off, cold and warm, for a str and an int qid and for a query with no hits."""
     retriever = LuceneRetriever("bm25", str(small_index), doc_cache_bytes=cache_bytes)
     for _ in range(2):  # cold, then from the cache
-        for text, qid in (("compress files", "q1"), ("parser argparse arguments", 7), ("zzzz nothing", ""),
-                          ('quotes " and \\ and é ✓', "ü")):
+        for text, qid in (
+            ("compress files", "q1"),
+            ("parser argparse arguments", 7),
+            ("zzzz nothing", ""),
+            ('quotes " and \\ and é ✓', "ü"),
+        ):
             query = Query(text=text)
             query.qid = qid
             expected = retriever.retrieve(query, 10).model_dump_json(exclude_unset=True).encode()
@@ -153,8 +173,9 @@ with ThreadPoolExecutor(16) as pool:
     sizes = list(pool.map(one, range(800)))
 print(len(sizes), min(sizes))
 """
-    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=600,
-                          cwd=demo_settings.data_dir)
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=600, cwd=demo_settings.data_dir
+    )
     assert done.returncode == 0, done.stdout[-1500:] + done.stderr[-1500:]
     count, smallest = done.stdout.split()
     assert int(count) == 800 and int(smallest) > 1000

@@ -19,10 +19,20 @@ from prometheus_client.parser import text_string_to_metric_families
 from servers import serve_app
 
 ROOT = Path(__file__).resolve().parent.parent
-FAMILIES = ["ragnarok_http_requests", "ragnarok_http_request_duration_seconds", "ragnarok_stage_duration_seconds",
-            "ragnarok_stage_failures", "ragnarok_backend_calls", "ragnarok_backend_failures",
-            "ragnarok_backend_tokens", "ragnarok_slot_wait_seconds", "ragnarok_dense_build_segments",
-            "ragnarok_arena_battles", "ragnarok_arena_votes", "ragnarok_cache_lookups"]
+FAMILIES = [
+    "ragnarok_http_requests",
+    "ragnarok_http_request_duration_seconds",
+    "ragnarok_stage_duration_seconds",
+    "ragnarok_stage_failures",
+    "ragnarok_backend_calls",
+    "ragnarok_backend_failures",
+    "ragnarok_backend_tokens",
+    "ragnarok_slot_wait_seconds",
+    "ragnarok_dense_build_segments",
+    "ragnarok_arena_battles",
+    "ragnarok_arena_votes",
+    "ragnarok_cache_lookups",
+]
 
 
 def scrape(base: str, **kwargs) -> dict[tuple[str, tuple], float]:
@@ -30,8 +40,11 @@ def scrape(base: str, **kwargs) -> dict[tuple[str, tuple], float]:
     r = httpx.get(base + "/metrics", timeout=30, **kwargs)
     assert r.status_code == 200, r.text
     assert r.headers["content-type"].startswith("text/plain")
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value
-            for family in text_string_to_metric_families(r.text) for s in family.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(r.text)
+        for s in family.samples
+    }
 
 
 def value(samples: dict, name: str, **labels: str) -> float:
@@ -50,17 +63,23 @@ def service(demo_settings, backend):
     from api.main import create_app
     from ragnarok.stages.generate.base import GeneratorConfig
 
-    settings = demo_settings.model_copy(update={"generators": [
-        GeneratorConfig(name="fake", backend="openai", base_url=backend, model="ok", max_retries=0),
-        GeneratorConfig(name="broken", backend="openai", base_url=backend, model="down-500", max_retries=0)]})
+    settings = demo_settings.model_copy(
+        update={
+            "generators": [
+                GeneratorConfig(name="fake", backend="openai", base_url=backend, model="ok", max_retries=0),
+                GeneratorConfig(name="broken", backend="openai", base_url=backend, model="down-500", max_retries=0),
+            ]
+        }
+    )
     with serve_app(create_app(settings, arena=False)) as base:
         yield base
 
 
 def test_metric_families_move_with_a_rag_request(service):
     before = scrape(service)
-    r = httpx.post(service + "/rag", json={"topic": "compress a file with gzip", "pipeline": "bm25@10 | fake"},
-                   timeout=120)
+    r = httpx.post(
+        service + "/rag", json={"topic": "compress a file with gzip", "pipeline": "bm25@10 | fake"}, timeout=120
+    )
     assert r.status_code == 200, r.text
     text = httpx.get(service + "/metrics", timeout=30).text
     for family in FAMILIES:
@@ -83,8 +102,9 @@ def test_metric_families_move_with_a_rag_request(service):
     assert moved("ragnarok_backend_tokens_total", generator="fake", kind="prompt") == 10  # the fake's usage
     assert moved("ragnarok_backend_tokens_total", generator="fake", kind="completion") == 12
     assert moved("ragnarok_slot_wait_seconds_count", generator="fake") == 1
-    looked_up = (moved("ragnarok_cache_lookups_total", cache="segment_json", result="hit")
-                 + moved("ragnarok_cache_lookups_total", cache="segment_json", result="miss"))
+    looked_up = moved("ragnarok_cache_lookups_total", cache="segment_json", result="hit") + moved(
+        "ragnarok_cache_lookups_total", cache="segment_json", result="miss"
+    )
     assert looked_up == 10  # one lookup per hit of bm25@10
 
 
@@ -117,23 +137,39 @@ def test_http_requests_count_what_was_sent_and_stages_count_every_stage_call(ser
 
 def test_failures_are_counted_by_cause_and_stage(service):
     before = scrape(service)
-    r = httpx.post(service + "/rag", json={"topic": "compress a file with gzip", "pipeline": "bm25@5 | broken"},
-                   timeout=120)
+    r = httpx.post(
+        service + "/rag", json={"topic": "compress a file with gzip", "pipeline": "bm25@5 | broken"}, timeout=120
+    )
     assert r.status_code == 502, r.text
     after = scrape(service)
-    assert value(after, "ragnarok_backend_failures_total", generator="broken", cause="server_error") - \
-        value(before, "ragnarok_backend_failures_total", generator="broken", cause="server_error") == 1
-    assert value(after, "ragnarok_stage_failures_total", stage="generate", status="502") - \
-        value(before, "ragnarok_stage_failures_total", stage="generate", status="502") == 1
-    assert value(after, "ragnarok_http_requests_total", method="POST", route="/rag", status="502") - \
-        value(before, "ragnarok_http_requests_total", method="POST", route="/rag", status="502") == 1
-    r = httpx.post(service + "/rag", json={"topic": "compress a file with gzip", "pipeline": "bm25@5 | broken",
-                                           "stream": True}, timeout=120)
+    assert (
+        value(after, "ragnarok_backend_failures_total", generator="broken", cause="server_error")
+        - value(before, "ragnarok_backend_failures_total", generator="broken", cause="server_error")
+        == 1
+    )
+    assert (
+        value(after, "ragnarok_stage_failures_total", stage="generate", status="502")
+        - value(before, "ragnarok_stage_failures_total", stage="generate", status="502")
+        == 1
+    )
+    assert (
+        value(after, "ragnarok_http_requests_total", method="POST", route="/rag", status="502")
+        - value(before, "ragnarok_http_requests_total", method="POST", route="/rag", status="502")
+        == 1
+    )
+    r = httpx.post(
+        service + "/rag",
+        json={"topic": "compress a file with gzip", "pipeline": "bm25@5 | broken", "stream": True},
+        timeout=120,
+    )
     # a streamed /rag's failed generate stage (answered 502 before its first event) is counted too
     assert r.status_code == 502 or "event: error" in r.text, r.text
     streamed = scrape(service)
-    assert value(streamed, "ragnarok_stage_failures_total", stage="generate", status="502") - \
-        value(after, "ragnarok_stage_failures_total", stage="generate", status="502") == 1
+    assert (
+        value(streamed, "ragnarok_stage_failures_total", stage="generate", status="502")
+        - value(after, "ragnarok_stage_failures_total", stage="generate", status="502")
+        == 1
+    )
 
 
 @pytest.fixture
@@ -150,27 +186,35 @@ def json_log():
 
 def test_the_request_id_reaches_every_stage_call_and_json_log_line(service, json_log):
     rid = "team-a:run-7/topic-3"
-    r = httpx.post(service + "/rag", json={"topic": "compress a file with gzip", "pipeline": "bm25@10 | fake",
-                                           "trace": True}, headers={"X-Request-ID": rid}, timeout=120)
+    r = httpx.post(
+        service + "/rag",
+        json={"topic": "compress a file with gzip", "pipeline": "bm25@10 | fake", "trace": True},
+        headers={"X-Request-ID": rid},
+        timeout=120,
+    )
     assert r.status_code == 200, r.text
     assert r.headers["x-request-id"] == rid and r.json()["request_id"] == rid
     deadline = time.monotonic() + 10  # the access line of /rag is written once its answer has gone out
-    while f'"route": "/rag", "stage": null' not in json_log.getvalue() and time.monotonic() < deadline:
+    while '"route": "/rag", "stage": null' not in json_log.getvalue() and time.monotonic() < deadline:
         time.sleep(0.02)
     lines = [json.loads(line) for line in json_log.getvalue().splitlines()]  # every line is one JSON object
-    assert lines and all({"time", "level", "logger", "message", "request_id", "route", "stage", "latency_ms",
-                          "status"} <= set(line) for line in lines)
-    access = {(line["route"], line["stage"]): line for line in lines
-              if line["logger"] == "ragnarok.access" and line["request_id"] == rid}
+    assert lines and all(
+        {"time", "level", "logger", "message", "request_id", "route", "stage", "latency_ms", "status"} <= set(line)
+        for line in lines
+    )
+    access = {
+        (line["route"], line["stage"]): line
+        for line in lines
+        if line["logger"] == "ragnarok.access" and line["request_id"] == rid
+    }
     assert set(access) >= {("/rag", None), ("/v1/retrieve", "retrieve bm25"), ("/v1/generate", "generate fake")}
-    assert all(line["status"] == 200 and line["latency_ms"] > 0 and line["level"] == "INFO"
-               for line in access.values())
+    assert all(line["status"] == 200 and line["latency_ms"] > 0 and line["level"] == "INFO" for line in access.values())
 
 
 def test_request_ids_made_when_missing_or_unsafe(service):
     made = httpx.get(service + "/healthz").headers["x-request-id"]
     assert len(made) == 32 and int(made, 16) >= 0
-    unsafe = httpx.get(service + "/healthz", headers={"X-Request-ID": "x\" injected=1 " + "a" * 10})
+    unsafe = httpx.get(service + "/healthz", headers={"X-Request-ID": 'x" injected=1 ' + "a" * 10})
     assert unsafe.headers["x-request-id"] != made and " " not in unsafe.headers["x-request-id"]
     assert len({httpx.get(service + "/healthz").headers["x-request-id"] for _ in range(3)}) == 3
 
@@ -203,17 +247,31 @@ def test_a_remote_stage_service_gets_the_request_id_and_the_stage(demo_settings,
     @remote.post("/v1/retrieve")
     async def retrieve(request: Request) -> dict:
         seen.append(dict(request.headers))
-        return {"query": {"text": "gzip", "qid": ""}, "candidates": [
-            {"docid": "stdlib.gzip#0_0", "score": 1.0, "doc": {"segment": "The gzip module compresses files."}}]}
+        return {
+            "query": {"text": "gzip", "qid": ""},
+            "candidates": [
+                {"docid": "stdlib.gzip#0_0", "score": 1.0, "doc": {"segment": "The gzip module compresses files."}}
+            ],
+        }
 
     with serve_app(remote) as r_url:
-        settings = demo_settings.model_copy(update={"retrieval_url": r_url, "generators": [
-            GeneratorConfig(name="fake", backend="openai", base_url=backend, model="ok", max_retries=0)]})
+        settings = demo_settings.model_copy(
+            update={
+                "retrieval_url": r_url,
+                "generators": [
+                    GeneratorConfig(name="fake", backend="openai", base_url=backend, model="ok", max_retries=0)
+                ],
+            }
+        )
         with serve_app(create_app(settings, arena=False)) as gateway:
             handler = logs.configure("text", "info", text := io.StringIO())
             try:
-                r = httpx.post(gateway + "/rag", json={"topic": "gzip", "pipeline": "bm25@10 | fake"},
-                               headers={"X-Request-ID": "rid-remote-1"}, timeout=120)
+                r = httpx.post(
+                    gateway + "/rag",
+                    json={"topic": "gzip", "pipeline": "bm25@10 | fake"},
+                    headers={"X-Request-ID": "rid-remote-1"},
+                    timeout=120,
+                )
             finally:
                 logs.unconfigure(handler)
     assert r.status_code == 200, r.text
@@ -237,8 +295,7 @@ def test_metrics_need_the_admin_scope_with_keys(demo_settings, tmp_path):
         samples = scrape(base, headers={"Authorization": f"Bearer {admin}"})
     # answered before routing (401) or by no route (404): still counted by template, never by raw path
     assert value(samples, "ragnarok_http_requests_total", method="GET", route="/metrics", status="401") >= 1
-    assert value(samples, "ragnarok_http_requests_total", method="GET", route="/v1/{index}/search",
-                 status="401") >= 1
+    assert value(samples, "ragnarok_http_requests_total", method="GET", route="/v1/{index}/search", status="401") >= 1
     assert value(samples, "ragnarok_http_requests_total", method="GET", route="unmatched", status="404") >= 1
     assert not any("/no/such/page" in str(labels) or "/v1/demo/search" in str(labels) for _, labels in samples)
 
@@ -260,11 +317,20 @@ def test_multiprocess_mode_adds_up_every_process(tmp_path):
     (tmp_path / "prom").mkdir()
     other = "from ragnarok.runtime import metrics; metrics.REQUESTS.labels('GET', '/healthz', '200').inc(3)"
     subprocess.run([sys.executable, "-c", other], env=env, cwd=ROOT, check=True, timeout=120)
-    out = subprocess.run([sys.executable, "-c", MULTIPROCESS, str(tmp_path / "data")], env=env, cwd=ROOT,
-                         capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", MULTIPROCESS, str(tmp_path / "data")],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
-    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
-               for family in text_string_to_metric_families(out.stdout) for s in family.samples}
+    samples = {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(out.stdout)
+        for s in family.samples
+    }
     assert value(samples, "ragnarok_http_requests_total", method="GET", route="/healthz", status="200") == 4
 
 
@@ -286,11 +352,17 @@ def test_dense_builds_and_the_arena_move_their_families(tmp_path):
     battles = metrics.ARENA_BATTLES.labels("blinded", "votable")._value.get()
     votes = metrics.ARENA_VOTES.labels("a")._value.get()
     arena = Arena(Settings(data_dir=tmp_path / "data"), client=None)  # type: ignore[arg-type]
-    answer = {"topic_id": "t1", "topic": "gzip", "references": ["d1"], "response_length": 3,
-              "answer": [{"text": "Use gzip.", "citations": [0]}]}
+    answer = {
+        "topic_id": "t1",
+        "topic": "gzip",
+        "references": ["d1"],
+        "response_length": 3,
+        "answer": [{"text": "Use gzip.", "citations": [0]}],
+    }
     a, b = identify("bm25@20 | extractive"), identify("bm25+rm3@20 | extractive")
-    view = asyncio.run(arena._finish("blinded", a, b, "gzip", "t1", "s1", PaneResult(answer), PaneResult(answer),
-                                     (1.0, 2.0)))
+    view = asyncio.run(
+        arena._finish("blinded", a, b, "gzip", "t1", "s1", PaneResult(answer), PaneResult(answer), (1.0, 2.0))
+    )
     assert view.votable
     assert arena.vote(view.battle_id, "a", "s1", "127.0.0.1").voted
     assert metrics.ARENA_BATTLES.labels("blinded", "votable")._value.get() == battles + 1
@@ -322,6 +394,7 @@ def test_serve_with_two_workers_adds_up_their_metrics(demo_settings, tmp_path):
     prom.mkdir()
     env = {**os.environ, "RAGNAROK_DATA_DIR": str(demo_settings.data_dir), "PROMETHEUS_MULTIPROC_DIR": str(prom)}
     with ragnarok_serve(env, output=tmp_path / "serve.log", workers=2) as base:
+
         def burst(_: int) -> int:
             with httpx.Client(base_url=base, timeout=60) as client:  # one connection per client
                 return sum(client.get("/healthz").status_code == 200 for _ in range(10))
@@ -335,6 +408,8 @@ def test_serve_with_two_workers_adds_up_their_metrics(demo_settings, tmp_path):
             if len(pids) >= 2:
                 break
         assert len(pids) == 2, f"one worker answered every request ({pids})"
-        counts = [value(scrape(base), "ragnarok_http_requests_total", method="GET", route="/healthz", status="200")
-                  for _ in range(6)]
+        counts = [
+            value(scrape(base), "ragnarok_http_requests_total", method="GET", route="/healthz", status="200")
+            for _ in range(6)
+        ]
     assert min(counts) >= sent  # every scrape, whichever worker answered it, counts both workers' requests

@@ -13,14 +13,17 @@ from fastapi.testclient import TestClient
 from ragnarok.core.registry import UnknownComponentError, suggest
 
 
-@pytest.mark.parametrize(("name", "available", "expected"), [
-    ("extractiv", ["extractive", "gpt-4o"], "extractive"),
-    ("mono5", ["crossencoder", "mmr", "monot5"], "monot5"),
-    ("bm25+rm4", ["bm25", "bm25+rm3", "bm25+rocchio", "dense:MODEL"], "bm25+rm3"),
-    ("dens:minilm", ["bm25", "dense:MODEL"], "dense:MODEL"),
-    ("nope", ["bm25", "bm25+rm3", "dense:MODEL"], None),
-    ("x" * 10_000, ["bm25"], None),
-])
+@pytest.mark.parametrize(
+    ("name", "available", "expected"),
+    [
+        ("extractiv", ["extractive", "gpt-4o"], "extractive"),
+        ("mono5", ["crossencoder", "mmr", "monot5"], "monot5"),
+        ("bm25+rm4", ["bm25", "bm25+rm3", "bm25+rocchio", "dense:MODEL"], "bm25+rm3"),
+        ("dens:minilm", ["bm25", "dense:MODEL"], "dense:MODEL"),
+        ("nope", ["bm25", "bm25+rm3", "dense:MODEL"], None),
+        ("x" * 10_000, ["bm25"], None),
+    ],
+)
 def test_suggestions(name, available, expected):
     assert suggest(name, available) == expected
     message = str(UnknownComponentError("thing", name, available))
@@ -30,23 +33,26 @@ def test_suggestions(name, available, expected):
 
 
 def _cli(*args: str, cwd) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ragnarok.cli", *args], capture_output=True, text=True,
-                          timeout=300, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "ragnarok.cli", *args], capture_output=True, text=True, timeout=300, cwd=cwd
+    )
 
 
-@pytest.mark.parametrize(("command", "spec", "message"), [
-    ("search", "bm25@10 | extractiv", "unknown generator 'extractiv'"),
-    ("search", "bm25@10 | mono5@5", "unknown reranker 'mono5'"),
-    ("search", "hide:extractive > bm25@10", "unknown query stage 'hide'"),
-    ("search", "rrf(bm25, dense:minlm)@10", "unknown embedding model 'minlm'"),
-    ("run", "bm25@10 | extractiv", "unknown generator 'extractiv'"),
-    ("run", "rrf(bm25, dense:minlm)@10 | extractive", "unknown embedding model 'minlm'"),
-])
+@pytest.mark.parametrize(
+    ("command", "spec", "message"),
+    [
+        ("search", "bm25@10 | extractiv", "unknown generator 'extractiv'"),
+        ("search", "bm25@10 | mono5@5", "unknown reranker 'mono5'"),
+        ("search", "hide:extractive > bm25@10", "unknown query stage 'hide'"),
+        ("search", "rrf(bm25, dense:minlm)@10", "unknown embedding model 'minlm'"),
+        ("run", "bm25@10 | extractiv", "unknown generator 'extractiv'"),
+        ("run", "rrf(bm25, dense:minlm)@10 | extractive", "unknown embedding model 'minlm'"),
+    ],
+)
 def test_cli_refuses_unknown_names_with_a_suggestion(command, spec, message, tmp_path):
     (tmp_path / "t.tsv").write_text("1\talpha\n")
     output = tmp_path / "out.txt"
-    out = _cli(command, "--topics", str(tmp_path / "t.tsv"), "--pipeline", spec, "--output", str(output),
-               cwd=tmp_path)
+    out = _cli(command, "--topics", str(tmp_path / "t.tsv"), "--pipeline", spec, "--output", str(output), cwd=tmp_path)
     errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
     assert out.returncode == 2 and len(errors) == 1, out.stderr[-2000:]
     assert message in errors[0] and "did you mean" in errors[0], errors[0]
@@ -64,8 +70,11 @@ def test_api_404s_suggest_names(tmp_path):
     index_documents(iter(docs(4)), tmp_path / "idx")
     settings = Settings(data_dir=tmp_path / "data", indexes={"x": str(tmp_path / "idx")}, default_index="x")
     with TestClient(create_app(settings, arena=False)) as client:
-        for spec, wanted in [("bm25@10 | extractiv", "'extractive'"), ("bm25+rm4@10 | extractive", "'bm25+rm3'"),
-                             ("bm25@10 | mono5@5 | extractive", "'monot5'")]:
+        for spec, wanted in [
+            ("bm25@10 | extractiv", "'extractive'"),
+            ("bm25+rm4@10 | extractive", "'bm25+rm3'"),
+            ("bm25@10 | mono5@5 | extractive", "'monot5'"),
+        ]:
             answer = client.post("/rag", json={"topic": "alpha", "pipeline": spec})
             assert answer.status_code == 404, answer.text
             assert f"did you mean {wanted}?" in answer.text, answer.text

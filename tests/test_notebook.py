@@ -20,12 +20,16 @@ def execute(path: Path, demo_settings, monkeypatch, timeout: int) -> list[str]:
     nb = nbformat.read(path, as_version=4)
     assert all(c.get("outputs", []) == [] for c in nb.cells if c.cell_type == "code"), "commit it without outputs"
     # python3: ipykernel's own kernel spec, which runs this interpreter (the project's venv) on this checkout's code
-    client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                            resources={"metadata": {"path": str(path.parent)}})
+    client = NotebookClient(
+        nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    )
     client.execute()
     assert not [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
-    return ["".join(o.get("text", "") or o.get("data", {}).get("text/plain", "") for o in c.outputs)
-            for c in nb.cells if c.cell_type == "code"]
+    return [
+        "".join(o.get("text", "") or o.get("data", {}).get("text/plain", "") for o in c.outputs)
+        for c in nb.cells
+        if c.cell_type == "code"
+    ]
 
 
 def test_the_quickstart_notebook_runs(demo_settings, monkeypatch):

@@ -21,14 +21,22 @@ SPEC = "bm25@20 | extractive"
 
 
 def test_import_ragnarok_is_cheap_and_the_submodules_still_work():
-    code = ("import sys, ragnarok; print(sorted(m for m in sys.modules if m.split('.')[0] in "
-            "('ragnarok', 'pydantic', 'torch', 'httpx', 'jnius'))); "
-            "import ragnarok.stages.retrieve.vectors as v, ragnarok.core.evaluation as e; "
-            "from ragnarok import evaluate; import ragnarok.api as api; "
-            "print(callable(ragnarok.retrieve), callable(ragnarok.evaluate), e.read_qrels.__name__, "
-            "evaluate is api.evaluate, v.__name__, sorted(set(ragnarok.__all__) - set(dir(ragnarok))))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
-                         env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)}, check=True).stdout.splitlines()
+    code = (
+        "import sys, ragnarok; print(sorted(m for m in sys.modules if m.split('.')[0] in "
+        "('ragnarok', 'pydantic', 'torch', 'httpx', 'jnius'))); "
+        "import ragnarok.stages.retrieve.vectors as v, ragnarok.core.evaluation as e; "
+        "from ragnarok import evaluate; import ragnarok.api as api; "
+        "print(callable(ragnarok.retrieve), callable(ragnarok.evaluate), e.read_qrels.__name__, "
+        "evaluate is api.evaluate, v.__name__, sorted(set(ragnarok.__all__) - set(dir(ragnarok))))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT)},
+        check=True,
+    ).stdout.splitlines()
     assert out[0] == "['ragnarok']"  # nothing else loads, nothing is read
     assert out[1] == "True True read_qrels True ragnarok.stages.retrieve.vectors []"
 
@@ -72,22 +80,27 @@ def test_search_and_evaluate_match_the_cli(pipeline, demo_settings, tmp_path, mo
         run = ragnarok.search("demo", pipeline="bm25@100", settings=demo_settings)
         assert len(run) == 50 and all(len(hits) == 100 for hits in run.values())
         cli_run = tmp_path / "cli.txt"
-        out = CliRunner().invoke(app, ["search", "--topics", "demo", "--pipeline", "bm25@100", "--output",
-                                       str(cli_run), "--run-id", "api"])
+        out = CliRunner().invoke(
+            app, ["search", "--topics", "demo", "--pipeline", "bm25@100", "--output", str(cli_run), "--run-id", "api"]
+        )
         assert out.exit_code == 0, out.output
         write_run(tmp_path / "api.txt", {q: list(hits.items()) for q, hits in run.items()}, "api")
         assert (tmp_path / "api.txt").read_bytes() == cli_run.read_bytes()
         scores = ragnarok.evaluate(run, qrels="demo", settings=demo_settings)
         table = CliRunner().invoke(app, ["eval", "demo", str(cli_run), "--run-name", "api"]).output
-        assert table.split("\n")[-2].split()[1:] == [f"{scores[m]:.4f}" for m in ("nDCG@10", "MAP@100",
-                                                                                   "Recall@100", "MAP")]
+        assert table.split("\n")[-2].split()[1:] == [
+            f"{scores[m]:.4f}" for m in ("nDCG@10", "MAP@100", "Recall@100", "MAP")
+        ]
         assert ragnarok.evaluate(cli_run, qrels=ROOT / "topics" / "qrels.demo.txt") == scores
     finally:
         get_settings.cache_clear()
-    answers = [pipeline.rag(text, topic_id=qid) for qid, text in [("demo-01", "compress a file with gzip"),
-                                                                   ("demo-02", "run a shell command")]]
-    nuggets = ragnarok.evaluate(answers, nuggets=ROOT / "topics" / "eval" / "demo.nuggets.jsonl",
-                                settings=demo_settings)
+    answers = [
+        pipeline.rag(text, topic_id=qid)
+        for qid, text in [("demo-01", "compress a file with gzip"), ("demo-02", "run a shell command")]
+    ]
+    nuggets = ragnarok.evaluate(
+        answers, nuggets=ROOT / "topics" / "eval" / "demo.nuggets.jsonl", settings=demo_settings
+    )
     assert set(nuggets) == {"strict_vital", "vital", "strict_all", "all"}
     assert all(0 <= v <= 1 for v in nuggets.values())
 

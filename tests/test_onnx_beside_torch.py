@@ -18,9 +18,24 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.mark.slow
 def test_onnx_encoder_beside_torch_models_and_the_jvm_under_threads():
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "bench" / "stress_onnx_torch.py"), "--seconds", "20", "--threads", "4",
-         "--roles", "onnx,torch,lucene,rerank", "--order", "onnx,jvm,torch,rerank", "--fixed-queries"],
-        capture_output=True, text=True, timeout=900, cwd=ROOT)
+        [
+            sys.executable,
+            str(ROOT / "bench" / "stress_onnx_torch.py"),
+            "--seconds",
+            "20",
+            "--threads",
+            "4",
+            "--roles",
+            "onnx,torch,lucene,rerank",
+            "--order",
+            "onnx,jvm,torch,rerank",
+            "--fixed-queries",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+    )
     lines = proc.stdout.strip().splitlines()
     assert lines, f"no summary (exit {proc.returncode}):\n{proc.stderr[-4000:]}"
     summary = json.loads(lines[-1])

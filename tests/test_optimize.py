@@ -29,7 +29,7 @@ def write(tmp_path: Path, body: str, name: str = "search.yaml") -> Path:
 
 
 def header(index: str = "demo", extra: str = "") -> str:
-    return (f"index: {index}\ntopics: {TOPICS}\nqrels: {QRELS}\nobjective: nDCG@10\nbudget: {{trials: 3}}\n{extra}")
+    return f"index: {index}\ntopics: {TOPICS}\nqrels: {QRELS}\nobjective: nDCG@10\nbudget: {{trials: 3}}\n{extra}"
 
 
 LEXICAL = """nodes:
@@ -52,7 +52,9 @@ def test_space_makes_specs(tmp_path):
 
 
 def test_fused_spec_with_weights_and_generation_k(tmp_path):
-    body = header() + """nodes:
+    body = (
+        header()
+        + """nodes:
   - node: lexical
     modules: [{module: bm25+rm3, weight: 0.6}]
   - node: semantic
@@ -64,19 +66,23 @@ def test_fused_spec_with_weights_and_generation_k(tmp_path):
   - node: generator
     modules: [{module: extractive, k: 5}]
 """
+    )
     config, located = load_config(write(tmp_path, body))
     space = build_space(config, located, Settings(data_dir=tmp_path))
     assert space.spec({}) == "cc(bm25+rm3:weight_0.6=0.3, dense:minilm=0.7)@1000 | compress:0.5@5 | extractive"
 
 
-@pytest.mark.parametrize("body, line, words", [
-    (LEXICAL.replace("module: bm25, k1", "module: bm99, k1"), 9, ["unknown module 'bm99'", "bm25+rocchio"]),
-    (LEXICAL.replace("terms: 10", "trems: 10"), 10, ["unknown parameter 'trems'", "terms"]),
-    (LEXICAL.replace("k1: [0.9, 1.2]", "k1: [0.9, 99]"), 9, ["k1", "99"]),
-    (LEXICAL.replace("node: retrieval", "node: retreival"), 11, ["unknown node 'retreival'"]),
-    ("nodes: []\n", 6, ["search space is empty"]),
-    (LEXICAL + "bogus: 1\n", 14, ["unknown key 'bogus'"]),
-])
+@pytest.mark.parametrize(
+    "body, line, words",
+    [
+        (LEXICAL.replace("module: bm25, k1", "module: bm99, k1"), 9, ["unknown module 'bm99'", "bm25+rocchio"]),
+        (LEXICAL.replace("terms: 10", "trems: 10"), 10, ["unknown parameter 'trems'", "terms"]),
+        (LEXICAL.replace("k1: [0.9, 1.2]", "k1: [0.9, 99]"), 9, ["k1", "99"]),
+        (LEXICAL.replace("node: retrieval", "node: retreival"), 11, ["unknown node 'retreival'"]),
+        ("nodes: []\n", 6, ["search space is empty"]),
+        (LEXICAL + "bogus: 1\n", 14, ["unknown key 'bogus'"]),
+    ],
+)
 def test_config_errors_name_file_line_and_token(tmp_path, body, line, words):
     path = write(tmp_path, header() + body)
     with pytest.raises(ConfigError) as caught:
@@ -90,15 +96,25 @@ def test_config_errors_name_file_line_and_token(tmp_path, body, line, words):
 
 
 def test_toml_config_errors_name_the_line(tmp_path):
-    path = write(tmp_path, f'index = "demo"\ntopics = "{TOPICS}"\nqrels = "{QRELS}"\n\n[budget]\ntrials = 0\n\n'
-                           '[[nodes]]\nnode = "lexical"\nmodules = [{module = "bm25"}]\n', "search.toml")
+    path = write(
+        tmp_path,
+        f'index = "demo"\ntopics = "{TOPICS}"\nqrels = "{QRELS}"\n\n[budget]\ntrials = 0\n\n'
+        '[[nodes]]\nnode = "lexical"\nmodules = [{module = "bm25"}]\n',
+        "search.toml",
+    )
     with pytest.raises(ConfigError, match=rf"^{path}:5: the budget is 0"):
         load_config(path)
 
 
 def optimize(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ragnarok.cli", "optimize", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT, env={**os.environ, **(env or {})})
+    return subprocess.run(
+        [sys.executable, "-m", "ragnarok.cli", "optimize", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env={**os.environ, **(env or {})},
+    )
 
 
 def test_cli_bad_input_is_one_line_and_non_zero(tmp_path):
@@ -110,7 +126,9 @@ def test_cli_bad_input_is_one_line_and_non_zero(tmp_path):
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: 0 of the 50 topics"), done.stderr
     done = optimize(str(write(tmp_path, header() + LEXICAL, "ok.yaml")), "--trials", "0")
-    assert done.returncode == 2 and done.stderr.strip() == "error: the budget is 0: --trials and --seconds must be above 0"
+    assert (
+        done.returncode == 2 and done.stderr.strip() == "error: the budget is 0: --trials and --seconds must be above 0"
+    )
 
 
 def _study(url: str, name: str):
@@ -147,19 +165,47 @@ def test_search_scores_held_out_topics_and_saves_a_preset(tmp_path, demo_index):
     assert len(trials) == 3 and all(t.state.name == "COMPLETE" for t in trials)
     # the preset runs where a spec does: `ragnarok search --pipeline NAME`
     run = tmp_path / "run.txt"
-    searched = subprocess.run([sys.executable, "-m", "ragnarok.cli", "search", "--topics", str(TOPICS), "--index",
-                               demo_index, "--pipeline", "tuned-demo", "--output", str(run)],
-                              capture_output=True, text=True, timeout=300, cwd=ROOT)
+    searched = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ragnarok.cli",
+            "search",
+            "--topics",
+            str(TOPICS),
+            "--index",
+            demo_index,
+            "--pipeline",
+            "tuned-demo",
+            "--output",
+            str(run),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=ROOT,
+    )
     assert searched.returncode == 0, searched.stderr
     assert len(run.read_text().splitlines()) == 50 * 20
 
 
 def _two_workers(tmp_path: Path, demo_index: str, url: str, strategy: str, trials: int) -> list:
-    path = write(tmp_path, header(demo_index, f"strategy: {strategy}\nstudy: shared\n") + LEXICAL.replace(
-        "- {module: bm25+rocchio, terms: 10}", "- {module: bm25+rocchio, terms: [10, 20]}"))
+    path = write(
+        tmp_path,
+        header(demo_index, f"strategy: {strategy}\nstudy: shared\n")
+        + LEXICAL.replace("- {module: bm25+rocchio, terms: 10}", "- {module: bm25+rocchio, terms: [10, 20]}"),
+    )
     args = [str(path), "--worker", "--storage", url, "--trials", str(trials)]
-    procs = [subprocess.Popen([sys.executable, "-m", "ragnarok.cli", "optimize", *args], cwd=ROOT,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-m", "ragnarok.cli", "optimize", *args],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(2)
+    ]
     for p in procs:
         _, err = p.communicate(timeout=600)
         assert p.returncode == 0, err
@@ -195,8 +241,14 @@ def test_a_killed_search_resumes(tmp_path, demo_index):
     path = write(tmp_path, header(demo_index, "strategy: grid\nstudy: resume\nconcurrency: 1\n") + LEXICAL)
     env = {"RAGNAROK_OPTIMIZE_HEARTBEAT_S": "1"}
     args = [sys.executable, "-m", "ragnarok.cli", "optimize", str(path), "--worker", "--storage", url]
-    first = subprocess.Popen(args, cwd=ROOT, env={**os.environ, **env}, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, start_new_session=True)
+    first = subprocess.Popen(
+        args,
+        cwd=ROOT,
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 300
     running = False
     while time.monotonic() < deadline and first.poll() is None and not running:
@@ -215,8 +267,9 @@ def test_a_killed_search_resumes(tmp_path, demo_index):
     assert done.returncode == 0, done.stderr
     trials = _study(url, "resume.grid.seed0").get_trials()
     complete = [t for t in trials if t.state.name == "COMPLETE"]
-    assert sorted(t.user_attrs["spec"] for t in complete) == ["bm25+rocchio@20", "bm25:k1_1.2@20", "bm25@20"], \
-        [(t.number, t.state.name, t.user_attrs) for t in trials]
+    assert sorted(t.user_attrs["spec"] for t in complete) == ["bm25+rocchio@20", "bm25:k1_1.2@20", "bm25@20"], [
+        (t.number, t.state.name, t.user_attrs) for t in trials
+    ]
     assert any(t.state.name == "FAIL" for t in trials)  # the killed trial, failed by its stopped heartbeat
 
 
@@ -225,8 +278,11 @@ def test_stage_cache_serves_repeated_and_shallower_retrievals(tmp_path, demo_ind
     from ragnarok.optimize.objective import Evaluator
 
     nuggets = ROOT / "topics" / "eval" / "demo.nuggets.jsonl"
-    body = header(demo_index, f"nuggets: {nuggets}\n").replace("objective: nDCG@10", "objective: all") + \
-        LEXICAL + "  - node: generator\n    modules: [{module: extractive, k: 5}]\n"
+    body = (
+        header(demo_index, f"nuggets: {nuggets}\n").replace("objective: nDCG@10", "objective: all")
+        + LEXICAL
+        + "  - node: generator\n    modules: [{module: extractive, k: 5}]\n"
+    )
     config, located = load_config(write(tmp_path, body))
     settings = Settings(data_dir=tmp_path / "data")
     evaluator = Evaluator(config, build_space(config, located, settings), settings)
@@ -266,10 +322,16 @@ def test_bm25_arguments_are_one_canonical_token():
     assert parse_args("terms_20-docs_5-beta_0.5", "rocchio").fb_terms == 20
     assert format_args({"k1": 1.2, "b": 0.4, "terms": 20}) == "k1_1.2-terms_20"  # b=0.4 is the default
     assert format_args({"k1": 0.9}) is None
-    assert str(parse("cc(bm25:k1_1.2-b_0.75=0.3, dense:minilm=0.7)@1000")) == \
-        "cc(bm25:k1_1.2-b_0.75=0.3, dense:minilm=0.7)@1000"
-    for bad, words in [("k9_1", "unknown BM25 parameter 'k9'"), ("b_2", "from 0 to 1"), ("k1_1-k1_2", "twice"),
-                       ("terms_10", "unknown BM25 parameter 'terms'")]:
+    assert (
+        str(parse("cc(bm25:k1_1.2-b_0.75=0.3, dense:minilm=0.7)@1000"))
+        == "cc(bm25:k1_1.2-b_0.75=0.3, dense:minilm=0.7)@1000"
+    )
+    for bad, words in [
+        ("k9_1", "unknown BM25 parameter 'k9'"),
+        ("b_2", "from 0 to 1"),
+        ("k1_1-k1_2", "twice"),
+        ("terms_10", "unknown BM25 parameter 'terms'"),
+    ]:
         with pytest.raises(ComponentArgumentError, match=words):
             parse_args(bad)
 
@@ -314,7 +376,9 @@ def test_a_saved_preset_runs_in_rag_and_the_arena_pool(tmp_path, demo_index):
 def test_a_candidate_over_its_speed_threshold_is_dropped(tmp_path, demo_index):
     from ragnarok.optimize.objective import Evaluator
 
-    body = header(demo_index) + LEXICAL.replace("  - node: retrieval\n", "  - node: retrieval\n    max_seconds: 0.000001\n")
+    body = header(demo_index) + LEXICAL.replace(
+        "  - node: retrieval\n", "  - node: retrieval\n    max_seconds: 0.000001\n"
+    )
     config, located = load_config(write(tmp_path, body))
     settings = Settings(data_dir=tmp_path / "data")
     evaluator = Evaluator(config, build_space(config, located, settings), settings)
@@ -351,15 +415,28 @@ def test_fused_rankings_from_the_stage_cache_are_the_gateways(tmp_path):
             asked = json.loads(body)
             seed = sum(map(ord, asked["retriever"] + asked["query"]))
             ids = [f"d{(seed * 7 + i * 13) % 97}" for i in range(60)]
-            hits = [{"docid": d, "score": round(10 - i * 0.17 + (seed % 5) * 0.01, 3) + (i % 3 == 0) * 0.01,
-                     "doc": {"segment": f"text of {d}", "title": d.upper()}}
-                     for i, d in enumerate(dict.fromkeys(ids))][:asked["k"]]  # at most k, as the R service
-            return json.dumps({"query": {"text": asked["query"], "qid": asked["qid"]}, "candidates": hits}).encode(), 5.0
+            hits = [
+                {
+                    "docid": d,
+                    "score": round(10 - i * 0.17 + (seed % 5) * 0.01, 3) + (i % 3 == 0) * 0.01,
+                    "doc": {"segment": f"text of {d}", "title": d.upper()},
+                }
+                for i, d in enumerate(dict.fromkeys(ids))
+            ][: asked["k"]]  # at most k, as the R service
+            return json.dumps(
+                {"query": {"text": asked["query"], "qid": asked["qid"]}, "candidates": hits}
+            ).encode(), 5.0
 
     plain = PipelineRunner(Fake(None, None), "idx")  # type: ignore[arg-type]
     cached = CachingRunner(Fake(None, None), "idx", StageCache(64))  # type: ignore[arg-type]
-    specs = ["cc(bm25=0.3, dense:minilm=0.7)@40", "cc(bm25=0.7, dense:minilm=0.3)@40", "rrf(bm25, dense:minilm)@40",
-             "dbsf(bm25+rm3, dense:minilm)@20", "cc(bm25, rrf(bm25+rm3, dense:minilm))@30", "bm25@10"]
+    specs = [
+        "cc(bm25=0.3, dense:minilm=0.7)@40",
+        "cc(bm25=0.7, dense:minilm=0.3)@40",
+        "rrf(bm25, dense:minilm)@40",
+        "dbsf(bm25+rm3, dense:minilm)@20",
+        "cc(bm25, rrf(bm25+rm3, dense:minilm))@30",
+        "bm25@10",
+    ]
 
     def run(runner, spec, qid):  # type: ignore[no-untyped-def]
         done = asyncio.run(runner.run(parse(spec), Query(text=f"topic {qid}", qid=qid)))
@@ -377,8 +454,10 @@ def test_fused_rankings_from_the_stage_cache_are_the_gateways(tmp_path):
     evaluator = Evaluator.__new__(Evaluator)
     evaluator.qrels, evaluator._metric_values = qrels, {}
     rankings = {"1": [f"d{i}" for i in range(60)], "2": [f"d{i}" for i in range(59, -1, -1)], "3": ["d1"]}
-    want = {q: v["nDCG@10"] for q, v in per_query(qrels, {q: _run(r) for q, r in rankings.items()},
-                                                   {"nDCG@10": "nDCG@10"}).items()}
+    want = {
+        q: v["nDCG@10"]
+        for q, v in per_query(qrels, {q: _run(r) for q, r in rankings.items()}, {"nDCG@10": "nDCG@10"}).items()
+    }
     assert evaluator._per_topic(rankings, "nDCG@10") == want
     assert evaluator._per_topic(rankings, "nDCG@10") == want  # from memory
     assert len(evaluator._metric_values) == 3  # topic 3 has no qrels: remembered as not scored

@@ -38,8 +38,11 @@ WIDE = """nodes:
 
 def _space(tmp_path: Path, nodes: str, strategy: str = "random"):
     path = tmp_path / "search.yaml"
-    path.write_text(f"index: demo\ntopics: {TOPICS}\nqrels: {QRELS}\nobjective: nDCG@10\nstrategy: {strategy}\n"
-                    f"budget: {{trials: 8}}\n{nodes}", encoding="utf-8")
+    path.write_text(
+        f"index: demo\ntopics: {TOPICS}\nqrels: {QRELS}\nobjective: nDCG@10\nstrategy: {strategy}\n"
+        f"budget: {{trials: 8}}\n{nodes}",
+        encoding="utf-8",
+    )
     config, located = load_config(path)
     return config, build_space(config, located, Settings(data_dir=tmp_path / "data"))
 
@@ -64,8 +67,11 @@ class Scripted:
 
 
 def _run_specs(trials) -> list[str]:
-    return [t.user_attrs["spec"] for t in sorted(trials, key=lambda t: t.number)
-            if t.state == TrialState.COMPLETE and "same_as" not in t.user_attrs]
+    return [
+        t.user_attrs["spec"]
+        for t in sorted(trials, key=lambda t: t.number)
+        if t.state == TrialState.COMPLETE and "same_as" not in t.user_attrs
+    ]
 
 
 @pytest.mark.parametrize("strategy", ["random", "tpe"])
@@ -99,8 +105,9 @@ def test_an_interrupted_and_resumed_study_is_the_uninterrupted_one(tmp_path, str
     search(whole, Scripted(), space, strategy, ["q"], 8, None)
     url = f"sqlite:///{tmp_path / 'b.db'}"
     with pytest.raises(KeyboardInterrupt):
-        search(open_study(config, space, url, "s", strategy), Scripted(stop_at=stop_at), space, strategy, ["q"], 8,
-               None)
+        search(
+            open_study(config, space, url, "s", strategy), Scripted(stop_at=stop_at), space, strategy, ["q"], 8, None
+        )
     resumed = open_study(config, space, url, "s", strategy)
     search(resumed, Scripted(), space, strategy, ["q"], 8, None)
     assert _run_specs(resumed.get_trials()) == _run_specs(whole.get_trials())
@@ -184,9 +191,18 @@ def _trials(space, rows):  # type: ignore[no-untyped-def]
     out = []
     for number, labels, value, seconds in rows:
         params = {**space.default(), **labels}
-        made = create_trial(state=TrialState.COMPLETE, value=value, params=params, distributions=dists,
-                            user_attrs={"spec": space.spec(params), "seconds": {"retrieval": seconds},
-                                        "metric.lexical": value, "metric.retrieval": value})
+        made = create_trial(
+            state=TrialState.COMPLETE,
+            value=value,
+            params=params,
+            distributions=dists,
+            user_attrs={
+                "spec": space.spec(params),
+                "seconds": {"retrieval": seconds},
+                "metric.lexical": value,
+                "metric.retrieval": value,
+            },
+        )
         made.number = number
         out.append(made)
     return out
@@ -222,8 +238,11 @@ def test_the_report_numbers_trials_alike_and_its_bars_start_at_0(tmp_path):
 
 def test_a_spec_parse_error_in_a_config_is_one_whole_line(tmp_path):
     path = tmp_path / "search.yaml"
-    path.write_text(f"index: demo\ntopics: {TOPICS}\nqrels: {QRELS}\nobjective: nDCG@10\nbudget: {{trials: 3}}\n"
-                    "baselines: ['bm25@10 | , extractive']\n" + NARROW, encoding="utf-8")
+    path.write_text(
+        f"index: demo\ntopics: {TOPICS}\nqrels: {QRELS}\nobjective: nDCG@10\nbudget: {{trials: 3}}\n"
+        "baselines: ['bm25@10 | , extractive']\n" + NARROW,
+        encoding="utf-8",
+    )
     with pytest.raises(ConfigError) as error:
         config, located = load_config(path)
         build_space(config, located, Settings(data_dir=tmp_path / "data"))

@@ -50,8 +50,14 @@ def header(index: str = "demo", objective: str = "nDCG@10", extra: str = "") -> 
 
 
 def optimize(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "ragnarok.cli", "optimize", *args], capture_output=True, text=True,
-                          timeout=timeout, cwd=ROOT, env=dict(os.environ))
+    return subprocess.run(
+        [sys.executable, "-m", "ragnarok.cli", "optimize", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=ROOT,
+        env=dict(os.environ),
+    )
 
 
 # --- every field checked before the first trial ------------------------------------------------------------
@@ -68,13 +74,19 @@ def test_a_mistyped_objective_is_one_line_and_rc_2_at_once(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.parametrize("body, line, words", [
-    (header(objective="strictall") + LEXICAL, 4, ["unknown metric 'strictall'", "did you mean 'strict_all'?"]),
-    (header() + LEXICAL.replace("  - node: retrieval\n", "  - node: retrieval\n    metric: RR@1O\n"), 12,
-     ["nodes.1.metric", "did you mean 'RR@10'?"]),
-    (header(extra="baselines: ['bm25@10 |']\n") + LEXICAL, 6, ["baselines.0"]),
-    (header(objective="xyzzy") + LEXICAL, 4, ["unknown metric 'xyzzy'", "nDCG@10"]),
-])
+@pytest.mark.parametrize(
+    "body, line, words",
+    [
+        (header(objective="strictall") + LEXICAL, 4, ["unknown metric 'strictall'", "did you mean 'strict_all'?"]),
+        (
+            header() + LEXICAL.replace("  - node: retrieval\n", "  - node: retrieval\n    metric: RR@1O\n"),
+            12,
+            ["nodes.1.metric", "did you mean 'RR@10'?"],
+        ),
+        (header(extra="baselines: ['bm25@10 |']\n") + LEXICAL, 6, ["baselines.0"]),
+        (header(objective="xyzzy") + LEXICAL, 4, ["unknown metric 'xyzzy'", "nDCG@10"]),
+    ],
+)
 def test_every_metric_and_baseline_is_checked_with_its_line(tmp_path, body, line, words):
     path = write(tmp_path, body)
     with pytest.raises(ConfigError) as caught:
@@ -143,11 +155,14 @@ def test_cli_changed_config_preset_notice_reports_per_strategy_and_log_lines(tmp
     second = optimize(str(path))
     assert second.returncode == 0, second.stderr
     notes = [line for line in second.stderr.splitlines() if "config changed" in line]
-    assert len(notes) == 1 and "objective: nDCG@10 -> AP" in notes[0] and "starting new study" in notes[0], \
+    assert len(notes) == 1 and "objective: nDCG@10 -> AP" in notes[0] and "starting new study" in notes[0], (
         second.stderr
+    )
     assert "1 trials; best on train AP" in second.stdout, second.stdout  # a trial run, not the old ones shown
-    assert "preset 'search-greedy' replaced" in second.stderr or \
-        "preset 'search-greedy' was already saved" in second.stderr, second.stderr
+    assert (
+        "preset 'search-greedy' replaced" in second.stderr
+        or "preset 'search-greedy' was already saved" in second.stderr
+    ), second.stderr
 
     named = write(configs, header(demo_index, extra="study: mine\n") + LEXICAL, "named.yaml")
     assert optimize(str(named)).returncode == 0
@@ -155,8 +170,9 @@ def test_cli_changed_config_preset_notice_reports_per_strategy_and_log_lines(tmp
     refused = optimize(str(named))
     assert refused.returncode == 2
     lines = refused.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith(f"error: {named}:6: study 'mine.greedy.seed0' holds trials of "
-                                                   "another config (objective: nDCG@10 -> AP"), refused.stderr
+    assert len(lines) == 1 and lines[0].startswith(
+        f"error: {named}:6: study 'mine.greedy.seed0' holds trials of another config (objective: nDCG@10 -> AP"
+    ), refused.stderr
 
 
 def test_saving_a_preset_over_another_says_so(tmp_path):
@@ -218,8 +234,11 @@ def test_a_candidate_that_timed_out_or_was_too_slow_once_is_retried_at_the_end(t
 def test_the_speed_threshold_scales_with_the_load_measured_beside_it(tmp_path):
     from ragnarok.optimize.objective import Evaluator
 
-    config, located = load_config(write(tmp_path, header() + LEXICAL.replace(
-        "  - node: retrieval\n", "  - node: retrieval\n    max_seconds: 1\n")))
+    config, located = load_config(
+        write(
+            tmp_path, header() + LEXICAL.replace("  - node: retrieval\n", "  - node: retrieval\n    max_seconds: 1\n")
+        )
+    )
     settings = Settings(data_dir=tmp_path / "data")
     evaluator = Evaluator(config, build_space(config, located, settings), settings)
     try:
@@ -237,8 +256,10 @@ def test_the_speed_threshold_scales_with_the_load_measured_beside_it(tmp_path):
 # --- the report --------------------------------------------------------------------------------------------
 
 SPEC = "bm25:k1_1.2@20 | cutoff:0@5 | extractive"
-ERROR = ("topic demo-07: simcutoff: the R service did not answer within 120 s (HTTP 504 Gateway Timeout from "
-         "http://localhost:8081/rerank, after 2 attempts) while the machine was at load 36")
+ERROR = (
+    "topic demo-07: simcutoff: the R service did not answer within 120 s (HTTP 504 Gateway Timeout from "
+    "http://localhost:8081/rerank, after 2 attempts) while the machine was at load 36"
+)
 
 
 def _report(tmp_path: Path) -> Path:
@@ -251,25 +272,56 @@ def _report(tmp_path: Path) -> Path:
 
     def trial(number, labels, state, value=None, **attrs):  # type: ignore[no-untyped-def]
         params = {**space.default(), **labels}
-        made = create_trial(state=state, value=value, params=params, distributions=dists,
-                            user_attrs={"spec": space.spec(params), **attrs})
+        made = create_trial(
+            state=state,
+            value=value,
+            params=params,
+            distributions=dists,
+            user_attrs={"spec": space.spec(params), **attrs},
+        )
         made.number = number
         return made
 
     trials = [
         trial(0, {}, TrialState.COMPLETE, 0.4312, **{"metric.lexical": 0.4312, "metric.generator": 0.4312}),
-        trial(1, {"lexical": "bm25:k1_1.2"}, TrialState.COMPLETE, 0.4420,
-              **{"metric.lexical": 0.4420, "metric.generator": 0.4420, "seconds": {"retrieval": 0.01}}),
+        trial(
+            1,
+            {"lexical": "bm25:k1_1.2"},
+            TrialState.COMPLETE,
+            0.4420,
+            **{"metric.lexical": 0.4420, "metric.generator": 0.4420, "seconds": {"retrieval": 0.01}},
+        ),
         trial(2, {"lexical": "bm25+rocchio"}, TrialState.FAIL, error=ERROR, verdict="timeout"),
         trial(3, {"generator": "extractive[k=10]"}, TrialState.PRUNED, too_slow=["generator"], load=2.5),
-        trial(4, {"lexical": "bm25+rocchio"}, TrialState.COMPLETE, 0.4401, retry_of=2,
-              **{"metric.lexical": 0.4401, "metric.generator": 0.4401}),
+        trial(
+            4,
+            {"lexical": "bm25+rocchio"},
+            TrialState.COMPLETE,
+            0.4401,
+            retry_of=2,
+            **{"metric.lexical": 0.4401, "metric.generator": 0.4401},
+        ),
     ]
     study = optuna.create_study(direction="maximize")
-    fold = FoldResult("search.greedy.seed0", ["a"] * 25, ["b"] * 25, SPEC, 0.4420, {"nDCG@10": 0.5123, "MAP": 0.31},
-                      baselines={"bm25@100 | extractive": {"nDCG@10": 0.4711}})
-    md, page = write_report(tmp_path / "out", "search (greedy)", "nDCG@10", [fold],
-                            [("search.greedy.seed0", study, trials)], space, {}, stem="report.greedy")
+    fold = FoldResult(
+        "search.greedy.seed0",
+        ["a"] * 25,
+        ["b"] * 25,
+        SPEC,
+        0.4420,
+        {"nDCG@10": 0.5123, "MAP": 0.31},
+        baselines={"bm25@100 | extractive": {"nDCG@10": 0.4711}},
+    )
+    md, page = write_report(
+        tmp_path / "out",
+        "search (greedy)",
+        "nDCG@10",
+        [fold],
+        [("search.greedy.seed0", study, trials)],
+        space,
+        {},
+        stem="report.greedy",
+    )
     assert md.name == "report.greedy.md" and page.name == "report.greedy.html"
     return page
 
@@ -320,15 +372,25 @@ def test_report_html_is_html_tables_with_whole_specs_and_errors(tmp_path):
 def test_shortened_errors_keep_their_parentheses_closed():
     from ragnarok.optimize.report import shorten
 
-    assert shorten("did not answer within 120 s (504 from http://x, after 2 attempts)", 40) == \
-        "did not answer within 120 s (504 from …)"
+    assert (
+        shorten("did not answer within 120 s (504 from http://x, after 2 attempts)", 40)
+        == "did not answer within 120 s (504 from …)"
+    )
     assert shorten("short (enough)", 40) == "short (enough)"
 
 
 CHROMIUM = "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-        "--disable-background-networking", "--disable-component-update", "--disable-sync",
-        "--allow-file-access-from-files"]
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--allow-file-access-from-files",
+]
 
 
 @pytest.mark.slow
@@ -346,9 +408,13 @@ def test_report_html_in_a_real_browser(tmp_path):
     page_path = _report(tmp_path)
     shot = tmp_path / "report.png"
     with sync_playwright() as pw:
-        context = pw.chromium.launch_persistent_context(str(tmp_path / "profile"), executable_path=CHROMIUM,
-                                                        args=ARGS, headless=True,
-                                                        viewport={"width": 1280, "height": 900})
+        context = pw.chromium.launch_persistent_context(
+            str(tmp_path / "profile"),
+            executable_path=CHROMIUM,
+            args=ARGS,
+            headless=True,
+            viewport={"width": 1280, "height": 900},
+        )
         try:
             page = context.new_page()
             page.goto(page_path.as_uri())

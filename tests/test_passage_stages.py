@@ -19,19 +19,24 @@ from ragnarok.stages.passage.spans import piece
 
 # Paragraphs, short and long sentences, a heading: what the segmenter has to cope with in real documents.
 BODY = "\n\n".join(
-    f"Heading {p}\n\n" + " ".join(f"Sentence {p}.{s} talks about topic{(p * 7 + s) % 5}, with (some) punctuation."
-                                  for s in range(1, 9))
-    for p in range(1, 7))
+    f"Heading {p}\n\n"
+    + " ".join(f"Sentence {p}.{s} talks about topic{(p * 7 + s) % 5}, with (some) punctuation." for s in range(1, 9))
+    for p in range(1, 7)
+)
 
 
 def segments_of(docid: str, body: str) -> list[Candidate]:
-    return [Candidate(docid=s["docid"], score=0.0, doc=Doc(**{k: s[k] for k in ("segment", "title", "start_char",
-                                                                                  "end_char")}))
-            for s in Segmenter().segment({"docid": docid, "body": body, "title": docid})]
+    return [
+        Candidate(
+            docid=s["docid"], score=0.0, doc=Doc(**{k: s[k] for k in ("segment", "title", "start_char", "end_char")})
+        )
+        for s in Segmenter().segment({"docid": docid, "body": body, "title": docid})
+    ]
 
 
 def context(store: dict[str, list[Candidate]], topic: str = "topic1") -> StageContext:
     """The stage's view of the services, served from segmenter output (the end-to-end test uses Lucene)."""
+
     async def segments(prefixes: list[str]) -> dict[str, Candidate]:
         return {p: c for p in prefixes for segs in store.values() for c in segs if c.docid.startswith(p)}
 
@@ -49,14 +54,16 @@ def run(spec_name: str, arg: str | None, request: Request, k: int, ctx: StageCon
 
 
 def ranked(cands: list[Candidate]) -> Request:
-    return Request(query=Query(text="topic1"),
-                   candidates=[c.model_copy(update={"score": float(len(cands) - i)}) for i, c in enumerate(cands)])
+    return Request(
+        query=Query(text="topic1"),
+        candidates=[c.model_copy(update={"score": float(len(cands) - i)}) for i, c in enumerate(cands)],
+    )
 
 
 def assert_spans_of_body(out: Request, bodies: dict[str, str]) -> None:
     for c in out.candidates:
         base = c.docid.split("#")[0]
-        assert c.doc.segment == bodies[base][c.doc.start_char:c.doc.end_char], c.docid
+        assert c.doc.segment == bodies[base][c.doc.start_char : c.doc.end_char], c.docid
 
 
 def test_segments_overlap_by_design():
@@ -99,8 +106,12 @@ def test_automerge_fills_the_gap_and_keeps_the_best_rank():
 
 
 def test_stages_leave_foreign_ids_alone():
-    request = ranked([Candidate(docid="CACM-0001", score=1, doc=Doc(segment="a b c")),
-                      Candidate(docid="x#1_5", score=1, doc=Doc(segment="abc", start_char=9, end_char=12))])
+    request = ranked(
+        [
+            Candidate(docid="CACM-0001", score=1, doc=Doc(segment="a b c")),
+            Candidate(docid="x#1_5", score=1, doc=Doc(segment="abc", start_char=9, end_char=12)),
+        ]
+    )
     for name in ("neighbours", "automerge", "collapse"):
         out, _ = run(name, None, request, 10, context({}))
         assert out.candidates == request.candidates
@@ -115,8 +126,10 @@ def test_collapse_counts_overlapping_windows_once():
 
 
 def test_cutoffs_keep_order_and_at_least_one():
-    cands = [Candidate(docid=f"c{i}", score=s, doc=Doc(segment=f"text {i}")) for i, s in
-             enumerate([10.0, 9.0, 5.0, 2.0, 0.0])]
+    cands = [
+        Candidate(docid=f"c{i}", score=s, doc=Doc(segment=f"text {i}"))
+        for i, s in enumerate([10.0, 9.0, 5.0, 2.0, 0.0])
+    ]
     request = Request(query=Query(text="q"), candidates=cands)
     out, detail = run("cutoff", "0.5", request, 10, context({}))
     assert [c.docid for c in out.candidates] == ["c0", "c1", "c2"] and detail["threshold_score"] == 5.0
@@ -146,23 +159,27 @@ def test_extractive_compressor_keeps_sentences_of_the_segment():
         assert positions == sorted(positions)
 
 
-@pytest.mark.parametrize(("name", "arg", "words"), [
-    ("cutoff", "1.5", "cutoff:T takes a number from 0 to 1, got '1.5'"),
-    ("cutoff", "nan", "cutoff:T takes a number"),
-    ("percentile", "101", "percentile:P takes a number from 0 to 100"),
-    ("neighbours", "4", "neighbours:W takes an integer from 1 to 3"),
-    ("neighbours", "x", "neighbours:W takes an integer"),
-    ("automerge", "1", "automerge:M takes an integer from 2 to 16"),
-    ("compress", "0", "compress:R takes a number from 0.05 to 1"),
-    ("reorder", "2", "reorder takes no argument"),
-    ("llmcompress", None, "llmcompress names its generator"),
-])
+@pytest.mark.parametrize(
+    ("name", "arg", "words"),
+    [
+        ("cutoff", "1.5", "cutoff:T takes a number from 0 to 1, got '1.5'"),
+        ("cutoff", "nan", "cutoff:T takes a number"),
+        ("percentile", "101", "percentile:P takes a number from 0 to 100"),
+        ("neighbours", "4", "neighbours:W takes an integer from 1 to 3"),
+        ("neighbours", "x", "neighbours:W takes an integer"),
+        ("automerge", "1", "automerge:M takes an integer from 2 to 16"),
+        ("compress", "0", "compress:R takes a number from 0.05 to 1"),
+        ("reorder", "2", "reorder takes no argument"),
+        ("llmcompress", None, "llmcompress names its generator"),
+    ],
+)
 def test_bad_arguments_name_the_stage(name, arg, words):
     with pytest.raises(ComponentArgumentError, match=words.replace("(", r"\(").replace(".", r"\.")):
         PASSAGE_STAGES.create(name, arg=arg)
 
 
 # --- end to end: the demo index (real Lucene), POST /v1/segments and POST /rag -------------------------------
+
 
 @pytest.fixture(scope="module")
 def client(demo_settings):
@@ -179,8 +196,11 @@ def demo_bodies() -> dict[str, str]:
 
 def test_rag_neighbours_and_automerge_on_the_demo_index(client, demo_bodies):
     topic = "compound statements if while for try with"  # langref.compound has 100+ segments
-    for spec in ("bm25@30 | neighbours:1@10 | extractive", "bm25@30 | automerge@10 | extractive",
-                 "bm25@30 | collapse@10 | neighbours:2@10 | automerge:2@10 | extractive"):
+    for spec in (
+        "bm25@30 | neighbours:1@10 | extractive",
+        "bm25@30 | automerge@10 | extractive",
+        "bm25@30 | collapse@10 | neighbours:2@10 | automerge:2@10 | extractive",
+    ):
         r = client.post("/rag", json={"topic": topic, "pipeline": spec, "trace": True, "segments": True})
         assert r.status_code == 200, r.text
         body = r.json()
@@ -190,9 +210,10 @@ def test_rag_neighbours_and_automerge_on_the_demo_index(client, demo_bodies):
             assert trace["detail"]["in"] >= trace["detail"]["out"] and trace["latency_ms"] >= 0
         for docid, doc in body["segments"].items():
             base = docid.split("#")[0]
-            assert doc["segment"] == demo_bodies[base][doc["start_char"]:doc["end_char"]], docid
-    grown = client.post("/rag", json={"topic": topic, "pipeline": "bm25@30 | neighbours:1@10 | extractive",
-                                      "trace": True}).json()["trace"][1]["detail"]
+            assert doc["segment"] == demo_bodies[base][doc["start_char"] : doc["end_char"]], docid
+    grown = client.post(
+        "/rag", json={"topic": topic, "pipeline": "bm25@30 | neighbours:1@10 | extractive", "trace": True}
+    ).json()["trace"][1]["detail"]
     assert grown["fetched"] > 0 and grown["chars_after"] > 0
 
 
@@ -200,21 +221,26 @@ def test_segments_route(client):
     r = client.post("/v1/segments", json={"prefixes": ["langref.compound#1_", "no-such-doc#0_"]})
     assert r.status_code == 200, r.text
     found = r.json()["segments"]
-    assert list(found) == ["langref.compound#1_"] and found["langref.compound#1_"]["docid"].startswith("langref.compound#1_")
+    assert list(found) == ["langref.compound#1_"] and found["langref.compound#1_"]["docid"].startswith(
+        "langref.compound#1_"
+    )
     assert client.post("/v1/segments", json={"prefixes": [""]}).status_code == 422
     assert client.post("/v1/segments", json={"prefixes": ["x"] * 2001}).status_code == 413
     assert client.post("/v1/segments", json={"prefixes": ["x"], "index": "nope"}).status_code == 404
 
 
-@pytest.mark.parametrize(("pipeline", "status", "words"), [
-    ("bm25@10 | nosuch@5 | extractive", 404, "unknown reranker (the name is not echoed)"),
-    ("bm25@10 | cutoff:7@5 | extractive", 422, "cutoff:T takes a number from 0 to 1, got (not echoed)"),
-    ("bm25@10 | neighbours:0@5 | extractive", 422, "neighbours:W takes an integer from 1 to 3"),
-    ("bm25@10 | cutoff:0.5@5~rrf | extractive", 422, "not fused with its input"),
-    ("bm25@10 | hyde:smollm2@5 | extractive", 422, "hyde is a query stage: it goes before the retriever"),
-    ("bm25@10 > hyde:smollm2 | extractive", 422, "a query stage comes before the retriever"),
-    ("bm25@10 | reorder@0 | extractive", 422, "a positive integer"),
-])
+@pytest.mark.parametrize(
+    ("pipeline", "status", "words"),
+    [
+        ("bm25@10 | nosuch@5 | extractive", 404, "unknown reranker (the name is not echoed)"),
+        ("bm25@10 | cutoff:7@5 | extractive", 422, "cutoff:T takes a number from 0 to 1, got (not echoed)"),
+        ("bm25@10 | neighbours:0@5 | extractive", 422, "neighbours:W takes an integer from 1 to 3"),
+        ("bm25@10 | cutoff:0.5@5~rrf | extractive", 422, "not fused with its input"),
+        ("bm25@10 | hyde:smollm2@5 | extractive", 422, "hyde is a query stage: it goes before the retriever"),
+        ("bm25@10 > hyde:smollm2 | extractive", 422, "a query stage comes before the retriever"),
+        ("bm25@10 | reorder@0 | extractive", 422, "a positive integer"),
+    ],
+)
 def test_bad_stages_are_4xx_naming_the_token(client, pipeline, status, words):
     r = client.post("/rag", json={"topic": "gzip", "pipeline": pipeline})
     assert r.status_code == status, r.text

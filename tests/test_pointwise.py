@@ -18,8 +18,6 @@ import pytest
 from fastapi.testclient import TestClient
 from servers import rerank_behind_a_counting_hub, serve_app
 
-ROOT = Path(__file__).resolve().parent.parent
-
 from api.main import create_app
 from ragnarok.collection.lucene_index import index_documents
 from ragnarok.core.fuse import ranked, rrf
@@ -34,6 +32,8 @@ from ragnarok.stages.rerank.monot5 import MonoT5Reranker
 from ragnarok.stages.rerank.pointwise import PointwiseReranker
 from ragnarok.stages.rerank.rank_llm_adapter import RankLLMReranker
 from ragnarok.stages.rerank.tiny import build_tiny_cross_encoder, build_tiny_monot5
+
+ROOT = Path(__file__).resolve().parent.parent
 
 QUERY = "how do i compress a file with gzip"
 TEXTS = [
@@ -53,9 +53,15 @@ KINDS = {"monot5": MonoT5Reranker, "crossencoder": CrossEncoderReranker}
 
 
 def request_of(texts: list[str], query: str = QUERY) -> Request:
-    return Request.model_validate({"query": {"text": query, "qid": "q1"}, "candidates": [
-        {"docid": f"d{i}", "score": float(len(texts) - i), "doc": {"title": f"t{i}", "segment": t}}
-        for i, t in enumerate(texts)]})
+    return Request.model_validate(
+        {
+            "query": {"text": query, "qid": "q1"},
+            "candidates": [
+                {"docid": f"d{i}", "score": float(len(texts) - i), "doc": {"title": f"t{i}", "segment": t}}
+                for i, t in enumerate(texts)
+            ],
+        }
+    )
 
 
 @pytest.fixture(scope="module")
@@ -72,11 +78,16 @@ def _offline(monkeypatch, tmp_path):
 
 
 def tiny_settings(tmp_path: Path, tiny: dict[str, Path], **extra) -> Settings:
-    return Settings(data_dir=tmp_path / "data", monot5_model=str(tiny["monot5"]),
-                    cross_encoder_model=str(tiny["crossencoder"]), **extra)
+    return Settings(
+        data_dir=tmp_path / "data",
+        monot5_model=str(tiny["monot5"]),
+        cross_encoder_model=str(tiny["crossencoder"]),
+        **extra,
+    )
 
 
 # --- the contract ----------------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_the_reranker_contract(kind, tiny, tmp_path):
@@ -137,13 +148,20 @@ def test_a_model_name_from_a_request_never_reaches_a_model_hub(tmp_path):
     """A fresh process, online as far as it knows, whose model hub (HF_ENDPOINT) is a local server counting
     requests: names a request makes up are refused (404) without a single request to it."""
     statuses, hits = rerank_behind_a_counting_hub(
-        ["monot5:castorini/monot5-large-msmarco", "crossencoder:BAAI/bge-reranker-large", "monot5:nope",
-         "crossencoder:../nope"], tmp_path)
+        [
+            "monot5:castorini/monot5-large-msmarco",
+            "crossencoder:BAAI/bge-reranker-large",
+            "monot5:nope",
+            "crossencoder:../nope",
+        ],
+        tmp_path,
+    )
     assert statuses == [404, 404, 404, 404]
     assert hits == []
 
 
 # --- bounds: work cap, cancellation, deadline ---------------------------------------------------------------
+
 
 def body(texts: list[str], reranker: str, k: int = 5) -> dict:
     return {"request": request_of(texts).model_dump(mode="json"), "reranker": reranker, "k": k}
@@ -166,8 +184,7 @@ def test_bad_input_is_a_4xx_naming_the_problem(kind, tiny, tmp_path):
     no_weights.mkdir()
     (no_weights / "config.json").write_text((tiny[kind] / "config.json").read_text())
     # paths in requests allowed (RAGNAROK_ALLOW_MODEL_PATHS=1); tests/test_request_paths.py has the default
-    app = create_app(tiny_settings(tmp_path, tiny, cpu_rerank_max_candidates=10, allow_model_paths=True),
-                     arena=False)
+    app = create_app(tiny_settings(tmp_path, tiny, cpu_rerank_max_candidates=10, allow_model_paths=True), arena=False)
     unknown_path = ["(a path, not echoed)", "a local model directory"]  # one 404 for any path, never echoed
     with TestClient(app) as client:
         cases = [
@@ -177,8 +194,11 @@ def test_bad_input_is_a_4xx_naming_the_problem(kind, tiny, tmp_path):
             (f"{kind}:{tmp_path}", 404, unknown_path),  # a directory without config.json: the same 404
             (f"{kind}:{no_weights}", 422, ["no weights in", "model.safetensors"]),
             (f"{kind}:made-up/model", 404, unknown_path),  # never looked up on a hub
-            (f"{kind}:{'base' if kind == 'monot5' else 'bge-base'}", 422,
-             ["not on this machine", "RAGNAROK_ALLOW_DOWNLOADS=1"]),
+            (
+                f"{kind}:{'base' if kind == 'monot5' else 'bge-base'}",
+                422,
+                ["not on this machine", "RAGNAROK_ALLOW_DOWNLOADS=1"],
+            ),
         ]
         for reranker, status, words in cases:
             r = client.post("/v1/rerank", json=body(TEXTS[:3], reranker))
@@ -219,9 +239,12 @@ def test_the_deadline_answers_504_and_stops_the_work(tiny, tmp_path):
 
 # --- /rag over a tiny index, with both rerankers given by path ------------------------------------------------
 
+
 def test_rag_runs_monot5_with_rrf_and_a_cross_encoder(tiny, tmp_path):
-    docs = [{"docid": f"doc{i}", "title": f"t{i}", "body": t, "url": f"https://example.org/{i}", "headings": ""}
-            for i, t in enumerate(TEXTS)]
+    docs = [
+        {"docid": f"doc{i}", "title": f"t{i}", "body": t, "url": f"https://example.org/{i}", "headings": ""}
+        for i, t in enumerate(TEXTS)
+    ]
     index = tmp_path / "index"
     assert index_documents(iter(docs), index) == len(TEXTS)
     settings = tiny_settings(tmp_path, tiny, indexes={"tiny": str(index)}, default_index="tiny")
@@ -241,12 +264,21 @@ def test_rag_runs_monot5_with_rrf_and_a_cross_encoder(tiny, tmp_path):
         assert [c["docid"] for c in found["candidates"]] == retrieved
         # ~rrf: monoT5's ranking fused with the one it was given
         mono = client.post("/v1/rerank", json={"request": found, "reranker": "monot5", "k": 20}).json()
-        expected = rrf([{c["docid"]: c["score"] for c in mono["candidates"]},
-                        {c["docid"]: c["score"] for c in found["candidates"]}])
+        expected = rrf(
+            [
+                {c["docid"]: c["score"] for c in mono["candidates"]},
+                {c["docid"]: c["score"] for c in found["candidates"]},
+            ]
+        )
         assert fused == [d for d, _ in ranked(expected)]
-        direct = client.post("/v1/rerank", json={"request": {"query": found["query"],
-                                                             "candidates": [docs[d] for d in fused]},
-                                                 "reranker": "crossencoder", "k": 20})
+        direct = client.post(
+            "/v1/rerank",
+            json={
+                "request": {"query": found["query"], "candidates": [docs[d] for d in fused]},
+                "reranker": "crossencoder",
+                "k": 20,
+            },
+        )
         assert direct.status_code == 200 and [c["docid"] for c in direct.json()["candidates"]] == reranked
         assert out["references"] and set(out["references"]) <= set(retrieved)
 
@@ -254,18 +286,29 @@ def test_rag_runs_monot5_with_rrf_and_a_cross_encoder(tiny, tmp_path):
 # --- a real checkpoint, where one is on this machine ----------------------------------------------------------
 
 PAIRS = [  # MS MARCO-style: (query, relevant passage, non-relevant passage)
-    ("what is the capital of france", "Paris is the capital and most populous city of France.",
-     "The gzip module provides a simple interface to compress and decompress files."),
-    ("how many legs does a spider have", "Spiders are arachnids: they have eight legs and two body segments.",
-     "The Eiffel Tower was completed in 1889 for the World's Fair in Paris."),
-    ("when did world war 2 end", "World War II ended in 1945, with the surrenders of Germany and Japan.",
-     "Photosynthesis converts light energy into chemical energy in plants."),
+    (
+        "what is the capital of france",
+        "Paris is the capital and most populous city of France.",
+        "The gzip module provides a simple interface to compress and decompress files.",
+    ),
+    (
+        "how many legs does a spider have",
+        "Spiders are arachnids: they have eight legs and two body segments.",
+        "The Eiffel Tower was completed in 1889 for the World's Fair in Paris.",
+    ),
+    (
+        "when did world war 2 end",
+        "World War II ended in 1945, with the surrenders of Germany and Japan.",
+        "Photosynthesis converts light energy into chemical energy in plants.",
+    ),
 ]
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("RAGNAROK_TEST_MONOT5"),
-                    reason="set RAGNAROK_TEST_MONOT5 to a local monoT5 checkpoint (e.g. monot5-base-msmarco-10k)")
+@pytest.mark.skipif(
+    not os.environ.get("RAGNAROK_TEST_MONOT5"),
+    reason="set RAGNAROK_TEST_MONOT5 to a local monoT5 checkpoint (e.g. monot5-base-msmarco-10k)",
+)
 def test_a_real_monot5_checkpoint_ranks_relevant_passages_first():
     reranker = MonoT5Reranker(checkpoint=os.environ["RAGNAROK_TEST_MONOT5"])
     for query, relevant, other in PAIRS:
@@ -274,8 +317,10 @@ def test_a_real_monot5_checkpoint_ranks_relevant_passages_first():
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("RAGNAROK_TEST_CROSS_ENCODER"),
-                    reason="set RAGNAROK_TEST_CROSS_ENCODER to a local cross-encoder (e.g. ms-marco-MiniLM-L-6-v2)")
+@pytest.mark.skipif(
+    not os.environ.get("RAGNAROK_TEST_CROSS_ENCODER"),
+    reason="set RAGNAROK_TEST_CROSS_ENCODER to a local cross-encoder (e.g. ms-marco-MiniLM-L-6-v2)",
+)
 def test_a_real_cross_encoder_ranks_relevant_passages_first():
     reranker = CrossEncoderReranker(checkpoint=os.environ["RAGNAROK_TEST_CROSS_ENCODER"])
     for query, relevant, other in PAIRS:

@@ -30,12 +30,15 @@ ARCTIC = "msmarco-v2.1-doc-segmented.arctic-embed-l"
 
 
 def test_the_catalogue_is_anserinis_own_read_without_a_jvm():
-    code = ("import sys, time; t = time.monotonic(); from ragnarok.stages.retrieve import prebuilt; "
-            "c = prebuilt.catalogue(); s = prebuilt.sets(); "
-            "print(json.dumps([len(c), 'jnius' in sys.modules, time.monotonic() - t, "
-            f"c['{BM25}'].dir_name, [e.name for e in s['{ARCTIC}']]]))")
-    out = subprocess.run([sys.executable, "-c", "import json; " + code], capture_output=True, text=True, check=True,
-                         timeout=60, cwd=ROOT).stdout
+    code = (
+        "import sys, time; t = time.monotonic(); from ragnarok.stages.retrieve import prebuilt; "
+        "c = prebuilt.catalogue(); s = prebuilt.sets(); "
+        "print(json.dumps([len(c), 'jnius' in sys.modules, time.monotonic() - t, "
+        f"c['{BM25}'].dir_name, [e.name for e in s['{ARCTIC}']]]))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", "import json; " + code], capture_output=True, text=True, check=True, timeout=60, cwd=ROOT
+    ).stdout
     count, jvm, seconds, dir_name, shards = json.loads(out)
     assert count > 200 and not jvm and seconds < 2
     assert dir_name == "lucene-inverted.msmarco-v2.1-doc-segmented.20240418.4f9675.6ec4cd595c9fe1ad91b43eabb39a637c"
@@ -61,9 +64,11 @@ def test_names_resolve_to_pyserinis_directories_prebuilt_dir_first(v21, tmp_path
 def test_a_missing_prebuilt_index_is_refused_at_once_with_what_to_download(tmp_path, monkeypatch):
     monkeypatch.setenv("PYSERINI_CACHE", str(tmp_path / "pyserini"))
     settings = Settings(data_dir=tmp_path / "data", indexes={"v21": f"prebuilt:{BM25}"}, default_index="v21")
-    expected = (f"the prebuilt index {BM25} is not on this machine: {BM25} missing. Download it with "
-                f"`ragnarok prebuilt fetch {BM25}` (or pyserini's own download), where there is network: 60 GB to "
-                "download, 84 GB unpacked, 144 GB of free disk at the peak of each download")
+    expected = (
+        f"the prebuilt index {BM25} is not on this machine: {BM25} missing. Download it with "
+        f"`ragnarok prebuilt fetch {BM25}` (or pyserini's own download), where there is network: 60 GB to "
+        "download, 84 GB unpacked, 144 GB of free disk at the peak of each download"
+    )
     with TestClient(create_app(settings, arena=False)) as client:
         start = time.monotonic()
         answer = client.post("/v1/retrieve", json={"query": "what is a segment", "index": "v21", "k": 5})
@@ -72,22 +77,42 @@ def test_a_missing_prebuilt_index_is_refused_at_once_with_what_to_download(tmp_p
         assert str(tmp_path) not in answer.text and "build it with" not in answer.text
         rag = client.post("/rag", json={"topic": "what is a segment", "pipeline": "bm25@5 | extractive"})
         assert rag.status_code == 503 and expected in json.dumps(rag.json()), rag.text
-        dense = client.post("/v1/retrieve", json={"query": "x", "index": "v21", "retriever": f"dense:prebuilt:{ARCTIC}"})
+        dense = client.post(
+            "/v1/retrieve", json={"query": "x", "index": "v21", "retriever": f"dense:prebuilt:{ARCTIC}"}
+        )
         assert dense.status_code == 503 and dense.json()["detail"].startswith(expected)  # its texts' index first
         listed = {r["name"]: r for r in client.get("/v1/retrievers").json() if r["index"] == "v21"}
         assert {"bm25", "bm25+rocchio", "bm25+rm3", f"dense:prebuilt:{ARCTIC}"} <= set(listed)
         assert all(r["status"] == "unavailable" and r["reason"].startswith(expected) for r in listed.values())
         for bad in ("../../etc", "/etc/passwd", "msmarco-v2.1-doc-segmented/../x", "no-such-index"):
-            refused = client.post("/v1/retrieve", json={"query": "x", "index": "v21",
-                                                        "retriever": f"dense:prebuilt:{bad}"})
+            refused = client.post(
+                "/v1/retrieve", json={"query": "x", "index": "v21", "retriever": f"dense:prebuilt:{bad}"}
+            )
             assert refused.status_code == 404 and bad not in refused.text, refused.text
-            assert refused.json()["detail"] == ("unknown prebuilt index (the name is not echoed); available: a name "
-                                                "of pyserini's prebuilt catalogue (`ragnarok prebuilt list`)")
+            assert refused.json()["detail"] == (
+                "unknown prebuilt index (the name is not echoed); available: a name "
+                "of pyserini's prebuilt catalogue (`ragnarok prebuilt list`)"
+            )
     env = {**os.environ, "RAGNAROK_DATA_DIR": str(tmp_path / "data")}
     start = time.monotonic()
-    out = subprocess.run([sys.executable, "-m", "ragnarok.cli", "search", "--topics", "demo", "--index",
-                          f"prebuilt:{BM25}", "--output", str(tmp_path / "run.txt")], env=env, capture_output=True,
-                         text=True, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ragnarok.cli",
+            "search",
+            "--topics",
+            "demo",
+            "--index",
+            f"prebuilt:{BM25}",
+            "--output",
+            str(tmp_path / "run.txt"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     errors = [line for line in out.stderr.splitlines() if line.startswith("error:")]
     assert out.returncode == 2 and len(errors) == 1 and expected in errors[0], out.stderr[-2000:]
     assert time.monotonic() - start < 60 and not (tmp_path / "run.txt").exists()
@@ -108,7 +133,7 @@ class _Tarballs(http.server.BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(part)))
         self.end_headers()
         if type(self).cut is not None:
-            self.wfile.write(part[:type(self).cut])
+            self.wfile.write(part[: type(self).cut])
             type(self).cut = None
             self.wfile.flush()
             self.connection.shutdown(2)  # the connection drops mid-download
@@ -139,8 +164,11 @@ def test_fetch_checks_the_disk_resumes_a_broken_download_and_checks_the_md5(v21,
     try:
         real_usage = prebuilt_fetch.shutil.disk_usage
         monkeypatch.setattr(prebuilt_fetch.shutil, "disk_usage", lambda p: real_usage(p)._replace(free=10**6))
-        with pytest.raises(OSError, match=r"needs .* free in .* at its peak .* tarball and the 84 GB unpacked index "
-                                          r"side by side\); 1.0 MB are free"):
+        with pytest.raises(
+            OSError,
+            match=r"needs .* free in .* at its peak .* tarball and the 84 GB unpacked index "
+            r"side by side\); 1.0 MB are free",
+        ):
             prebuilt_fetch.fetch(BM25, dest, mirror, say=said.append)
         monkeypatch.setattr(prebuilt_fetch.shutil, "disk_usage", real_usage)
         monkeypatch.setattr(prebuilt, "UNPACKED_GB", {})  # the stand-in is small: 1.5 x its tarball, not 84 GB

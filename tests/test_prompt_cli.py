@@ -22,9 +22,22 @@ def stub(demo_settings, monkeypatch):
     fake = flaky_openai_app()
     with serve_app(fake) as url:
         monkeypatch.setenv("RAGNAROK_DATA_DIR", str(demo_settings.data_dir))
-        monkeypatch.setenv("RAGNAROK_GENERATORS", json.dumps([
-            {"name": "stub", "backend": "openai", "base_url": f"{url}/v1", "model": "ok", "max_contexts": 5,
-             "max_prompt_tokens": 700, "max_answer_words": 120}]))
+        monkeypatch.setenv(
+            "RAGNAROK_GENERATORS",
+            json.dumps(
+                [
+                    {
+                        "name": "stub",
+                        "backend": "openai",
+                        "base_url": f"{url}/v1",
+                        "model": "ok",
+                        "max_contexts": 5,
+                        "max_prompt_tokens": 700,
+                        "max_answer_words": 120,
+                    }
+                ]
+            ),
+        )
         get_settings.cache_clear()
         yield fake
         get_settings.cache_clear()
@@ -37,13 +50,37 @@ def invoke(*args: object, code: int = 0):
 
 
 def test_printed_messages_are_those_sent(stub, tmp_path):
-    shown = invoke("prompt", "--generator", "stub", "--template", "chatqa", "--topics", "demo", "--qid", "demo-02",
-                   "--pipeline", "bm25@20", "--output", "json")
+    shown = invoke(
+        "prompt",
+        "--generator",
+        "stub",
+        "--template",
+        "chatqa",
+        "--topics",
+        "demo",
+        "--qid",
+        "demo-02",
+        "--pipeline",
+        "bm25@20",
+        "--output",
+        "json",
+    )
     result = json.loads(shown.stdout)["result"]
     assert [m["role"] for m in result["messages"]] == ["system", "user"] and len(result["contexts"]) == 20
     assert " …" in result["messages"][1]["content"]  # the budget cut the contexts, as the generator cuts them
-    text = invoke("prompt", "--generator", "stub", "--template", "chatqa", "--topics", "demo", "--qid", "demo-02",
-                  "--pipeline", "bm25@20")
+    text = invoke(
+        "prompt",
+        "--generator",
+        "stub",
+        "--template",
+        "chatqa",
+        "--topics",
+        "demo",
+        "--qid",
+        "demo-02",
+        "--pipeline",
+        "bm25@20",
+    )
     assert text.stdout.rstrip("\n") == render(result) and "stub (openai, template chatqa)" in text.stderr
 
     one = tmp_path / "one.tsv"
@@ -58,13 +95,33 @@ def test_cohere_messages_and_documents_are_those_sent(demo_settings, monkeypatch
     with serve_app(fake) as url:
         monkeypatch.setenv("RAGNAROK_DATA_DIR", str(demo_settings.data_dir))
         monkeypatch.setenv("COHERE_TEST_KEY", "test-key")
-        monkeypatch.setenv("RAGNAROK_GENERATORS", json.dumps([
-            {"name": "co", "backend": "cohere", "base_url": url, "model": "command-r",
-             "api_key_env": "COHERE_TEST_KEY"}]))
+        monkeypatch.setenv(
+            "RAGNAROK_GENERATORS",
+            json.dumps(
+                [
+                    {
+                        "name": "co",
+                        "backend": "cohere",
+                        "base_url": url,
+                        "model": "command-r",
+                        "api_key_env": "COHERE_TEST_KEY",
+                    }
+                ]
+            ),
+        )
         get_settings.cache_clear()
         try:
-            shown = invoke("prompt", "--generator", "co", "--topic", "compress a file with gzip", "--pipeline",
-                           "bm25@20", "--output", "json")
+            shown = invoke(
+                "prompt",
+                "--generator",
+                "co",
+                "--topic",
+                "compress a file with gzip",
+                "--pipeline",
+                "bm25@20",
+                "--output",
+                "json",
+            )
             one = tmp_path / "one.tsv"
             one.write_text("topic\tcompress a file with gzip\n")
             invoke("run", "--topics", one, "--pipeline", "bm25@20 | co", "--output", tmp_path / "run.jsonl")
@@ -72,19 +129,26 @@ def test_cohere_messages_and_documents_are_those_sent(demo_settings, monkeypatch
             get_settings.cache_clear()
     result = json.loads(shown.stdout)["result"]
     assert len(fake.state.bodies) == 1 and len(result["documents"]) == 20
-    assert {k: fake.state.bodies[0][k] for k in ("messages", "documents")} == \
-        {k: result[k] for k in ("messages", "documents")}
+    assert {k: fake.state.bodies[0][k] for k in ("messages", "documents")} == {
+        k: result[k] for k in ("messages", "documents")
+    }
     assert "test-key" not in shown.stdout + shown.stderr  # the key is never shown
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--generator", "stb"], "unknown generator 'stb'; available: "
-                                      "command-r-plus, extractive, gpt-4o, smollm2, stub; did you mean 'stub'?"),
-    (["--generator", "stub", "--template", "chatq"], "did you mean 'chatqa'?"),
-    (["--generator", "extractive"], "prompts no model"),
-    (["--generator", "stub", "--qid", "demo-2"], "unknown topic of demo 'demo-2'"),
-    (["--generator", "stub", "--topic", "x"], "give --topic TEXT, or --topics"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--generator", "stb"],
+            "unknown generator 'stb'; available: "
+            "command-r-plus, extractive, gpt-4o, smollm2, stub; did you mean 'stub'?",
+        ),
+        (["--generator", "stub", "--template", "chatq"], "did you mean 'chatqa'?"),
+        (["--generator", "extractive"], "prompts no model"),
+        (["--generator", "stub", "--qid", "demo-2"], "unknown topic of demo 'demo-2'"),
+        (["--generator", "stub", "--topic", "x"], "give --topic TEXT, or --topics"),
+    ],
+)
 def test_bad_names_fail_in_one_line(stub, args, message):
     base = ["prompt", "--topics", "demo", "--qid", "demo-02", "--pipeline", "bm25@20"]
     got = invoke(*base, *args, code=2)

@@ -6,17 +6,12 @@ import pytest
 
 from ragnarok.core.registry import UnknownComponentError
 from ragnarok.core.types import Candidate, Doc
-from ragnarok.stages.generate.prompts import (
-    PACKAGED,
-    approx_tokens,
-    build_messages,
-    get_template,
-    load_templates,
-)
+from ragnarok.stages.generate.prompts import PACKAGED, approx_tokens, build_messages, get_template, load_templates
 
 SEGMENT = "Segment {} says [3] things. "
-CANDS = [Candidate(docid=f"d{i}", score=1.0, doc=Doc(title=f"T{i}", segment=SEGMENT.format(i) * 40))
-         for i in range(1, 6)]
+CANDS = [
+    Candidate(docid=f"d{i}", score=1.0, doc=Doc(title=f"T{i}", segment=SEGMENT.format(i) * 40)) for i in range(1, 6)
+]
 PACKAGED_NAMES = sorted(p.stem for p in PACKAGED.glob("*.yaml"))
 
 
@@ -38,7 +33,8 @@ def test_every_packaged_template_loads_and_renders(name):
     user = messages[1]["content"]
     assert "what is gzip?" in user and "{" not in user
     assert re.findall(r"^\[(\d+)\] (T\d+): Segment \1 says \(3\) things\.", user, re.M) == [
-        (str(i), f"T{i}") for i in range(1, 6)]  # numbered from 1, in order, with titles
+        (str(i), f"T{i}") for i in range(1, 6)
+    ]  # numbered from 1, in order, with titles
     assert "says [3]" not in user  # brackets in segments cannot pose as citations
     if "{max_words}" in template.user:
         assert str(template.max_words) in user
@@ -49,17 +45,22 @@ def test_chatqa_is_the_papers_prompt():
     assert t.system == (
         "This is a chat between a user and an artificial intelligence assistant. The assistant gives "
         "helpful, detailed, and polite answers to the user's question based on the context. The assistant "
-        "should also indicate when the answer cannot be found in the context.")
+        "should also indicate when the answer cannot be found in the context."
+    )
     user = build_messages(t, "how old is gzip", CANDS[:2])[1]["content"]
-    instruction = ("INSTRUCTION: Please give a complete answer to the question. Cite each context document "
-                   "that supports your answer within brackets [] using the IEEE format.")
+    instruction = (
+        "INSTRUCTION: Please give a complete answer to the question. Cite each context document "
+        "that supports your answer within brackets [] using the IEEE format."
+    )
     assert user.startswith(instruction) and user.endswith(instruction)  # repeated after the contexts
     assert user.index("QUESTION: how old is gzip") < user.index("[1] T1: ") < user.index("[2] T2: ")
 
 
 def test_brackets_in_titles_and_contexts_without_titles():
-    cands = [Candidate(docid="a", score=1, doc=Doc(title="List [1]", segment="See 【2】 and [3-4].")),
-             Candidate(docid="b", score=1, doc=Doc(segment="No title\nhere."))]
+    cands = [
+        Candidate(docid="a", score=1, doc=Doc(title="List [1]", segment="See 【2】 and [3-4].")),
+        Candidate(docid="b", score=1, doc=Doc(segment="No title\nhere.")),
+    ]
     user = build_messages(get_template("chatqa"), "q", cands)[1]["content"]
     assert "[1] List (1): See (2) and (3-4).\n[2] No title here." in user
 
@@ -99,8 +100,10 @@ def test_unknown_template_lists_the_available_ones():
 
 
 def test_a_new_yaml_file_is_a_new_template(tmp_path):
-    (tmp_path / "brief.yaml").write_text("system: Be brief.\nuser: '{topic}: {contexts} in {max_words} words'"
-                                         "\nmax_words: 50\ncontext_format: '<{i}> {text}'\n")
+    (tmp_path / "brief.yaml").write_text(
+        "system: Be brief.\nuser: '{topic}: {contexts} in {max_words} words'"
+        "\nmax_words: 50\ncontext_format: '<{i}> {text}'\n"
+    )
     templates = load_templates(tmp_path)
     assert templates["brief"].max_words == 50 and "chatqa" in templates  # the name defaults to the file stem
     messages = build_messages(get_template("brief", tmp_path), "q", CANDS[:1])
@@ -111,14 +114,17 @@ def test_a_new_yaml_file_is_a_new_template(tmp_path):
     assert get_template("chatqa").system != "Mine."
 
 
-@pytest.mark.parametrize("content", [
-    "name: [unclosed\n",  # not YAML
-    "name: incomplete\n",  # missing system and user
-    "- just\n- a list\n",  # not a mapping
-    "system: s\nuser: '{topic} {contexts} {query}'\n",  # unknown placeholder
-    "system: s\nuser: '{topic} only'\n",  # no {contexts}
-    "system: s\nuser: '{topic} {contexts}'\ncontext_format: '{i} {body}'\n",
-])
+@pytest.mark.parametrize(
+    "content",
+    [
+        "name: [unclosed\n",  # not YAML
+        "name: incomplete\n",  # missing system and user
+        "- just\n- a list\n",  # not a mapping
+        "system: s\nuser: '{topic} {contexts} {query}'\n",  # unknown placeholder
+        "system: s\nuser: '{topic} only'\n",  # no {contexts}
+        "system: s\nuser: '{topic} {contexts}'\ncontext_format: '{i} {body}'\n",
+    ],
+)
 def test_a_malformed_template_names_its_file(tmp_path, content):
     (tmp_path / "bad.yaml").write_text(content)
     with pytest.raises(ValueError, match=r"bad\.yaml"):

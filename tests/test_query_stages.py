@@ -17,36 +17,49 @@ from ragnarok.stages.query.stages import HYDE, MULTIQUERY, QUERY2DOC, Expansion,
 
 # --- the grammar ----------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("spec", [
-    "hyde:smollm2 > dense:minilm@100 | extractive",
-    "multiquery:smollm2:3 > rrf(bm25, dense:minilm)@100 | neighbours:1@20 | extractive",
-    "bm25@100 | cutoff:0.3@20 | compress@20 | reorder@20 | smollm2",
-    "decompose:gpt-4o:2~dbsf > hyde:smollm2 > bm25+rm3@50 | automerge:3@20 | simcutoff:0.25@10 | gpt-4o:chatqa",
-    "query2doc:smollm2 > bm25@1000 | percentile:75@100 | collapse:0.9@20 | llmcompress:smollm2@20",
-])
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "hyde:smollm2 > dense:minilm@100 | extractive",
+        "multiquery:smollm2:3 > rrf(bm25, dense:minilm)@100 | neighbours:1@20 | extractive",
+        "bm25@100 | cutoff:0.3@20 | compress@20 | reorder@20 | smollm2",
+        "decompose:gpt-4o:2~dbsf > hyde:smollm2 > bm25+rm3@50 | automerge:3@20 | simcutoff:0.25@10 | gpt-4o:chatqa",
+        "query2doc:smollm2 > bm25@1000 | percentile:75@100 | collapse:0.9@20 | llmcompress:smollm2@20",
+    ],
+)
 def test_every_spec_prints_back_as_it_parses(spec):
     parsed = parse(spec)
     assert str(parsed) == spec and parse(str(parsed)) == parsed
 
 
 def test_the_structured_form_has_query_stages():
-    pipeline = from_mapping({"query": [{"name": "multiquery", "generator": "smollm2", "n": 2}],
-                             "retrieve": "bm25", "depth": 50, "rerank": [{"name": "reorder", "depth": 20}],
-                             "generate": {"name": "extractive"}})
+    pipeline = from_mapping(
+        {
+            "query": [{"name": "multiquery", "generator": "smollm2", "n": 2}],
+            "retrieve": "bm25",
+            "depth": 50,
+            "rerank": [{"name": "reorder", "depth": 20}],
+            "generate": {"name": "extractive"},
+        }
+    )
     assert str(pipeline) == "multiquery:smollm2:2 > bm25@50 | reorder@20 | extractive"
     with pytest.raises(SpecError, match="pipeline.query.0.n"):
         from_mapping({"query": [{"name": "multiquery", "generator": "x", "n": 9}], "retrieve": "bm25"})
 
 
-@pytest.mark.parametrize(("spec", "words"), [
-    ("hyde > bm25", "a query stage names its generator"),
-    ("multiquery:smollm2:9 > bm25", "a query stage writes 1 to 8 queries, found '9'"),
-    ("multiquery:smollm2:0 > bm25", "a query stage writes 1 to 8 queries, found '0'"),
-    ("multiquery:a:8 > multiquery:a:1 > bm25", "would retrieve 18 queries; at most 16"),
-    ("hyde:a > hyde:a > hyde:a > bm25", "at most 2 query stages"),
-    ("hyde:a~xyz > bm25", "unknown fusion"),
-    ("bm25@10 > hyde:a", "a query stage comes before the retriever"),
-])
+@pytest.mark.parametrize(
+    ("spec", "words"),
+    [
+        ("hyde > bm25", "a query stage names its generator"),
+        ("multiquery:smollm2:9 > bm25", "a query stage writes 1 to 8 queries, found '9'"),
+        ("multiquery:smollm2:0 > bm25", "a query stage writes 1 to 8 queries, found '0'"),
+        ("multiquery:a:8 > multiquery:a:1 > bm25", "would retrieve 18 queries; at most 16"),
+        ("hyde:a > hyde:a > hyde:a > bm25", "at most 2 query stages"),
+        ("hyde:a~xyz > bm25", "unknown fusion"),
+        ("bm25@10 > hyde:a", "a query stage comes before the retriever"),
+    ],
+)
 def test_bad_query_stages_point_at_the_token(spec, words):
     with pytest.raises(SpecError, match=words):
         parse(spec)
@@ -54,14 +67,17 @@ def test_bad_query_stages_point_at_the_token(spec, words):
 
 # --- what a stage makes of the text a model writes ----------------------------------------------------------
 
+
 def test_parsing_generated_queries():
-    raw = "Here you go:\n1. gzip compression in python\n- \"How to gzip a file\"\n\n2) compress a file with gzip\n1. gzip compression in python\n3. ok"
+    raw = 'Here you go:\n1. gzip compression in python\n- "How to gzip a file"\n\n2) compress a file with gzip\n1. gzip compression in python\n3. ok'
     assert MULTIQUERY.parse(raw, "compress a file with gzip", 3) == ["gzip compression in python", "How to gzip a file"]
     assert MULTIQUERY.parse("   \n\n", "q", 3) == []
     assert HYDE.parse("<think>hmm</think>  Gzip   compresses\nfiles. ", "q", 1) == ["Gzip compresses files."]
     e = Expansion.of("gzip")
     assert HYDE.expand(e, ["Passage."]) == [Expansion("gzip", "gzip Passage.", "Passage.")]
-    assert QUERY2DOC.expand(e, ["Passage."]) == [Expansion("gzip", "gzip gzip gzip gzip gzip Passage.", "gzip Passage.")]
+    assert QUERY2DOC.expand(e, ["Passage."]) == [
+        Expansion("gzip", "gzip gzip gzip gzip gzip Passage.", "gzip Passage.")
+    ]
     assert HYDE.expand(e, []) == [e]
     assert MULTIQUERY.expand(e, ["a b", "c d"]) == [e, Expansion.of("a b"), Expansion.of("c d")]
     assert parse_selection("2, 3 and [7]; 0", 5) == [1, 2]
@@ -70,13 +86,32 @@ def test_parsing_generated_queries():
 
 # --- against the real llama.cpp server ----------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def client(demo_settings, smollm2_server):
-    settings = demo_settings.model_copy(update={"generators": [
-        GeneratorConfig(name="smol", backend="openai", base_url=smollm2_server, model="smollm2", timeout_s=120,
-                        max_tokens=400, context_tokens=4096),
-        GeneratorConfig(name="dead", backend="openai", base_url=f"http://127.0.0.1:{free_port()}/v1",
-                        model="x", timeout_s=2, max_retries=0)]})
+    settings = demo_settings.model_copy(
+        update={
+            "generators": [
+                GeneratorConfig(
+                    name="smol",
+                    backend="openai",
+                    base_url=smollm2_server,
+                    model="smollm2",
+                    timeout_s=120,
+                    max_tokens=400,
+                    context_tokens=4096,
+                ),
+                GeneratorConfig(
+                    name="dead",
+                    backend="openai",
+                    base_url=f"http://127.0.0.1:{free_port()}/v1",
+                    model="x",
+                    timeout_s=2,
+                    max_retries=0,
+                ),
+            ]
+        }
+    )
     with TestClient(create_app(settings, arena=False)) as c:
         yield c
 
@@ -118,8 +153,9 @@ def test_hyde_and_query2doc_share_one_generation(client):
 @pytest.mark.slow
 def test_llm_compressor_against_smollm2(client):
     spec = "bm25@10 | llmcompress:smol@3 | extractive"
-    r = client.post("/rag", json={"topic": "compress a file with gzip", "pipeline": spec, "trace": True,
-                                  "segments": True})
+    r = client.post(
+        "/rag", json={"topic": "compress a file with gzip", "pipeline": spec, "trace": True, "segments": True}
+    )
     assert r.status_code == 200, r.text
     body = r.json()
     stage = body["trace"][1]
@@ -131,28 +167,34 @@ def test_llm_compressor_against_smollm2(client):
         assert all(part in texts[docid] for part in doc["segment"].split(" … "))
 
 
-@pytest.mark.parametrize(("pipeline", "status", "words"), [
-    ("hyde:dead > bm25@10 | extractive", 502, "query hyde:dead"),
-    ("bm25@10 | llmcompress:dead@5 | extractive", 502, "passage llmcompress:dead"),
-    ("hyde:nope > bm25@10 | extractive", 404, "unknown generator (the name is not echoed)"),
-    ("hyde:extractive > bm25@10 | extractive", 422, "writes no free text"),
-    ("rewrite:smol > bm25@10 | extractive", 404, "unknown query stage (the name is not echoed)"),
-    ("hyde:smol:2 > bm25@10 | extractive", 422, "hyde writes one passage"),
-    ("multiquery:smol:12 > bm25@10 | extractive", 422, "a query stage writes 1 to 8 queries"),
-])
+@pytest.mark.parametrize(
+    ("pipeline", "status", "words"),
+    [
+        ("hyde:dead > bm25@10 | extractive", 502, "query hyde:dead"),
+        ("bm25@10 | llmcompress:dead@5 | extractive", 502, "passage llmcompress:dead"),
+        ("hyde:nope > bm25@10 | extractive", 404, "unknown generator (the name is not echoed)"),
+        ("hyde:extractive > bm25@10 | extractive", 422, "writes no free text"),
+        ("rewrite:smol > bm25@10 | extractive", 404, "unknown query stage (the name is not echoed)"),
+        ("hyde:smol:2 > bm25@10 | extractive", 422, "hyde writes one passage"),
+        ("multiquery:smol:12 > bm25@10 | extractive", 422, "a query stage writes 1 to 8 queries"),
+    ],
+)
 def test_query_stage_failures_name_the_stage(client, pipeline, status, words):
     r = client.post("/rag", json={"topic": "gzip", "pipeline": pipeline})
     assert r.status_code == status, r.text
     assert words in str(r.json()["detail"])
 
 
-@pytest.mark.parametrize(("body", "status"), [
-    ({"task": "hyde", "generator": "smol", "query": " "}, 422),
-    ({"task": "hyde", "generator": "smol", "query": "x" * 5000}, 413),
-    ({"task": "multiquery", "generator": "smol", "query": "x", "n": 0}, 422),
-    ({"task": "select", "generator": "smol", "query": "x", "sentences": []}, 413),
-    ({"task": "nope", "generator": "smol", "query": "x"}, 404),
-])
+@pytest.mark.parametrize(
+    ("body", "status"),
+    [
+        ({"task": "hyde", "generator": "smol", "query": " "}, 422),
+        ({"task": "hyde", "generator": "smol", "query": "x" * 5000}, 413),
+        ({"task": "multiquery", "generator": "smol", "query": "x", "n": 0}, 422),
+        ({"task": "select", "generator": "smol", "query": "x", "sentences": []}, 413),
+        ({"task": "nope", "generator": "smol", "query": "x"}, 404),
+    ],
+)
 def test_write_route_bad_input(client, body, status):
     r = client.post("/v1/write", json=body)
     assert r.status_code == status, r.text

@@ -31,8 +31,7 @@ FALLBACK = "bm25+rocchio@100 | extractive"
 
 
 def lucene_index(root: Path) -> Path:
-    docs = [{"docid": d, "title": t, "body": b, "url": f"https://example.org/{d}", "headings": ""}
-            for d, t, b in DOCS]
+    docs = [{"docid": d, "title": t, "body": b, "url": f"https://example.org/{d}", "headings": ""} for d, t, b in DOCS]
     assert index_documents(iter(docs), root) == len(DOCS)
     return root
 
@@ -42,8 +41,9 @@ def indexes(tmp_path_factory) -> dict[str, Path]:
     """Two tiny real Lucene indexes: `dense` with its MiniLM index beside it, `sparse` without one."""
     root = tmp_path_factory.mktemp("fallback")
     with_dense = lucene_index(root / "dense")
-    build_dense_index(segments_from_lucene(with_dense), dense_dir(with_dense, "minilm"), "minilm",
-                      lucene_dir=with_dense)
+    build_dense_index(
+        segments_from_lucene(with_dense), dense_dir(with_dense, "minilm"), "minilm", lucene_dir=with_dense
+    )
     return {"dense": with_dense, "sparse": lucene_index(root / "sparse")}
 
 

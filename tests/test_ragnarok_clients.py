@@ -26,9 +26,13 @@ SEARCHED = "how do I parse command-line arguments"
 
 
 def run(line: str, ours: str, anserini: str, index: str) -> dict:
-    command = (line.replace("http://127.0.0.1:8083", ours).replace("http://127.0.0.1:8081", anserini)
-               .replace("msmarco-v1-passage", index).replace("what%20is%20python%20commonly%20used%20for",
-                                                             quote(SEARCHED)).replace("| jq", "| python3 -m json.tool"))
+    command = (
+        line.replace("http://127.0.0.1:8083", ours)
+        .replace("http://127.0.0.1:8081", anserini)
+        .replace("msmarco-v1-passage", index)
+        .replace("what%20is%20python%20commonly%20used%20for", quote(SEARCHED))
+        .replace("| jq", "| python3 -m json.tool")
+    )
     out = subprocess.run(["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
@@ -70,9 +74,11 @@ def test_anserinis_answer_piped_in_from_its_own_rest_server(served, demo_setting
 def test_its_overrides_and_its_errors(served):
     import httpx
 
-    body = {"query": {"text": "compress a file with gzip", "qid": "t1"},
-            "candidates": [{"docid": "a#0_0", "doc": {"contents": "gzip.open opens a gzip-compressed file."}}],
-            "overrides": {"prompt_mode": "chatqa", "topk": [20, 5], "run_id": "mine", "reasoning_effort": "low"}}
+    body = {
+        "query": {"text": "compress a file with gzip", "qid": "t1"},
+        "candidates": [{"docid": "a#0_0", "doc": {"contents": "gzip.open opens a gzip-compressed file."}}],
+        "overrides": {"prompt_mode": "chatqa", "topk": [20, 5], "run_id": "mine", "reasoning_effort": "low"},
+    }
     envelope = httpx.post(f"{served}/v1/generate", json=body, timeout=60).json()
     answer = record(envelope)
     assert answer["run_id"] == "mine" and answer["topic_id"] == "t1" and answer["references"] == ["a#0_0"]

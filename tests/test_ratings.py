@@ -25,9 +25,14 @@ def test_online_elo_by_hand():
 
 
 def test_elo_and_bt_order_and_symmetry():
-    battles = [Battle("strong", "weak", "a")] * 30 + [Battle("weak", "strong", "a")] * 10 + \
-              [Battle("mid", "weak", "a")] * 20 + [Battle("mid", "weak", "b")] * 20 + \
-              [Battle("strong", "mid", "a")] * 30 + [Battle("mid", "strong", "a")] * 10
+    battles = (
+        [Battle("strong", "weak", "a")] * 30
+        + [Battle("weak", "strong", "a")] * 10
+        + [Battle("mid", "weak", "a")] * 20
+        + [Battle("mid", "weak", "b")] * 20
+        + [Battle("strong", "mid", "a")] * 30
+        + [Battle("mid", "strong", "a")] * 10
+    )
     bt = bradley_terry(battles)
     assert bt["strong"] > bt["mid"] and bt["strong"] > bt["weak"]
     assert sum(bt.values()) / 3 == pytest.approx(1000)
@@ -51,9 +56,14 @@ def test_ties_and_both_bad():
 
 
 def test_bootstrap_intervals_and_ranks():
-    battles = [Battle("A", "B", "a")] * 80 + [Battle("A", "B", "b")] * 20 + \
-              [Battle("B", "C", "a")] * 50 + [Battle("B", "C", "b")] * 50 + \
-              [Battle("A", "C", "a")] * 80 + [Battle("A", "C", "b")] * 20
+    battles = (
+        [Battle("A", "B", "a")] * 80
+        + [Battle("A", "B", "b")] * 20
+        + [Battle("B", "C", "a")] * 50
+        + [Battle("B", "C", "b")] * 50
+        + [Battle("A", "C", "a")] * 80
+        + [Battle("A", "C", "b")] * 20
+    )
     intervals = bootstrap_bt(battles, rounds=100, seed=1)
     bt = bradley_terry(battles)
     for name, (low, high) in intervals.items():
@@ -117,8 +127,10 @@ def test_style_control_recovers_the_true_order_when_longer_answers_win():
 
 
 def test_style_features_of_an_answer():
-    answer = {"response_length": 7, "answer": [{"text": "One two [1].", "citations": [0, 1]},
-                                               {"text": "Three.", "citations": []}]}
+    answer = {
+        "response_length": 7,
+        "answer": [{"text": "One two [1].", "citations": [0, 1]}, {"text": "Three.", "citations": []}],
+    }
     assert style_answer(answer) == (7.0, 2.0)
     assert style_answer({"answer": [{"text": "a b c", "citations": [0]}]}) == (3.0, 1.0)
     assert style_answer(None) is None
@@ -162,8 +174,13 @@ def test_a_provisional_system_joining_moves_no_ranked_rating():
         assert after[name].lower <= after[name].bt <= after[name].upper
     assert after["z"].provisional and after["z"].rank is None
     assert 1000 < after["z"].bt < 1400  # ahead of x and y, but not run off to an extreme
-    skewed = [Battle("a", "b", "a")] * 15 + [Battle("b", "a", "a")] * 5 + [Battle("a", "c", "tie")] * 12 + \
-        [Battle("b", "c", "b")] * 10 + [Battle("d", "a", "a")] * 2
+    skewed = (
+        [Battle("a", "b", "a")] * 15
+        + [Battle("b", "a", "a")] * 5
+        + [Battle("a", "c", "tie")] * 12
+        + [Battle("b", "c", "b")] * 10
+        + [Battle("d", "a", "a")] * 2
+    )
     rows = {r.name: r for r in leaderboard(skewed, rounds=50, min_votes=10)}
     ranked = [b for b in skewed if "d" not in (b.a, b.b)]
     expected = _fastchat_mle(ranked)

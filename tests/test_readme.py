@@ -48,8 +48,14 @@ def clone(tmp_path, shared_data) -> Path:
 
 
 def run_block(body: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
-    out = subprocess.run(["bash", "-euo", "pipefail", "-c", body], cwd=cwd, capture_output=True, text=True,
-                         timeout=600, env={**os.environ, **env})
+    out = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", body],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, **env},
+    )
     assert out.returncode == 0, f"README block failed ({out.returncode}):\n{body}\n{out.stderr[-3000:]}"
     return out
 
@@ -58,8 +64,9 @@ def run_block(body: str, cwd: Path, env: dict[str, str]) -> subprocess.Completed
 def test_runnable_blocks_run_verbatim(clone, demo_settings):
     """The CACM reproduction and the demo's command-line block, exactly as written; the demo index is the
     session's (building it is tested in test_index_lifecycle.py)."""
-    outputs = [run_block(body, clone, {"RAGNAROK_DATA_DIR": str(demo_settings.data_dir)}).stdout
-               for body in blocks(None)]
+    outputs = [
+        run_block(body, clone, {"RAGNAROK_DATA_DIR": str(demo_settings.data_dir)}).stdout for body in blocks(None)
+    ]
     cacm = next(o for o, b in zip(outputs, blocks(None)) if "cacm" in b)
     rows = {line.split()[0]: line.split()[1:] for line in cacm.splitlines()[1:]}
     assert rows["bm25.txt"][3] == "0.3123" and rows["rm3.txt"][3] == "0.3648"  # MAP, as the README says

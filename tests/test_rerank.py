@@ -34,8 +34,10 @@ DOCS = [
 
 def make_request(query: str, n: int | None = None) -> Request:
     docs = DOCS if n is None else [DOCS[i % len(DOCS)] for i in range(n)]
-    candidates = [Candidate(docid=f"{d}#{i}_0", score=float(100 - i), doc=Doc(title=t, segment=b))
-                  for i, (d, t, b) in enumerate(docs)]
+    candidates = [
+        Candidate(docid=f"{d}#{i}_0", score=float(100 - i), doc=Doc(title=t, segment=b))
+        for i, (d, t, b) in enumerate(docs)
+    ]
     return Request(query=Query(text=query, qid="q1"), candidates=candidates)
 
 
@@ -45,18 +47,22 @@ def ids(request: Request) -> list[str]:
 
 # --- parsing -------------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(("text", "n", "expected"), [
-    ("[3] > [1] > [2]", 3, [2, 0, 1]),                      # normal
-    ("[2] > [1]", 4, [1, 0, 2, 3]),                         # missing ids appended in their original order
-    ("[2] > [2] > [1] > [2]", 3, [1, 0, 2]),                # repeats dropped
-    ("[99] > [3] > [0] > [1]", 3, [2, 0, 1]),               # invented ids ([99], [0]) dropped
-    ("I think passage 3 is best, then [1]", 4, [2, 0, 1, 3]),
-    ("no idea, sorry!", 3, [0, 1, 2]),                      # garbage: the input order
-    ("", 3, [0, 1, 2]),
-    ("", 0, []),
-    ("[1] > [2]", 0, []),
-    ("[10] > [2] > [1]", 10, [9, 1, 0, 2, 3, 4, 5, 6, 7, 8]),  # multi-digit ids
-])
+
+@pytest.mark.parametrize(
+    ("text", "n", "expected"),
+    [
+        ("[3] > [1] > [2]", 3, [2, 0, 1]),  # normal
+        ("[2] > [1]", 4, [1, 0, 2, 3]),  # missing ids appended in their original order
+        ("[2] > [2] > [1] > [2]", 3, [1, 0, 2]),  # repeats dropped
+        ("[99] > [3] > [0] > [1]", 3, [2, 0, 1]),  # invented ids ([99], [0]) dropped
+        ("I think passage 3 is best, then [1]", 4, [2, 0, 1, 3]),
+        ("no idea, sorry!", 3, [0, 1, 2]),  # garbage: the input order
+        ("", 3, [0, 1, 2]),
+        ("", 0, []),
+        ("[1] > [2]", 0, []),
+        ("[10] > [2] > [1]", 10, [9, 1, 0, 2, 3, 4, 5, 6, 7, 8]),  # multi-digit ids
+    ],
+)
 def test_parse_permutation(text, n, expected):
     assert parse_permutation(text, n) == expected
 
@@ -67,6 +73,7 @@ def test_complete_permutation():
 
 
 # --- sliding windows -----------------------------------------------------------------------------------------
+
 
 def test_window_bounds_go_bottom_up():
     assert window_bounds(50, 20, 10) == [(30, 50), (20, 40), (10, 30), (0, 20)]
@@ -138,11 +145,15 @@ def test_listwise_prompt_passes_and_scores():
     out = reranker.rerank(request, 12)
     assert len(chat.prompts) == 3 * 2  # 30 candidates: windows (10, 30) and (0, 20), three passes
     first = chat.prompts[0]
-    assert first.startswith("I will provide you with 20 passages, each indicated by a numerical identifier []. "
-                            "Rank the passages based on their relevance to the search query: which planet is "
-                            "the largest.")
-    assert "The output format should be [] > [], e.g., [4] > [2]. Only respond with the ranking results, do not " \
-           "say any word or explain." in first
+    assert first.startswith(
+        "I will provide you with 20 passages, each indicated by a numerical identifier []. "
+        "Rank the passages based on their relevance to the search query: which planet is "
+        "the largest."
+    )
+    assert (
+        "The output format should be [] > [], e.g., [4] > [2]. Only respond with the ranking results, do not "
+        "say any word or explain." in first
+    )
     long_passage = next(line for line in chat.prompts[-1].splitlines() if "brackets" in line)
     assert "(1) brackets" in long_passage and len(long_passage.split()) == 1 + 50  # "[i]" + a 50-word budget
     assert len(out.candidates) == 12 and len(set(ids(out))) == 12
@@ -165,6 +176,7 @@ def test_listwise_never_loses_a_candidate(answer):
 
 # --- embedding rerankers ---------------------------------------------------------------------------------------
 
+
 def test_embedding_reranker_moves_the_relevant_passage_to_the_top():
     reranker = EmbeddingReranker()
     assert isinstance(reranker, Reranker) and reranker.availability() is None
@@ -177,8 +189,11 @@ def test_embedding_reranker_moves_the_relevant_passage_to_the_top():
 def test_mmr_lambda_one_is_the_embedding_order_and_low_lambda_demotes_a_near_duplicate():
     request = make_request("bread baking recipe")
     assert ids(MMRReranker(lambda_=1.0).rerank(request, 6)) == ids(EmbeddingReranker().rerank(request, 6))
-    near_duplicate = Candidate(docid="bread#1_40", score=99.5,
-                               doc=Doc(title="How to bake bread", segment=DOCS[0][2].replace("hot", "very hot")))
+    near_duplicate = Candidate(
+        docid="bread#1_40",
+        score=99.5,
+        doc=Doc(title="How to bake bread", segment=DOCS[0][2].replace("hot", "very hot")),
+    )
     request.candidates.insert(1, near_duplicate)
     relevance = ids(MMRReranker(lambda_=1.0).rerank(request, 3))
     diverse = ids(MMRReranker(lambda_=0.3).rerank(request, 3))
@@ -191,11 +206,21 @@ def test_mmr_lambda_one_is_the_embedding_order_and_low_lambda_demotes_a_near_dup
 
 # --- listwise against a real OpenAI-compatible server ----------------------------------------------------------
 
+
 def test_listwise_against_the_real_llama_cpp_server(smollm2_server):
     """Whatever SmolLM2-135M answers, the result is a permutation of the input (here: its top k)."""
     request = make_request("which planet is the largest", 12)
-    reranker = ListwiseReranker.from_endpoint("listwise:smollm2", smollm2_server, "smollm2", timeout_s=120,
-                                              max_tokens=48, window=8, stride=4, passes=2, max_passage_words=20)
+    reranker = ListwiseReranker.from_endpoint(
+        "listwise:smollm2",
+        smollm2_server,
+        "smollm2",
+        timeout_s=120,
+        max_tokens=48,
+        window=8,
+        stride=4,
+        passes=2,
+        max_passage_words=20,
+    )
     assert reranker.availability() is None
     out = reranker.rerank(request, 12)  # two windows, up to two passes
     assert sorted(ids(out)) == sorted(ids(request))
@@ -204,8 +229,9 @@ def test_listwise_against_the_real_llama_cpp_server(smollm2_server):
 
 
 def test_unreachable_endpoint_raises_an_error_naming_the_reranker():
-    reranker = ListwiseReranker.from_endpoint("rankzephyr", f"http://127.0.0.1:{free_port()}/v1", "zephyr",
-                                              timeout_s=2, max_retries=0)
+    reranker = ListwiseReranker.from_endpoint(
+        "rankzephyr", f"http://127.0.0.1:{free_port()}/v1", "zephyr", timeout_s=2, max_retries=0
+    )
     with pytest.raises(RerankError, match="reranker 'rankzephyr' failed: cannot reach") as info:
         reranker.rerank(make_request("q"), 3)
     assert info.value.reranker == "rankzephyr" and not info.value.timeout
@@ -221,12 +247,14 @@ def test_missing_api_key_makes_the_reranker_unavailable(monkeypatch):
 
 # --- rank_llm adapter ------------------------------------------------------------------------------------------
 
+
 def test_rank_llm_adapter_says_why_it_cannot_run():
     for kind, model in MODELS.items():
         reranker = RankLLMReranker(kind, model)
         assert isinstance(reranker, Reranker)
         assert reranker.availability() == (
-            "rank_llm is not installed: pip install 'ragnarok-rag[rank-llm]' on Python ≥ 3.12 with a GPU")
+            "rank_llm is not installed: pip install 'ragnarok-rag[rank-llm]' on Python ≥ 3.12 with a GPU"
+        )
         with pytest.raises(RerankerUnavailable, match=f"reranker '{kind}' is unavailable: rank_llm is not installed"):
             reranker.rerank(make_request("q"), 3)
 

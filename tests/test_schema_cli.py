@@ -43,8 +43,11 @@ def fastapi_form(node: Any, strict: bool = True) -> Any:
     ``additionalProperties`` either (FastAPI leaves it out of RagBody's PipelineMapping, which refuses other
     keys all the same: test_real_objects_validate shows the API refusing one, as this schema does)."""
     if isinstance(node, dict):
-        return {k: fastapi_form(v, strict) for k, v in node.items()
-                if not (k == "default" and v is None) and (strict or k != "additionalProperties")}
+        return {
+            k: fastapi_form(v, strict)
+            for k, v in node.items()
+            if not (k == "default" and v is None) and (strict or k != "additionalProperties")
+        }
     return [fastapi_form(v, strict) for v in node] if isinstance(node, list) else node
 
 
@@ -71,8 +74,9 @@ def test_the_schemas_are_the_apis(demo_settings):
     assert ours("candidates")["items"] == route("/v1/retrieve", "answer")["properties"]["candidates"]["items"]
     assert ours("answer") == inline(components["RagAnswer"], components)
     generated = route("/v1/generate", "answer")  # the answer and its notes
-    assert {k: v for k, v in generated["properties"].items() if k not in ("notes", "spend")} == \
-        ours("answer")["properties"]
+    assert {k: v for k, v in generated["properties"].items() if k not in ("notes", "spend")} == ours("answer")[
+        "properties"
+    ]
     done = next(e for e in ours("stream-events")["oneOf"] if e["properties"]["event"]["const"] == "done")
     assert done["properties"]["data"] == route("/rag", "answer")
 
@@ -83,18 +87,34 @@ def lines(path) -> list[dict]:
 
 def test_real_objects_validate(demo_data_env, tmp_path):
     topics = tmp_path / "three.tsv"
-    topics.write_text("demo-01\thow do I parse command-line arguments\ndemo-02\tcompress a file with gzip\n"
-                      "demo-03\trun a shell command and capture its output\n")
+    topics.write_text(
+        "demo-01\thow do I parse command-line arguments\ndemo-02\tcompress a file with gzip\n"
+        "demo-03\trun a shell command and capture its output\n"
+    )
     for year, extra in ((2024, []), (2025, ["--with-prompt"])):
         out = tmp_path / f"run{year}.jsonl"
-        got = cli.invoke(app, ["run", "--topics", str(topics), "--pipeline", "bm25@20 | extractive", "--year",
-                               str(year), "--output", str(out), *extra])
+        got = cli.invoke(
+            app,
+            [
+                "run",
+                "--topics",
+                str(topics),
+                "--pipeline",
+                "bm25@20 | extractive",
+                "--year",
+                str(year),
+                "--output",
+                str(out),
+                *extra,
+            ],
+        )
         assert got.exit_code == 0, got.output
         for line in lines(out):
             jsonschema.validate(line, schema(f"run-line-{year}"))
     ranked = tmp_path / "bm25.run"
-    got = cli.invoke(app, ["run", "--topics", str(topics), "--pipeline", "bm25@20", "--task", "r",
-                           "--output", str(ranked)])
+    got = cli.invoke(
+        app, ["run", "--topics", str(topics), "--pipeline", "bm25@20", "--task", "r", "--output", str(ranked)]
+    )
     assert got.exit_code == 0, got.output
     for line in lines(tmp_path / "bm25.run.requests.jsonl"):
         jsonschema.validate(line, schema("request"))
@@ -145,12 +165,21 @@ def test_run_line_schemas_accept_what_the_official_checkers_accept(tmp_path):
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"metadata": {"team_id": "t", "run_id": "r"}}, line_2025)  # no narrative_id
 
-    good = {"run_id": "r", "topic_id": "1", "topic": "what is x", "references": SEGS[:20], "response_length": 3,
-            "answer": [{"text": "X is so.", "citations": [0, 19]}]}
+    good = {
+        "run_id": "r",
+        "topic_id": "1",
+        "topic": "what is x",
+        "references": SEGS[:20],
+        "response_length": 3,
+        "answer": [{"text": "X is so.", "citations": [0, 19]}],
+    }
     assert official_2024(write_lines(tmp_path / "run.jsonl", [good]), topics)[0] == []
     jsonschema.validate(good, line_2024)
-    for broken in ({**good, "references": SEGS[:21]}, {k: v for k, v in good.items() if k != "response_length"},
-                   {**good, "answer": [{"text": "X.", "citations": [-1]}]}):
+    for broken in (
+        {**good, "references": SEGS[:21]},
+        {k: v for k, v in good.items() if k != "response_length"},
+        {**good, "answer": [{"text": "X.", "citations": [-1]}]},
+    ):
         assert official_2024(write_lines(tmp_path / "run.jsonl", [broken]), topics)[0]
         with pytest.raises(jsonschema.ValidationError):
             jsonschema.validate(broken, line_2024)

@@ -46,8 +46,14 @@ def test_generated_requests_get_documented_answers_and_no_5xx(schema):
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
 
             @given(case=operation.as_strategy(generation_mode=mode))
-            @settings(max_examples=EXAMPLES, deadline=None, database=None, derandomize=True,
-                      phases=[Phase.generate], suppress_health_check=list(HealthCheck))
+            @settings(
+                max_examples=EXAMPLES,
+                deadline=None,
+                database=None,
+                derandomize=True,
+                phases=[Phase.generate],
+                suppress_health_check=list(HealthCheck),
+            )
             def fuzz(case: schemathesis.Case) -> None:
                 response = case.call()
                 counts[response.status_code] = counts.get(response.status_code, 0) + 1

@@ -17,7 +17,7 @@ def test_segments_are_exact_spans_with_marco_ids():
     doc = _doc(23)
     segments = list(Segmenter().segment(doc))
     for n, seg in enumerate(segments):
-        assert doc["body"][seg["start_char"]:seg["end_char"]] == seg["segment"]
+        assert doc["body"][seg["start_char"] : seg["end_char"]] == seg["segment"]
         assert seg["docid"] == f"doc1#{n}_{seg['start_char']}"
         assert (seg["title"], seg["url"], seg["headings"]) == ("T", "u", "H")
     assert segments[0]["segment"].startswith("Sentence number 0 ")
@@ -29,7 +29,7 @@ def test_segments_are_exact_spans_with_marco_ids():
 def test_offsets_are_characters_not_bytes():
     body = "Ünïcödé façade. " * 12 + "日本語の文です。 End."
     seg = list(Segmenter(window=3, stride=3).segment({"docid": "d", "body": body}))
-    assert all(body[s["start_char"]:s["end_char"]] == s["segment"] for s in seg)
+    assert all(body[s["start_char"] : s["end_char"]] == s["segment"] for s in seg)
 
 
 def test_invalid_window():

@@ -30,14 +30,31 @@ BUILDING = re.compile(r"building, (\d+) % done \(([\d,]+) of ([\d,]+) segments")
 def small_demo(data_dir: Path, n: int) -> Path:
     """A Lucene index of ``n`` one-segment documents where the demo index lives (so serve does not build it)."""
     lucene = Settings(data_dir=data_dir).demo_index_dir
-    index_documents(iter([{"docid": f"d{i}", "title": f"Document {i}", "url": "", "headings": "",
-                           "body": f"{WORDS[i % 15]} {WORDS[(i * 7) % 15]} is topic {i}."} for i in range(n)]), lucene)
+    index_documents(
+        iter(
+            [
+                {
+                    "docid": f"d{i}",
+                    "title": f"Document {i}",
+                    "url": "",
+                    "headings": "",
+                    "body": f"{WORDS[i % 15]} {WORDS[(i * 7) % 15]} is topic {i}.",
+                }
+                for i in range(n)
+            ]
+        ),
+        lucene,
+    )
     return lucene
 
 
 def env_for(data_dir: Path, **settings: str) -> dict[str, str]:
-    return {**os.environ, "RAGNAROK_DATA_DIR": str(data_dir), "HF_HUB_OFFLINE": "1",
-            **{f"RAGNAROK_{k.upper()}": v for k, v in settings.items()}}
+    return {
+        **os.environ,
+        "RAGNAROK_DATA_DIR": str(data_dir),
+        "HF_HUB_OFFLINE": "1",
+        **{f"RAGNAROK_{k.upper()}": v for k, v in settings.items()},
+    }
 
 
 def dense_info(base: str) -> dict:
@@ -46,8 +63,7 @@ def dense_info(base: str) -> dict:
 
 
 def retrieve(base: str, retriever: str) -> httpx.Response:
-    return httpx.post(f"{base}/v1/retrieve", json={"query": "alpha bravo", "retriever": retriever, "k": 5},
-                      timeout=60)
+    return httpx.post(f"{base}/v1/retrieve", json={"query": "alpha bravo", "retriever": retriever, "k": 5}, timeout=60)
 
 
 def wait_for(predicate, timeout_s: float, what: str, poll_s: float = 0.2):
@@ -67,8 +83,11 @@ def test_bm25_answers_while_the_dense_index_builds_then_dense_answers(tmp_path):
         info = dense_info(base)  # the build started with the server: building, its total counted or not yet
         assert info["status"] == "building" and not info["available"], info
         assert info["progress"]["total"] in (None, n), info
-        assert (BUILDING.match(info["reason"]) if info["progress"]["total"] else
-                info["reason"].startswith("building, 0 % done (counting segments)")), info
+        assert (
+            BUILDING.match(info["reason"])
+            if info["progress"]["total"]
+            else info["reason"].startswith("building, 0 % done (counting segments)")
+        ), info
         info = wait_for(lambda: (i := dense_info(base))["progress"]["total"] and i, 120, "the segments counted")
         assert BUILDING.match(info["reason"]) and info["progress"]["total"] == n, info
 
@@ -85,8 +104,9 @@ def test_bm25_answers_while_the_dense_index_builds_then_dense_answers(tmp_path):
         assert rag.headers["ragnarok-pipeline"] == "bm25+rocchio@100 | extractive"
         assert rag.headers["ragnarok-pipeline-fallback"].startswith("offline needs dense:minilm: building, ")
 
-        fused = httpx.post(f"{base}/rag", json={"topic": "alpha", "pipeline": "rrf(bm25, dense:minilm)@10 | "
-                                                "extractive"}, timeout=120)  # a pipeline that needs it: 503
+        fused = httpx.post(
+            f"{base}/rag", json={"topic": "alpha", "pipeline": "rrf(bm25, dense:minilm)@10 | extractive"}, timeout=120
+        )  # a pipeline that needs it: 503
         assert fused.status_code == 503 and fused.json()["detail"]["stage"] == "retrieve dense:minilm", fused.text
         assert BUILDING.search(fused.json()["detail"]["error"]) and "retry-after" in fused.headers
 
@@ -144,8 +164,11 @@ def test_from_an_empty_data_dir_killed_and_stopped_builds_leave_no_index(tmp_pat
         assert info["status"] == "building", info  # built on, not taken for an index
         names = [r["name"] for r in httpx.get(f"{base}/v1/retrievers", timeout=30).json()]
         assert not [name for name in names if "partial" in name], names
-        wait_for(lambda: (partial / "lock").is_file() and (partial / "lock").read_text() == str(second[0].pid),
-                 60, "the killed build's lock taken over")
+        wait_for(
+            lambda: (partial / "lock").is_file() and (partial / "lock").read_text() == str(second[0].pid),
+            60,
+            "the killed build's lock taken over",
+        )
         wait_for(lambda: dense_info(base)["progress"]["done"] >= 160, 240, "resumed after the first checkpoint")
         server = second[0]
         start = time.monotonic()
@@ -175,8 +198,9 @@ def test_leftovers_of_dead_builds_are_removed_and_never_listed(tmp_path):
 def test_progress_reads_as_the_503_says():
     from ragnarok.stages.retrieve.building import Progress
 
-    assert Progress(2650, 6281, 70.0, 95.0).describe() == \
-        "building, 42 % done (2,650 of 6,281 segments, about 2 min left)"
+    assert (
+        Progress(2650, 6281, 70.0, 95.0).describe() == "building, 42 % done (2,650 of 6,281 segments, about 2 min left)"
+    )
     assert Progress(0, None, 1.0, None).describe() == "building, 0 % done (counting segments)"
     assert Progress(10, 60, 3.0, 12.4).percent == 16.7
 

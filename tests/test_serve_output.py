@@ -18,18 +18,30 @@ import pytest
 from servers import ragnarok_serve
 
 #: A rerank by MiniLM embeddings: the query and the candidates encoded by the ONNX encoder (exported on first use).
-RERANK = {"request": {"query": {"text": "compress a file with gzip"}, "candidates": [
-    {"docid": "a", "score": 1.0, "doc": {"segment": "The gzip module compresses files."}},
-    {"docid": "b", "score": 0.5, "doc": {"segment": "The csv module reads comma-separated values."}}]},
-    "reranker": "embedding", "k": 2}
+RERANK = {
+    "request": {
+        "query": {"text": "compress a file with gzip"},
+        "candidates": [
+            {"docid": "a", "score": 1.0, "doc": {"segment": "The gzip module compresses files."}},
+            {"docid": "b", "score": 0.5, "doc": {"segment": "The csv module reads comma-separated values."}},
+        ],
+    },
+    "reranker": "embedding",
+    "k": 2,
+}
 
 
 def serve_env(demo_settings, tmp_path: Path, **extra: str) -> dict[str, str]:
     """The demo index; an empty ONNX export cache (the model is exported, as on a first start); JSON logs at
     INFO (access lines too); no proxy (a proxy would be a configured outbound connection)."""
     env = {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}
-    return {**env, "RAGNAROK_DATA_DIR": str(demo_settings.data_dir), "RAGNAROK_ENCODER_BACKEND": "onnx",
-            "RAGNAROK_ENCODER_CACHE_DIR": str(tmp_path / "models"), **extra}
+    return {
+        **env,
+        "RAGNAROK_DATA_DIR": str(demo_settings.data_dir),
+        "RAGNAROK_ENCODER_BACKEND": "onnx",
+        "RAGNAROK_ENCODER_CACHE_DIR": str(tmp_path / "models"),
+        **extra,
+    }
 
 
 def load_the_onnx_encoder(base: str, tmp_path: Path, slowdown: float) -> None:
@@ -71,8 +83,18 @@ def strace_prefix(trace: Path) -> list[str]:
     if strace is None:  # make system-deps installs it
         pytest.fail("strace is not installed (make system-deps)")
     # every process and thread; only the calls that reach out to an address (seccomp: the rest run untraced)
-    return [strace, "-f", "--seccomp-bpf", "-qq", "-e", "signal=none", "-e",
-            "trace=bind,connect,sendto,sendmsg,sendmmsg", "-o", str(trace)]
+    return [
+        strace,
+        "-f",
+        "--seccomp-bpf",
+        "-qq",
+        "-e",
+        "signal=none",
+        "-e",
+        "trace=bind,connect,sendto,sendmsg,sendmmsg",
+        "-o",
+        str(trace),
+    ]
 
 
 _INET = re.compile(r'sa_family=AF_INET6?, .*?(?:inet_addr\("([^"]+)"\)|inet_pton\(AF_INET6, "([^"]+)")')
@@ -99,8 +121,9 @@ def test_loading_the_onnx_encoder_connects_to_nothing_outside(demo_settings, tmp
     trace = tmp_path / "network.trace"
     started: list = []
     env = serve_env(demo_settings, tmp_path)
-    with ragnarok_serve(env, output=tmp_path / "serve.log", prefix=strace_prefix(trace), started=started,
-                        start_timeout_s=300 * slowdown) as base:
+    with ragnarok_serve(
+        env, output=tmp_path / "serve.log", prefix=strace_prefix(trace), started=started, start_timeout_s=300 * slowdown
+    ) as base:
         try:
             load_the_onnx_encoder(base, tmp_path, slowdown)
         finally:  # stop the server itself: strace, signalled, would leave it running untraced

@@ -21,15 +21,26 @@ from test_keys import fake  # noqa: F401 - the flaky OpenAI-shaped backend, once
 
 T = 120  # seconds: the first /rag loads MiniLM
 KEY_ENV = "RAGNAROK_TEST_SPEND_KEY"
-CANDIDATES = {"query": {"text": "gzip", "qid": "q1"},
-              "candidates": [{"docid": "d1", "score": 2.0, "doc": {"segment": "gzip compresses. It's fast."}},
-                             {"docid": "d2", "score": 1.0, "doc": {"segment": "bzip2 compresses better."}}]}
+CANDIDATES = {
+    "query": {"text": "gzip", "qid": "q1"},
+    "candidates": [
+        {"docid": "d1", "score": 2.0, "doc": {"segment": "gzip compresses. It's fast."}},
+        {"docid": "d2", "score": 1.0, "doc": {"segment": "bzip2 compresses better."}},
+    ],
+}
 ZERO = ("0", "0", "0")
 
 
 def _config(name: str, base: str, model: str, **extra) -> dict:
-    return {"name": name, "backend": "openai", "base_url": base + "/v1", "model": model,
-            "api_key_env": KEY_ENV, "max_retries": 0, **extra}
+    return {
+        "name": name,
+        "backend": "openai",
+        "base_url": base + "/v1",
+        "model": model,
+        "api_key_env": KEY_ENV,
+        "max_retries": 0,
+        **extra,
+    }
 
 
 @pytest.fixture(scope="module")
@@ -43,11 +54,17 @@ def service(fake, demo_settings, tmp_path_factory):
     _, base = fake
     os.environ[KEY_ENV] = "sk-spend-test"
     db = tmp_path_factory.mktemp("spend") / "service.db"
-    configs = [_config("paid", base, "ok:spend"),
-               _config("hang", base, "hang:spend", timeout_s=120, max_concurrency=1, slot_wait_s=60),
-               _config("single", base, "hang:busy", timeout_s=120, max_concurrency=1, slot_wait_s=0.3)]
-    settings = Settings(data_dir=demo_settings.data_dir, auth="keys", database_url=f"sqlite:///{db}",
-                        generators=[GeneratorConfig(**c) for c in configs])
+    configs = [
+        _config("paid", base, "ok:spend"),
+        _config("hang", base, "hang:spend", timeout_s=120, max_concurrency=1, slot_wait_s=60),
+        _config("single", base, "hang:busy", timeout_s=120, max_concurrency=1, slot_wait_s=0.3),
+    ]
+    settings = Settings(
+        data_dir=demo_settings.data_dir,
+        auth="keys",
+        database_url=f"sqlite:///{db}",
+        generators=[GeneratorConfig(**c) for c in configs],
+    )
     app = create_app(settings, arena=False)
     with serve_app(app) as url:
         yield settings, app, url
@@ -67,8 +84,7 @@ def _bearer(secret: str) -> dict[str, str]:
 
 
 def _spend_headers(response: httpx.Response) -> tuple[str, str, str]:
-    return tuple(response.headers.get(f"ragnarok-{h}") for h in ("backend-calls", "prompt-tokens",
-                                                                    "completion-tokens"))
+    return tuple(response.headers.get(f"ragnarok-{h}") for h in ("backend-calls", "prompt-tokens", "completion-tokens"))
 
 
 def _audit(settings, owner: str) -> list[dict]:
@@ -93,8 +109,10 @@ def _hanging_up(url: str, secret: str, body: dict) -> socket.socket:
     host, port = url.removeprefix("http://").split(":")
     payload = json.dumps(body).encode()
     sock = socket.create_connection((host, int(port)), timeout=T)
-    head = (f"POST /v1/generate HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
-            f"Authorization: Bearer {secret}\r\nContent-Length: {len(payload)}\r\n\r\n")
+    head = (
+        f"POST /v1/generate HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        f"Authorization: Bearer {secret}\r\nContent-Length: {len(payload)}\r\n\r\n"
+    )
     sock.sendall(head.encode() + payload)
     return sock
 
@@ -105,8 +123,7 @@ def test_refusals_are_audited_and_say_they_spent_nothing(service):
     settings, _, url = service
     unknown = "rk_" + "unknownsecret" * 3
     missing = httpx.post(url + "/v1/generate", json={"request": CANDIDATES}, timeout=T)
-    refused = httpx.post(url + "/v1/generate", json={"request": CANDIDATES}, headers=_bearer(unknown),
-                         timeout=T)
+    refused = httpx.post(url + "/v1/generate", json={"request": CANDIDATES}, headers=_bearer(unknown), timeout=T)
     assert missing.status_code == refused.status_code == 401
     assert _spend_headers(missing) == _spend_headers(refused) == ZERO
     secret, owner = _key(settings, "one-a-minute", rpm=1)
@@ -115,19 +132,22 @@ def test_refusals_are_audited_and_say_they_spent_nothing(service):
     assert limited.status_code == 429 and _spend_headers(limited) == ZERO
     rows = _audit(settings, "unauthenticated")
     assert sorted((r["key_name"], r["status"], r["route"], r["calls"]) for r in rows) == [
-        ("", 401, "/v1/generate", 0), (unknown[:11], 401, "/v1/generate", 0)]
+        ("", 401, "/v1/generate", 0),
+        (unknown[:11], 401, "/v1/generate", 0),
+    ]
     assert unknown not in json.dumps(rows)
     assert sorted(r["status"] for r in _audit(settings, owner)) == [200, 429]
     # the routes' own refusals too: a scope the key lacks (403), a topic past the limit (413)
     from ragnarok.auth.store import AuthStore
 
     record, reader = AuthStore.for_settings(settings).create("reader-only", ["retrieve"])
-    assert httpx.post(url + "/v1/generate", json={"request": CANDIDATES}, headers=_bearer(reader),
-                      timeout=T).status_code == 403
+    assert (
+        httpx.post(url + "/v1/generate", json={"request": CANDIDATES}, headers=_bearer(reader), timeout=T).status_code
+        == 403
+    )
     writer, writer_owner = _key(settings, "long-topics")
     long_topic = {"request": CANDIDATES, "topic": "x" * (settings.max_query_chars + 1)}
-    assert httpx.post(url + "/v1/generate", json=long_topic, headers=_bearer(writer),
-                      timeout=T).status_code == 413
+    assert httpx.post(url + "/v1/generate", json=long_topic, headers=_bearer(writer), timeout=T).status_code == 413
     assert [r["status"] for r in _audit(settings, f"key:{record.id}")] == [403]
     assert [r["status"] for r in _audit(settings, writer_owner)] == [413]
 
@@ -173,9 +193,11 @@ def test_calls_that_got_busy_spent_nothing(service, fake):
     holder = _hanging_up(url, secret, {"request": CANDIDATES, "generator": "single"})
     try:
         _wait(lambda: backend.state.hanging["hang:busy"] == 1, T, "the call reaching the backend")
-        for path, body in (("/v1/generate", {"request": CANDIDATES, "generator": "single"}),
-                           ("/v1/generate", {"request": CANDIDATES, "generator": "single", "stream": True}),
-                           ("/rag", {"topic": "gzip", "pipeline": "bm25@5 | single"})):
+        for path, body in (
+            ("/v1/generate", {"request": CANDIDATES, "generator": "single"}),
+            ("/v1/generate", {"request": CANDIDATES, "generator": "single", "stream": True}),
+            ("/rag", {"topic": "gzip", "pipeline": "bm25@5 | single"}),
+        ):
             busy = httpx.post(url + path, json=body, headers=_bearer(secret), timeout=T)
             assert busy.status_code == 504 and "busy" in json.dumps(busy.json()), (path, body, busy.text)
             assert _spend_headers(busy) == ZERO
@@ -200,23 +222,36 @@ def test_streamed_answers_say_what_they_spent_in_done(service):
     """`done` carries `spend`, the figures the spend headers give an answer that is not streamed."""
     settings, _, url = service
     secret, _ = _key(settings, "streams")
-    whole = httpx.post(url + "/v1/generate", json={"request": CANDIDATES, "generator": "paid"},
-                       headers=_bearer(secret), timeout=T)
+    whole = httpx.post(
+        url + "/v1/generate", json={"request": CANDIDATES, "generator": "paid"}, headers=_bearer(secret), timeout=T
+    )
     assert whole.status_code == 200 and "spend" not in whole.json()
     names = ("backend_calls", "prompt_tokens", "completion_tokens")
     expected = dict(zip(names, map(int, _spend_headers(whole))))
     assert expected == {"backend_calls": 1, "prompt_tokens": 10, "completion_tokens": 12}
-    streamed = httpx.post(url + "/v1/generate", json={"request": CANDIDATES, "generator": "paid",
-                                                      "stream": True}, headers=_bearer(secret), timeout=T)
+    streamed = httpx.post(
+        url + "/v1/generate",
+        json={"request": CANDIDATES, "generator": "paid", "stream": True},
+        headers=_bearer(secret),
+        timeout=T,
+    )
     assert streamed.status_code == 200 and streamed.headers["content-type"].startswith("text/event-stream")
     done = _done(streamed)
     assert done["spend"] == expected and done["references"] == whole.json()["references"]
-    rag = httpx.post(url + "/rag", json={"topic": "gzip", "pipeline": "bm25@5 | paid", "stream": True},
-                     headers=_bearer(secret), timeout=T)
+    rag = httpx.post(
+        url + "/rag",
+        json={"topic": "gzip", "pipeline": "bm25@5 | paid", "stream": True},
+        headers=_bearer(secret),
+        timeout=T,
+    )
     assert rag.status_code == 200, rag.text
     assert _done(rag)["spend"] == expected
-    free = httpx.post(url + "/rag", json={"topic": "gzip", "pipeline": "bm25@5 | extractive", "stream": True},
-                      headers=_bearer(secret), timeout=T)
+    free = httpx.post(
+        url + "/rag",
+        json={"topic": "gzip", "pipeline": "bm25@5 | extractive", "stream": True},
+        headers=_bearer(secret),
+        timeout=T,
+    )
     assert _done(free)["spend"] == {"backend_calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
 
 
@@ -231,17 +266,29 @@ def test_sigterm_leaves_an_audit_row_for_the_request_it_cut(demo_settings, fake,
     url = f"sqlite:///{tmp_path / 'service.db'}"
     store = AuthStore(url)
     record, secret = store.create("cut-by-sigterm", ["generate"])
-    env = {**os.environ, "RAGNAROK_DATA_DIR": str(demo_settings.data_dir), "HF_HUB_OFFLINE": "1",
-           "RAGNAROK_AUTH": "keys", "RAGNAROK_DATABASE_URL": url, "RAGNAROK_SHUTDOWN_GRACE_S": "1",
-           KEY_ENV: "sk-spend-test",
-           "RAGNAROK_GENERATORS": json.dumps([_config("hang", base, "hang:sigterm", timeout_s=120)])}
+    env = {
+        **os.environ,
+        "RAGNAROK_DATA_DIR": str(demo_settings.data_dir),
+        "HF_HUB_OFFLINE": "1",
+        "RAGNAROK_AUTH": "keys",
+        "RAGNAROK_DATABASE_URL": url,
+        "RAGNAROK_SHUTDOWN_GRACE_S": "1",
+        KEY_ENV: "sk-spend-test",
+        "RAGNAROK_GENERATORS": json.dumps([_config("hang", base, "hang:sigterm", timeout_s=120)]),
+    }
     started: list = []
     got: list[httpx.Response | Exception] = []
 
     def call(server: str) -> None:
         try:
-            got.append(httpx.post(server + "/v1/generate", json={"request": CANDIDATES, "generator": "hang"},
-                                  headers=_bearer(secret), timeout=T))
+            got.append(
+                httpx.post(
+                    server + "/v1/generate",
+                    json={"request": CANDIDATES, "generator": "hang"},
+                    headers=_bearer(secret),
+                    timeout=T,
+                )
+            )
         except httpx.HTTPError as exc:
             got.append(exc)
 
@@ -255,13 +302,13 @@ def test_sigterm_leaves_an_audit_row_for_the_request_it_cut(demo_settings, fake,
     answer = got[0]
     assert isinstance(answer, httpx.Response) and answer.status_code == 503, answer
     rows = store.audit_rows(f"key:{record.id}")
-    assert [(r["route"], r["status"], r["calls"]) for r in rows] == [("/v1/generate", 503, 1)], \
-        (tmp_path / "serve.log").read_text()[-3000:]
+    assert [(r["route"], r["status"], r["calls"]) for r in rows] == [("/v1/generate", 503, 1)], (
+        tmp_path / "serve.log"
+    ).read_text()[-3000:]
     assert [u["calls"] for u in store.usage(f"key:{record.id}")] == [1]
 
 
-def test_a_call_made_before_kill_9_is_counted_once_and_its_budget_never_overspent(demo_settings, fake,
-                                                                                   tmp_path):
+def test_a_call_made_before_kill_9_is_counted_once_and_its_budget_never_overspent(demo_settings, fake, tmp_path):
     """Issue 51, item 4: a keyed request with a 3-call budget has reached a backend that never answers when
     its `ragnarok serve` is killed (SIGKILL: nothing runs after it). A second instance on the same database
     settles the dead one's reservation with its one call (the periodic sweep), and what is left of the budget
@@ -273,15 +320,33 @@ def test_a_call_made_before_kill_9_is_counted_once_and_its_budget_never_overspen
     store = AuthStore(url)
     record, secret = store.create("killed", ["generate"], budget_calls=3)
     owner = f"key:{record.id}"
-    env = {**os.environ, "RAGNAROK_DATA_DIR": str(demo_settings.data_dir), "HF_HUB_OFFLINE": "1",
-           "RAGNAROK_AUTH": "keys", "RAGNAROK_DATABASE_URL": url, KEY_ENV: "sk-spend-test",
-           "RAGNAROK_GENERATORS": json.dumps([_config("hang", base, "hang:killed", timeout_s=120, max_retries=0),
-                                              _config("ok", base, "ok:after-kill", max_retries=0)])}
+    env = {
+        **os.environ,
+        "RAGNAROK_DATA_DIR": str(demo_settings.data_dir),
+        "HF_HUB_OFFLINE": "1",
+        "RAGNAROK_AUTH": "keys",
+        "RAGNAROK_DATABASE_URL": url,
+        KEY_ENV: "sk-spend-test",
+        "RAGNAROK_GENERATORS": json.dumps(
+            [
+                _config("hang", base, "hang:killed", timeout_s=120, max_retries=0),
+                _config("ok", base, "ok:after-kill", max_retries=0),
+            ]
+        ),
+    }
     started: list = []
     with ragnarok_serve(env, output=tmp_path / "a.log", started=started) as server:
-        thread = threading.Thread(target=lambda: _ignore(lambda: httpx.post(
-            server + "/v1/generate", json={"request": CANDIDATES, "generator": "hang"}, headers=_bearer(secret),
-            timeout=T)), daemon=True)
+        thread = threading.Thread(
+            target=lambda: _ignore(
+                lambda: httpx.post(
+                    server + "/v1/generate",
+                    json={"request": CANDIDATES, "generator": "hang"},
+                    headers=_bearer(secret),
+                    timeout=T,
+                )
+            ),
+            daemon=True,
+        )
         thread.start()
         _wait(lambda: backend.state.hanging["hang:killed"] == 1, T, "the call reaching the backend")
         started[0].kill()
@@ -290,8 +355,15 @@ def test_a_call_made_before_kill_9_is_counted_once_and_its_budget_never_overspen
     assert reached == 1 and store.usage(owner) == [], store.usage(owner)  # the call is only in its reservation
     with ragnarok_serve(env, output=tmp_path / "b.log") as server:
         _wait(lambda: [u["calls"] for u in store.usage(owner)] == [1], 30, "the dead instance's call settled")
-        answers = [httpx.post(server + "/v1/generate", json={"request": CANDIDATES, "generator": "ok"},
-                              headers=_bearer(secret), timeout=T).status_code for _ in range(3)]
+        answers = [
+            httpx.post(
+                server + "/v1/generate",
+                json={"request": CANDIDATES, "generator": "ok"},
+                headers=_bearer(secret),
+                timeout=T,
+            ).status_code
+            for _ in range(3)
+        ]
     assert answers == [200, 200, 429], answers  # 3 - 1 = 2 calls left, never more
     assert [u["calls"] for u in store.usage(owner)] == [3]
     assert reached + len(backend.state.times["ok:after-kill"]) == 3

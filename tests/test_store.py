@@ -17,8 +17,12 @@ from ragnarok.arena.migrations import MIGRATIONS, migrate, rebuild_pair_votes
 from ragnarok.arena.store import StoreError, VoteRefused, VoteStore, make_engine, split_battles
 
 A = {"spec": "bm25@100 | extractive", "retriever": "bm25@100", "reranker": "none", "generator": "extractive"}
-B = {"spec": "dense:minilm@100 | extractive", "retriever": "dense:minilm@100", "reranker": "none",
-     "generator": "extractive"}
+B = {
+    "spec": "dense:minilm@100 | extractive",
+    "retriever": "dense:minilm@100",
+    "reranker": "none",
+    "generator": "extractive",
+}
 C = {"spec": "bm25@100 | smollm2", "retriever": "bm25@100", "reranker": "none", "generator": "smollm2"}
 D = {"spec": "bm25+rm3@100 | smollm2", "retriever": "bm25+rm3@100", "reranker": "none", "generator": "smollm2"}
 LATEST = [v for v, _ in MIGRATIONS]
@@ -44,8 +48,9 @@ def store(url):
 
 
 def _battle(store, a=A, b=B, mode="blinded", error_b=None):
-    return store.create_battle(mode, "t1", "topic", a, b, {"answer": []}, None if error_b else {"answer": []},
-                               None, error_b, "session-1")
+    return store.create_battle(
+        mode, "t1", "topic", a, b, {"answer": []}, None if error_b else {"answer": []}, None, error_b, "session-1"
+    )
 
 
 def test_one_vote_per_battle_and_unknown_battles(store):
@@ -107,8 +112,12 @@ def test_log_is_append_only_in_the_database_itself(store, url):
     battle = _battle(store)
     store.vote(battle, "bothbad", "s", "client:1")
     plain = create_engine(url)
-    statements = ["UPDATE votes SET winner = 'a'", "DELETE FROM votes", "DELETE FROM battles",
-                  "UPDATE battles SET topic = 'x'"]
+    statements = [
+        "UPDATE votes SET winner = 'a'",
+        "DELETE FROM votes",
+        "DELETE FROM battles",
+        "UPDATE battles SET topic = 'x'",
+    ]
     if plain.dialect.name == "postgresql":
         statements += ["TRUNCATE votes", "TRUNCATE battles CASCADE"]
     for sql in statements:
@@ -190,10 +199,12 @@ def test_a_migration_that_fails_halfway_leaves_nothing_and_a_restart_works(url):
 
 def test_store_errors_are_one_line_without_sql(tmp_path):
     down = f"postgresql://someone:s3cret@127.0.0.1:{free_port()}/votes"
-    for bad, expected in [(down, "could not be opened: OperationalError"),
-                          (f"sqlite:///{tmp_path / 'no' / 'such' / 'dir.db'}", "could not be opened"),
-                          ("mysql://u@h/db", "supports SQLite and PostgreSQL"),
-                          ("not a url", "not a database URL")]:
+    for bad, expected in [
+        (down, "could not be opened: OperationalError"),
+        (f"sqlite:///{tmp_path / 'no' / 'such' / 'dir.db'}", "could not be opened"),
+        ("mysql://u@h/db", "supports SQLite and PostgreSQL"),
+        ("not a url", "not a database URL"),
+    ]:
         with pytest.raises(StoreError, match=expected) as info:
             VoteStore(bad)
         message = str(info.value)
@@ -222,8 +233,11 @@ def test_vote_counts_per_pair_in_sql(store):
     for a, b, _ in store.battles(include_unblinded=True):  # the definition: every vote, by unordered pair
         key = tuple(sorted((a["spec"], b["spec"])))
         expected[key] = expected.get(key, 0) + 1
-    assert store.vote_counts() == expected == {
-        (A["spec"], B["spec"]): 2, (A["spec"], C["spec"]): 1, (C["spec"], B["spec"]): 1}  # sorted pairs
+    assert (
+        store.vote_counts()
+        == expected
+        == {(A["spec"], B["spec"]): 2, (A["spec"], C["spec"]): 1, (C["spec"], B["spec"]): 1}
+    )  # sorted pairs
 
 
 def test_pair_key_migration_backfills_an_existing_log(url):
@@ -232,13 +246,22 @@ def test_pair_key_migration_backfills_an_existing_log(url):
     migrate(engine, MIGRATIONS[:4])
     with engine.begin() as conn:
         for i, (a, b) in enumerate([(A, B), (B, A), (A, C)]):
-            conn.execute(text("INSERT INTO battles (id, created_at, mode, topic_id, topic, pipeline_a, "
-                              "pipeline_b, session_id) "
-                              "VALUES (:id, '2026-01-01', 'blinded', 't', 'topic', :a, :b, 's')"),
-                         {"id": f"b{i}", "a": json.dumps(a), "b": json.dumps(b)})
+            conn.execute(
+                text(
+                    "INSERT INTO battles (id, created_at, mode, topic_id, topic, pipeline_a, "
+                    "pipeline_b, session_id) "
+                    "VALUES (:id, '2026-01-01', 'blinded', 't', 'topic', :a, :b, 's')"
+                ),
+                {"id": f"b{i}", "a": json.dumps(a), "b": json.dumps(b)},
+            )
             if i < 2:
-                conn.execute(text("INSERT INTO votes (battle_id, voted_at, winner, session_id) "
-                                  "VALUES (:id, '2026-01-01', 'a', 's')"), {"id": f"b{i}"})
+                conn.execute(
+                    text(
+                        "INSERT INTO votes (battle_id, voted_at, winner, session_id) "
+                        "VALUES (:id, '2026-01-01', 'a', 's')"
+                    ),
+                    {"id": f"b{i}"},
+                )
     engine.dispose()
     store = VoteStore(url)
     assert store.vote_counts() == {(A["spec"], B["spec"]): 2}
@@ -290,14 +313,22 @@ def test_pair_votes_migration_backfills_a_version_5_log(url):
     with engine.begin() as conn:
         for i, (a, b) in enumerate(log):
             key = json.dumps(sorted((a["spec"], b["spec"])))
-            conn.execute(text("INSERT INTO battles (id, created_at, mode, topic_id, topic, pipeline_a, "
-                              "pipeline_b, session_id, pair_key) "
-                              "VALUES (:id, '2026-01-01', 'blinded', 't', 'topic', :a, :b, 's', :k)"),
-                         {"id": f"b{i}", "a": json.dumps(a), "b": json.dumps(b), "k": key})
+            conn.execute(
+                text(
+                    "INSERT INTO battles (id, created_at, mode, topic_id, topic, pipeline_a, "
+                    "pipeline_b, session_id, pair_key) "
+                    "VALUES (:id, '2026-01-01', 'blinded', 't', 'topic', :a, :b, 's', :k)"
+                ),
+                {"id": f"b{i}", "a": json.dumps(a), "b": json.dumps(b), "k": key},
+            )
             if i < 4:  # the last battle is not voted
-                conn.execute(text("INSERT INTO votes (battle_id, voted_at, winner, session_id, rate_key, "
-                                  "pair_key) VALUES (:id, '2026-01-01', 'a', 's', 'r', :k)"),
-                             {"id": f"b{i}", "k": key})
+                conn.execute(
+                    text(
+                        "INSERT INTO votes (battle_id, voted_at, winner, session_id, rate_key, "
+                        "pair_key) VALUES (:id, '2026-01-01', 'a', 's', 'r', :k)"
+                    ),
+                    {"id": f"b{i}", "k": key},
+                )
     engine.dispose()
     store = VoteStore(url)
     ab, ac, cd = (tuple(sorted((x["spec"], y["spec"]))) for x, y in [(A, B), (A, C), (C, D)])
@@ -351,7 +382,9 @@ def test_leaderboard_splits(store):
     store.vote(_battle(store, A, B, mode="unblinded"), "b", "s", "client:1")
     rows = store.battles()
     assert len(rows) == 3 and len(store.battles(include_unblinded=True)) == 4
-    assert [(x.a, x.b, x.winner) for x in split_battles(rows, "r")] == [("bm25@100 | none", "dense:minilm@100 | none", "a")]
+    assert [(x.a, x.b, x.winner) for x in split_battles(rows, "r")] == [
+        ("bm25@100 | none", "dense:minilm@100 | none", "a")
+    ]
     assert [(x.a, x.b) for x in split_battles(rows, "ag")] == [("extractive", "smollm2")]
     assert len(split_battles(rows, "rag")) == 3
 
@@ -363,8 +396,19 @@ def test_an_audit_batch_written_again_adds_no_row_twice(url):
 
     store = AuthStore(url)
     for status in (200, 429):
-        store.audit({"owner": "key:1", "key_name": "k", "method": "POST", "route": "/v1/generate",
-                     "status": status, "generators": "[]", "calls": 1, "tokens": 0, "ms": 1.0})
+        store.audit(
+            {
+                "owner": "key:1",
+                "key_name": "k",
+                "method": "POST",
+                "route": "/v1/generate",
+                "status": status,
+                "generators": "[]",
+                "calls": 1,
+                "tokens": 0,
+                "ms": 1.0,
+            }
+        )
     store.flush()
     assert len(store.audit_rows()) == 2
     batch = [{**r, "row_id": row_id} for r, row_id in zip(store.audit_rows(), _row_ids(store))]

@@ -95,8 +95,7 @@ def _battles(store, n: int) -> list[str]:
 
     answer = {"text": "gzip compresses files.", "references": []}
     a, b = (PipelineId(f"bm25@5 | {g}", "bm25@5", "none", g).as_dict() for g in ("extractive", "other"))
-    return [store.create_battle("blinded", "q1", "gzip", a, b, answer, answer, None, None, "setup")
-            for _ in range(n)]
+    return [store.create_battle("blinded", "q1", "gzip", a, b, answer, answer, None, None, "setup") for _ in range(n)]
 
 
 def _rows(url: str, sql: str) -> list:
@@ -128,18 +127,29 @@ def test_postgresql_restarted_under_load(own_postgres, demo_settings, tmp_path):
     votes = VoteLog(Settings(data_dir=tmp_path / "votes", database_url=url, arena_votes_per_minute=100_000))
     open_app = create_app(Settings(data_dir=demo_settings.data_dir, auth="off", database_url=url), arena=False)
     with serve_app(backend) as base, serve_app(open_app) as open_url:
-        env = {**os.environ, "RAGNAROK_DATA_DIR": str(demo_settings.data_dir), "RAGNAROK_AUTH": "keys",
-               "RAGNAROK_DATABASE_URL": url, KEY_ENV: KEY_VALUE,
-               "RAGNAROK_GENERATORS": json.dumps([_paid("paid", base, MODEL)])}
+        env = {
+            **os.environ,
+            "RAGNAROK_DATA_DIR": str(demo_settings.data_dir),
+            "RAGNAROK_AUTH": "keys",
+            "RAGNAROK_DATABASE_URL": url,
+            KEY_ENV: KEY_VALUE,
+            "RAGNAROK_GENERATORS": json.dumps([_paid("paid", base, MODEL)]),
+        }
         with ragnarok_serve(env, tmp_path / "a.log") as a, ragnarok_serve(env, tmp_path / "b.log") as b:
             load = Load([a, b], secret, votes, battles)
             try:
-                load.until(lambda: load.count(200) >= 4 and sum(ok for *_, ok, _ in load.voted) >= 4, 120,
-                       "answers before the outage")
+                load.until(
+                    lambda: load.count(200) >= 4 and sum(ok for *_, ok, _ in load.voted) >= 4,
+                    120,
+                    "answers before the outage",
+                )
                 own_postgres.stop()
                 down = time.monotonic()
-                load.until(lambda: load.count(503, down) >= 8 and sum(not ok for at, _, ok, _ in load.voted
-                                                                  if at > down) >= 3, 60, "503s while it is gone")
+                load.until(
+                    lambda: load.count(503, down) >= 8 and sum(not ok for at, _, ok, _ in load.voted if at > down) >= 3,
+                    60,
+                    "503s while it is gone",
+                )
                 # a route that needs no database still answers; an unknown key cannot be checked: 503
                 assert httpx.post(open_url + "/v1/retrieve", json=TOPIC, timeout=60).status_code == 200
                 unknown = httpx.get(a + "/v1/templates", headers=_bearer("rk_" + "x" * 43), timeout=60)
@@ -154,9 +164,11 @@ def test_postgresql_restarted_under_load(own_postgres, demo_settings, tmp_path):
                 load.until(lambda: load.count(429, up) >= 1, 120, "the budget spent")
             finally:
                 load.stop()
-            print(f"\nPostgreSQL back: first keyed 200 after {keyed_s:.2f} s, first vote after {vote_s:.2f} s; "
-                  f"while it was gone {load.count(503, down)} of "
-                  f"{sum(down <= at < up for at, _ in load.answers)} keyed requests were 503")
+            print(
+                f"\nPostgreSQL back: first keyed 200 after {keyed_s:.2f} s, first vote after {vote_s:.2f} s; "
+                f"while it was gone {load.count(503, down)} of "
+                f"{sum(down <= at < up for at, _ in load.answers)} keyed requests were 503"
+            )
             store = AuthStore(url)
             _every_audit_row(url, load.answers, [tmp_path / "a.log", tmp_path / "b.log"])
     statuses = Counter(r.status_code for _, r in load.answers)
@@ -172,7 +184,7 @@ def test_postgresql_restarted_under_load(own_postgres, demo_settings, tmp_path):
     assert [u["calls"] for u in store.usage(owner)] == [BUDGET]
     assert _rows(url, f"SELECT * FROM key_reservations WHERE owner = '{owner}'") == []
     # a vote answered as recorded is recorded, one refused is not, and the visitor was told to try again
-    recorded = {battle for battle, in _rows(url, "SELECT battle_id FROM votes")}
+    recorded = {battle for (battle,) in _rows(url, "SELECT battle_id FROM votes")}
     assert recorded == {battle for _, battle, ok, _ in load.voted if ok}
     refused = [html for *_, ok, html in load.voted if not ok]
     assert refused and all("try again in a few seconds" in html and "postgresql" not in html for html in refused)
@@ -185,12 +197,18 @@ def _every_audit_row(url: str, answers: list, logs: list) -> None:
     try:
         _until(lambda: len(_rows(url, sql)) == len(answers), 60, "every audit row (those of the outage included)")
     except AssertionError as exc:
-        rows = Counter(status for status, in _rows(url, sql))
+        rows = Counter(status for (status,) in _rows(url, sql))
         seen = Counter(r.status_code for _, r in answers)
-        said = [line for log in logs for line in log.read_text(errors="replace").splitlines()
-                if "audit" in line or "Traceback" in line or "Error" in line]
-        raise AssertionError(f"{exc}: audit rows by status {dict(rows)}, answers by status {dict(seen)}; "
-                             f"the servers said:\n" + "\n".join(said[-40:])) from None
+        said = [
+            line
+            for log in logs
+            for line in log.read_text(errors="replace").splitlines()
+            if "audit" in line or "Traceback" in line or "Error" in line
+        ]
+        raise AssertionError(
+            f"{exc}: audit rows by status {dict(rows)}, answers by status {dict(seen)}; "
+            f"the servers said:\n" + "\n".join(said[-40:])
+        ) from None
 
 
 def _usage_fails_cleanly(url: str) -> None:
@@ -220,8 +238,19 @@ def test_a_spend_cut_by_the_outage_is_recorded_when_the_database_is_back(own_pos
     reservation = store.reserve(principal, 3)
     own_postgres.stop()
     store.settle(reservation, 2, 20)  # no error: it waits
-    store.audit({"owner": principal.owner, "key_name": "cut", "method": "POST", "route": "/v1/generate",
-                 "status": 200, "generators": "{}", "calls": 2, "tokens": 20, "ms": 1.0})
+    store.audit(
+        {
+            "owner": principal.owner,
+            "key_name": "cut",
+            "method": "POST",
+            "route": "/v1/generate",
+            "status": 200,
+            "generators": "{}",
+            "calls": 2,
+            "tokens": 20,
+            "ms": 1.0,
+        }
+    )
     own_postgres.start()
     store.flush(30)
     assert store.usage(principal.owner)[0]["calls"] == 2 and store.left(principal) == 8
@@ -237,8 +266,17 @@ def test_a_store_made_while_the_database_is_down_keeps_its_audit_rows(own_postgr
     from ragnarok.arena.db import StoreError
     from ragnarok.auth.store import AuthStore
 
-    row = {"owner": "key:made-while-down", "key_name": "rk_down", "method": "POST", "route": "/v1/generate",
-           "status": 503, "generators": "{}", "calls": 0, "tokens": 0, "ms": 1.0}
+    row = {
+        "owner": "key:made-while-down",
+        "key_name": "rk_down",
+        "method": "POST",
+        "route": "/v1/generate",
+        "status": 503,
+        "generators": "{}",
+        "calls": 0,
+        "tokens": 0,
+        "ms": 1.0,
+    }
     own_postgres.stop()
     try:
         store = AuthStore(own_postgres.url)  # no connection yet
@@ -261,8 +299,17 @@ def test_rows_queued_while_another_thread_opens_the_store_wait_for_it(own_postgr
     from ragnarok.auth.store import AuthStore
 
     store = AuthStore(own_postgres.url)
-    row = {"owner": "key:opened-late", "key_name": "rk_late", "method": "POST", "route": "/v1/generate",
-           "status": 200, "generators": "{}", "calls": 0, "tokens": 0, "ms": 1.0}
+    row = {
+        "owner": "key:opened-late",
+        "key_name": "rk_late",
+        "method": "POST",
+        "route": "/v1/generate",
+        "status": 200,
+        "generators": "{}",
+        "calls": 0,
+        "tokens": 0,
+        "ms": 1.0,
+    }
     store._opening.acquire()  # another thread opening it, slowly
     try:
         with pytest.raises(StoreError) as info:
@@ -323,9 +370,13 @@ def test_redis_down_fails_closed(demo_settings, tmp_path):
     backend = flaky_openai_app()
     with redis_server(tmp_path) as redis, serve_app(backend) as base:
         os.environ[KEY_ENV] = KEY_VALUE
-        settings = Settings(data_dir=demo_settings.data_dir, auth="keys", rate_limit_storage=redis.url,
-                            database_url=f"sqlite:///{tmp_path / 'service.db'}",
-                            generators=[GeneratorConfig(**_paid("paid", base, MODEL))])
+        settings = Settings(
+            data_dir=demo_settings.data_dir,
+            auth="keys",
+            rate_limit_storage=redis.url,
+            database_url=f"sqlite:///{tmp_path / 'service.db'}",
+            generators=[GeneratorConfig(**_paid("paid", base, MODEL))],
+        )
         store = AuthStore.for_settings(settings)
         _, secret = store.create("limited", ["generate"], rpm=1000, budget_calls=10)
         admission = Admission(settings)
@@ -346,8 +397,9 @@ def test_redis_down_fails_closed(demo_settings, tmp_path):
                 redis.pause()  # accepts connections, never answers
                 answers: list[tuple[str, float]] = []
                 started = time.monotonic()
-                waiting = threading.Thread(target=lambda: answers.append(
-                    (_generate(url, secret).text, time.monotonic() - started)))
+                waiting = threading.Thread(
+                    target=lambda: answers.append((_generate(url, secret).text, time.monotonic() - started))
+                )
                 waiting.start()
                 time.sleep(0.5)  # the keyed request reaches the limiter (an order, not a timing, is checked)
                 # the event loop is not held by the dead store: the server answers meanwhile
@@ -361,8 +413,10 @@ def test_redis_down_fails_closed(demo_settings, tmp_path):
                 _until(lambda: _generate(url, secret).status_code == 200, 60, "service after Redis resumed")
         finally:
             os.environ.pop(KEY_ENV, None)
-        print(f"\nRedis: back {back_s:.2f} s after redis-server answered again; a paused Redis refused "
-              f"in {answers[0][1]:.2f} s")
+        print(
+            f"\nRedis: back {back_s:.2f} s after redis-server answered again; a paused Redis refused "
+            f"in {answers[0][1]:.2f} s"
+        )
         owner = f"key:{store.find('limited').id}"
         assert [u["calls"] for u in store.usage(owner)] == [backend.state.calls[MODEL]] == [3]
 
@@ -397,9 +451,14 @@ def test_a_frozen_postgresql_is_a_503_within_5_s(own_postgres, demo_settings, tm
     url = own_postgres.url
     _, secret = AuthStore(url).create("frozen", ["retrieve", "generate"], budget_calls=100)
     with serve_app(flaky_openai_app()) as base:
-        env = {**os.environ, "RAGNAROK_DATA_DIR": str(demo_settings.data_dir), "RAGNAROK_AUTH": "keys",
-               "RAGNAROK_DATABASE_URL": url, KEY_ENV: KEY_VALUE,
-               "RAGNAROK_GENERATORS": json.dumps([_paid("paid", base, "ok:frozen")])}
+        env = {
+            **os.environ,
+            "RAGNAROK_DATA_DIR": str(demo_settings.data_dir),
+            "RAGNAROK_AUTH": "keys",
+            "RAGNAROK_DATABASE_URL": url,
+            KEY_ENV: KEY_VALUE,
+            "RAGNAROK_GENERATORS": json.dumps([_paid("paid", base, "ok:frozen")]),
+        }
         with ragnarok_serve(env, tmp_path / "serve.log") as serve:
             assert _generate(serve, secret, generator="paid").status_code == 200
             assert httpx.get(serve + "/readyz", timeout=30).status_code == 200
@@ -435,8 +494,13 @@ def test_audit_rows_waiting_for_the_database_outlive_a_kill_9(own_postgres, demo
     record, secret = store.create("spooled", ["retrieve"])
     data = tmp_path / "data"
     shutil.copytree(demo_settings.data_dir, data, symlinks=True, ignore=shutil.ignore_patterns("spool"))
-    env = {**os.environ, "RAGNAROK_DATA_DIR": str(data), "RAGNAROK_AUTH": "keys", "RAGNAROK_DATABASE_URL": url,
-           "RAGNAROK_AUTH_CACHE_S": "0"}
+    env = {
+        **os.environ,
+        "RAGNAROK_DATA_DIR": str(data),
+        "RAGNAROK_AUTH": "keys",
+        "RAGNAROK_DATABASE_URL": url,
+        "RAGNAROK_AUTH_CACHE_S": "0",
+    }
 
     def ask(base: str) -> int:
         return httpx.post(base + "/v1/retrieve", json=TOPIC, headers=_bearer(secret), timeout=60).status_code

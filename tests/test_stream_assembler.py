@@ -11,10 +11,17 @@ from ragnarok.stages.generate.base import GeneratorConfig
 from ragnarok.stages.generate.llm import finish
 from ragnarok.stages.generate.streaming import SentenceAssembler
 
-CANDIDATES = [Candidate(docid=f"d{i}", score=1.0, doc=Doc(segment=text)) for i, text in enumerate([
-    "The argparse module parses command line arguments and generates help messages.",
-    "The getopt module is a C-style parser for command line options.",
-    "gzip.open opens a gzip-compressed file in binary or text mode."], 1)]
+CANDIDATES = [
+    Candidate(docid=f"d{i}", score=1.0, doc=Doc(segment=text))
+    for i, text in enumerate(
+        [
+            "The argparse module parses command line arguments and generates help messages.",
+            "The getopt module is a C-style parser for command line options.",
+            "gzip.open opens a gzip-compressed file in binary or text mode.",
+        ],
+        1,
+    )
+]
 TEXTS = [
     "Use argparse to parse arguments [1]. It writes help messages [1][2]. getopt is the C-style one [2].",
     "First claim. [1] Second claim, e.g. for argparse [2]. Third one [1-3].",
@@ -32,7 +39,7 @@ TEXTS = [
 
 
 def pieces(text: str, size: int) -> list[str]:
-    return [text[i:i + size] for i in range(0, len(text), size)]
+    return [text[i : i + size] for i in range(0, len(text), size)]
 
 
 @pytest.mark.parametrize("text", TEXTS)

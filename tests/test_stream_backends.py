@@ -31,8 +31,10 @@ from ragnarok.stages.generate.openai_compat import OpenAIChatGenerator
 from ragnarok.stages.generate.prompts import get_template
 from ragnarok.stages.generate.streaming import StreamDeadline, StreamEvent, sentence_texts
 
-OPENAI_TEXT = ("Python parses arguments with argparse [1]. It can also compress files [2][1]. "
-               "The getopt module is the older way [3]. That is all.")
+OPENAI_TEXT = (
+    "Python parses arguments with argparse [1]. It can also compress files [2][1]. "
+    "The getopt module is the older way [3]. That is all."
+)
 
 
 def pieces(text: str) -> list[str]:
@@ -47,6 +49,7 @@ def sse(data: object, event: str | None = None) -> bytes:
 
 # --- an OpenAI-compatible server that streams (``stream: true``: chat completion chunks, then [DONE]) ---
 
+
 def openai_stream_app() -> FastAPI:
     """The model name picks the behaviour: ``ok``; ``break`` (three chunks, then the connection breaks);
     ``garbage`` (three chunks, then an event that is not JSON); ``wrong-shape`` (an event that is no chunk);
@@ -56,8 +59,13 @@ def openai_stream_app() -> FastAPI:
     app.state.sent = Counter()
 
     def chunk(model: str, delta: dict, finish: str | None = None) -> dict:
-        return {"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+        return {
+            "id": "chatcmpl-1",
+            "object": "chat.completion.chunk",
+            "created": 0,
+            "model": model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
 
     @app.get("/healthz")
     def health() -> dict:
@@ -69,10 +77,18 @@ def openai_stream_app() -> FastAPI:
         model = body["model"]
         kind, _, arg = model.partition(":")
         if not body.get("stream"):
-            return JSONResponse({"id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": model,
-                                 "choices": [{"index": 0, "finish_reason": "stop",
-                                              "message": {"role": "assistant", "content": OPENAI_TEXT}}],
-                                 "usage": {"prompt_tokens": 10, "completion_tokens": 30, "total_tokens": 40}})
+            return JSONResponse(
+                {
+                    "id": "chatcmpl-1",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": model,
+                    "choices": [
+                        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": OPENAI_TEXT}}
+                    ],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 30, "total_tokens": 40},
+                }
+            )
 
         async def events() -> AsyncIterator[bytes]:
             if kind == "slow-first":
@@ -96,8 +112,16 @@ def openai_stream_app() -> FastAPI:
                         await asyncio.sleep(float(arg))
                 yield sse(chunk(model, {"content": piece}))
             yield sse(chunk(model, {}, "stop"))
-            yield sse({"id": "chatcmpl-1", "object": "chat.completion.chunk", "created": 0, "model": model,
-                       "choices": [], "usage": {"prompt_tokens": 10, "completion_tokens": 30, "total_tokens": 40}})
+            yield sse(
+                {
+                    "id": "chatcmpl-1",
+                    "object": "chat.completion.chunk",
+                    "created": 0,
+                    "model": model,
+                    "choices": [],
+                    "usage": {"prompt_tokens": 10, "completion_tokens": 30, "total_tokens": 40},
+                }
+            )
             yield sse("[DONE]")
 
         return StreamingResponse(events(), media_type="text/event-stream")
@@ -106,6 +130,7 @@ def openai_stream_app() -> FastAPI:
 
 
 # --- a server in Cohere's documented chat v2 shape, streamed or not ---
+
 
 def cohere_answer(docs: list[dict]) -> tuple[str, list[dict]]:
     """The scripted answer: a sentence quoting each of the first two documents (span citations, the second
@@ -118,8 +143,9 @@ def cohere_answer(docs: list[dict]) -> tuple[str, list[dict]]:
         sources = [{"type": "document", "id": doc["id"], "document": doc["data"]}]
         if i == 1:
             sources.append({"type": "document", "id": docs[0]["id"], "document": docs[0]["data"]})
-        citations.append({"start": start, "end": start + len(snippet), "text": snippet, "type": "TEXT_CONTENT",
-                          "sources": sources})
+        citations.append(
+            {"start": start, "end": start + len(snippet), "text": snippet, "type": "TEXT_CONTENT", "sources": sources}
+        )
         text += f"{lead}{snippet}. "
     return text + "That is what the documents say.", citations
 
@@ -145,32 +171,61 @@ def cohere_stream_app(api_key: str = "test-key") -> FastAPI:
         kind, _, arg = model.partition(":")
         app.state.bodies[model].append(body)
         text, citations = cohere_answer(body.get("documents") or [])
-        usage = {"billed_units": {"input_tokens": 11, "output_tokens": 22},
-                 "tokens": {"input_tokens": 111, "output_tokens": 22}}
+        usage = {
+            "billed_units": {"input_tokens": 11, "output_tokens": 22},
+            "tokens": {"input_tokens": 111, "output_tokens": 22},
+        }
         if not body.get("stream"):
-            return JSONResponse({"id": "c-1", "finish_reason": "COMPLETE", "usage": usage,
-                                 "message": {"role": "assistant", "content": [{"type": "text", "text": text}],
-                                             "citations": citations}})
+            return JSONResponse(
+                {
+                    "id": "c-1",
+                    "finish_reason": "COMPLETE",
+                    "usage": usage,
+                    "message": {
+                        "role": "assistant",
+                        "content": [{"type": "text", "text": text}],
+                        "citations": citations,
+                    },
+                }
+            )
 
         def citation(i: int, c: dict) -> list[bytes]:
-            return [sse({"type": "citation-start", "index": i, "delta": {"message": {"citations": c}}},
-                        "citation-start"),
-                    sse({"type": "citation-end", "index": i}, "citation-end")]
+            return [
+                sse({"type": "citation-start", "index": i, "delta": {"message": {"citations": c}}}, "citation-start"),
+                sse({"type": "citation-end", "index": i}, "citation-end"),
+            ]
 
         async def events() -> AsyncIterator[bytes]:
-            yield sse({"type": "message-start", "id": "c-1", "delta": {"message": {
-                "role": "assistant", "content": [], "tool_plan": "", "tool_calls": [], "citations": []}}},
-                "message-start")
-            yield sse({"type": "content-start", "index": 0,
-                       "delta": {"message": {"content": {"type": "text", "text": ""}}}}, "content-start")
+            yield sse(
+                {
+                    "type": "message-start",
+                    "id": "c-1",
+                    "delta": {
+                        "message": {
+                            "role": "assistant",
+                            "content": [],
+                            "tool_plan": "",
+                            "tool_calls": [],
+                            "citations": [],
+                        }
+                    },
+                },
+                "message-start",
+            )
+            yield sse(
+                {"type": "content-start", "index": 0, "delta": {"message": {"content": {"type": "text", "text": ""}}}},
+                "content-start",
+            )
             if kind == "slow-first":
                 await asyncio.sleep(float(arg))
             written, cited = "", 0
             for i, piece in enumerate(pieces(text)):
                 if kind == "break" and i == 3:
                     raise RuntimeError("the backend fell over mid-stream")
-                yield sse({"type": "content-delta", "index": 0,
-                           "delta": {"message": {"content": {"text": piece}}}}, "content-delta")
+                yield sse(
+                    {"type": "content-delta", "index": 0, "delta": {"message": {"content": {"text": piece}}}},
+                    "content-delta",
+                )
                 written += piece
                 while kind != "accurate" and cited < len(citations) and citations[cited]["end"] <= len(written):
                     for event in citation(cited, citations[cited]):
@@ -182,8 +237,7 @@ def cohere_stream_app(api_key: str = "test-key") -> FastAPI:
             yield sse({"type": "content-end", "index": 0}, "content-end")
             if kind == "no-end":
                 return
-            yield sse({"type": "message-end", "delta": {"finish_reason": "COMPLETE", "usage": usage}},
-                      "message-end")
+            yield sse({"type": "message-end", "delta": {"finish_reason": "COMPLETE", "usage": usage}}, "message-end")
 
         return StreamingResponse(events(), media_type="text/event-stream")
 
@@ -192,8 +246,10 @@ def cohere_stream_app(api_key: str = "test-key") -> FastAPI:
 
 # --- helpers ---
 
+
 def collect(stream: AsyncIterator[StreamEvent], meter: Meter | None = None) -> list[StreamEvent]:
     """Every event of a stream (failures raised), with ``meter`` as the request's."""
+
     async def run() -> list[StreamEvent]:
         with metering(meter or Meter()):
             return [event async for event in stream]
@@ -233,6 +289,7 @@ def assert_streamed(events: list[StreamEvent], answer: RagAnswer, candidates: li
 
 # --- OpenAI-compatible ---
 
+
 @pytest.fixture(scope="module")
 def openai_server():
     app = openai_stream_app()
@@ -241,8 +298,9 @@ def openai_server():
 
 
 def _openai(base: str, model: str, **kw) -> OpenAIChatGenerator:
-    return OpenAIChatGenerator(GeneratorConfig(name=f"stream-{model}", backend="openai", base_url=base,
-                                               model=model, max_retries=0, **kw))
+    return OpenAIChatGenerator(
+        GeneratorConfig(name=f"stream-{model}", backend="openai", base_url=base, model=model, max_retries=0, **kw)
+    )
 
 
 def test_openai_stream_is_the_answer_without_streaming(openai_server):
@@ -253,16 +311,21 @@ def test_openai_stream_is_the_answer_without_streaming(openai_server):
     answer = gen.generate(TOPIC, CANDIDATES, get_template("ragnarok"))
     assert_streamed(events, answer, CANDIDATES)
     assert "".join(e.data["text"] for e in events if e.event == "delta") == OPENAI_TEXT
-    assert len(answer.answer) == 4 and answer.references == ["stdlib.argparse#0_0", "stdlib.gzip#0_0",
-                                                              "stdlib.getopt#0_0"]
+    assert len(answer.answer) == 4 and answer.references == [
+        "stdlib.argparse#0_0",
+        "stdlib.gzip#0_0",
+        "stdlib.getopt#0_0",
+    ]
     first_sentence = next(i for i, e in enumerate(events) if e.event == "sentence")
     last_delta = max(i for i, e in enumerate(events) if e.event == "delta")
     assert first_sentence < last_delta  # sentences come as they are written, not all at the end
     assert (meter.calls, meter.prompt_tokens, meter.completion_tokens) == (1, 10, 30)
 
 
-@pytest.mark.parametrize("model, cause", [("break", "the connection to"), ("garbage", "not JSON"),
-                                          ("wrong-shape", "not a chat completion chunk")])
+@pytest.mark.parametrize(
+    "model, cause",
+    [("break", "the connection to"), ("garbage", "not JSON"), ("wrong-shape", "not a chat completion chunk")],
+)
 def test_openai_failure_mid_stream_is_a_generation_error(openai_server, model, cause):
     gen = _openai(openai_server[1], model)
     got, exc = failure(gen.astream(TOPIC, CANDIDATES, get_template("ragnarok")))
@@ -327,6 +390,7 @@ def test_closing_the_stream_stops_the_backend(openai_server):
 
 # --- Cohere ---
 
+
 @pytest.fixture(scope="module")
 def cohere_server():
     app = cohere_stream_app()
@@ -336,8 +400,17 @@ def cohere_server():
 
 def _cohere(base: str, model: str, monkeypatch, **kw) -> CohereGenerator:
     monkeypatch.setenv("COHERE_STREAM_KEY", "test-key")
-    return CohereGenerator(GeneratorConfig(name=f"cohere-{model}", backend="cohere", model=model, base_url=base,
-                                           api_key_env="COHERE_STREAM_KEY", max_retries=0, **kw))
+    return CohereGenerator(
+        GeneratorConfig(
+            name=f"cohere-{model}",
+            backend="cohere",
+            model=model,
+            base_url=base,
+            api_key_env="COHERE_STREAM_KEY",
+            max_retries=0,
+            **kw,
+        )
+    )
 
 
 @pytest.mark.parametrize("model", ["fast", "accurate"])
@@ -390,6 +463,7 @@ def test_cohere_stream_with_a_wrong_key(cohere_server, monkeypatch):
 
 # --- the embedded model (the real SmolLM2, as tests/test_generate_backends.py) ---
 
+
 @pytest.fixture(scope="module")
 def smollm2():
     config = Settings().generator_configs()["smollm2"].model_copy(update={"timeout_s": 900})  # a busy machine
@@ -421,8 +495,9 @@ def test_embedded_stream_is_the_answer_without_streaming(smollm2):
     answer = smollm2.generate(TOPIC, CANDIDATES, template)
     assert_streamed(events, answer, CANDIDATES[: smollm2.config.max_contexts])
     done = events[-1].data
-    assert {k: v for k, v in done.notes.items() if k not in TIMINGS} == \
-        {k: v for k, v in answer.notes.items() if k not in TIMINGS}
+    assert {k: v for k, v in done.notes.items() if k not in TIMINGS} == {
+        k: v for k, v in answer.notes.items() if k not in TIMINGS
+    }
     assert TIMINGS <= set(done.notes) and done.notes["stop"] in ("end", "words", "repeat", "max_tokens")
     assert meter.calls == 1 and meter.prompt_tokens > 0
     assert meter.completion_tokens == done.notes["completion_tokens"] > 0

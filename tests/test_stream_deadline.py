@@ -44,12 +44,23 @@ def service(demo_settings):
     from ragnarok.stages.generate.base import GeneratorConfig
 
     # endless: 2,000 sentences, one every 10 ms streamed (20 s), or at once (their post-processing takes seconds)
-    endless = streaming_openai_app(Script(pieces=[f" Step {i} parses one more argument [1]." for i in range(2000)],
-                                          each_wait_s=0.01))
+    endless = streaming_openai_app(
+        Script(pieces=[f" Step {i} parses one more argument [1]." for i in range(2000)], each_wait_s=0.01)
+    )
     with hung_backend() as (hung_url, _, _), serve_app(endless) as endless_url:
-        generators = [GeneratorConfig(name=name, backend="openai", base_url=url, model="fake", max_retries=0,
-                                      timeout_s=DEADLINE_S, max_concurrency=1, attribution="check")
-                      for name, url in [("hung", hung_url), ("endless", endless_url + "/v1")]]
+        generators = [
+            GeneratorConfig(
+                name=name,
+                backend="openai",
+                base_url=url,
+                model="fake",
+                max_retries=0,
+                timeout_s=DEADLINE_S,
+                max_concurrency=1,
+                attribution="check",
+            )
+            for name, url in [("hung", hung_url), ("endless", endless_url + "/v1")]
+        ]
         settings = Settings(data_dir=demo_settings.data_dir, generators=generators)
         with serve_app(create_app(settings, arena=False)) as url:
             yield url
@@ -75,8 +86,7 @@ def timed(url: str, generator: str, stream: bool) -> tuple[float, int, list[str]
     return time.monotonic() - start, status, names
 
 
-@pytest.mark.parametrize("generator, stream", [("hung", False), ("hung", True), ("endless", False),
-                                               ("endless", True)])
+@pytest.mark.parametrize("generator, stream", [("hung", False), ("hung", True), ("endless", False), ("endless", True)])
 def test_the_deadline_bounds_the_answer_while_the_cpu_is_busy(service, slowdown, generator, stream):
     margin_s = 1.0 * slowdown
     with cpu_hogs(DEADLINE_S + 30 * slowdown):

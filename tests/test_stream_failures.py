@@ -22,8 +22,18 @@ STALL_S = 2  # `stalls`: no token for this long after the first one is an error;
 def _with_stalls(base: str) -> list:
     from ragnarok.stages.generate.base import GeneratorConfig
 
-    return [*_generators(base), GeneratorConfig(name="stalls", backend="openai", base_url=base + "/v1", model="fake",
-                                                max_retries=0, stall_s=STALL_S, timeout_s=60)]
+    return [
+        *_generators(base),
+        GeneratorConfig(
+            name="stalls",
+            backend="openai",
+            base_url=base + "/v1",
+            model="fake",
+            max_retries=0,
+            stall_s=STALL_S,
+            timeout_s=60,
+        ),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -31,9 +41,12 @@ def service(fake, demo_settings):
     from api.main import create_app
     from ragnarok.core.settings import Settings
 
-    with serve_app(create_app(Settings(data_dir=demo_settings.data_dir, generators=_with_stalls(fake[1])),
-                              arena=False)) as url:
+    with serve_app(
+        create_app(Settings(data_dir=demo_settings.data_dir, generators=_with_stalls(fake[1])), arena=False)
+    ) as url:
         yield url
+
+
 STREAM = {"request": CANDIDATES, "generator": "fake", "stream": True}
 
 
@@ -81,9 +94,14 @@ def test_an_error_object_as_the_whole_answer_is_a_502_with_the_backends_message(
     assert len(failure_lines(caplog)) == 1 and SECRET not in failure_lines(caplog)[0]
 
 
-@pytest.mark.parametrize("generator, fault, cause", [("stalls", "stall_after", "timeout"),
-                                                     ("fake", "end_after", "connection"),
-                                                     ("fake", "error_after", "server_error")])
+@pytest.mark.parametrize(
+    "generator, fault, cause",
+    [
+        ("stalls", "stall_after", "timeout"),
+        ("fake", "end_after", "connection"),
+        ("fake", "error_after", "server_error"),
+    ],
+)
 def test_failures_after_the_start_are_counted_and_logged(service, script, caplog, generator, fault, cause):
     setattr(script, fault, 3)
     script.stall_s = 5 * STALL_S
@@ -96,8 +114,7 @@ def test_failures_after_the_start_are_counted_and_logged(service, script, caplog
     assert len(lines) == 1 and repr(generator) in lines[0] and cause in lines[0], lines
 
 
-def test_the_error_events_detail_is_one_string_in_one_process_and_across_services(fake, demo_settings, service,
-                                                                                  script):
+def test_the_error_events_detail_is_one_string_in_one_process_and_across_services(fake, demo_settings, service, script):
     """The same stall: ``/rag`` on one app, then on a gateway whose AG service is that app."""
     from api.main import create_app
     from ragnarok.core.settings import Settings
@@ -105,11 +122,16 @@ def test_the_error_events_detail_is_one_string_in_one_process_and_across_service
     body = {"topic": "how do I parse command line arguments", "pipeline": "bm25@5 | stalls", "stream": True}
     script.stall_after, script.stall_s = 3, 5 * STALL_S
     one = events(service, "/rag", body)[-1]
-    gateway = create_app(Settings(data_dir=demo_settings.data_dir, generators=_with_stalls(fake[1]),
-                                  generation_url=service), arena=False)
+    gateway = create_app(
+        Settings(data_dir=demo_settings.data_dir, generators=_with_stalls(fake[1]), generation_url=service), arena=False
+    )
     with serve_app(gateway) as url:
         across = events(url, "/rag", body)[-1]
     assert one[0] == across[0] == "error"
-    expected = {"stage": "stalls", "status": 504, "deadline": "stall",
-                "detail": f"generator 'stalls' failed: no token for {STALL_S} s (stall_s)"}
+    expected = {
+        "stage": "stalls",
+        "status": 504,
+        "deadline": "stall",
+        "detail": f"generator 'stalls' failed: no token for {STALL_S} s (stall_s)",
+    }
     assert one[1] == across[1] == expected, (one, across)

@@ -34,26 +34,39 @@ def _sigterm(server, calls: list[threading.Thread]) -> float:
 
 
 @pytest.mark.parametrize("workers", [1, 2])
-def test_sigterm_ends_streams_answers_requests_and_exits_within_the_grace(demo_settings, tmp_path, slowdown,
-                                                                          workers):
+def test_sigterm_ends_streams_answers_requests_and_exits_within_the_grace(demo_settings, tmp_path, slowdown, workers):
     slow = streaming_openai_app(Script(pieces=[f" Word {i} [1]." for i in range(600)], each_wait_s=0.1))  # 60 s
     quick = streaming_openai_app(Script(whole_wait_s=1.0))  # answers 1 s after it is asked: within the grace
     with serve_app(slow) as slow_url, serve_app(quick) as quick_url, hung_backend() as (hung_url, accepted, _):
         urls = {"slow": slow_url + "/v1", "quick": quick_url + "/v1", "hung": hung_url}
-        generators = [{"name": name, "backend": "openai", "base_url": url, "model": "fake", "max_retries": 0,
-                       "timeout_s": 120} for name, url in urls.items()]
-        env = {**os.environ, "RAGNAROK_DATA_DIR": str(demo_settings.data_dir), "HF_HUB_OFFLINE": "1",
-               "RAGNAROK_SHUTDOWN_GRACE_S": str(GRACE_S), "RAGNAROK_GENERATORS": json.dumps(generators)}
+        generators = [
+            {"name": name, "backend": "openai", "base_url": url, "model": "fake", "max_retries": 0, "timeout_s": 120}
+            for name, url in urls.items()
+        ]
+        env = {
+            **os.environ,
+            "RAGNAROK_DATA_DIR": str(demo_settings.data_dir),
+            "HF_HUB_OFFLINE": "1",
+            "RAGNAROK_SHUTDOWN_GRACE_S": str(GRACE_S),
+            "RAGNAROK_GENERATORS": json.dumps(generators),
+        }
         log = tmp_path / "serve.log"
         started: list = []
         got: dict[str, object] = {}
         streamed: list[tuple[str, dict]] = []
         with ragnarok_serve(env, output=log, started=started, workers=workers) as base:
+
             def stream() -> None:
                 try:
-                    with httpx.Client(timeout=60) as client, connect_sse(
-                            client, "POST", base + "/v1/generate",
-                            json={"request": CANDIDATES, "generator": "slow", "stream": True}) as source:
+                    with (
+                        httpx.Client(timeout=60) as client,
+                        connect_sse(
+                            client,
+                            "POST",
+                            base + "/v1/generate",
+                            json={"request": CANDIDATES, "generator": "slow", "stream": True},
+                        ) as source,
+                    ):
                         got["stream"] = source.response
                         for sse in source.iter_sse():
                             streamed.append((sse.event, json.loads(sse.data)))
@@ -62,13 +75,17 @@ def test_sigterm_ends_streams_answers_requests_and_exits_within_the_grace(demo_s
 
             def plain(generator: str) -> None:
                 try:
-                    got[generator] = httpx.post(base + "/v1/generate", timeout=60,
-                                                json={"request": CANDIDATES, "generator": generator})
+                    got[generator] = httpx.post(
+                        base + "/v1/generate", timeout=60, json={"request": CANDIDATES, "generator": generator}
+                    )
                 except httpx.HTTPError as exc:
                     got[generator] = exc
 
-            calls = [threading.Thread(target=stream), threading.Thread(target=plain, args=("quick",)),
-                     threading.Thread(target=plain, args=("hung",))]
+            calls = [
+                threading.Thread(target=stream),
+                threading.Thread(target=plain, args=("quick",)),
+                threading.Thread(target=plain, args=("hung",)),
+            ]
             for call in calls:
                 call.start()
             deadline = time.monotonic() + 60 * slowdown
@@ -80,8 +97,10 @@ def test_sigterm_ends_streams_answers_requests_and_exits_within_the_grace(demo_s
     assert started[0].returncode in (0, -signal.SIGTERM), output[-3000:]  # uvicorn raises the signal it caught
     # the stream: cut at once with an error event, after the text it had
     assert got["stream"].status_code == 200 and "delta" in [n for n, _ in streamed], (got, output[-3000:])
-    assert streamed[-1] == ("error", {"stage": "generate slow", "status": 503,
-                                      "detail": "the server is shutting down"}), (streamed[-3:], output[-3000:])
+    assert streamed[-1] == (
+        "error",
+        {"stage": "generate slow", "status": 503, "detail": "the server is shutting down"},
+    ), (streamed[-3:], output[-3000:])
     # the plain requests: the answer that came within the grace, the JSON 503 for the one that could not
     assert isinstance(got["quick"], httpx.Response) and got["quick"].status_code == 200, (got, output[-3000:])
     assert got["quick"].json()["answer"], got["quick"].text
@@ -93,7 +112,8 @@ def test_sigterm_ends_streams_answers_requests_and_exits_within_the_grace(demo_s
 
 
 def test_sigterm_beside_a_cpu_hog_exits_within_the_grace_plus_1s_and_audits_what_clients_saw(
-        demo_settings, tmp_path, slowdown):
+    demo_settings, tmp_path, slowdown
+):
     """Issue 51, item 3: with keys on, 3 streams and 2 plain requests in flight and one stream whose client
     left: SIGTERM beside a CPU hog; the process is gone within the grace plus 1 s, each client in flight has its
     503 (event or JSON), and the audit log says 503 for each of them and 499 for the client that left."""
@@ -103,24 +123,41 @@ def test_sigterm_beside_a_cpu_hog_exits_within_the_grace_plus_1s_and_audits_what
     from ragnarok.core.settings import Settings
 
     db = tmp_path / "service.db"
-    _, secret = AuthStore.for_settings(Settings(data_dir=demo_settings.data_dir, auth="keys",
-                                                database_url=f"sqlite:///{db}")).create("sigterm", ["generate"])
+    _, secret = AuthStore.for_settings(
+        Settings(data_dir=demo_settings.data_dir, auth="keys", database_url=f"sqlite:///{db}")
+    ).create("sigterm", ["generate"])
     headers = {"Authorization": f"Bearer {secret}"}
     slow = streaming_openai_app(Script(pieces=[f" Word {i} [1]." for i in range(600)], each_wait_s=0.1))
     with serve_app(slow) as slow_url, hung_backend() as (hung_url, accepted, _):
-        generators = [{"name": name, "backend": "openai", "base_url": url, "model": "fake", "max_retries": 0,
-                       "timeout_s": 120} for name, url in {"slow": slow_url + "/v1", "hung": hung_url}.items()]
-        env = {**os.environ, "RAGNAROK_DATA_DIR": str(demo_settings.data_dir), "HF_HUB_OFFLINE": "1",
-               "RAGNAROK_SHUTDOWN_GRACE_S": str(GRACE_S), "RAGNAROK_GENERATORS": json.dumps(generators),
-               "RAGNAROK_AUTH": "keys", "RAGNAROK_DATABASE_URL": f"sqlite:///{db}"}
+        generators = [
+            {"name": name, "backend": "openai", "base_url": url, "model": "fake", "max_retries": 0, "timeout_s": 120}
+            for name, url in {"slow": slow_url + "/v1", "hung": hung_url}.items()
+        ]
+        env = {
+            **os.environ,
+            "RAGNAROK_DATA_DIR": str(demo_settings.data_dir),
+            "HF_HUB_OFFLINE": "1",
+            "RAGNAROK_SHUTDOWN_GRACE_S": str(GRACE_S),
+            "RAGNAROK_GENERATORS": json.dumps(generators),
+            "RAGNAROK_AUTH": "keys",
+            "RAGNAROK_DATABASE_URL": f"sqlite:///{db}",
+        }
         log, started, results = tmp_path / "serve.log", [], {}
         with ragnarok_serve(env, output=log, started=started) as base:
+
             def stream(name: str, leave: bool = False) -> None:
                 events: list[str] = []
                 try:
-                    with httpx.Client(timeout=60) as client, connect_sse(
-                            client, "POST", base + "/v1/generate", headers=headers,
-                            json={"request": CANDIDATES, "generator": "slow", "stream": True}) as source:
+                    with (
+                        httpx.Client(timeout=60) as client,
+                        connect_sse(
+                            client,
+                            "POST",
+                            base + "/v1/generate",
+                            headers=headers,
+                            json={"request": CANDIDATES, "generator": "slow", "stream": True},
+                        ) as source,
+                    ):
                         for sse in source.iter_sse():
                             events.append(sse.data if sse.event == "error" else sse.event)
                             if leave and sse.event == "sentence":
@@ -131,8 +168,12 @@ def test_sigterm_beside_a_cpu_hog_exits_within_the_grace_plus_1s_and_audits_what
 
             def plain(name: str) -> None:
                 try:
-                    results[name] = httpx.post(base + "/v1/generate", headers=headers, timeout=60,
-                                               json={"request": CANDIDATES, "generator": "hung"})
+                    results[name] = httpx.post(
+                        base + "/v1/generate",
+                        headers=headers,
+                        timeout=60,
+                        json={"request": CANDIDATES, "generator": "hung"},
+                    )
                 except httpx.HTTPError as exc:
                     results[name] = exc
 
@@ -155,6 +196,7 @@ def test_sigterm_beside_a_cpu_hog_exits_within_the_grace_plus_1s_and_audits_what
     for i in range(2):
         got = results[f"plain{i}"]
         assert isinstance(got, httpx.Response) and got.status_code == 503, (got, output[-3000:])
-    rows = AuthStore.for_settings(Settings(data_dir=demo_settings.data_dir, auth="keys",
-                                           database_url=f"sqlite:///{db}")).audit_rows()
+    rows = AuthStore.for_settings(
+        Settings(data_dir=demo_settings.data_dir, auth="keys", database_url=f"sqlite:///{db}")
+    ).audit_rows()
     assert sorted(r["status"] for r in rows) == [499] + [503] * 5, (rows, output[-3000:])

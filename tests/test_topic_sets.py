@@ -95,8 +95,11 @@ def test_an_optimize_config_takes_set_names(tmp_path):
     from ragnarok.optimize.space import build_space
 
     path = tmp_path / "search.yaml"
-    path.write_text("index: demo\ntopics: demo\nqrels: demo\nnuggets: demo\nobjective: nDCG@10\nbudget: {trials: 1}\n"
-                    "nodes:\n  - node: lexical\n    modules:\n      - {module: bm25}\n", encoding="utf-8")
+    path.write_text(
+        "index: demo\ntopics: demo\nqrels: demo\nnuggets: demo\nobjective: nDCG@10\nbudget: {trials: 1}\n"
+        "nodes:\n  - node: lexical\n    modules:\n      - {module: bm25}\n",
+        encoding="utf-8",
+    )
     config, located = load_config(path)
     settings = Settings(data_dir=tmp_path / "data")
     evaluator = Evaluator(config, build_space(config, located, settings), settings)
@@ -111,12 +114,22 @@ def test_eval_rag_takes_a_nugget_set_name(tmp_path):
     import json  # noqa: PLC0415
 
     answers = tmp_path / "a.jsonl"
-    answers.write_text(json.dumps({"run_id": "r", "topic_id": "demo-01", "topic": "how do I parse command-line "
-                                   "arguments", "references": [], "answer": [
-                                       {"text": "Use the argparse module.", "citations": []}]}) + "\n")
+    answers.write_text(
+        json.dumps(
+            {
+                "run_id": "r",
+                "topic_id": "demo-01",
+                "topic": "how do I parse command-line arguments",
+                "references": [],
+                "answer": [{"text": "Use the argparse module.", "citations": []}],
+            }
+        )
+        + "\n"
+    )
     by_name = invoke("eval-rag", answers, "--nuggets", "demo", "--output", "json")
-    by_file = invoke("eval-rag", answers, "--nuggets", ROOT / "topics" / "eval" / "demo.nuggets.jsonl",
-                     "--output", "json")
+    by_file = invoke(
+        "eval-rag", answers, "--nuggets", ROOT / "topics" / "eval" / "demo.nuggets.jsonl", "--output", "json"
+    )
     assert by_name.exit_code == by_file.exit_code == 0, (by_name.stderr, by_file.stderr)
     assert json.loads(by_name.stdout)["result"] == json.loads(by_file.stdout)["result"]
     assert json.loads(by_name.stdout)["result"]  # scored something

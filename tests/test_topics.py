@@ -6,24 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from ragnarok.core.topics import (
-    Topic,
-    TopicFormatError,
-    load_topics,
-    read_jsonl,
-    read_topics,
-    read_trec,
-    read_tsv,
-)
+from ragnarok.core.topics import Topic, TopicFormatError, load_topics, read_jsonl, read_topics, read_trec, read_tsv
 
 TOPICS = Path(__file__).resolve().parent.parent / "topics"
 
 
-@pytest.mark.parametrize(("name", "count"), [
-    ("topics.rag24.test.txt", 301),
-    ("topics.rag24.raggy-dev.txt", 120),
-    ("topics.rag24.researchy-dev.txt", 600),
-])
+@pytest.mark.parametrize(
+    ("name", "count"),
+    [("topics.rag24.test.txt", 301), ("topics.rag24.raggy-dev.txt", 120), ("topics.rag24.researchy-dev.txt", 600)],
+)
 def test_tsv_track_files_keep_the_exact_text(shared_data, name, count):
     path = shared_data / "trec-rag" / name
     topics = load_topics(path)
@@ -54,21 +45,25 @@ def test_rag25_ids_and_titles_exact(shared_data):
 def test_cacm_sgml(shared_data):
     topics = load_topics(shared_data / "cacm" / "topics.cacm.txt")
     assert len(topics) == 64 and [t.qid for t in topics] == [str(n) for n in range(1, 65)]
-    assert topics[0].text == ("What articles exist which deal with TSS (Time Sharing System), an operating "
-                              "system for IBM computers?")
-    assert topics[1].text == ("I am interested in articles written either by Prieve or Udo Pooch "
-                              "Prieve, B. Pooch, U.")
+    assert topics[0].text == (
+        "What articles exist which deal with TSS (Time Sharing System), an operating system for IBM computers?"
+    )
+    assert topics[1].text == ("I am interested in articles written either by Prieve or Udo Pooch Prieve, B. Pooch, U.")
     assert all(t.text == " ".join(t.text.split()) and t.text for t in topics)
 
 
 def test_classic_trec_top_form(tmp_path):
     path = tmp_path / "topics.robust.txt"
-    path.write_text("<top>\n<num> Number: 301\n<title> International Organized Crime\n\n<desc> Description:\n"
-                    "Identify organizations.\n<narr> Narrative:\nA relevant document...\n</top>\n\n"
-                    "<top>\n<num> Number: 302 <title> Topic: Poliomyelitis and   Post-Polio\n"
-                    "</title>\n</top>\n")
-    assert read_trec(path) == [Topic("301", "International Organized Crime"),
-                               Topic("302", "Poliomyelitis and Post-Polio")]
+    path.write_text(
+        "<top>\n<num> Number: 301\n<title> International Organized Crime\n\n<desc> Description:\n"
+        "Identify organizations.\n<narr> Narrative:\nA relevant document...\n</top>\n\n"
+        "<top>\n<num> Number: 302 <title> Topic: Poliomyelitis and   Post-Polio\n"
+        "</title>\n</top>\n"
+    )
+    assert read_trec(path) == [
+        Topic("301", "International Organized Crime"),
+        Topic("302", "Poliomyelitis and Post-Polio"),
+    ]
     assert load_topics("robust", tmp_path) == read_trec(path)
 
 
@@ -101,17 +96,20 @@ def test_unknown_name_lists_available_sets(tmp_path):
         load_topics(tmp_path / "missing.tsv")
 
 
-@pytest.mark.parametrize(("name", "content", "line"), [
-    ("bad.tsv", "q1\tfine\nno tab here\n", 2),
-    ("bad2.tsv", "q1\tok\n\nq2\t   \n", 3),
-    ("bad3.tsv", "\tno id\n", 1),
-    ("bad.jsonl", '{"id": "1", "title": "t"}\n{"id": "2", "title": \n', 2),
-    ("bad2.jsonl", '{"id": "1"}\n', 1),
-    ("bad3.jsonl", '{"id": "1", "title": "a"}\n\n["not", "an", "object"]\n', 3),
-    ("bad.txt", "<DOC>\n<DOCNO> 1 </DOCNO> one </DOC>\n<DOC>\n<DOCNO> 2 </DOCNO> never closed\n", 3),
-    ("bad2.txt", "<top>\n<num> Number: 1\n<title> a\n</top>\n\n<top>\n<desc> no num\n</top>\n", 6),
-    ("dup.tsv", "q1\ta\nq2\tb\nq1\tc\n", 3),
-])
+@pytest.mark.parametrize(
+    ("name", "content", "line"),
+    [
+        ("bad.tsv", "q1\tfine\nno tab here\n", 2),
+        ("bad2.tsv", "q1\tok\n\nq2\t   \n", 3),
+        ("bad3.tsv", "\tno id\n", 1),
+        ("bad.jsonl", '{"id": "1", "title": "t"}\n{"id": "2", "title": \n', 2),
+        ("bad2.jsonl", '{"id": "1"}\n', 1),
+        ("bad3.jsonl", '{"id": "1", "title": "a"}\n\n["not", "an", "object"]\n', 3),
+        ("bad.txt", "<DOC>\n<DOCNO> 1 </DOCNO> one </DOC>\n<DOC>\n<DOCNO> 2 </DOCNO> never closed\n", 3),
+        ("bad2.txt", "<top>\n<num> Number: 1\n<title> a\n</top>\n\n<top>\n<desc> no num\n</top>\n", 6),
+        ("dup.tsv", "q1\ta\nq2\tb\nq1\tc\n", 3),
+    ],
+)
 def test_malformed_files_name_the_line(tmp_path, name, content, line):
     path = tmp_path / name
     path.write_text(content)

@@ -27,11 +27,27 @@ def env(demo_settings, monkeypatch):
     with serve_app(flaky_openai_app()) as url:
         monkeypatch.setenv("RAGNAROK_DATA_DIR", str(demo_settings.data_dir))
         monkeypatch.setenv("RAGNAROK_TOPIC_BACKOFF_S", "0.05")  # retries 50 ms apart, not 1 s
-        monkeypatch.setenv("RAGNAROK_GENERATORS", json.dumps([
-            {"name": "slow200", "backend": "openai", "base_url": f"{url}/v1", "model": "fixed-200ms",
-             "max_concurrency": 16},
-            {"name": "broken", "backend": "openai", "base_url": f"{url}/v1", "model": "down-500", "max_retries": 0},
-        ]))
+        monkeypatch.setenv(
+            "RAGNAROK_GENERATORS",
+            json.dumps(
+                [
+                    {
+                        "name": "slow200",
+                        "backend": "openai",
+                        "base_url": f"{url}/v1",
+                        "model": "fixed-200ms",
+                        "max_concurrency": 16,
+                    },
+                    {
+                        "name": "broken",
+                        "backend": "openai",
+                        "base_url": f"{url}/v1",
+                        "model": "down-500",
+                        "max_retries": 0,
+                    },
+                ]
+            ),
+        )
         get_settings.cache_clear()
         yield url
         get_settings.cache_clear()
@@ -77,8 +93,13 @@ def test_records_of_real_topics_validate(shared_data, tmp_path, year):
     words = sum(len(s["text"].split()) for s in record["answer"])
     assert words == 400 and len(record["references"]) == (20 if year == 2024 else 30)
     if year == 2025:
-        assert record["metadata"] == {"team_id": "team", "run_id": "r1", "type": "automatic",
-                                      "narrative_id": topics[0].qid, "narrative": topics[0].text}
+        assert record["metadata"] == {
+            "team_id": "team",
+            "run_id": "r1",
+            "type": "automatic",
+            "narrative_id": topics[0].qid,
+            "narrative": topics[0].text,
+        }
     else:
         assert record["response_length"] == 400 and record["topic"] == topics[0].text
 
@@ -100,25 +121,34 @@ TOPICS = {"t1": "what is x", "t2": "what is y"}
 
 
 def good(tid: str = "t1", **changes) -> dict:
-    record = {"run_id": "r", "topic_id": tid, "topic": TOPICS[tid], "references": [SEG],
-              "response_length": 2, "answer": [{"text": "X is.", "citations": [0]}]}
+    record = {
+        "run_id": "r",
+        "topic_id": tid,
+        "topic": TOPICS[tid],
+        "references": [SEG],
+        "response_length": 2,
+        "answer": [{"text": "X is.", "citations": [0]}],
+    }
     return {**record, **changes}
 
 
-@pytest.mark.parametrize(("records", "message"), [
-    ([good(), good()], "topic answered again"),
-    ([good(), good("t2", run_id="other")], "more than one run_id"),
-    ([good(topic="What is x")], "topic text differs"),
-    ([good(references=[SEG, "msmarco_v2.1_doc_51#2"])], "not MS MARCO V2.1 segment ids"),
-    ([good(references=[SEG, SEG])], "repeated references"),
-    ([good(references=[SEG] * 21)], "21 references; at most 20"),
-    ([good(answer=[{"text": "X is.", "citations": [1]}])], "outside references"),
-    ([good(answer=[{"text": "X is.", "citations": [0, 0]}])], "repeats a citation"),
-    ([good(response_length=3)], "response_length is 3 but the answer has 2 words"),
-    ([good(answer=[{"text": "w " * 401, "citations": []}], response_length=401)], "401 words; at most 400"),
-    ([{k: v for k, v in good().items() if k != "references"}], "references is missing"),
-    ([good(answer=[{"text": 3, "citations": []}])], "answer[0] must be"),
-])
+@pytest.mark.parametrize(
+    ("records", "message"),
+    [
+        ([good(), good()], "topic answered again"),
+        ([good(), good("t2", run_id="other")], "more than one run_id"),
+        ([good(topic="What is x")], "topic text differs"),
+        ([good(references=[SEG, "msmarco_v2.1_doc_51#2"])], "not MS MARCO V2.1 segment ids"),
+        ([good(references=[SEG, SEG])], "repeated references"),
+        ([good(references=[SEG] * 21)], "21 references; at most 20"),
+        ([good(answer=[{"text": "X is.", "citations": [1]}])], "outside references"),
+        ([good(answer=[{"text": "X is.", "citations": [0, 0]}])], "repeats a citation"),
+        ([good(response_length=3)], "response_length is 3 but the answer has 2 words"),
+        ([good(answer=[{"text": "w " * 401, "citations": []}], response_length=401)], "401 words; at most 400"),
+        ([{k: v for k, v in good().items() if k != "references"}], "references is missing"),
+        ([good(answer=[{"text": 3, "citations": []}])], "answer[0] must be"),
+    ],
+)
 def test_validator_errors(tmp_path, records, message):
     path = tmp_path / "run.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records) + "{not json\n")
@@ -160,9 +190,22 @@ def test_track_topics_count_references_that_are_not_v21_segments_in_one_line(tmp
 
     topics = read_topics(shared_data / "trec-rag" / "topics.rag24.test.txt")[:3]
     path = tmp_path / "demo-run.jsonl"
-    path.write_text("".join(json.dumps({
-        "run_id": "r", "topic_id": t.qid, "topic": t.text, "references": ["stdlib.gzip#0_0", "stdlib.argparse#2_9"],
-        "response_length": 2, "answer": [{"text": "X is.", "citations": [0, 1]}]}) + "\n" for t in topics))
+    path.write_text(
+        "".join(
+            json.dumps(
+                {
+                    "run_id": "r",
+                    "topic_id": t.qid,
+                    "topic": t.text,
+                    "references": ["stdlib.gzip#0_0", "stdlib.argparse#2_9"],
+                    "response_length": 2,
+                    "answer": [{"text": "X is.", "citations": [0, 1]}],
+                }
+            )
+            + "\n"
+            for t in topics
+        )
+    )
     for topic_set in ("rag24", "rag24.test", str(shared_data / "trec-rag" / "topics.rag24.test.txt")):
         out = ragnarok("validate", path, "--topics", topic_set, code=1)
         said = [line for line in out.splitlines() if "not MS MARCO V2.1 segment ids" in line]
@@ -177,8 +220,21 @@ def test_track_topics_count_references_that_are_not_v21_segments_in_one_line(tmp
 
 def test_r_task_then_ag_only_then_evaluate(env, tmp_path):
     run = tmp_path / "bm25.run"
-    out = ragnarok("run", "--topics", "demo", "--pipeline", "bm25@100", "--task", "r", "--run-id", "bm25",
-                   "--output", run, "--concurrency", "8")
+    out = ragnarok(
+        "run",
+        "--topics",
+        "demo",
+        "--pipeline",
+        "bm25@100",
+        "--task",
+        "r",
+        "--run-id",
+        "bm25",
+        "--output",
+        run,
+        "--concurrency",
+        "8",
+    )
     assert "50 topics written" in out
     rows = [line.split() for line in run.read_text().splitlines()]
     assert {len(r) for r in rows} == {6} and {r[5] for r in rows} == {"bm25"}
@@ -192,8 +248,19 @@ def test_r_task_then_ag_only_then_evaluate(env, tmp_path):
     assert 0.3 < ndcg < 1.0
 
     answers = tmp_path / "ag.jsonl"
-    out = ragnarok("run", "--requests", given, "--pipeline", "extractive", "--run-id", "ag-only", "--output", answers,
-                   "--topics", "demo")
+    out = ragnarok(
+        "run",
+        "--requests",
+        given,
+        "--pipeline",
+        "extractive",
+        "--run-id",
+        "ag-only",
+        "--output",
+        answers,
+        "--topics",
+        "demo",
+    )
     assert "50 topics written" in out
     ragnarok("validate", answers, "--topics", "demo")
     top20 = {r["query"]["qid"]: {c["docid"] for c in r["candidates"][:20]} for r in lines(given)}
@@ -203,8 +270,21 @@ def test_r_task_then_ag_only_then_evaluate(env, tmp_path):
 
 def test_rag_task_2025_and_resume(env, tmp_path):
     out_path = tmp_path / "run.jsonl"
-    args = ["run", "--topics", "demo", "--pipeline", "bm25@20 | slow200", "--run-id", "r25", "--year", "2025",
-            "--output", out_path, "--concurrency", "16"]
+    args = [
+        "run",
+        "--topics",
+        "demo",
+        "--pipeline",
+        "bm25@20 | slow200",
+        "--run-id",
+        "r25",
+        "--year",
+        "2025",
+        "--output",
+        out_path,
+        "--concurrency",
+        "16",
+    ]
     assert "50 topics written" in ragnarok(*args)
     ragnarok("validate", out_path, "--topics", "demo")
     assert lines(out_path)[0]["metadata"]["type"] == "automatic"
@@ -212,8 +292,9 @@ def test_rag_task_2025_and_resume(env, tmp_path):
     out_path.write_bytes(b"".join(kept[:20]) + kept[20][:37])  # 20 whole lines and a torn one
     assert "30 topics written, 20 already done" in ragnarok(*args)
     assert out_path.read_bytes().startswith(b"".join(kept[:20]))
-    assert sorted(r["metadata"]["narrative_id"] for r in lines(out_path)) == sorted(r["metadata"]["narrative_id"]
-                                                                                   for r in map(json.loads, kept))
+    assert sorted(r["metadata"]["narrative_id"] for r in lines(out_path)) == sorted(
+        r["metadata"]["narrative_id"] for r in map(json.loads, kept)
+    )
     # another run id into the same file: refused, the file untouched
     before = out_path.read_bytes()
     other = [*args[:6], "other", *args[7:]]
@@ -222,19 +303,34 @@ def test_rag_task_2025_and_resume(env, tmp_path):
 
 
 def test_failing_topics_are_retried_then_reported(env, tmp_path):
-    out = ragnarok("run", "--topics", "demo", "--pipeline", "bm25@5 | broken", "--run-id", "b", "--retries", "2",
-                   "--output", tmp_path / "run.jsonl", code=1)
+    out = ragnarok(
+        "run",
+        "--topics",
+        "demo",
+        "--pipeline",
+        "bm25@5 | broken",
+        "--run-id",
+        "b",
+        "--retries",
+        "2",
+        "--output",
+        tmp_path / "run.jsonl",
+        code=1,
+    )
     assert "0 topics written" in out and "50 failed" in out and "backend exploded" in out
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--topics", "rag24.test"], "fetch it with `ragnarok topics fetch rag24.test`"),
-    (["--topics", "nonesuch"], "unknown topic set or file 'nonesuch'"),
-    (["--pipeline", "bm25@10 |"], "expected a reranker or generator name"),
-    (["--pipeline", "bm25@10 | gpt-9"], "unknown generator 'gpt-9'"),
-    (["--output", "/nonexistent/dir/run.jsonl"], "output folder /nonexistent/dir does not exist"),
-    (["--year", "2023"], "--year must be one of"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--topics", "rag24.test"], "fetch it with `ragnarok topics fetch rag24.test`"),
+        (["--topics", "nonesuch"], "unknown topic set or file 'nonesuch'"),
+        (["--pipeline", "bm25@10 |"], "expected a reranker or generator name"),
+        (["--pipeline", "bm25@10 | gpt-9"], "unknown generator 'gpt-9'"),
+        (["--output", "/nonexistent/dir/run.jsonl"], "output folder /nonexistent/dir does not exist"),
+        (["--year", "2023"], "--year must be one of"),
+    ],
+)
 def test_bad_input_is_one_line_and_loses_nothing(env, tmp_path, monkeypatch, args, message):
     monkeypatch.setenv("RAGNAROK_TOPICS_DIR", str(tmp_path / "no-shared-copies"))  # rag24.test not beside us
     get_settings.cache_clear()
@@ -252,8 +348,9 @@ def test_bad_input_is_one_line_and_loses_nothing(env, tmp_path, monkeypatch, arg
 def test_malformed_topic_file_names_the_line(env, tmp_path):
     bad = tmp_path / "topics.tsv"
     bad.write_text("q1\tfine\nno tab here\n")
-    out = ragnarok("run", "--topics", bad, "--pipeline", "bm25@10 | extractive", "--output", tmp_path / "o.jsonl",
-                   code=2)
+    out = ragnarok(
+        "run", "--topics", bad, "--pipeline", "bm25@10 | extractive", "--output", tmp_path / "o.jsonl", code=2
+    )
     assert f"{bad}:2" in out
 
 
@@ -282,4 +379,3 @@ def test_torn_last_line_is_dropped_on_open(tmp_path):
         assert log.done == {"a", "b"}
         log.append({"topic_id": "c"})
     assert path.read_bytes() == b'{"topic_id": "a"}\n{"topic_id": "b"}\n{"topic_id": "c"}\n'
-

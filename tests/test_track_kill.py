@@ -28,11 +28,36 @@ def test_sigkill_mid_run_then_resume(demo_settings, tmp_path):
     out = tmp_path / "run.jsonl"
     topics = read_tsv(ROOT / "topics" / "demo.tsv")
     with serve_app(flaky_openai_app()) as url:
-        env = {**os.environ, "RAGNAROK_DATA_DIR": str(demo_settings.data_dir),
-               "RAGNAROK_GENERATORS": json.dumps([{"name": "slow200", "backend": "openai", "base_url": f"{url}/v1",
-                                                   "model": "fixed-200ms", "max_concurrency": 8}])}
-        cmd = [sys.executable, "scripts/run_trec.py", "--topics", "demo", "--pipeline", "bm25@20 | slow200",
-               "--run-id", "killed", "--output", str(out), "--concurrency", "4", "--no-progress"]
+        env = {
+            **os.environ,
+            "RAGNAROK_DATA_DIR": str(demo_settings.data_dir),
+            "RAGNAROK_GENERATORS": json.dumps(
+                [
+                    {
+                        "name": "slow200",
+                        "backend": "openai",
+                        "base_url": f"{url}/v1",
+                        "model": "fixed-200ms",
+                        "max_concurrency": 8,
+                    }
+                ]
+            ),
+        }
+        cmd = [
+            sys.executable,
+            "scripts/run_trec.py",
+            "--topics",
+            "demo",
+            "--pipeline",
+            "bm25@20 | slow200",
+            "--run-id",
+            "killed",
+            "--output",
+            str(out),
+            "--concurrency",
+            "4",
+            "--no-progress",
+        ]
         rng, kills, seen = random.Random(20241122), 0, []
         for _ in range(3):
             before = complete_lines(out)

@@ -72,8 +72,9 @@ def official_2024(path: Path, topics: dict[str, str]) -> tuple[list[str], list[s
         except json.JSONDecodeError:
             errors.append(f"{n}: JSON")
             continue
-        missing = [f for f in ("run_id", "topic_id", "topic", "references", "response_length", "answer")
-                   if f not in obj]
+        missing = [
+            f for f in ("run_id", "topic_id", "topic", "references", "response_length", "answer") if f not in obj
+        ]
         if missing:
             errors.append(f"{n}: missing {missing[0]}")
             continue
@@ -140,7 +141,11 @@ def official_2025(path: Path, topics: dict[str, str]) -> tuple[list[str], list[s
             errors.append(f"{n}: lists")
             continue
         for a in entry.get("answer", []):
-            if not isinstance(a, dict) or not isinstance(a.get("text"), str) or not isinstance(a.get("citations"), list):
+            if (
+                not isinstance(a, dict)
+                or not isinstance(a.get("text"), str)
+                or not isinstance(a.get("citations"), list)
+            ):
                 errors.append(f"{n}: sentence")
             elif not all(isinstance(c, int) and 0 <= c < len(refs) for c in a["citations"]):
                 errors.append(f"{n}: citations")
@@ -150,8 +155,18 @@ def official_2025(path: Path, topics: dict[str, str]) -> tuple[list[str], list[s
 # ------------------------------------------------------------------ item 20: one word count, the official one
 
 #: Text whose whitespace count and NFKC count differ: NFKC turns the spacing accents into a space + a mark.
-NFKC_TEXTS = {"isn´t": 2, "x¨y": 2, "a˜b": 2, "don´t stop": 3, "a\u00a0b": 2, "ﬁne": 1, "Ｆｕｌｌ width": 2,
-              "½ cup": 2, "zero\u200bwidth": 1, "  padded\u3000text  ": 2}
+NFKC_TEXTS = {
+    "isn´t": 2,
+    "x¨y": 2,
+    "a˜b": 2,
+    "don´t stop": 3,
+    "a\u00a0b": 2,
+    "ﬁne": 1,
+    "Ｆｕｌｌ width": 2,
+    "½ cup": 2,
+    "zero\u200bwidth": 1,
+    "  padded\u3000text  ": 2,
+}
 
 
 def test_word_count_is_the_official_checkers_count():
@@ -182,8 +197,9 @@ def test_runs_we_write_pass_the_official_checkers(shared_data, tmp_path, year):
     ours = validate(out, expected)
     assert ours.ok, [str(p) for p in ours.problems[:3]]
     # 2025 without --with-prompt: the official validator's one warning per line, and ours
-    assert [p.message for p in ours.warnings] == ["optional field 'prompt' is missing from metadata"] * \
-        (len(topics) if year == 2025 else 0)
+    assert [p.message for p in ours.warnings] == ["optional field 'prompt' is missing from metadata"] * (
+        len(topics) if year == 2025 else 0
+    )
     if year == 2024:
         errors, warnings = official_2024(out, expected)
         assert errors == [] and warnings == []  # no length fix, response_length as they count it
@@ -198,8 +214,14 @@ def test_validator_and_fix_count_like_the_official_checker(tmp_path):
     topics = tmp_path / "topics.tsv"
     topics.write_text("t1\twhat is x\n")
     sentences = [s.model_dump() for s in nfkc_answer(58)]  # 406 words, 348 by whitespace
-    record = {"run_id": "r", "topic_id": "t1", "topic": "what is x", "references": SEGS[:3],
-              "response_length": 348, "answer": sentences}
+    record = {
+        "run_id": "r",
+        "topic_id": "t1",
+        "topic": "what is x",
+        "references": SEGS[:3],
+        "response_length": 348,
+        "answer": sentences,
+    }
     run = tmp_path / "run.jsonl"
     run.write_text(json.dumps(record, ensure_ascii=False) + "\n")
     errors, warnings = official_2024(run, {"t1": "what is x"})
@@ -231,27 +253,49 @@ def write_lines(path: Path, records: list[dict]) -> Path:
 
 def test_2025_type_accepts_exactly_what_the_official_checker_accepts(tmp_path):
     topics = {"1": "what is x"}
-    for value, accepted in [("automatic", True), ("manual", True), ("semi-automatic", False),
-                            ("Automatic", False), ("", False)]:
+    for value, accepted in [
+        ("automatic", True),
+        ("manual", True),
+        ("semi-automatic", False),
+        ("Automatic", False),
+        ("", False),
+    ]:
         run = write_lines(tmp_path / "run.jsonl", [record_2025("1", "what is x", type=value)])
         ours, (theirs, _) = validate(run, topics), official_2025(run, topics)
         assert ours.ok == accepted == (not theirs), (value, [str(p) for p in ours.problems], theirs)
         if not accepted:
-            assert any(f"metadata.type must be one of automatic, manual, got {value!r}" in p.message
-                       for p in ours.errors)
+            assert any(
+                f"metadata.type must be one of automatic, manual, got {value!r}" in p.message for p in ours.errors
+            )
     bare = record_2025("1", "what is x")
     del bare["metadata"]["type"], bare["metadata"]["narrative"]  # optional for them: warnings, not errors
     run = write_lines(tmp_path / "run.jsonl", [bare])
     ours = validate(run, topics)
     assert ours.ok and official_2025(run, topics) == ([], [])
-    assert {p.message for p in ours.warnings} == {"optional field 'type' is missing from metadata",
-                                                  "optional field 'narrative' is missing from metadata",
-                                                  "optional field 'prompt' is missing from metadata"}
+    assert {p.message for p in ours.warnings} == {
+        "optional field 'type' is missing from metadata",
+        "optional field 'narrative' is missing from metadata",
+        "optional field 'prompt' is missing from metadata",
+    }
 
 
 def test_run_refuses_a_run_type_the_track_rejects(tmp_path):
-    result = cli.invoke(app, ["run", "--topics", "demo", "--pipeline", "bm25@10 | extractive", "--year", "2025",
-                              "--run-type", "semi-automatic", "--output", str(tmp_path / "o.jsonl")])
+    result = cli.invoke(
+        app,
+        [
+            "run",
+            "--topics",
+            "demo",
+            "--pipeline",
+            "bm25@10 | extractive",
+            "--year",
+            "2025",
+            "--run-type",
+            "semi-automatic",
+            "--output",
+            str(tmp_path / "o.jsonl"),
+        ],
+    )
     assert result.exit_code == 2 and "--run-type must be one of automatic, manual" in result.output
     assert not (tmp_path / "o.jsonl").exists()
 
@@ -271,8 +315,19 @@ def test_topic_text_difference_says_where(tmp_path):
     expected = "what are the long-term effects of " + "x" * 40 + " on the human body and mind?"
     given = expected.replace("body", "b0dy")  # differs after the first 60 characters
     offset = expected.index("body") + 1
-    run = write_lines(tmp_path / "run.jsonl", [{"run_id": "r", "topic_id": "t1", "topic": given, "references": [],
-                                               "response_length": 1, "answer": [{"text": "X.", "citations": []}]}])
+    run = write_lines(
+        tmp_path / "run.jsonl",
+        [
+            {
+                "run_id": "r",
+                "topic_id": "t1",
+                "topic": given,
+                "references": [],
+                "response_length": 1,
+                "answer": [{"text": "X.", "citations": []}],
+            }
+        ],
+    )
     (message,) = [p.message for p in validate(run, {"t1": expected}).errors]
     assert f"at offset {offset} ('0' vs 'o'; lengths {len(given)} and {len(expected)})" in message
     assert "human b0dy and" in message and "human body and" in message and len(message) < 300
@@ -290,8 +345,22 @@ def test_resume_with_another_year_is_refused_before_anything_loads(tmp_path):
         out.write_text(json.dumps(answer_record(answer, year=have, run_id="r", topic_text="what is x")) + "\n")
         before = out.read_bytes()
         start = time.monotonic()
-        result = cli.invoke(app, ["run", "--topics", "demo", "--pipeline", "bm25@10 | extractive", "--run-id", "r",
-                                  "--year", str(want), "--output", str(out)])
+        result = cli.invoke(
+            app,
+            [
+                "run",
+                "--topics",
+                "demo",
+                "--pipeline",
+                "bm25@10 | extractive",
+                "--run-id",
+                "r",
+                "--year",
+                str(want),
+                "--output",
+                str(out),
+            ],
+        )
         assert result.exit_code == 2, result.output
         assert f"is a {have}-format line, not --year {want}" in result.output
         assert out.read_bytes() == before and time.monotonic() - start < 10
@@ -300,8 +369,19 @@ def test_resume_with_another_year_is_refused_before_anything_loads(tmp_path):
 
 def test_resume_with_another_2025_team_or_type_is_refused(tmp_path):
     out = write_lines(tmp_path / "run.jsonl", [record_2025("1", "what is x", team_id="team", run_id="r")])
-    base = ["run", "--topics", "demo", "--pipeline", "bm25@10 | extractive", "--run-id", "r", "--year", "2025",
-            "--output", str(out)]
+    base = [
+        "run",
+        "--topics",
+        "demo",
+        "--pipeline",
+        "bm25@10 | extractive",
+        "--run-id",
+        "r",
+        "--year",
+        "2025",
+        "--output",
+        str(out),
+    ]
     result = cli.invoke(app, [*base, "--team-id", "other"])
     assert result.exit_code == 2 and "metadata.team_id 'team', not 'other'" in result.output
     result = cli.invoke(app, [*base, "--team-id", "team", "--run-type", "manual"])
@@ -311,14 +391,17 @@ def test_resume_with_another_2025_team_or_type_is_refused(tmp_path):
 # ------------------------------------------------------------------ item 25: fail early, leave nothing
 
 
-@pytest.mark.parametrize(("pipeline", "extra", "message"), [
-    ("bm25@10 | gpt-9", [], "unknown generator 'gpt-9'"),
-    ("bm25@10 | extractive:nope", [], "unknown prompt template 'nope'"),
-    ("bm25@10 | nope@5 | extractive", [], "unknown reranker 'nope'"),
-    ("rrf(bm25, nope)@10 | extractive", [], "unknown retriever 'nope'"),
-    ("bm25@10 | extractive", ["--index", "nope"], "unknown index 'nope'"),
-    ("2c", [], "unknown generator 'llama-3.1-70b'"),
-])
+@pytest.mark.parametrize(
+    ("pipeline", "extra", "message"),
+    [
+        ("bm25@10 | gpt-9", [], "unknown generator 'gpt-9'"),
+        ("bm25@10 | extractive:nope", [], "unknown prompt template 'nope'"),
+        ("bm25@10 | nope@5 | extractive", [], "unknown reranker 'nope'"),
+        ("rrf(bm25, nope)@10 | extractive", [], "unknown retriever 'nope'"),
+        ("bm25@10 | extractive", ["--index", "nope"], "unknown index 'nope'"),
+        ("2c", [], "unknown generator 'llama-3.1-70b'"),
+    ],
+)
 def test_unknown_components_fail_before_anything_loads(tmp_path, pipeline, extra, message):
     out = tmp_path / "run.jsonl"
     start = time.monotonic()
@@ -341,27 +424,33 @@ def test_unknown_generator_imports_nothing_heavy(tmp_path):
         print(result.exit_code, heavy, result.output.strip())
     """)
     env = {**os.environ, "RAGNAROK_DATA_DIR": str(tmp_path / "data")}
-    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
     assert done.stdout.startswith("2 [] error: unknown generator 'gpt-9'"), (done.stdout, done.stderr[-2000:])
     assert not (tmp_path / "run.jsonl").exists()
 
 
-@pytest.mark.parametrize("content", ["", "\n", '\n  \n'])
+@pytest.mark.parametrize("content", ["", "\n", "\n  \n"])
 def test_an_empty_topic_file_is_an_error(tmp_path, content):
     topics = tmp_path / "topics.tsv"
     topics.write_text(content)
     out = tmp_path / "run.jsonl"
-    result = cli.invoke(app, ["run", "--topics", str(topics), "--pipeline", "bm25@10 | extractive",
-                              "--output", str(out)])
+    result = cli.invoke(
+        app, ["run", "--topics", str(topics), "--pipeline", "bm25@10 | extractive", "--output", str(out)]
+    )
     assert result.exit_code == 2 and f"{topics}: no topics in the file" in result.output
     assert not out.exists()
 
 
-GIVEN = [{"query": {"text": text, "qid": qid}, "candidates": [
-    {"docid": SEGS[0], "score": 2.0, "doc": {"segment": f"{text.capitalize()} is answered here. It is so."}},
-    {"docid": SEGS[1], "score": 1.0, "doc": {"segment": "Another passage says more. It holds more words."}}]}
-    for qid, text in (("q1", "how to compress a file"), ("q2", "what is a list"))]
+GIVEN = [
+    {
+        "query": {"text": text, "qid": qid},
+        "candidates": [
+            {"docid": SEGS[0], "score": 2.0, "doc": {"segment": f"{text.capitalize()} is answered here. It is so."}},
+            {"docid": SEGS[1], "score": 1.0, "doc": {"segment": "Another passage says more. It holds more words."}},
+        ],
+    }
+    for qid, text in (("q1", "how to compress a file"), ("q2", "what is a list"))
+]
 
 
 def test_a_refused_run_leaves_no_file(tmp_path):
@@ -382,8 +471,10 @@ def test_every_output_is_a_normal_file(tmp_path):
     old = os.umask(0o022)
     try:
         answers = tmp_path / "answers.jsonl"
-        result = cli.invoke(app, ["run", "--requests", str(given), "--pipeline", "extractive", "--run-id", "r",
-                                  "--output", str(answers)])
+        result = cli.invoke(
+            app,
+            ["run", "--requests", str(given), "--pipeline", "extractive", "--run-id", "r", "--output", str(answers)],
+        )
         assert result.exit_code == 0, result.output
         fixed = tmp_path / "fixed.jsonl"
         result = cli.invoke(app, ["validate", str(answers), "--fix", str(fixed)])

@@ -54,8 +54,7 @@ def test_another_pipeline_is_refused_and_restart_moves_the_old_output_aside(tmp_
     assert "2 topics written, 0 already done" in restarted.output
     assert (tmp_path / "run.jsonl.old").read_bytes() == whole  # the old output whole, beside the new one
     assert json.loads((tmp_path / "run.jsonl.pipeline.json").read_text())["pipeline"] == "given@1 | extractive"
-    assert json.loads((tmp_path / "run.jsonl.old.pipeline.json").read_text())["pipeline"] == \
-        "given@10000 | extractive"
+    assert json.loads((tmp_path / "run.jsonl.old.pipeline.json").read_text())["pipeline"] == "given@10000 | extractive"
 
     again = cli.invoke(app, [*base, "--pipeline", "extractive", "--restart"])  # nothing is overwritten
     assert again.exit_code == 0 and f"moved {out} aside to {out}.old2" in again.output, again.output
@@ -65,8 +64,10 @@ def test_another_pipeline_is_refused_and_restart_moves_the_old_output_aside(tmp_
 def test_a_misspelt_passage_stage_gets_a_suggestion_in_the_cli(tmp_path):
     given = write_lines(tmp_path / "given.jsonl", GIVEN)
     out = tmp_path / "run.jsonl"
-    result = cli.invoke(app, ["run", "--requests", str(given), "--pipeline", "given@10 | neighbors@5 | extractive",
-                              "--output", str(out)])
+    result = cli.invoke(
+        app,
+        ["run", "--requests", str(given), "--pipeline", "given@10 | neighbors@5 | extractive", "--output", str(out)],
+    )
     errors = _errors(result.output)
     assert result.exit_code == 2 and len(errors) == 1, result.output
     assert "unknown reranker 'neighbors'" in errors[0] and "did you mean 'neighbours'?" in errors[0], errors[0]
@@ -83,9 +84,11 @@ def test_a_misspelt_passage_stage_gets_a_suggestion_from_the_api(tmp_path):
     index_documents(iter(docs(4)), tmp_path / "idx")
     settings = Settings(data_dir=tmp_path / "data", indexes={"x": str(tmp_path / "idx")}, default_index="x")
     with TestClient(create_app(settings, arena=False)) as client:
-        for spec, wanted in [("bm25@10 | neighbors@5 | extractive", "'neighbours'"),
-                             ("bm25@10 | automerg@5 | extractive", "'automerge'"),
-                             ("bm25@10 | mono5@5 | extractive", "'monot5'")]:
+        for spec, wanted in [
+            ("bm25@10 | neighbors@5 | extractive", "'neighbours'"),
+            ("bm25@10 | automerg@5 | extractive", "'automerge'"),
+            ("bm25@10 | mono5@5 | extractive", "'monot5'"),
+        ]:
             answer = client.post("/rag", json={"topic": "alpha", "pipeline": spec})
             assert answer.status_code == 404, answer.text
             assert f"did you mean {wanted}?" in answer.text, answer.text

@@ -24,8 +24,13 @@ def test_rank_llm_request_round_trips_byte_for_byte():
 def test_our_request_has_rank_llm_field_order():
     request = Request(
         query=Query(text="q", qid="1"),
-        candidates=[Candidate(docid="a#0_0", score=1.0, doc=Doc(segment="s", title="t", url="u",
-                                                                 headings="h", start_char=0, end_char=1))],
+        candidates=[
+            Candidate(
+                docid="a#0_0",
+                score=1.0,
+                doc=Doc(segment="s", title="t", url="u", headings="h", start_char=0, end_char=1),
+            )
+        ],
     )
     data = json.loads(request.to_json())
     assert list(data) == ["query", "candidates"]
@@ -34,10 +39,12 @@ def test_our_request_has_rank_llm_field_order():
 
 
 def test_response_length_is_whitespace_word_count():
-    answer = RagAnswer.build("t1", "topic", ["a", "b"], [
-        CitedSentence(text="Two  words.", citations=[0]),
-        CitedSentence(text=" three\nmore words ", citations=[1, 0]),
-    ])
+    answer = RagAnswer.build(
+        "t1",
+        "topic",
+        ["a", "b"],
+        [CitedSentence(text="Two  words.", citations=[0]), CitedSentence(text=" three\nmore words ", citations=[1, 0])],
+    )
     assert answer.response_length == 5 == word_count("Two  words.") + word_count(" three\nmore words ")
 
 

@@ -79,18 +79,28 @@ def sentences(n: int, size: int, cites: list[int]) -> list[dict]:
 
 
 def line_2024(tid: str, **changes) -> dict:
-    return {"run_id": "r", "topic_id": tid, "topic": TOPICS[tid], "references": SEGS[:3], "response_length": 3,
-            "answer": [{"text": "X is so.", "citations": [0, 1]}], **changes}
+    return {
+        "run_id": "r",
+        "topic_id": tid,
+        "topic": TOPICS[tid],
+        "references": SEGS[:3],
+        "response_length": 3,
+        "answer": [{"text": "X is so.", "citations": [0, 1]}],
+        **changes,
+    }
 
 
 def test_2024_fixes_are_the_official_checkers(tmp_path):
-    run = write_lines(tmp_path / "run.jsonl", [
-        line_2024("1"),
-        line_2024("2", answer=[{"text": "X is so.", "citations": [0, 0, 1]}]),  # repeated citation
-        line_2024("3", answer=[{"text": "X is so.", "citations": [0, 5]}]),  # outside references
-        line_2024("4", answer=sentences(3, 150, [0]), response_length=450),  # 450 words
-        line_2024("5", response_length=7),  # a wrong response_length
-    ])
+    run = write_lines(
+        tmp_path / "run.jsonl",
+        [
+            line_2024("1"),
+            line_2024("2", answer=[{"text": "X is so.", "citations": [0, 0, 1]}]),  # repeated citation
+            line_2024("3", answer=[{"text": "X is so.", "citations": [0, 5]}]),  # outside references
+            line_2024("4", answer=sentences(3, 150, [0]), response_length=450),  # 450 words
+            line_2024("5", response_length=7),  # a wrong response_length
+        ],
+    )
     theirs = theirs_2024(run, TOPICS)
     assert ours(run, TOPICS, 2024) == theirs
     assert theirs[3]["response_length"] == 300 and len(theirs[3]["answer"]) == 2  # whole sentences went
@@ -100,14 +110,20 @@ def test_2025_fixes_are_the_official_validators(tmp_path):
     many = [f"msmarco_v2.1_doc_{i}_{i}#0_{i}" for i in range(120)]
     bare = record_2025("4", "what is w")
     del bare["metadata"]["narrative"]
-    run = write_lines(tmp_path / "run.jsonl", [
-        record_2025("1", "what is x"),
-        {**record_2025("2", "what is y"), "references": SEGS[:3] + [SEGS[1]]},  # repeated after those cited
-        {**record_2025("3", "what is z"), "references": many,  # 120: the first 100 kept, citation 105 dropped
-         "answer": [{"text": "X is so.", "citations": [0, 105]}]},
-        bare,  # no narrative: the topic's text added
-        {**record_2025("5", "what is v"), "answer": sentences(3, 150, [1])},  # 450 words
-    ])
+    run = write_lines(
+        tmp_path / "run.jsonl",
+        [
+            record_2025("1", "what is x"),
+            {**record_2025("2", "what is y"), "references": SEGS[:3] + [SEGS[1]]},  # repeated after those cited
+            {
+                **record_2025("3", "what is z"),
+                "references": many,  # 120: the first 100 kept, citation 105 dropped
+                "answer": [{"text": "X is so.", "citations": [0, 105]}],
+            },
+            bare,  # no narrative: the topic's text added
+            {**record_2025("5", "what is v"), "answer": sentences(3, 150, [1])},  # 450 words
+        ],
+    )
     theirs = theirs_2025(run, TOPICS)
     assert ours(run, TOPICS, 2025) == theirs
     assert len(theirs[2]["references"]) == 100 and theirs[2]["answer"][0]["citations"] == [0]
@@ -118,16 +134,20 @@ def test_where_ours_does_more(tmp_path):
     """A repeated reference before a cited one: theirs leaves the citation pointing past the shortened list
     (their own validator then refuses the line); ours remaps it. One sentence over 400 words: theirs leaves no
     answer, ours cuts it to 400."""
-    record = {**record_2025("1", "what is x"), "references": [SEGS[0], SEGS[0], SEGS[1]],
-              "answer": [{"text": "X is so.", "citations": [2]}, {"text": " ".join(["w"] * 450), "citations": [0]}]}
+    record = {
+        **record_2025("1", "what is x"),
+        "references": [SEGS[0], SEGS[0], SEGS[1]],
+        "answer": [{"text": "X is so.", "citations": [2]}, {"text": " ".join(["w"] * 450), "citations": [0]}],
+    }
     run = write_lines(tmp_path / "run.jsonl", [record])
     theirs = write_lines(tmp_path / "theirs.jsonl", theirs_2025(run, TOPICS))
     assert official_2025(theirs, TOPICS)[0]  # citation 2 of 2 references
     mine = ours(run, TOPICS, 2025)
     assert mine[0]["references"] == SEGS[:2] and mine[0]["answer"][0]["citations"] == [1]
     assert official_2025(write_lines(tmp_path / "mine.jsonl", mine), TOPICS) == ([], [])
-    one = write_lines(tmp_path / "one.jsonl", [line_2024("1", answer=[{"text": " ".join(["w"] * 450),
-                                                                        "citations": [0]}])])
+    one = write_lines(
+        tmp_path / "one.jsonl", [line_2024("1", answer=[{"text": " ".join(["w"] * 450), "citations": [0]}])]
+    )
     assert theirs_2024(one, TOPICS)[0]["answer"] == []
     assert ours(one, TOPICS, 2024)[0]["response_length"] == 400
 

@@ -14,12 +14,21 @@ from ragnarok.stages.retrieve.dense import shared_encoder
 from ragnarok.stages.retrieve.dense_build import build_dense_index
 
 SEGMENTS = {
-    "gzip#0": ("gzip", "The gzip module compresses and decompresses files in the GNU zip format. Its open() "
-                       "function returns a file object in binary or text mode. Use it to read .gz files."),
-    "bz2#0": ("bz2", "The bz2 module compresses data with the bzip2 algorithm. It is slower than gzip but "
-                     "usually makes smaller files. Its open() function also works in text mode."),
-    "tar#0": ("tarfile", "The tarfile module reads and writes tar archives. An archive may be compressed with "
-                         "gzip, bz2 or lzma. Members are extracted one by one or all at once."),
+    "gzip#0": (
+        "gzip",
+        "The gzip module compresses and decompresses files in the GNU zip format. Its open() "
+        "function returns a file object in binary or text mode. Use it to read .gz files.",
+    ),
+    "bz2#0": (
+        "bz2",
+        "The bz2 module compresses data with the bzip2 algorithm. It is slower than gzip but "
+        "usually makes smaller files. Its open() function also works in text mode.",
+    ),
+    "tar#0": (
+        "tarfile",
+        "The tarfile module reads and writes tar archives. An archive may be compressed with "
+        "gzip, bz2 or lzma. Members are extracted one by one or all at once.",
+    ),
 }
 
 
@@ -87,12 +96,13 @@ def test_query_vectors_are_keyed_with_their_prefix():
     assert len(calls) == 3
 
 
-def test_the_extractive_answer_is_the_same_with_the_store_and_reads_no_sentence_from_the_model(store_dir,
-                                                                                             monkeypatch):
+def test_the_extractive_answer_is_the_same_with_the_store_and_reads_no_sentence_from_the_model(store_dir, monkeypatch):
     import ragnarok.stages.embed.vectors as module
 
-    candidates = [Candidate(docid=d, score=1.0 / (i + 1), doc=Doc(title=t, segment=s))
-                  for i, (d, (t, s)) in enumerate(SEGMENTS.items())]
+    candidates = [
+        Candidate(docid=d, score=1.0 / (i + 1), doc=Doc(title=t, segment=s))
+        for i, (d, (t, s)) in enumerate(SEGMENTS.items())
+    ]
     topic = Query(text="how do I open a gzip file in text mode", qid="1")
     template = get_template("ragnarok")
     generator = ExtractiveGenerator()

@@ -15,10 +15,14 @@ from ragnarok.cli.main import app
 
 ROOT = Path(__file__).resolve().parent.parent
 NUGGETS = ROOT / "topics" / "eval" / "demo.nuggets.jsonl"
-ARGPARSE, GETOPT, GZIP, SHUTIL = ("stdlib.argparse#0_0", "stdlib.getopt#0_0", "stdlib.gzip#0_0",
-                                  "stdlib.shutil.copyfileobj#0_0")
+ARGPARSE, GETOPT, GZIP, SHUTIL = (
+    "stdlib.argparse#0_0",
+    "stdlib.getopt#0_0",
+    "stdlib.gzip#0_0",
+    "stdlib.shutil.copyfileobj#0_0",
+)
 MISSING = "stdlib.nosuch#9_9"
-UNTRUSTED = "<script>window.__xss = 1</script><img src=x onerror=\"window.__xss = 2\">"
+UNTRUSTED = '<script>window.__xss = 1</script><img src=x onerror="window.__xss = 2">'
 
 
 def invoke(*args: object, code: int = 0) -> str:
@@ -33,37 +37,72 @@ def write(path: Path, records: list[dict]) -> Path:
 
 
 def run_2024(qid: str, topic: str, refs: list[str], answer: list[tuple[str, list[int]]]) -> dict:
-    return {"run_id": "A", "topic_id": qid, "topic": topic, "references": refs, "response_length": 9,
-            "answer": [{"text": t, "citations": c} for t, c in answer]}
+    return {
+        "run_id": "A",
+        "topic_id": qid,
+        "topic": topic,
+        "references": refs,
+        "response_length": 9,
+        "answer": [{"text": t, "citations": c} for t, c in answer],
+    }
 
 
 def run_2025(qid: str, topic: str, refs: list[str], answer: list[tuple[str, list[int]]]) -> dict:
-    return {"metadata": {"team_id": "t", "run_id": "B", "type": "automatic", "narrative_id": qid,
-                         "narrative": topic}, "references": refs,
-            "answer": [{"text": t, "citations": c} for t, c in answer]}
+    return {
+        "metadata": {"team_id": "t", "run_id": "B", "type": "automatic", "narrative_id": qid, "narrative": topic},
+        "references": refs,
+        "answer": [{"text": t, "citations": c} for t, c in answer],
+    }
 
 
 @pytest.fixture
 def runs(tmp_path) -> tuple[Path, Path, Path]:
     """Run A (2024), run B (2025) on demo-01, demo-02 (cited differently) and demo-03 (the same), and
     assignments for both runs on demo-01 and demo-02 (tagged by run id)."""
-    a = write(tmp_path / "a.jsonl", [
-        run_2024("demo-01", "how do I parse command-line arguments", [ARGPARSE, GETOPT, MISSING],
-                 [(f"Use argparse {UNTRUSTED}.", [0]), ("getopt is the C-style one.", [1, 2])]),
-        run_2024("demo-02", "compress a file with gzip", [GZIP], [("Use gzip.open.", [0])]),
-        run_2024("demo-03", "run a shell command and capture its output", [SHUTIL], [("Same.", [0])])])
-    b = write(tmp_path / "b.jsonl", [
-        run_2025("demo-01", "how do I parse command-line arguments", [ARGPARSE, GETOPT],
-                 [("Use argparse.", [0]), ("getopt is the C-style one.", [1])]),
-        run_2025("demo-02", "compress a file with gzip", [GZIP, SHUTIL],
-                 [("Use gzip.open.", [0]), ("Copy with shutil.copyfileobj.", [1])]),
-        run_2025("demo-03", "run a shell command and capture its output", [SHUTIL], [("Same.", [0])])])
+    a = write(
+        tmp_path / "a.jsonl",
+        [
+            run_2024(
+                "demo-01",
+                "how do I parse command-line arguments",
+                [ARGPARSE, GETOPT, MISSING],
+                [(f"Use argparse {UNTRUSTED}.", [0]), ("getopt is the C-style one.", [1, 2])],
+            ),
+            run_2024("demo-02", "compress a file with gzip", [GZIP], [("Use gzip.open.", [0])]),
+            run_2024("demo-03", "run a shell command and capture its output", [SHUTIL], [("Same.", [0])]),
+        ],
+    )
+    b = write(
+        tmp_path / "b.jsonl",
+        [
+            run_2025(
+                "demo-01",
+                "how do I parse command-line arguments",
+                [ARGPARSE, GETOPT],
+                [("Use argparse.", [0]), ("getopt is the C-style one.", [1])],
+            ),
+            run_2025(
+                "demo-02",
+                "compress a file with gzip",
+                [GZIP, SHUTIL],
+                [("Use gzip.open.", [0]), ("Copy with shutil.copyfileobj.", [1])],
+            ),
+            run_2025("demo-03", "run a shell command and capture its output", [SHUTIL], [("Same.", [0])]),
+        ],
+    )
     labels = []
     for run, verdicts in (("A", ("support", "not_support")), ("B", ("support", "support"))):
         for qid, verdict in zip(("demo-01", "demo-02"), verdicts):
-            labels.append({"qid": qid, "run_id": run, "nuggets": [
-                {"text": f"{qid} vital nugget", "importance": "vital", "assignment": verdict},
-                {"text": f"{qid} okay nugget", "importance": "okay", "assignment": "partial_support"}]})
+            labels.append(
+                {
+                    "qid": qid,
+                    "run_id": run,
+                    "nuggets": [
+                        {"text": f"{qid} vital nugget", "importance": "vital", "assignment": verdict},
+                        {"text": f"{qid} okay nugget", "importance": "okay", "assignment": "partial_support"},
+                    ],
+                }
+            )
     return a, b, write(tmp_path / "assignments.jsonl", labels)
 
 
@@ -95,23 +134,39 @@ def test_nugget_labels_and_scores(demo_data_env, runs):
     assert "strict_vital 1.00 · vital 1.00 · strict_all 0.50 · all 0.75" in labelled
 
 
-@pytest.mark.parametrize("case", ["not-jsonl", "empty", "labels-as-nuggets", "nuggets-as-run", "missing-run",
-                                  "unknown-topic", "assignments", "unknown-index"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "not-jsonl",
+        "empty",
+        "labels-as-nuggets",
+        "nuggets-as-run",
+        "missing-run",
+        "unknown-topic",
+        "assignments",
+        "unknown-index",
+    ],
+)
 def test_bad_input_is_one_error_line(tmp_path, runs, case):
     a = runs[0]
     args, expected = {
         "not-jsonl": ([tmp_path / "x.tsv"], "x.tsv:1: not JSON"),
         "empty": ([tmp_path / "x.tsv"], "x.tsv: empty, or a line that is no JSON object: not a TREC RAG run"),
-        "labels-as-nuggets": ([a, "--nuggets", runs[2]], "topic demo-01 appears twice; labels of several "
-                                                         "runs? give them with --assignments"),
+        "labels-as-nuggets": (
+            [a, "--nuggets", runs[2]],
+            "topic demo-01 appears twice; labels of several runs? give them with --assignments",
+        ),
         "unknown-index": ([a, "--index", "nope"], "unknown index 'nope' (configured: "),
         "nuggets-as-run": ([NUGGETS], "it looks like a nugget file: give it with --nuggets"),
-        "missing-run": ([tmp_path / "a.jsnl"], f"no such run file: {tmp_path / 'a.jsnl'}; did you mean "
-                                              f"{tmp_path / 'a.jsonl'}?"),
-        "unknown-topic": ([a, "--topics", "demo-1"],
-                          "topic 'demo-1' is not in a.jsonl; did you mean demo-01?"),
-        "assignments": ([a, "--assignments", NUGGETS],
-                        "no nugget carries an assignment; a nugget file without labels goes to --nuggets"),
+        "missing-run": (
+            [tmp_path / "a.jsnl"],
+            f"no such run file: {tmp_path / 'a.jsnl'}; did you mean {tmp_path / 'a.jsonl'}?",
+        ),
+        "unknown-topic": ([a, "--topics", "demo-1"], "topic 'demo-1' is not in a.jsonl; did you mean demo-01?"),
+        "assignments": (
+            [a, "--assignments", NUGGETS],
+            "no nugget carries an assignment; a nugget file without labels goes to --nuggets",
+        ),
     }[case]
     if case in ("not-jsonl", "empty"):
         args[0].write_text("demo-01\thow do I parse\n" if case == "not-jsonl" else "\n")

@@ -51,8 +51,15 @@ def pool_generators(settings: Settings, pool: list[PipelineId]) -> frozenset[str
 def arena_principal(settings: Settings, pool: list[PipelineId]) -> Principal:
     """Who the arena's battles run as, in process: the pool's generators only, and ``arena_calls_per_day``
     backend calls per UTC day for the whole arena (every client's battles together)."""
-    return Principal(owner="arena", name="arena", scopes=SCOPES, generators=pool_generators(settings, pool),
-                     budget_calls=settings.arena_calls_per_day, period_s=DAY_S, created_at=0.0)
+    return Principal(
+        owner="arena",
+        name="arena",
+        scopes=SCOPES,
+        generators=pool_generators(settings, pool),
+        budget_calls=settings.arena_calls_per_day,
+        period_s=DAY_S,
+        created_at=0.0,
+    )
 
 
 def listing_principal() -> Principal:
@@ -100,12 +107,13 @@ class Admission:
             wait = await asyncio.to_thread(lambda: rates.hit(self._battle_limiter(), item, BATTLES, rate_key))
         except Exception as exc:  # noqa: BLE001 - the rate-limit storage is down: refuse, never run unbounded
             cause = exc if isinstance(exc, rates.RateStoreDown) else exc.__class__.__name__
-            return (f"The arena cannot count battles right now ({cause}); try again in "
-                    f"{rates.RETRY_AFTER_S} s.")
+            return f"The arena cannot count battles right now ({cause}); try again in {rates.RETRY_AFTER_S} s."
         if wait is None:
             return None
-        return (f"Too many battles from your address: at most {per_minute} a minute. "
-                f"Try again in {max(1, math.ceil(wait))} s.")
+        return (
+            f"Too many battles from your address: at most {per_minute} a minute. "
+            f"Try again in {max(1, math.ceil(wait))} s."
+        )
 
     async def budget(self, principal: Principal, a: PipelineId, b: PipelineId) -> str | None:
         """The refusal when the battle's worst case does not fit in ``principal``'s calls left today (or
@@ -119,6 +127,8 @@ class Admission:
         except Exception as exc:  # noqa: BLE001 - fail closed: no budget check, no paid calls
             return f"The arena cannot check its daily budget right now ({exc.__class__.__name__})."
         if left is not None and need > left:
-            return (f"The arena has spent its backend calls for today: this battle may need {need}, "
-                    f"{left} of {self.settings.arena_calls_per_day} are left. Try again after 00:00 UTC.")
+            return (
+                f"The arena has spent its backend calls for today: this battle may need {need}, "
+                f"{left} of {self.settings.arena_calls_per_day} are left. Try again after 00:00 UTC."
+            )
         return None

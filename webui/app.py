@@ -54,9 +54,7 @@ def _theme() -> Any:
     import gradio as gr  # noqa: PLC0415
 
     # system fonts only: the default theme fetches Google Fonts, which an offline deployment cannot reach
-    return gr.themes.Default(
-        font=["ui-sans-serif", "system-ui", "sans-serif"], font_mono=["ui-monospace", "monospace"]
-    )
+    return gr.themes.Default(font=["ui-sans-serif", "system-ui", "sans-serif"], font_mono=["ui-monospace", "monospace"])
 
 
 def build(arena: Arena) -> "gr.Blocks":
@@ -74,9 +72,7 @@ def build(arena: Arena) -> "gr.Blocks":
 
     def vote_buttons(prefix: str) -> list[gr.Button]:
         with gr.Row():
-            return [
-                gr.Button(label, interactive=False, elem_id=f"{prefix}-vote-{key}") for key, label in VOTES
-            ]
+            return [gr.Button(label, interactive=False, elem_id=f"{prefix}-vote-{key}") for key, label in VOTES]
 
     def battle_outputs(view: BattleView, votes: int = 4) -> list[Any]:
         """A view's outputs; a progress view leaves an unchanged pane and the JSON as they are, and keeps the
@@ -152,9 +148,7 @@ def build(arena: Arena) -> "gr.Blocks":
 
             # ---- raw JSON ----
             with gr.Tab("JSON", id="json"):
-                gr.Markdown(
-                    "Both raw RAG answers of the latest battle, exactly as `POST /rag` returned them."
-                )
+                gr.Markdown("Both raw RAG answers of the latest battle, exactly as `POST /rag` returned them.")
                 raw = gr.JSON(label="latest battle", elem_id="rg-json")
 
         # ---- handlers ----
@@ -165,26 +159,18 @@ def build(arena: Arena) -> "gr.Blocks":
                 return gr.Textbox(), None, render.message_html(str(exc), "error")
             return chosen.text, {"qid": chosen.qid, "text": chosen.text}, ""
 
-        async def on_battle(
-            text: str, drawn_topic: dict | None, request: gr.Request
-        ) -> AsyncIterator[list[Any]]:
+        async def on_battle(text: str, drawn_topic: dict | None, request: gr.Request) -> AsyncIterator[list[Any]]:
             """Each pane shows its answer as it is written (webui.streaming); the votes open when both are
             done."""
             topic_id = drawn_topic["qid"] if drawn_topic and drawn_topic.get("text") == text else ""
-            async for view in arena.battle_stream(text or "", topic_id, _session(request),
-                                                  rate_key=rate_key(request)):
+            async for view in arena.battle_stream(text or "", topic_id, _session(request), rate_key=rate_key(request)):
                 yield battle_outputs(view)
 
         def on_vote(winner: str):
             def handler(current: str | None, request: gr.Request) -> list[Any]:
                 result = vote_from(arena, current, winner, request)
                 keep = gr.Button(interactive=not result.voted)
-                return [
-                    result.status,
-                    *[keep for _ in VOTES],
-                    gr.Button(visible=result.voted),
-                    result.raw or gr.JSON(),
-                ]
+                return [result.status, *[keep for _ in VOTES], gr.Button(visible=result.voted), result.raw or gr.JSON()]
 
             return handler
 
@@ -231,12 +217,9 @@ def build(arena: Arena) -> "gr.Blocks":
             try:
                 a, b = arena.compose(ra, rr_a, ga), arena.compose(rb, rr_b, gb)
             except (ValueError, TypeError) as exc:
-                yield battle_outputs(
-                    _bad(f"Choose a retriever, a reranker and an LLM for both sides ({exc}).")
-                )
+                yield battle_outputs(_bad(f"Choose a retriever, a reranker and an LLM for both sides ({exc})."))
                 return
-            async for view in arena.compare_stream(a, b, text or "", "", _session(request),
-                                                   rate_key=rate_key(request)):
+            async for view in arena.compare_stream(a, b, text or "", "", _session(request), rate_key=rate_key(request)):
                 yield battle_outputs(view)
 
         def on_side_vote(winner: str):
@@ -279,12 +262,7 @@ def build(arena: Arena) -> "gr.Blocks":
 
 def _bad(message: str) -> BattleView:
     return BattleView(
-        None,
-        render.placeholder_html(),
-        render.placeholder_html(),
-        {},
-        False,
-        render.message_html(message, "error"),
+        None, render.placeholder_html(), render.placeholder_html(), {}, False, render.message_html(message, "error")
     )
 
 
@@ -309,9 +287,7 @@ def _mount(app: "FastAPI", arena: Arena, path: str) -> "FastAPI":
     )
 
 
-def mount(
-    app: "FastAPI", settings: Settings, path: str = "/arena", topics_path: Path | None = DEFAULT_TOPICS
-) -> Arena:
+def mount(app: "FastAPI", settings: Settings, path: str = "/arena", topics_path: Path | None = DEFAULT_TOPICS) -> Arena:
     """Serve the arena inside ``app`` at ``path`` (built on its first request); it calls the app's own REST
     API in process through ``httpx.ASGITransport``."""
     from fastapi import FastAPI  # noqa: PLC0415
@@ -325,8 +301,12 @@ def mount(
     app.state.arena_ui = ui  # `ragnarok serve` sets build_at_start
     # Gradio's page links /manifest.json from the site root, outside this mount, and browsers ask the root for
     # /favicon.ico: answer both here so the page's console stays clean
-    manifest = {"name": TITLE, "start_url": f"{path}/", "display": "standalone",
-                "icons": [{"src": f"{path}/static/img/logo_nosize.svg", "sizes": "any", "type": "image/svg+xml"}]}
+    manifest = {
+        "name": TITLE,
+        "start_url": f"{path}/",
+        "display": "standalone",
+        "icons": [{"src": f"{path}/static/img/logo_nosize.svg", "sizes": "any", "type": "image/svg+xml"}],
+    }
 
     async def manifest_json(request: Any) -> Any:
         from starlette.responses import JSONResponse  # noqa: PLC0415
@@ -387,8 +367,11 @@ def standalone_app(settings: Settings, rag_url: str, topics_path: Path | None = 
     def healthz() -> dict[str, str]:
         return {"status": "ok", "rag_url": rag_url}
 
-    client = RagClient(rag_url.rstrip("/"), timeout_s=settings.gateway_timeout_s,
-                       api_key=os.environ.get(settings.arena_api_key_env) or None)
+    client = RagClient(
+        rag_url.rstrip("/"),
+        timeout_s=settings.gateway_timeout_s,
+        api_key=os.environ.get(settings.arena_api_key_env) or None,
+    )
     arena = Arena(settings, client, topics_path)
     app.state.arena = arena
     return _mount(app, arena, "/")

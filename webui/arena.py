@@ -157,8 +157,7 @@ class Arena:
         return None
 
     def _weights(self, pool: list[PipelineId]) -> dict[str, float]:
-        return speed_weights(pool, self.latency.medians(), self.settings.arena_time_budget_s,
-                             self.latency.misses())
+        return speed_weights(pool, self.latency.medians(), self.settings.arena_time_budget_s, self.latency.misses())
 
     async def pick(self) -> tuple[PipelineId, PipelineId]:
         """A blinded pair: two different pool pipelines, favouring pairs with fewer votes and pipelines
@@ -172,14 +171,16 @@ class Arena:
         except StoreError as exc:
             raise RuntimeError(f"No battle now: {unavailable(exc, 'count the votes')}.") from exc
         medians, budget = self.latency.medians(), self.settings.arena_time_budget_s
-        return pick_pair(pool, counts, self.rng, self._weights(pool), medians, budget,
-                         self.serial_generators())
+        return pick_pair(pool, counts, self.rng, self._weights(pool), medians, budget, self.serial_generators())
 
     def serial_generators(self) -> set[str]:
         """Generators that answer one request at a time (the embedded llama.cpp model: one slot), so that a
         battle of two of their pipelines runs its sides one after the other."""
-        return {name for name, c in self.settings.generator_configs().items()
-                if c.backend == "llama-cpp" or c.max_concurrency == 1}
+        return {
+            name
+            for name, c in self.settings.generator_configs().items()
+            if c.backend == "llama-cpp" or c.max_concurrency == 1
+        }
 
     async def warm_up(self, topic: str = WARM_UP_TOPIC) -> dict[str, float]:
         """Measure before drawing (:mod:`webui.warmup`): one answer per generator of the pool, as the arena's
@@ -237,10 +238,8 @@ class Arena:
         while not stopping.done():
             await asyncio.wait([stopping], timeout=tick_s)
             if not stopping.done():
-                status = render.message_html("The arena is finishing its start-up check; your battle is "
-                                             "next.")
-                yield BattleView(None, render.waiting_html(), render.waiting_html(), {}, False, status,
-                                 done=False)
+                status = render.message_html("The arena is finishing its start-up check; your battle is next.")
+                yield BattleView(None, render.waiting_html(), render.waiting_html(), {}, False, status, done=False)
 
     async def battle_stream(
         self, topic: str, topic_id: str, session_id: str, tick_s: float = 1.0, rate_key: str | None = None
@@ -264,7 +263,13 @@ class Arena:
             yield view
 
     async def compare_stream(
-        self, a: PipelineId, b: PipelineId, topic: str, topic_id: str, session_id: str, tick_s: float = 1.0,
+        self,
+        a: PipelineId,
+        b: PipelineId,
+        topic: str,
+        topic_id: str,
+        session_id: str,
+        tick_s: float = 1.0,
         rate_key: str | None = None,
     ) -> AsyncIterator[BattleView]:
         """An unblinded battle between two chosen pipelines, as it happens."""
@@ -282,19 +287,15 @@ class Arena:
         async for view in self._run_stream("unblinded", a, b, topic, topic_id, session_id, tick_s):
             yield view
 
-    async def battle(
-        self, topic: str, topic_id: str, session_id: str, rate_key: str | None = None
-    ) -> BattleView:
+    async def battle(self, topic: str, topic_id: str, session_id: str, rate_key: str | None = None) -> BattleView:
         """A blinded battle's final view."""
         return await last(self.battle_stream(topic, topic_id, session_id, tick_s=3600, rate_key=rate_key))
 
     async def compare(
-        self, a: PipelineId, b: PipelineId, topic: str, topic_id: str, session_id: str,
-        rate_key: str | None = None,
+        self, a: PipelineId, b: PipelineId, topic: str, topic_id: str, session_id: str, rate_key: str | None = None
     ) -> BattleView:
         """An unblinded battle's final view."""
-        return await last(self.compare_stream(a, b, topic, topic_id, session_id, tick_s=3600,
-                                               rate_key=rate_key))
+        return await last(self.compare_stream(a, b, topic, topic_id, session_id, tick_s=3600, rate_key=rate_key))
 
     def _record(self, pipeline: PipelineId, result: PaneResult, elapsed: float) -> None:
         """A side's answer goes into the latency book when it answered (late: past the time budget, a miss)
@@ -312,8 +313,7 @@ class Arena:
         return drawn_less(self._weights(pool), self.settings.arena_time_budget_s)
 
     async def _run_stream(
-        self, mode: str, a: PipelineId, b: PipelineId, topic: str, topic_id: str, session_id: str,
-        tick_s: float,
+        self, mode: str, a: PipelineId, b: PipelineId, topic: str, topic_id: str, session_id: str, tick_s: float
     ) -> AsyncIterator[BattleView]:
         principal, problem = await self._budget(a, b)
         if problem:
@@ -326,12 +326,30 @@ class Arena:
         async for pane_a, pane_b, status in race.views(tick_s):
             yield BattleView(None, pane_a, pane_b, {}, False, status, done=False)
         (result_a, seconds_a), (result_b, seconds_b) = race.outcome("a"), race.outcome("b")
-        yield await self._finish(mode, a, b, topic, topic_id, session_id, result_a, result_b,
-                                 (seconds_a, seconds_b), (race.sides["a"].timing(), race.sides["b"].timing()))
+        yield await self._finish(
+            mode,
+            a,
+            b,
+            topic,
+            topic_id,
+            session_id,
+            result_a,
+            result_b,
+            (seconds_a, seconds_b),
+            (race.sides["a"].timing(), race.sides["b"].timing()),
+        )
 
     async def _finish(
-        self, mode: str, a: PipelineId, b: PipelineId, topic: str, topic_id: str, session_id: str,
-        result_a: PaneResult, result_b: PaneResult, seconds: tuple[float, float],
+        self,
+        mode: str,
+        a: PipelineId,
+        b: PipelineId,
+        topic: str,
+        topic_id: str,
+        session_id: str,
+        result_a: PaneResult,
+        result_b: PaneResult,
+        seconds: tuple[float, float],
         timings: tuple[str, str] = ("", ""),
     ) -> BattleView:
         try:
@@ -354,24 +372,38 @@ class Arena:
         body = {"battle": battle_id, "A": raw(result_a), "B": raw(result_b)}
         votable = result_a.ok and result_b.ok
         metrics.arena_battle(mode, votable)
-        slow = slow_notes((("A", a, result_a, seconds[0]), ("B", b, result_b, seconds[1])),
-                          self.settings.arena_time_budget_s, self.latency.misses())
+        slow = slow_notes(
+            (("A", a, result_a, seconds[0]), ("B", b, result_b, seconds[1])),
+            self.settings.arena_time_budget_s,
+            self.latency.misses(),
+        )
         if votable:
             self.votes.timings[battle_id] = timings
             budget = self.settings.arena_time_budget_s
-            late = (f" One answer took longer than the arena's {budget:g} s budget: which one is shown after "
-                    "your vote." if slow else "")
-            status = ("Both answers are in. Read both (hover or focus a citation to see its source), then "
-                      "vote." + late + await self._drawn_less())
+            late = (
+                f" One answer took longer than the arena's {budget:g} s budget: which one is shown after your vote."
+                if slow
+                else ""
+            )
+            status = (
+                "Both answers are in. Read both (hover or focus a citation to see its source), then "
+                "vote." + late + await self._drawn_less()
+            )
             panes = (_pane(result_a), _pane(result_b))
             if mode == "unblinded":  # the pipelines are named: their timings tell nothing more
                 body["pipelines"] = {"A": a.as_dict(), "B": b.as_dict()}
                 panes = (panes[0] + timing(timings[0]), panes[1] + timing(timings[1]))
-            return BattleView(battle_id, *panes, body, True, render.message_html(status),
-                              revealed=mode == "unblinded")
+            return BattleView(battle_id, *panes, body, True, render.message_html(status), revealed=mode == "unblinded")
         body["pipelines"] = {"A": a.as_dict(), "B": b.as_dict()}
-        reveal = render.reveal_html(a, b, None, "A pipeline failed, so this battle cannot be voted on.",
-                                    failed=True, timings=timings, notes=slow)
+        reveal = render.reveal_html(
+            a,
+            b,
+            None,
+            "A pipeline failed, so this battle cannot be voted on.",
+            failed=True,
+            timings=timings,
+            notes=slow,
+        )
         return BattleView(battle_id, _pane(result_a), _pane(result_b), body, False, reveal, revealed=True)
 
     # -- votes and leaderboards (webui.votes) --
@@ -392,5 +424,3 @@ class Arena:
     @staticmethod
     def compose(retriever: str, reranker: str, generator: str) -> PipelineId:
         return compose(retriever, reranker, generator)
-
-

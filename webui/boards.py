@@ -40,8 +40,11 @@ def compute(
     for name in BOARDS:
         battles: list[Battle] = split_battles(rows, name)
         table = leaderboard(battles, k=k, rounds=rounds, seed=seed, min_votes=min_votes) if battles else []
-        styled = leaderboard(battles, k=k, rounds=rounds, seed=seed, min_votes=min_votes, style=True) \
-            if any(b.style_a is not None for b in battles) else []
+        styled = (
+            leaderboard(battles, k=k, rounds=rounds, seed=seed, min_votes=min_votes, style=True)
+            if any(b.style_a is not None for b in battles)
+            else []
+        )
         out[name] = Board(name, len(battles), table, win_rates(battles) if battles else {}, styled, min_votes)
     return out
 
@@ -71,7 +74,8 @@ def table_html(board: Board, styled: bool = False) -> str:
         f'<tr class="{"rg-row-provisional" if r.provisional else "rg-row"}"><td class="num">{_rank(r)}</td>'
         f'<td><code>{escape(r.name)}</code></td><td class="num rg-votes">{r.votes}</td>'
         f'<td class="num">{_rating(r, r.bt)}</td><td class="num rg-ci">{_interval(r)}</td>'
-        + ("" if styled else f'<td class="num">{_rating(r, r.elo)}</td>') + "</tr>"
+        + ("" if styled else f'<td class="num">{_rating(r, r.elo)}</td>')
+        + "</tr>"
         for r in rows
     )
     table = f'<table class="rg-table"><thead>{head}</thead><tbody>{body}</tbody></table>'
@@ -84,15 +88,21 @@ def tables_html(board: Board) -> str:
         return table_html(board)
     plain = f'<div class="rg-side rg-plain"><h4>Plain Bradley–Terry</h4>{table_html(board)}</div>'
     if board.styled:
-        styled = (f'<div class="rg-side rg-styled"><h4>Style-controlled (answer length and citations as '
-                  f'covariates)</h4>{table_html(board, styled=True)}</div>')
+        styled = (
+            f'<div class="rg-side rg-styled"><h4>Style-controlled (answer length and citations as '
+            f"covariates)</h4>{table_html(board, styled=True)}</div>"
+        )
     else:
-        styled = ('<div class="rg-side rg-styled"><h4>Style-controlled</h4><p class="rg-empty">No style '
-                  "features recorded for these battles.</p></div>")
+        styled = (
+            '<div class="rg-side rg-styled"><h4>Style-controlled</h4><p class="rg-empty">No style '
+            "features recorded for these battles.</p></div>"
+        )
     note = ""
     if any(r.provisional for r in board.rows):
-        note = (f'<p class="rg-note">Provisional: fewer than {board.min_votes} votes — listed without a rank, '
-                f"a rating or an interval until there are enough.</p>")
+        note = (
+            f'<p class="rg-note">Provisional: fewer than {board.min_votes} votes — listed without a rank, '
+            f"a rating or an interval until there are enough.</p>"
+        )
     return f'<div class="rg-sides">{plain}{styled}</div>{note}'
 
 
@@ -109,15 +119,14 @@ def heatmap_html(board: Board) -> str:
     systems are left out, as the table leaves out their ratings (a 1.00 from three votes says nothing)."""
     names = [r.name for r in board.rows if not r.provisional]
     hidden = len(board.rows) - len(names)
-    note = (f'<p class="rg-heatmap-note">{hidden} provisional system(s) (fewer than {board.min_votes} votes) not shown.</p>'
-            if hidden else "")
+    note = (
+        f'<p class="rg-heatmap-note">{hidden} provisional system(s) (fewer than {board.min_votes} votes) not shown.</p>'
+        if hidden
+        else ""
+    )
     if len(names) < 2:
         return note
-    head = (
-        "<tr><th>row beats column</th>"
-        + "".join(f"<th><code>{escape(n)}</code></th>" for n in names)
-        + "</tr>"
-    )
+    head = "<tr><th>row beats column</th>" + "".join(f"<th><code>{escape(n)}</code></th>" for n in names) + "</tr>"
     body = []
     for row in names:
         cells = []
@@ -154,8 +163,11 @@ def intervals_svg(board: Board, width: int = 640, stacked: bool = False) -> str:
     ]
     for i, (r, lower, upper) in enumerate(ranked):
         y = top + step * i
-        label = (f'<text x="{left}" y="{y - 8}" font-size="11">{escape(r.name)}</text>' if stacked else
-                 f'<text x="{left - 8}" y="{y + 4}" text-anchor="end" font-size="11">{escape(r.name)}</text>')
+        label = (
+            f'<text x="{left}" y="{y - 8}" font-size="11">{escape(r.name)}</text>'
+            if stacked
+            else f'<text x="{left - 8}" y="{y + 4}" text-anchor="end" font-size="11">{escape(r.name)}</text>'
+        )
         parts.append(
             f'{label}<line x1="{x(lower):.1f}" y1="{y}" x2="{x(upper):.1f}" y2="{y}" stroke="#1d4ed8" '
             f'stroke-width="2"/><circle cx="{x(r.bt):.1f}" cy="{y}" r="4" fill="#1d4ed8"/>'
@@ -176,14 +188,10 @@ def board_html(board: Board) -> str:
         tables_html(board),
     ]
     if board.rows:
-        parts += [
-            "<h4>Win rates</h4>",
-            f'<div class="rg-scroll">{heatmap_html(board)}</div>',
-        ]
+        parts += ["<h4>Win rates</h4>", f'<div class="rg-scroll">{heatmap_html(board)}</div>']
     if intervals := intervals_svg(board):  # the stacked plot first: a narrow screen shows it instead
         narrow = intervals_svg(board, width=360, stacked=True)
-        parts += ["<h4>BT ratings, 95% bootstrap intervals</h4>",
-                  f'<div class="rg-scroll">{narrow}{intervals}</div>']
+        parts += ["<h4>BT ratings, 95% bootstrap intervals</h4>", f'<div class="rg-scroll">{narrow}{intervals}</div>']
     parts.append("</div>")
     return "".join(parts)
 

@@ -72,8 +72,9 @@ class RagClient:
         return isinstance(self.transport, httpx.ASGITransport)
 
     def _client(self) -> httpx.AsyncClient:
-        return httpx.AsyncClient(base_url=self.base_url, transport=self.transport, timeout=self.timeout_s,
-                                 headers=self.headers)
+        return httpx.AsyncClient(
+            base_url=self.base_url, transport=self.transport, timeout=self.timeout_s, headers=self.headers
+        )
 
     async def run(self, pipeline: PipelineId, topic: str, topic_id: str = "") -> PaneResult:
         """Answer ``topic`` with ``pipeline``; a failure becomes ``PaneResult.error`` (never an exception)."""
@@ -94,13 +95,14 @@ class RagClient:
     def _stream_client(self) -> httpx.AsyncClient:
         transport = self.transport
         if isinstance(transport, httpx.ASGITransport) and not isinstance(transport, StreamingASGITransport):
-            transport = StreamingASGITransport(transport.app, transport.raise_app_exceptions,
-                                               transport.root_path, transport.client)
-        return httpx.AsyncClient(base_url=self.base_url, transport=transport, timeout=self.timeout_s,
-                                 headers=self.headers)
+            transport = StreamingASGITransport(
+                transport.app, transport.raise_app_exceptions, transport.root_path, transport.client
+            )
+        return httpx.AsyncClient(
+            base_url=self.base_url, transport=transport, timeout=self.timeout_s, headers=self.headers
+        )
 
-    async def stream(self, pipeline: PipelineId, topic: str,
-                     topic_id: str = "") -> AsyncIterator[StreamEvent]:
+    async def stream(self, pipeline: PipelineId, topic: str, topic_id: str = "") -> AsyncIterator[StreamEvent]:
         """Answer ``topic`` with ``pipeline`` as it is written: ``POST /rag`` with ``"stream": true``'s events
         (``stage``, ``references``, ``delta``, ``sentence``) as they come, then one last event: ``done`` whose
         data is the :class:`PaneResult` :meth:`run` returns, or ``error`` whose data is why it failed (the
@@ -108,12 +110,17 @@ class RagClient:
         stream takes at most ``timeout_s``. A gateway that does not stream is still answered: one that refuses
         the field (422 naming ``stream``) is asked again without it, one that ignores it gives its answer
         whole (``done`` alone)."""
-        body = {"topic": topic, "topic_id": topic_id, "pipeline": pipeline.spec, "index": self.index,
-                "segments": True, "stream": True}
+        body = {
+            "topic": topic,
+            "topic_id": topic_id,
+            "pipeline": pipeline.spec,
+            "index": self.index,
+            "segments": True,
+            "stream": True,
+        }
         deadline = None if self.in_process else time.monotonic() + self.timeout_s
         try:
-            async with self._stream_client() as client, \
-                    aconnect_sse(client, "POST", "/rag", json=body) as source:
+            async with self._stream_client() as client, aconnect_sse(client, "POST", "/rag", json=body) as source:
                 response = source.response
                 if response.status_code >= 400:
                     await response.aread()
@@ -177,8 +184,7 @@ class RagClient:
         is still building — ``status: building`` — is not available yet)."""
         retrievers, generators = await asyncio.gather(self.get("/v1/retrievers"), self.get("/v1/generators"))
         return (
-            [r["name"] for r in retrievers
-             if r["available"] and r["index"] == index and r.get("status") != "building"],
+            [r["name"] for r in retrievers if r["available"] and r["index"] == index and r.get("status") != "building"],
             free_generators(generators),
         )
 

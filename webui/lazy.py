@@ -51,9 +51,7 @@ class LazyUI:
     async def _ready(self) -> "FastAPI":
         async with self._lock:
             if self._app is None:
-                await asyncio.to_thread(
-                    importlib.import_module, "gradio"
-                )  # the slow part, off the event loop
+                await asyncio.to_thread(importlib.import_module, "gradio")  # the slow part, off the event loop
                 app = self._factory()
                 lifespan = app.router.lifespan_context(app)
                 await lifespan.__aenter__()

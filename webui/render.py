@@ -171,8 +171,10 @@ def error_html(message: str) -> str:
 def waiting_html() -> str:
     """A running pipeline's pane before its first text. It shows no seconds: before the vote no timing may tell
     the sides apart (the battle's elapsed seconds are in the status line, the same for both)."""
-    return ('<div class="rg-pane rg-wait" role="status"><span class="rg-spinner" aria-hidden="true"></span>'
-            "Waiting for this answer…</div>")
+    return (
+        '<div class="rg-pane rg-wait" role="status"><span class="rg-spinner" aria-hidden="true"></span>'
+        "Waiting for this answer…</div>"
+    )
 
 
 def timing_text(first_token_s: float | None, elapsed_s: float) -> str:
@@ -207,11 +209,19 @@ VERDICTS = {
 }
 
 
-def reveal_html(a: PipelineId, b: PipelineId, winner: str | None, note: str = "", failed: bool = False,
-                timings: tuple[str, str] = ("", ""), notes: tuple[str, ...] = ()) -> str:
+def reveal_html(
+    a: PipelineId,
+    b: PipelineId,
+    winner: str | None,
+    note: str = "",
+    failed: bool = False,
+    timings: tuple[str, str] = ("", ""),
+    notes: tuple[str, ...] = (),
+) -> str:
     """The pipelines behind A and B after the vote (``failed``: after a battle that failed, in the error box's
     colours rather than the success box's), with each side's timing (:func:`timing_text`, shown only now) and
     any further ``notes`` (a pipeline that missed the time budget)."""
+
     def row(side: str, p: PipelineId, timing: str) -> str:
         took = f" — {escape(timing)}" if timing else ""
         return (

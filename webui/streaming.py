@@ -70,14 +70,21 @@ class Race:
     arena's principal): each side's task copies the context as it is created. ``on_done(pipeline, result,
     seconds)`` is called as each side finishes (not when the race is abandoned)."""
 
-    def __init__(self, client: RagClient, pipelines: dict[str, PipelineId], topic: str, topic_id: str,
-                 on_done: Callable[[PipelineId, PaneResult, float], None] | None = None):
+    def __init__(
+        self,
+        client: RagClient,
+        pipelines: dict[str, PipelineId],
+        topic: str,
+        topic_id: str,
+        on_done: Callable[[PipelineId, PaneResult, float], None] | None = None,
+    ):
         self.on_done = on_done
         self.start = time.monotonic()
         self.sides = {key: Side(p, self.start) for key, p in pipelines.items()}
         self._changed = asyncio.Event()
-        self.tasks = {key: asyncio.ensure_future(self._run(side, client, topic, topic_id))
-                      for key, side in self.sides.items()}
+        self.tasks = {
+            key: asyncio.ensure_future(self._run(side, client, topic, topic_id)) for key, side in self.sides.items()
+        }
 
     @property
     def finished(self) -> bool:
@@ -120,8 +127,9 @@ class Race:
             self.on_done(side.pipeline, side.result, side.seconds)
         self._changed.set()
 
-    async def views(self, tick_s: float, min_gap_s: float = MIN_GAP_S) -> AsyncIterator[tuple[
-            str | None, str | None, str]]:
+    async def views(
+        self, tick_s: float, min_gap_s: float = MIN_GAP_S
+    ) -> AsyncIterator[tuple[str | None, str | None, str]]:
         """``(pane_a, pane_b, status)`` while a side runs (see the module docstring); it ends when both sides
         are done. Leaving it early cancels both sides."""
         last = time.monotonic()

@@ -71,16 +71,19 @@ def out_of_time(error: str) -> bool:
     return error.startswith(("HTTP 504", "timed out"))
 
 
-def slow_notes(sides: tuple[tuple[str, PipelineId, PaneResult, float], ...], budget_s: float,
-               misses: Mapping[str, tuple[int, int]]) -> tuple[str, ...]:
+def slow_notes(
+    sides: tuple[tuple[str, PipelineId, PaneResult, float], ...], budget_s: float, misses: Mapping[str, tuple[int, int]]
+) -> tuple[str, ...]:
     """For the reveal: each side (``(name, pipeline, result, seconds)``) that missed the time budget — late, or
     out of time — and that blinded battles now draw it less (``misses``: its recent misses, of how many)."""
     notes = []
     for side, p, result, seconds in sides:
         if seconds > budget_s or (not result.ok and out_of_time(result.error or "")):
             missed, of = misses.get(p.spec, (1, 1))
-            notes.append(f"{side} missed the arena's {budget_s:g} s time budget ({missed} of its last {of} "
-                         "answers did): blinded battles now draw it less often.")
+            notes.append(
+                f"{side} missed the arena's {budget_s:g} s time budget ({missed} of its last {of} "
+                "answers did): blinded battles now draw it less often."
+            )
     return tuple(notes)
 
 
@@ -91,5 +94,7 @@ def drawn_less(weights: Mapping[str, float], budget_s: float) -> str:
     if not slow:
         return ""
     verb = "is" if slow == 1 else "are"
-    return (f" {slow} of the {len(weights)} pipelines {verb} drawn less often for now: their recent answers "
-            f"took longer than {budget_s:g} s.")
+    return (
+        f" {slow} of the {len(weights)} pipelines {verb} drawn less often for now: their recent answers "
+        f"took longer than {budget_s:g} s."
+    )

@@ -69,9 +69,7 @@ class VoteLog:
         """Record the battle's one vote and reveal its pipelines; refusals come back as a message.
         ``rate_key`` is what the vote rate limit counts (server-derived: the client's address)."""
         if not battle_id:
-            return VoteView(
-                render.message_html("There is no battle to vote on: start one first.", "error"), False
-            )
+            return VoteView(render.message_html("There is no battle to vote on: start one first.", "error"), False)
         if winner not in WINNERS:
             return VoteView(render.message_html(f"Unknown vote {winner!r}.", "error"), False)
         try:
@@ -79,8 +77,9 @@ class VoteLog:
         except VoteRefused as exc:
             return VoteView(render.message_html(f"Vote not recorded: {exc}.", "error"), False)
         except StoreError as exc:
-            return VoteView(render.message_html(f"Vote not recorded: {unavailable(exc, 'record a vote')}.",
-                                                "error"), False)
+            return VoteView(
+                render.message_html(f"Vote not recorded: {unavailable(exc, 'record a vote')}.", "error"), False
+            )
         metrics.arena_vote(winner)
         timings = self.timings.pop(battle_id, ("", ""))
         return VoteView(
@@ -123,4 +122,3 @@ class VoteLog:
         if votes is None:
             votes = judge_votes(self.store, include_unblinded)
         return judges_html(votes, k=self.elo_k, rounds=self.bootstrap_rounds)
-

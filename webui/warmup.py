@@ -48,8 +48,9 @@ async def answer_once(client: RagClient, pipeline: PipelineId, topic: str) -> tu
     return result, time.monotonic() - start
 
 
-async def measure(client: RagClient, pool: list[PipelineId], record: Record,
-                  topic: str = WARM_UP_TOPIC) -> dict[str, float]:
+async def measure(
+    client: RagClient, pool: list[PipelineId], record: Record, topic: str = WARM_UP_TOPIC
+) -> dict[str, float]:
     """One answer per generator of ``pool`` (through its first pipeline); ``record(pipeline, result, seconds)``
     for every pool pipeline of that generator. Returns the seconds per generator."""
     seen: dict[str, float] = {}
@@ -99,6 +100,7 @@ class WarmUp:
 def after(first: Callable[[], asyncio.Future[Any]], then: Callable[[], object]) -> None:
     """``then()`` (the warm-up) once ``first()`` (the UI's build) is over, in the background: one after the
     other, neither slows the other down."""
+
     async def run() -> None:
         await asyncio.wait([first()])
         then()

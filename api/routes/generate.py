@@ -28,24 +28,37 @@ router = APIRouter(prefix="/v1", tags=["generation"], route_class=StrictJSONRout
 
 class GenerateBody(BaseModel):
     topic: str | None = Field(None, description="The topic text; defaults to request.query.text.")
-    topic_id: str | None = Field(None, max_length=MAX_ID_CHARS, description="The topic id; defaults to "
-                                 "request.query.qid.")
+    topic_id: str | None = Field(
+        None, max_length=MAX_ID_CHARS, description="The topic id; defaults to request.query.qid."
+    )
     request: Request = Field(description="Candidates as the R service returns them (rank_llm Request JSON).")
     generator: str | None = Field(None, description="A name from GET /v1/generators (default: extractive).")
-    template: str | None = Field(None, description="A name from GET /v1/templates (default: the generator's "
-                                 "own template, e.g. `small` for smollm2, else the default_template setting).")
+    template: str | None = Field(
+        None,
+        description="A name from GET /v1/templates (default: the generator's "
+        "own template, e.g. `small` for smollm2, else the default_template setting).",
+    )
     k: Integer = Field(20, description="How many of the top candidates the generator sees, 1..100.")
-    notes: StrictBool = Field(False, description="Also return what post-processing did as `notes` (beside the TREC "
-                        "answer; /rag shows them in the generator's trace).")
-    stream: StrictBool = Field(False, description="Answer as Server-Sent Events (`text/event-stream`): "
-                               "`references`, `delta` (text as it is written), `sentence` (each one complete, with "
-                               "its citations), `done` (the body this request answers without `stream`, with "
-                               "`spend`: the calls and tokens spent), or "
-                               "`error` after the stream started.")
-    envelope: StrictBool = Field(False, description="Answer in Ragnarök's `castorini.cli.v1` envelope (the TREC "
-                                 "answer in `artifacts[0].data[0]`), as its `serve` does. Set by itself for "
-                                 "Ragnarök's direct body, `{query, candidates, overrides?}`, which this route also "
-                                 "takes (Anserini's REST answer piped in as it is, too).")
+    notes: StrictBool = Field(
+        False,
+        description="Also return what post-processing did as `notes` (beside the TREC "
+        "answer; /rag shows them in the generator's trace).",
+    )
+    stream: StrictBool = Field(
+        False,
+        description="Answer as Server-Sent Events (`text/event-stream`): "
+        "`references`, `delta` (text as it is written), `sentence` (each one complete, with "
+        "its citations), `done` (the body this request answers without `stream`, with "
+        "`spend`: the calls and tokens spent), or "
+        "`error` after the stream started.",
+    )
+    envelope: StrictBool = Field(
+        False,
+        description="Answer in Ragnarök's `castorini.cli.v1` envelope (the TREC "
+        "answer in `artifacts[0].data[0]`), as its `serve` does. Set by itself for "
+        "Ragnarök's direct body, `{query, candidates, overrides?}`, which this route also "
+        "takes (Anserini's REST answer piped in as it is, too).",
+    )
     run_id: str = Field("ragnarok", max_length=MAX_ID_CHARS, description="The enveloped record's `run_id`.")
     _ignored: list[str] = PrivateAttr(default_factory=list)  # Ragnarök overrides that change nothing here
 
@@ -68,8 +81,11 @@ class GeneratorOut(BaseModel):
     available: bool
     reason: str = ""
     description: str = ""
-    paid: bool = Field(False, description="Whether a call costs money (the `paid` setting; default true for the "
-                       "openai, azure and cohere backends): the arena's default pool leaves it out.")
+    paid: bool = Field(
+        False,
+        description="Whether a call costs money (the `paid` setting; default true for the "
+        "openai, azure and cohere backends): the arena's default pool leaves it out.",
+    )
 
 
 class TemplateOut(BaseModel):
@@ -79,20 +95,31 @@ class TemplateOut(BaseModel):
 
 
 class GenerateOut(RagAnswer):
-    notes: dict[str, Any] | None = Field(None, description="Only when asked (`notes: true`): what post-processing "
-                                         "did (not part of the TREC answer): repeats_dropped, citations_attributed, citations_removed, "
-                                         "citations (produced, attributed, mixed or none), contexts read, and "
-                                         "for streamed models why generation stopped.")
-    spend: SpendOut | None = Field(None, description="Only in a streamed answer's `done` event: what the "
-                                   "request spent (the Ragnarok-Backend-Calls, -Prompt-Tokens and "
-                                   "-Completion-Tokens headers of an answer that is not streamed).")
+    notes: dict[str, Any] | None = Field(
+        None,
+        description="Only when asked (`notes: true`): what post-processing "
+        "did (not part of the TREC answer): repeats_dropped, citations_attributed, citations_removed, "
+        "citations (produced, attributed, mixed or none), contexts read, and "
+        "for streamed models why generation stopped.",
+    )
+    spend: SpendOut | None = Field(
+        None,
+        description="Only in a streamed answer's `done` event: what the "
+        "request spent (the Ragnarok-Backend-Calls, -Prompt-Tokens and "
+        "-Completion-Tokens headers of an answer that is not streamed).",
+    )
 
 
-@router.post("/generate", response_model=GenerateOut, response_model_exclude_none=True,
-             responses={**errors(400, 404, 413, 422, 502, 503, 504), 200: {
-                 "content": {"text/event-stream": {"description": "with `stream: true`"}}}})
-async def generate(body: GenerateBody, http: HttpRequest, service: GenerationDep,
-                   settings: SettingsDep) -> Any:
+@router.post(
+    "/generate",
+    response_model=GenerateOut,
+    response_model_exclude_none=True,
+    responses={
+        **errors(400, 404, 413, 422, 502, 503, 504),
+        200: {"content": {"text/event-stream": {"description": "with `stream: true`"}}},
+    },
+)
+async def generate(body: GenerateBody, http: HttpRequest, service: GenerationDep, settings: SettingsDep) -> Any:
     """Answers within the generator's `deadline_s` (504 "no answer within N s"), or 504 "busy" when none of
     its `max_concurrency` slots frees within `slot_wait_s`; a backend failure is a 502 naming it and why."""
     text = body.topic if body.topic is not None else body.request.query.text
@@ -116,8 +143,11 @@ async def generate(body: GenerateBody, http: HttpRequest, service: GenerationDep
         return await _streamed(service, topic, body, generator)
     # a client that leaves frees the slot and the backend call; a shutdown leaves it the grace to answer (the
     # token is not the server's: api/shutdown.py answers 503 for it when the grace ends)
-    answer = await watched(lambda: service.agenerate(topic, body.request, generator, body.template, body.k),
-                           CancelToken(), disconnected=http.is_disconnected)
+    answer = await watched(
+        lambda: service.agenerate(topic, body.request, generator, body.template, body.k),
+        CancelToken(),
+        disconnected=http.is_disconnected,
+    )
     if body.envelope:
         template = body.template or service.configs[generator].template or settings.default_template
         return JSONResponse(envelope(answer, body.run_id, generator, template, body._ignored))
@@ -158,5 +188,6 @@ async def generators(service: GenerationDep, settings: SettingsDep) -> list[Gene
 
 @router.get("/templates", response_model=list[TemplateOut])
 def templates() -> list[TemplateOut]:
-    return [TemplateOut(name=t.name, description=t.description, max_words=t.max_words)
-            for t in load_templates().values()]
+    return [
+        TemplateOut(name=t.name, description=t.description, max_words=t.max_words) for t in load_templates().values()
+    ]

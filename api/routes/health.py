@@ -29,8 +29,11 @@ async def healthz() -> dict[str, str]:  # async: liveness never waits for a work
     return {"status": "ok"}
 
 
-@router.get("/readyz", response_model=ReadyOut, responses={503: {"model": ReadyOut, "description": "Not ready: "
-                                                                 "a store unreachable, the default index missing."}})
+@router.get(
+    "/readyz",
+    response_model=ReadyOut,
+    responses={503: {"model": ReadyOut, "description": "Not ready: a store unreachable, the default index missing."}},
+)
 async def readyz(http: Request) -> JSONResponse:
     """200 when this instance can serve: the service database answers (with keys on), the rate-limit store
     answers (when it is Redis), and the default index is there; else 503 with ``Retry-After`` and what failed.

@@ -16,14 +16,7 @@ from api.errors import BadInput, errors
 from api.sse import EventStream, encode, primed
 from api.sse import body as sse_body
 from ragnarok.auth.cost import pipeline_cost
-from ragnarok.core.presets import (
-    DEFAULT_PIPELINES,
-    PRESETS,
-    default_pipeline,
-    resolve,
-    retrievers,
-    saved_presets,
-)
+from ragnarok.core.presets import DEFAULT_PIPELINES, PRESETS, default_pipeline, resolve, retrievers, saved_presets
 from ragnarok.core.spec import parse
 from ragnarok.core.spec_mapping import PipelineMapping, from_mapping
 from ragnarok.core.types import MAX_ID_CHARS, CitedSentence, Doc, Query
@@ -45,22 +38,30 @@ class RagBody(BaseModel):
     topic: str
     topic_id: str = Field("", max_length=MAX_ID_CHARS)
     pipeline: str | PipelineMapping | None = Field(
-        None, description="A spec such as `bm25@100 | extractive`, a preset name (GET /v1/pipelines), or "
+        None,
+        description="A spec such as `bm25@100 | extractive`, a preset name (GET /v1/pipelines), or "
         "the structured form {retrieve, depth, rerank: [...], generate: {...}}. Default: `offline` when the "
         "index has its dense MiniLM index, else `bm25+rocchio@100 | extractive` (also while the dense index is "
         "still being built: the `Ragnarok-Pipeline-Fallback` header then says why); the pipeline that ran is "
-        "in the `Ragnarok-Pipeline` response header.")
+        "in the `Ragnarok-Pipeline` response header.",
+    )
     index: str | None = Field(None, min_length=1)
     trace: StrictBool = False
-    segments: StrictBool = Field(False, description="Also return the cited segments' stored fields (title, segment, "
-                                               "url), by segment id, as `segments`.")
-    stream: StrictBool = Field(False, description="Answer as Server-Sent Events (`text/event-stream`): `stage` "
-                               "(each stage as it finishes: stage, latency_ms, k_in, k_out), `references` (the "
-                               "segment ids the generator reads), `delta` (text as it is written), `sentence` "
-                               "(each one complete, with its citations), `done` (the body this request answers "
-                               "without `stream`, with `spend`: the calls and tokens spent), or `error` "
-                               "(stage, status, detail) after the stream started. "
-                               "A failure before the first piece of answer is the usual JSON error.")
+    segments: StrictBool = Field(
+        False,
+        description="Also return the cited segments' stored fields (title, segment, "
+        "url), by segment id, as `segments`.",
+    )
+    stream: StrictBool = Field(
+        False,
+        description="Answer as Server-Sent Events (`text/event-stream`): `stage` "
+        "(each stage as it finishes: stage, latency_ms, k_in, k_out), `references` (the "
+        "segment ids the generator reads), `delta` (text as it is written), `sentence` "
+        "(each one complete, with its citations), `done` (the body this request answers "
+        "without `stream`, with `spend`: the calls and tokens spent), or `error` "
+        "(stage, status, detail) after the stream started. "
+        "A failure before the first piece of answer is the usual JSON error.",
+    )
 
 
 class TraceOut(BaseModel):
@@ -69,11 +70,14 @@ class TraceOut(BaseModel):
     latency_ms: float = Field(description="The stage as the gateway saw it, HTTP hop included.")
     service_ms: float | None = Field(None, description="The services' own time (their Server-Timing header).")
     ranking: list[str]
-    detail: dict[str, Any] | None = Field(None, description="Query and passage stages: the queries generated "
-                                          "(and whether from the cache), candidates added, merged and dropped, "
-                                          "text length before and after. The generator: what post-processing "
-                                          "did (the notes of POST /v1/generate: repeats_dropped, "
-                                          "citations_attributed, citations produced or attributed).")
+    detail: dict[str, Any] | None = Field(
+        None,
+        description="Query and passage stages: the queries generated "
+        "(and whether from the cache), candidates added, merged and dropped, "
+        "text length before and after. The generator: what post-processing "
+        "did (the notes of POST /v1/generate: repeats_dropped, "
+        "citations_attributed, citations produced or attributed).",
+    )
 
 
 class RagOut(BaseModel):
@@ -83,17 +87,29 @@ class RagOut(BaseModel):
     response_length: int
     answer: list[CitedSentence]
     trace: list[TraceOut] | None = None
-    request_id: str | None = Field(None, description="With `trace`: the request's id (its X-Request-ID), "
-                                   "which every stage call carried and every log line of the request names.")
+    request_id: str | None = Field(
+        None,
+        description="With `trace`: the request's id (its X-Request-ID), "
+        "which every stage call carried and every log line of the request names.",
+    )
     segments: dict[str, Doc] | None = None
-    spend: SpendOut | None = Field(None, description="Only in a streamed answer's `done` event: what the "
-                                   "request spent (the Ragnarok-Backend-Calls, -Prompt-Tokens and "
-                                   "-Completion-Tokens headers of an answer that is not streamed).")
+    spend: SpendOut | None = Field(
+        None,
+        description="Only in a streamed answer's `done` event: what the "
+        "request spent (the Ragnarok-Backend-Calls, -Prompt-Tokens and "
+        "-Completion-Tokens headers of an answer that is not streamed).",
+    )
 
 
-@router.post("/rag", response_model=RagOut, response_model_exclude_none=True,
-             responses={**errors(400, 404, 413, 422, 502, 503, 504), 200: {
-                 "content": {"text/event-stream": {"description": "with `stream: true`"}}}})
+@router.post(
+    "/rag",
+    response_model=RagOut,
+    response_model_exclude_none=True,
+    responses={
+        **errors(400, 404, 413, 422, 502, 503, 504),
+        200: {"content": {"text/event-stream": {"description": "with `stream: true`"}}},
+    },
+)
 async def rag(body: RagBody, http: HttpRequest, settings: SettingsDep) -> Response:
     if not body.topic.strip():
         raise BadInput("topic is empty")
@@ -104,8 +120,11 @@ async def rag(body: RagBody, http: HttpRequest, settings: SettingsDep) -> Respon
         spec, fallback = await _default_pipeline(http.app.state.services, body.index or settings.default_index)
     else:
         spec = body.pipeline
-    pipeline = parse(resolve(spec, settings.data_dir), settings.max_k) if isinstance(spec, str) else \
-        from_mapping(spec, max_depth=settings.max_k)
+    pipeline = (
+        parse(resolve(spec, settings.data_dir), settings.max_k)
+        if isinstance(spec, str)
+        else from_mapping(spec, max_depth=settings.max_k)
+    )
     if pipeline.generate is None:
         raise BadInput("the pipeline has no generation stage: end it with a generator, e.g. `| extractive`")
     runner = PipelineRunner(http.app.state.services, body.index)
@@ -134,9 +153,13 @@ async def rag(body: RagBody, http: HttpRequest, settings: SettingsDep) -> Respon
 
 def _out(run: PipelineRun, body: RagBody, spend: SpendOut | None = None) -> str:
     """The answer's JSON, serialised once by pydantic-core (a response_model would validate it again)."""
-    out = RagOut.model_construct(**dict(run.result), trace=[TraceOut(**vars(t)) for t in run.traces] if body.trace else None,
-                                 segments=run.cited_docs() if body.segments else None,
-                                 request_id=request_id() if body.trace else None, spend=spend)
+    out = RagOut.model_construct(
+        **dict(run.result),
+        trace=[TraceOut(**vars(t)) for t in run.traces] if body.trace else None,
+        segments=run.cited_docs() if body.segments else None,
+        request_id=request_id() if body.trace else None,
+        spend=spend,
+    )
     return out.model_dump_json(exclude_none=True)
 
 

@@ -24,13 +24,19 @@ router = APIRouter(prefix="/v1", tags=["retrieval"], route_class=StrictJSONRoute
 
 class RerankBody(BaseModel):
     request: Request
-    reranker: str = Field(description="embedding, mmr[:λ], listwise:GENERATOR, rankgpt, rankzephyr[:rho], "
-                                      "monot5[:MODEL], crossencoder[:MODEL], lit5")
+    reranker: str = Field(
+        description="embedding, mmr[:λ], listwise:GENERATOR, rankgpt, rankzephyr[:rho], "
+        "monot5[:MODEL], crossencoder[:MODEL], lit5"
+    )
     k: Integer = Field(20, description="Candidates to keep, 1..10,000.")
 
 
-@router.post("/rerank", response_model=Request, response_model_exclude_unset=True,
-             responses=errors(400, 404, 413, 422, 502, 503, 504))
+@router.post(
+    "/rerank",
+    response_model=Request,
+    response_model_exclude_unset=True,
+    responses=errors(400, 404, 413, 422, 502, 503, 504),
+)
 async def rerank(body: RerankBody, http: HttpRequest, service: RerankDep, settings: SettingsDep) -> Response:
     """The CPU rerankers (embedding, mmr, monot5, crossencoder) take at most `cpu_rerank_max_candidates`
     candidates and `cpu_rerank_max_chars` characters of text (413) and answer within `cpu_rerank_timeout_s`
@@ -51,6 +57,10 @@ async def rerank(body: RerankBody, http: HttpRequest, service: RerankDep, settin
     inflight: InFlight = http.app.state.inflight
     guard = guard_of(reranker)  # a listwise reranker: a thread of its backend's share, not of the default pool
     with inflight.token() as token:
-        return await run_watched(lambda: json_response(reranker.rerank(body.request, body.k)), token,
-                                 timeout_s=timeout_s, disconnected=http.is_disconnected,
-                                 limiter=guard.callers if guard else None)
+        return await run_watched(
+            lambda: json_response(reranker.rerank(body.request, body.k)),
+            token,
+            timeout_s=timeout_s,
+            disconnected=http.is_disconnected,
+            limiter=guard.callers if guard else None,
+        )

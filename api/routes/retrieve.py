@@ -69,7 +69,8 @@ class RetrieverOut(BaseModel):
     available: bool
     status: Literal["available", "building", "unavailable"] = Field(
         description="`building`: its dense index is being built in the background (see `progress`); until it "
-        "is done a request for it answers 503.")
+        "is done a request for it answers 503."
+    )
     reason: str = Field("", description="Why it is not available (for `building`: `building, N % done ...`).")
     progress: BuildProgressOut | None = None
 
@@ -86,15 +87,21 @@ def _check(settings: Settings, text: str, k: int) -> Query:
     if not text.isascii():
         text = unicodedata.normalize("NFKC", text)
         if len(text) > settings.max_query_chars:  # NFKC can lengthen a text (one character to 18)
-            raise BadInput(f"query has {len(text):,} characters once NFKC-normalised; the limit is "
-                           f"{settings.max_query_chars:,}", 413)
+            raise BadInput(
+                f"query has {len(text):,} characters once NFKC-normalised; the limit is {settings.max_query_chars:,}",
+                413,
+            )
     if not 1 <= k <= settings.max_k:
         raise BadInput(f"k must be between 1 and {settings.max_k:,}, got {k}")
     return Query(text=text)
 
 
-@router.post("/retrieve", response_model=Request, response_model_exclude_unset=True,
-             responses=errors(400, 404, 413, 422, 502, 503, 504))
+@router.post(
+    "/retrieve",
+    response_model=Request,
+    response_model_exclude_unset=True,
+    responses=errors(400, 404, 413, 422, 502, 503, 504),
+)
 async def retrieve(body: RetrieveBody, service: RetrievalDep, settings: SettingsDep) -> Response:
     query = _check(settings, body.query, body.k)
     query.qid = body.qid
@@ -108,9 +115,15 @@ def retrievers(service: RetrievalDep, settings: SettingsDep) -> list[RetrieverOu
     infos = service.describe()
     reasons = scrub([i.reason for i in infos], settings)
     return [
-        RetrieverOut(name=i.name, index=i.index, kind=i.kind, available=i.available, status=i.status,
-                     reason=reason, progress=None if i.progress is None else BuildProgressOut(
-                         percent=i.progress.percent, **vars(i.progress)))
+        RetrieverOut(
+            name=i.name,
+            index=i.index,
+            kind=i.kind,
+            available=i.available,
+            status=i.status,
+            reason=reason,
+            progress=None if i.progress is None else BuildProgressOut(percent=i.progress.percent, **vars(i.progress)),
+        )
         for i, reason in zip(infos, reasons)
     ]
 
@@ -124,8 +137,9 @@ class AnseriniCandidateOut(BaseModel):
     docid: str
     score: float
     rank: int = Field(description="1 for the best.")
-    doc: dict[str, Any] | str | None = Field(description="The segment's fields (`parse=true`) or its stored raw "
-                                                         "document (`parse=false`).")
+    doc: dict[str, Any] | str | None = Field(
+        description="The segment's fields (`parse=true`) or its stored raw document (`parse=false`)."
+    )
 
 
 class AnseriniSearchOut(BaseModel):
@@ -146,16 +160,23 @@ class AnseriniDocOut(BaseModel):
 
 def anserini_json(index: str, request: Request, raw: dict[str, str | None] | None = None) -> bytes:
     """A ranking in Anserini's REST shape (``raw``: each docid's stored document, for ``parse=false``)."""
-    query: dict[str, Any] = {"text": request.query.text, **({"qid": request.query.qid} if request.query.qid != ""
-                                                            else {})}
-    candidates = [{"docid": c.docid, "score": c.score, "rank": rank,
-                   "doc": raw.get(c.docid) if raw is not None else c.doc.model_dump(mode="json", exclude_unset=True)}
-                  for rank, c in enumerate(request.candidates, 1)]
+    query: dict[str, Any] = {
+        "text": request.query.text,
+        **({"qid": request.query.qid} if request.query.qid != "" else {}),
+    }
+    candidates = [
+        {
+            "docid": c.docid,
+            "score": c.score,
+            "rank": rank,
+            "doc": raw.get(c.docid) if raw is not None else c.doc.model_dump(mode="json", exclude_unset=True),
+        }
+        for rank, c in enumerate(request.candidates, 1)
+    ]
     return to_json({"api": "v1", "index": index, "query": query, "candidates": candidates})
 
 
-@router.get("/{index}/search", response_model=AnseriniSearchOut,
-            responses=errors(400, 404, 413, 422, 502, 503, 504))
+@router.get("/{index}/search", response_model=AnseriniSearchOut, responses=errors(400, 404, 413, 422, 502, 503, 504))
 async def search(
     index: str,
     service: RetrievalDep,
@@ -177,14 +198,16 @@ async def search(
     raw = None
     if not parse:
         read = getattr(retriever, "raw_doc", None)
-        raw = {c.docid: read(c.docid) if read else c.doc.model_dump_json(exclude_unset=True)
-               for c in request.candidates}
+        raw = {
+            c.docid: read(c.docid) if read else c.doc.model_dump_json(exclude_unset=True) for c in request.candidates
+        }
     return Response(anserini_json(index, request, raw), media_type="application/json")
 
 
 @router.get("/{index}/doc/{docid}", response_model=AnseriniDocOut, responses=errors(404, 422, 502, 503))
-async def document(index: str, docid: Annotated[str, Path(max_length=MAX_ID_CHARS)], service: RetrievalDep,
-                   parse: bool = True) -> Response:
+async def document(
+    index: str, docid: Annotated[str, Path(max_length=MAX_ID_CHARS)], service: RetrievalDep, parse: bool = True
+) -> Response:
     """One segment by docid, as Anserini's RestServer answers ``GET /v1/{index}/doc/{docid}`` (a local or
     prebuilt index)."""
     retriever = service.get("bm25", index)

@@ -89,17 +89,25 @@ def make_engine(url: str) -> Engine:
     if parsed.get_backend_name() == "postgresql":
         # deadlines (above); a pooled connection is checked before use, so that the first requests after the
         # server's restart get a fresh one instead of an error
-        options = {"pool_pre_ping": True, "pool_timeout": POOL_TIMEOUT_S, "pool_size": POOL_SIZE,
-                   "max_overflow": POOL_OVERFLOW,
-                   "connect_args": {"connect_timeout": CONNECT_TIMEOUT_S,
-                                    "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
-                                    "keepalives": 1, "keepalives_idle": 5, "keepalives_interval": 1,
-                                    "keepalives_count": 3, "tcp_user_timeout": TCP_USER_TIMEOUT_MS}}
+        options = {
+            "pool_pre_ping": True,
+            "pool_timeout": POOL_TIMEOUT_S,
+            "pool_size": POOL_SIZE,
+            "max_overflow": POOL_OVERFLOW,
+            "connect_args": {
+                "connect_timeout": CONNECT_TIMEOUT_S,
+                "options": f"-c statement_timeout={STATEMENT_TIMEOUT_MS}",
+                "keepalives": 1,
+                "keepalives_idle": 5,
+                "keepalives_interval": 1,
+                "keepalives_count": 3,
+                "tcp_user_timeout": TCP_USER_TIMEOUT_MS,
+            },
+        }
     try:
         engine = create_engine(parsed, **options)
     except ImportError as exc:  # the driver is missing
-        raise StoreError(f"PostgreSQL needs its driver: pip install 'ragnarok-rag[postgres]' ({exc})") \
-            from None
+        raise StoreError(f"PostgreSQL needs its driver: pip install 'ragnarok-rag[postgres]' ({exc})") from None
     if engine.dialect.name == "sqlite":
         _sqlite_transactions(engine)
     return engine

@@ -34,9 +34,19 @@ def _fail(store: VoteStore, what: str, exc: SQLAlchemyError) -> StoreError:
 
 
 def _battle(row: Any) -> StoredBattle:
-    return StoredBattle(row[0], row[1], row[2], row[3], json.loads(row[4]), json.loads(row[5]),
-                        json.loads(row[6]) if row[6] else None, json.loads(row[7]) if row[7] else None,
-                        row[8], row[9], None)
+    return StoredBattle(
+        row[0],
+        row[1],
+        row[2],
+        row[3],
+        json.loads(row[4]),
+        json.loads(row[5]),
+        json.loads(row[6]) if row[6] else None,
+        json.loads(row[7]) if row[7] else None,
+        row[8],
+        row[9],
+        None,
+    )
 
 
 def unjudged(store: VoteStore, voter: str, limit: int = 1000) -> list[StoredBattle]:
@@ -46,7 +56,8 @@ def unjudged(store: VoteStore, voter: str, limit: int = 1000) -> list[StoredBatt
         "SELECT b.id, b.mode, b.topic_id, b.topic, b.pipeline_a, b.pipeline_b, b.answer_a, b.answer_b, "
         "b.error_a, b.error_b FROM battles b WHERE b.answer_a IS NOT NULL AND b.answer_b IS NOT NULL "
         "AND b.error_a IS NULL AND b.error_b IS NULL AND NOT EXISTS (SELECT 1 FROM judge_votes j "
-        "WHERE j.battle_id = b.id AND j.voter = :voter) ORDER BY b.created_at, b.id LIMIT :limit")
+        "WHERE j.battle_id = b.id AND j.voter = :voter) ORDER BY b.created_at, b.id LIMIT :limit"
+    )
     try:
         with store.engine.connect() as conn:
             rows = conn.execute(query, {"voter": voter, "limit": max(0, min(limit, MAX_BATCH))}).all()
@@ -63,12 +74,17 @@ def record(store: VoteStore, battle_id: str, voter: str, winner: str, verdicts: 
         raise VoteRefused(f"a judge's voter name starts with {PREFIX!r}", 422)
     try:
         with store.engine.begin() as conn:
-            conn.execute(text("INSERT INTO judge_votes (battle_id, voter, voted_at, winner, verdicts) "
-                              "VALUES (:id, :voter, :t, :w, :v)"),
-                         {"id": battle_id, "voter": voter[:200], "t": utc_now(), "w": winner, "v": verdicts[:32]})
+            conn.execute(
+                text(
+                    "INSERT INTO judge_votes (battle_id, voter, voted_at, winner, verdicts) "
+                    "VALUES (:id, :voter, :t, :w, :v)"
+                ),
+                {"id": battle_id, "voter": voter[:200], "t": utc_now(), "w": winner, "v": verdicts[:32]},
+            )
     except IntegrityError:
-        raise VoteRefused(f"{voter[:200]} has voted on battle {battle_id[:64]!r} already, or it does not "
-                          "exist", 409) from None
+        raise VoteRefused(
+            f"{voter[:200]} has voted on battle {battle_id[:64]!r} already, or it does not exist", 409
+        ) from None
     except SQLAlchemyError as exc:
         raise _fail(store, "record the judge's vote", exc) from exc
 
@@ -88,35 +104,43 @@ def judge_votes(store: VoteStore, include_unblinded: bool = False) -> list[Judge
     query = text(
         "SELECT j.voter, j.battle_id, b.pipeline_a, b.pipeline_b, j.winner, v.winner, b.mode "
         "FROM judge_votes j JOIN battles b ON b.id = j.battle_id LEFT JOIN votes v ON v.battle_id = j.battle_id "
-        "ORDER BY j.voted_at, j.battle_id, j.voter")
+        "ORDER BY j.voted_at, j.battle_id, j.voter"
+    )
     try:
         with store.engine.connect() as conn:
             rows = conn.execute(query).all()
     except SQLAlchemyError as exc:
         raise _fail(store, "read the judge votes", exc) from exc
-    return [JudgeVote(r[0], r[1], json.loads(r[2]), json.loads(r[3]), r[4], r[5]) for r in rows
-            if include_unblinded or r[6] == "blinded"]
+    return [
+        JudgeVote(r[0], r[1], json.loads(r[2]), json.loads(r[3]), r[4], r[5])
+        for r in rows
+        if include_unblinded or r[6] == "blinded"
+    ]
 
 
-def board_rows(store: VoteStore, include_unblinded: bool = False,
-               judges: Sequence[str] = ()) -> list[tuple[dict[str, str], dict[str, str], str]]:
+def board_rows(
+    store: VoteStore, include_unblinded: bool = False, judges: Sequence[str] = ()
+) -> list[tuple[dict[str, str], dict[str, str], str]]:
     """The human boards' battles ``(pipeline_a, pipeline_b, winner)`` in vote order, with the votes of the
     named ``judges`` (voters ``judge:<name>``) mixed in only when asked. Each judge counts as one more voter:
     a battle voted by a person and by two judges counts three times."""
-    human = "SELECT b.pipeline_a, b.pipeline_b, v.winner, b.mode, v.voted_at AS t, v.battle_id AS id " \
-            "FROM votes v JOIN battles b ON b.id = v.battle_id"
+    human = (
+        "SELECT b.pipeline_a, b.pipeline_b, v.winner, b.mode, v.voted_at AS t, v.battle_id AS id "
+        "FROM votes v JOIN battles b ON b.id = v.battle_id"
+    )
     if not judges:
         query = text(f"{human} ORDER BY t, id")
         params: dict[str, Any] = {}
     else:
-        query = text(f"{human} UNION ALL SELECT b.pipeline_a, b.pipeline_b, j.winner, b.mode, j.voted_at AS t, "
-                     "j.battle_id AS id FROM judge_votes j JOIN battles b ON b.id = j.battle_id "
-                     "WHERE j.voter IN :voters ORDER BY t, id").bindparams(bindparam("voters", expanding=True))
+        query = text(
+            f"{human} UNION ALL SELECT b.pipeline_a, b.pipeline_b, j.winner, b.mode, j.voted_at AS t, "
+            "j.battle_id AS id FROM judge_votes j JOIN battles b ON b.id = j.battle_id "
+            "WHERE j.voter IN :voters ORDER BY t, id"
+        ).bindparams(bindparam("voters", expanding=True))
         params = {"voters": list(judges)}
     try:
         with store.engine.connect() as conn:
             rows = conn.execute(query, params).all()
     except SQLAlchemyError as exc:
         raise _fail(store, "read the votes", exc) from exc
-    return [(json.loads(a), json.loads(b), w) for a, b, w, mode, _, _ in rows
-            if include_unblinded or mode == "blinded"]
+    return [(json.loads(a), json.loads(b), w) for a, b, w, mode, _, _ in rows if include_unblinded or mode == "blinded"]

@@ -28,7 +28,8 @@ APPEND_ONLY = ("battles", "votes")
 
 
 def _m1_tables(conn: Connection) -> None:
-    conn.execute(text("""
+    conn.execute(
+        text("""
         CREATE TABLE battles (
             id VARCHAR(32) PRIMARY KEY,
             created_at VARCHAR(32) NOT NULL,
@@ -42,25 +43,32 @@ def _m1_tables(conn: Connection) -> None:
             error_a TEXT,
             error_b TEXT,
             session_id VARCHAR(64) NOT NULL
-        )"""))
-    conn.execute(text("""
+        )""")
+    )
+    conn.execute(
+        text("""
         CREATE TABLE votes (
             battle_id VARCHAR(32) PRIMARY KEY REFERENCES battles(id),
             voted_at VARCHAR(32) NOT NULL,
             winner VARCHAR(16) NOT NULL,
             session_id VARCHAR(64) NOT NULL
-        )"""))
+        )""")
+    )
     conn.execute(text("CREATE INDEX votes_session ON votes(session_id, voted_at)"))
-    conn.execute(text("""
+    conn.execute(
+        text("""
         CREATE VIEW battle_log AS
         SELECT b.id, b.created_at, v.voted_at, b.topic_id, b.topic, b.mode, b.pipeline_a, b.pipeline_b,
                b.answer_a, b.answer_b, v.winner, b.session_id
-        FROM battles b LEFT JOIN votes v ON v.battle_id = b.id"""))
+        FROM battles b LEFT JOIN votes v ON v.battle_id = b.id""")
+    )
 
 
 def _sqlite_trigger(table: str, action: str) -> str:
-    return (f"CREATE TRIGGER {table}_no_{action.lower()} BEFORE {action} ON {table} "
-            f"BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END")
+    return (
+        f"CREATE TRIGGER {table}_no_{action.lower()} BEFORE {action} ON {table} "
+        f"BEGIN SELECT RAISE(ABORT, '{table} is append-only'); END"
+    )
 
 
 def _m2_append_only(conn: Connection) -> None:
@@ -75,15 +83,21 @@ def _m3_append_only_postgresql(conn: Connection) -> None:
     """UPDATE, DELETE and TRUNCATE raise on PostgreSQL too (SQLite got its triggers in migration 2)."""
     if conn.dialect.name != "postgresql":
         return
-    conn.execute(text("""
+    conn.execute(
+        text("""
         CREATE OR REPLACE FUNCTION ragnarok_append_only() RETURNS trigger LANGUAGE plpgsql AS $fn$
         BEGIN
             RAISE EXCEPTION USING MESSAGE = TG_TABLE_NAME || ' is append-only',
                                   ERRCODE = 'restrict_violation';
-        END $fn$"""))
+        END $fn$""")
+    )
     for table in APPEND_ONLY:
-        conn.execute(text(f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE OR TRUNCATE "
-                          f"ON {table} FOR EACH STATEMENT EXECUTE FUNCTION ragnarok_append_only()"))
+        conn.execute(
+            text(
+                f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE OR TRUNCATE "
+                f"ON {table} FOR EACH STATEMENT EXECUTE FUNCTION ragnarok_append_only()"
+            )
+        )
 
 
 def _m4_rate_key(conn: Connection) -> None:
@@ -119,22 +133,31 @@ def _m5_pair_key(conn: Connection) -> None:
     rows = conn.execute(text("SELECT id, pipeline_a, pipeline_b FROM battles")).all()
     with _append_only_suspended(conn, "battles"), _append_only_suspended(conn, "votes"):
         if rows:
-            conn.execute(text("UPDATE battles SET pair_key = :k WHERE id = :id"),
-                         [{"id": i, "k": pair_key(json.loads(a), json.loads(b))} for i, a, b in rows])
-            conn.execute(text("UPDATE votes SET pair_key = "
-                              "(SELECT b.pair_key FROM battles b WHERE b.id = votes.battle_id)"))
+            conn.execute(
+                text("UPDATE battles SET pair_key = :k WHERE id = :id"),
+                [{"id": i, "k": pair_key(json.loads(a), json.loads(b))} for i, a, b in rows],
+            )
+            conn.execute(
+                text("UPDATE votes SET pair_key = (SELECT b.pair_key FROM battles b WHERE b.id = votes.battle_id)")
+            )
     conn.execute(text("CREATE INDEX votes_pair ON votes(pair_key)"))
 
 
 def rebuild_pair_votes(conn: Connection) -> None:
     """Recount ``pair_votes`` from the log (one GROUP BY over ``votes``), in the caller's transaction."""
     conn.execute(text("DELETE FROM pair_votes"))
-    conn.execute(text("INSERT INTO pair_votes (pair_key, votes) SELECT pair_key, COUNT(*) FROM votes "
-                      "WHERE pair_key IS NOT NULL GROUP BY pair_key"))
+    conn.execute(
+        text(
+            "INSERT INTO pair_votes (pair_key, votes) SELECT pair_key, COUNT(*) FROM votes "
+            "WHERE pair_key IS NOT NULL GROUP BY pair_key"
+        )
+    )
 
 
-_COUNT_PAIR = ("INSERT INTO pair_votes (pair_key, votes) VALUES (NEW.pair_key, 1) "
-               "ON CONFLICT (pair_key) DO UPDATE SET votes = pair_votes.votes + 1")
+_COUNT_PAIR = (
+    "INSERT INTO pair_votes (pair_key, votes) VALUES (NEW.pair_key, 1) "
+    "ON CONFLICT (pair_key) DO UPDATE SET votes = pair_votes.votes + 1"
+)
 
 
 def _m6_pair_votes(conn: Connection) -> None:
@@ -144,17 +167,27 @@ def _m6_pair_votes(conn: Connection) -> None:
     one a transaction; a bulk import of many votes in one transaction bloats the table until autovacuum."""
     conn.execute(text("CREATE TABLE pair_votes (pair_key TEXT PRIMARY KEY, votes INTEGER NOT NULL)"))
     if conn.dialect.name == "sqlite":
-        conn.execute(text(f"CREATE TRIGGER votes_count_pair AFTER INSERT ON votes "
-                          f"WHEN NEW.pair_key IS NOT NULL BEGIN {_COUNT_PAIR}; END"))
+        conn.execute(
+            text(
+                f"CREATE TRIGGER votes_count_pair AFTER INSERT ON votes "
+                f"WHEN NEW.pair_key IS NOT NULL BEGIN {_COUNT_PAIR}; END"
+            )
+        )
     else:  # concurrent upserts of one pair wait for each other's row lock: none is lost
-        conn.execute(text(f"""
+        conn.execute(
+            text(f"""
             CREATE OR REPLACE FUNCTION ragnarok_count_pair_vote() RETURNS trigger LANGUAGE plpgsql AS $fn$
             BEGIN
                 {_COUNT_PAIR};
                 RETURN NULL;
-            END $fn$"""))
-        conn.execute(text("CREATE TRIGGER votes_count_pair AFTER INSERT ON votes FOR EACH ROW "
-                          "WHEN (NEW.pair_key IS NOT NULL) EXECUTE FUNCTION ragnarok_count_pair_vote()"))
+            END $fn$""")
+        )
+        conn.execute(
+            text(
+                "CREATE TRIGGER votes_count_pair AFTER INSERT ON votes FOR EACH ROW "
+                "WHEN (NEW.pair_key IS NOT NULL) EXECUTE FUNCTION ragnarok_count_pair_vote()"
+            )
+        )
     rebuild_pair_votes(conn)
 
 
@@ -165,8 +198,12 @@ def _append_only_table(conn: Connection, table: str) -> None:
         for action in ("UPDATE", "DELETE"):
             conn.execute(text(_sqlite_trigger(table, action)))
     else:
-        conn.execute(text(f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE OR TRUNCATE "
-                          f"ON {table} FOR EACH STATEMENT EXECUTE FUNCTION ragnarok_append_only()"))
+        conn.execute(
+            text(
+                f"CREATE TRIGGER {table}_append_only BEFORE UPDATE OR DELETE OR TRUNCATE "
+                f"ON {table} FOR EACH STATEMENT EXECUTE FUNCTION ragnarok_append_only()"
+            )
+        )
 
 
 def _m7_judge_votes(conn: Connection) -> None:
@@ -174,7 +211,8 @@ def _m7_judge_votes(conn: Connection) -> None:
     ``votes`` stays the human log (one vote a battle, counted in ``pair_votes`` for sampling) and no board
     mixes the two unless asked. One vote per battle and judge (``voter`` is ``judge:<name>``); ``verdicts``
     keeps the two orders' answers (``A/B``: A in the first order, B with the sides swapped)."""
-    conn.execute(text("""
+    conn.execute(
+        text("""
         CREATE TABLE judge_votes (
             battle_id VARCHAR(32) NOT NULL REFERENCES battles(id),
             voter VARCHAR(200) NOT NULL,
@@ -182,7 +220,8 @@ def _m7_judge_votes(conn: Connection) -> None:
             winner VARCHAR(16) NOT NULL,
             verdicts VARCHAR(32) NOT NULL,
             PRIMARY KEY (battle_id, voter)
-        )"""))
+        )""")
+    )
     conn.execute(text("CREATE INDEX judge_votes_voter ON judge_votes(voter, voted_at)"))
     _append_only_table(conn, "judge_votes")
 
@@ -193,7 +232,8 @@ def _m8_keys(conn: Connection) -> None:
     (``key:ID``, ``arena``) and budget period, updated in place like ``pair_votes``; ``key_reservations`` holds
     the worst case of the requests in flight, deleted when each settles. ``audit_log`` is append-only."""
     serial = "INTEGER PRIMARY KEY" if conn.dialect.name == "sqlite" else "BIGSERIAL PRIMARY KEY"
-    conn.execute(text(f"""
+    conn.execute(
+        text(f"""
         CREATE TABLE api_keys (
             id {serial},
             name VARCHAR(200) NOT NULL UNIQUE,
@@ -210,25 +250,31 @@ def _m8_keys(conn: Connection) -> None:
             created_epoch DOUBLE PRECISION NOT NULL,
             expires_epoch DOUBLE PRECISION,
             revoked_at VARCHAR(32)
-        )"""))
-    conn.execute(text("""
+        )""")
+    )
+    conn.execute(
+        text("""
         CREATE TABLE key_spend (
             owner VARCHAR(200) NOT NULL,
             period_start DOUBLE PRECISION NOT NULL,
             calls BIGINT NOT NULL,
             tokens BIGINT NOT NULL,
             PRIMARY KEY (owner, period_start)
-        )"""))
-    conn.execute(text("""
+        )""")
+    )
+    conn.execute(
+        text("""
         CREATE TABLE key_reservations (
             id VARCHAR(32) PRIMARY KEY,
             owner VARCHAR(200) NOT NULL,
             period_start DOUBLE PRECISION NOT NULL,
             calls BIGINT NOT NULL,
             created_epoch DOUBLE PRECISION NOT NULL
-        )"""))
+        )""")
+    )
     conn.execute(text("CREATE INDEX key_reservations_owner ON key_reservations(owner, period_start)"))
-    conn.execute(text(f"""
+    conn.execute(
+        text(f"""
         CREATE TABLE audit_log (
             id {serial},
             at VARCHAR(32) NOT NULL,
@@ -241,7 +287,8 @@ def _m8_keys(conn: Connection) -> None:
             calls INTEGER NOT NULL,
             tokens INTEGER NOT NULL,
             ms DOUBLE PRECISION NOT NULL
-        )"""))
+        )""")
+    )
     conn.execute(text("CREATE INDEX audit_log_owner ON audit_log(owner, at)"))
     _append_only_table(conn, "audit_log")
 
@@ -263,9 +310,16 @@ def _m10_reservation_use(conn: Connection) -> None:
 
 
 MIGRATIONS: list[Migration] = [
-    (1, _m1_tables), (2, _m2_append_only), (3, _m3_append_only_postgresql), (4, _m4_rate_key),
-    (5, _m5_pair_key), (6, _m6_pair_votes), (7, _m7_judge_votes), (8, _m8_keys),
-    (9, _m9_audit_row_ids), (10, _m10_reservation_use),
+    (1, _m1_tables),
+    (2, _m2_append_only),
+    (3, _m3_append_only_postgresql),
+    (4, _m4_rate_key),
+    (5, _m5_pair_key),
+    (6, _m6_pair_votes),
+    (7, _m7_judge_votes),
+    (8, _m8_keys),
+    (9, _m9_audit_row_ids),
+    (10, _m10_reservation_use),
 ]
 
 
@@ -277,23 +331,29 @@ def migrate(engine: Engine, migrations: Sequence[Migration] = MIGRATIONS) -> int
         version = 0
         try:
             with serialised(engine, LOCK) as conn:
-                conn.execute(text("CREATE TABLE IF NOT EXISTS schema_migrations "
-                                  "(version INTEGER PRIMARY KEY, applied_at VARCHAR(32) NOT NULL)"))
+                conn.execute(
+                    text(
+                        "CREATE TABLE IF NOT EXISTS schema_migrations "
+                        "(version INTEGER PRIMARY KEY, applied_at VARCHAR(32) NOT NULL)"
+                    )
+                )
                 done = {row[0] for row in conn.execute(text("SELECT version FROM schema_migrations"))}
                 if max(done, default=0) > latest:
-                    raise StoreError(f"the vote store at {safe_url(str(engine.url))} has schema version "
-                                     f"{max(done)}, newer than this ragnarok knows ({latest}): "
-                                     "upgrade ragnarok")
+                    raise StoreError(
+                        f"the vote store at {safe_url(str(engine.url))} has schema version "
+                        f"{max(done)}, newer than this ragnarok knows ({latest}): "
+                        "upgrade ragnarok"
+                    )
                 pending = [(v, step) for v, step in sorted(migrations, key=lambda m: m[0]) if v not in done]
                 if not pending:
                     return latest
                 version, step = pending[0]
                 step(conn)
-                conn.execute(text("INSERT INTO schema_migrations VALUES (:v, :t)"),
-                             {"v": version, "t": utc_now()})
+                conn.execute(text("INSERT INTO schema_migrations VALUES (:v, :t)"), {"v": version, "t": utc_now()})
         except StoreError:
             raise
         except Exception as exc:  # noqa: BLE001 - a driver error or a failing step: one line, never the SQL
             what = f"migrated to version {version}" if version else "opened"
-            raise StoreError(f"the vote store at {safe_url(str(engine.url))} could not be {what}: "
-                             f"{describe(exc)}") from exc
+            raise StoreError(
+                f"the vote store at {safe_url(str(engine.url))} could not be {what}: {describe(exc)}"
+            ) from exc

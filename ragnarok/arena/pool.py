@@ -49,12 +49,7 @@ class PipelineId:
     generator: str
 
     def as_dict(self) -> dict[str, str]:
-        return {
-            "spec": self.spec,
-            "retriever": self.retriever,
-            "reranker": self.reranker,
-            "generator": self.generator,
-        }
+        return {"spec": self.spec, "retriever": self.retriever, "reranker": self.reranker, "generator": self.generator}
 
     def names(self) -> set[str]:
         """Every string that would reveal this pipeline (for blinding checks)."""
@@ -70,9 +65,7 @@ def identify(spec: str) -> PipelineId:
         raise ValueError(f"arena pipeline {spec!r} has no generator: end it with one, e.g. `| extractive`")
     reranker = " | ".join(map(str, pipeline.rerank)) or NO_RERANKER
     queries = "".join(f"{q} > " for q in pipeline.query)  # query stages belong to the retrieval side
-    return PipelineId(
-        str(pipeline), f"{queries}{pipeline.retrieve}@{pipeline.depth}", reranker, str(pipeline.generate)
-    )
+    return PipelineId(str(pipeline), f"{queries}{pipeline.retrieve}@{pipeline.depth}", reranker, str(pipeline.generate))
 
 
 def compose(retriever: str, reranker: str, generator: str) -> PipelineId:
@@ -85,9 +78,7 @@ def make_pool(specs: Iterable[str]) -> list[PipelineId]:
     """Parsed, de-duplicated, in the given order; fewer than two pipelines cannot battle."""
     pool = list(dict.fromkeys(identify(s) for s in specs))
     if len(pool) < 2:
-        raise ValueError(
-            f"the arena pool needs at least two different pipelines, got {[p.spec for p in pool]}"
-        )
+        raise ValueError(f"the arena pool needs at least two different pipelines, got {[p.spec for p in pool]}")
     return pool
 
 
@@ -108,8 +99,11 @@ def free_generators(rows: Iterable[Mapping[str, Any]]) -> list[str]:
     """The generators the default pool may draw, from ``GET /v1/generators``' rows: available and ``paid``
     false. A row that does not say ``paid`` (an older service) counts as paid unless its backend is one that
     calls no paid API, so a paid generator is never drawn unless the pool lists it."""
-    return [row["name"] for row in rows if row.get("available") and not row.get(
-        "paid", row.get("backend") not in FREE_BACKENDS)]
+    return [
+        row["name"]
+        for row in rows
+        if row.get("available") and not row.get("paid", row.get("backend") not in FREE_BACKENDS)
+    ]
 
 
 def default_specs(
@@ -157,18 +151,23 @@ class LatencyBook:
     def misses(self, recent: int = RECENT) -> dict[str, tuple[int, int]]:
         """Per spec: how many of its last ``recent`` answers missed the budget, of how many."""
         with self._lock:
-            return {spec: (sum(list(flags)[-recent:]), min(recent, len(flags)))
-                    for spec, flags in self._missed.items() if flags}
+            return {
+                spec: (sum(list(flags)[-recent:]), min(recent, len(flags)))
+                for spec, flags in self._missed.items()
+                if flags
+            }
 
 
 def miss_factor(missed: int) -> float:
     """A pipeline's sampling factor from its recent answers that missed the time budget: ``MISS_FACTOR`` per
     miss (1 without any)."""
-    return MISS_FACTOR ** missed
+    return MISS_FACTOR**missed
 
 
 def speed_weights(
-    pool: Sequence[PipelineId], medians: Mapping[str, float], budget_s: float,
+    pool: Sequence[PipelineId],
+    medians: Mapping[str, float],
+    budget_s: float,
     misses: Mapping[str, tuple[int, int]] | None = None,
 ) -> dict[str, float]:
     """Each pipeline's sampling factor from its median latency: 1 when unmeasured or within ``budget_s``,
@@ -186,8 +185,9 @@ def speed_weights(
     return weights
 
 
-def serial_factor(a: PipelineId, b: PipelineId, medians: Mapping[str, float], budget_s: float,
-                  serial: Collection[str]) -> float:
+def serial_factor(
+    a: PipelineId, b: PipelineId, medians: Mapping[str, float], budget_s: float, serial: Collection[str]
+) -> float:
     """A pair whose two sides use one generator that answers one request at a time (the embedded model) runs
     them one after the other: its battle takes the sum of both medians. 1 while that is within ``budget_s``
     (or a side is unmeasured), ``(budget_s / sum)^2`` above, 0 beyond ``LEAVE_OUT_FACTOR * budget_s``."""
@@ -202,14 +202,19 @@ def serial_factor(a: PipelineId, b: PipelineId, medians: Mapping[str, float], bu
 
 
 def pair_weights(
-    pool: Sequence[PipelineId], votes: Mapping[tuple[str, str], int], speed: Mapping[str, float] | None = None,
-    medians: Mapping[str, float] | None = None, budget_s: float = 0.0, serial: Collection[str] = (),
+    pool: Sequence[PipelineId],
+    votes: Mapping[tuple[str, str], int],
+    speed: Mapping[str, float] | None = None,
+    medians: Mapping[str, float] | None = None,
+    budget_s: float = 0.0,
+    serial: Collection[str] = (),
 ) -> dict[tuple[str, str], float]:
     """Sampling weight of every unordered pair: ``1 / (1 + votes on that pair)``, times both sides' speed
     factors when given, times :func:`serial_factor` for pairs that share a one-at-a-time generator."""
     speed, medians = speed or {}, medians or {}
     return {
-        pair_key(a.spec, b.spec): speed.get(a.spec, 1.0) * speed.get(b.spec, 1.0)
+        pair_key(a.spec, b.spec): speed.get(a.spec, 1.0)
+        * speed.get(b.spec, 1.0)
         * (serial_factor(a, b, medians, budget_s, serial) if serial else 1.0)
         / (1 + votes.get(pair_key(a.spec, b.spec), 0))
         for a, b in itertools.combinations(pool, 2)

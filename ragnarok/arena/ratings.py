@@ -81,8 +81,9 @@ def _pairs(battles: Sequence[Battle], names: list[str]) -> tuple[np.ndarray, np.
     return rows[:, :2].astype(int), rows[:, 2], np.array(list(counts.values()), dtype=float)
 
 
-def _fit(pairs: np.ndarray, scores: np.ndarray, weights: np.ndarray, n: int,
-         start: np.ndarray | None = None) -> np.ndarray:
+def _fit(
+    pairs: np.ndarray, scores: np.ndarray, weights: np.ndarray, n: int, start: np.ndarray | None = None
+) -> np.ndarray:
     """Weighted BT log-likelihood in natural units (ln), minimised with L-BFGS (from ``start``, natural units:
     a bootstrap resample starts from the full fit, which takes a fraction of the iterations)."""
     i, j = pairs[:, 0], pairs[:, 1]
@@ -130,8 +131,9 @@ def bradley_terry(battles: Sequence[Battle], include_bothbad: bool = True) -> di
         return dict(zip(names, _fit(pairs, scores, weights, len(names)).tolist()))
 
 
-def bootstrap_bt(battles: Sequence[Battle], rounds: int = 100, seed: int = 0,
-                 include_bothbad: bool = True) -> dict[str, tuple[float, float]]:
+def bootstrap_bt(
+    battles: Sequence[Battle], rounds: int = 100, seed: int = 0, include_bothbad: bool = True
+) -> dict[str, tuple[float, float]]:
     """95 % percentile intervals of BT ratings over ``rounds`` resamples (with replacement) of the battles."""
     kept = _kept(battles, include_bothbad)
     names = sorted({b.a for b in kept} | {b.b for b in kept})
@@ -141,11 +143,18 @@ def bootstrap_bt(battles: Sequence[Battle], rounds: int = 100, seed: int = 0,
     rng = np.random.default_rng(seed)
     with _one_blas_thread():
         start = _natural(_fit(pairs, scores, weights, len(names)))
-        samples = np.array([
-            _fit(pairs, scores, rng.multinomial(int(weights.sum()), weights / weights.sum()).astype(float),
-                 len(names), start)
-            for _ in range(rounds)
-        ])
+        samples = np.array(
+            [
+                _fit(
+                    pairs,
+                    scores,
+                    rng.multinomial(int(weights.sum()), weights / weights.sum()).astype(float),
+                    len(names),
+                    start,
+                )
+                for _ in range(rounds)
+            ]
+        )
     low, high = np.percentile(samples, [2.5, 97.5], axis=0)
     return {n: (float(lo), float(hi)) for n, lo, hi in zip(names, low, high)}
 
@@ -174,8 +183,15 @@ def _style_matrix(battles: Sequence[Battle]) -> np.ndarray:
     return np.divide(diff - diff.mean(axis=0), std, out=np.zeros_like(diff), where=std > 1e-12)
 
 
-def _fit_style(i: np.ndarray, j: np.ndarray, scores: np.ndarray, weights: np.ndarray, x: np.ndarray,
-               n: int, start: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _fit_style(
+    i: np.ndarray,
+    j: np.ndarray,
+    scores: np.ndarray,
+    weights: np.ndarray,
+    x: np.ndarray,
+    n: int,
+    start: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """BT with covariates: P(a beats b) = sigmoid(theta_a - theta_b + x . beta), per battle, L-BFGS from
     ``start`` (the bootstrap starts each resample at the full fit). Returns ratings, beta and the raw
     parameters."""
@@ -203,8 +219,9 @@ def _styled(battles: Iterable[Battle], include_bothbad: bool) -> list[Battle]:
     return [b for b in _kept(battles, include_bothbad) if b.style_a is not None and b.style_b is not None]
 
 
-def bradley_terry_style(battles: Sequence[Battle], include_bothbad: bool = True
-                        ) -> tuple[dict[str, float], dict[str, float]]:
+def bradley_terry_style(
+    battles: Sequence[Battle], include_bothbad: bool = True
+) -> tuple[dict[str, float], dict[str, float]]:
     """Style-controlled BT ratings and the style coefficients (per standardised feature, in logits), over
     the battles that carry style features."""
     kept = _styled(battles, include_bothbad)
@@ -220,8 +237,9 @@ def bradley_terry_style(battles: Sequence[Battle], include_bothbad: bool = True
     return dict(zip(names, ratings.tolist())), dict(zip(STYLE_FEATURES, beta.tolist()))
 
 
-def bootstrap_bt_style(battles: Sequence[Battle], rounds: int = 100, seed: int = 0,
-                       include_bothbad: bool = True) -> dict[str, tuple[float, float]]:
+def bootstrap_bt_style(
+    battles: Sequence[Battle], rounds: int = 100, seed: int = 0, include_bothbad: bool = True
+) -> dict[str, tuple[float, float]]:
     """95 % percentile intervals of the style-controlled ratings over resamples of the battles."""
     kept = _styled(battles, include_bothbad)
     names = sorted({b.a for b in kept} | {b.b for b in kept})
@@ -235,11 +253,20 @@ def bootstrap_bt_style(battles: Sequence[Battle], rounds: int = 100, seed: int =
     rng = np.random.default_rng(seed)
     with _one_blas_thread():
         start = _fit_style(i, j, scores, np.ones(len(kept)), x, len(names))[2]
-        samples = np.array([
-            _fit_style(i, j, scores, rng.multinomial(len(kept), np.full(len(kept), 1 / len(kept))).astype(float),
-                       x, len(names), start)[0]
-            for _ in range(rounds)
-        ])
+        samples = np.array(
+            [
+                _fit_style(
+                    i,
+                    j,
+                    scores,
+                    rng.multinomial(len(kept), np.full(len(kept), 1 / len(kept))).astype(float),
+                    x,
+                    len(names),
+                    start,
+                )[0]
+                for _ in range(rounds)
+            ]
+        )
     low, high = np.percentile(samples, [2.5, 97.5], axis=0)
     return {n: (float(lo), float(hi)) for n, lo, hi in zip(names, low, high)}
 
@@ -256,8 +283,9 @@ class Row:
     provisional: bool = False
 
 
-def provisional_rating(battles: Sequence[Battle], name: str, fixed: dict[str, float],
-                       prior_games: float = PRIOR_GAMES) -> float:
+def provisional_rating(
+    battles: Sequence[Battle], name: str, fixed: dict[str, float], prior_games: float = PRIOR_GAMES
+) -> float:
     """A provisional system's rating against the ranked systems' ratings held fixed, shrunk towards the mean
     (``prior_games`` ties against a system rated :data:`INIT`), so a 3-0 record cannot run off to an extreme;
     battles against other provisional systems are left out."""
@@ -279,8 +307,15 @@ def provisional_rating(battles: Sequence[Battle], name: str, fixed: dict[str, fl
     return float(minimize(objective, np.array([INIT]), jac=True, method="L-BFGS-B").x[0])
 
 
-def leaderboard(battles: Sequence[Battle], k: float = 4.0, rounds: int = 100, seed: int = 0,
-                include_bothbad: bool = True, min_votes: int = 10, style: bool = False) -> list[Row]:
+def leaderboard(
+    battles: Sequence[Battle],
+    k: float = 4.0,
+    rounds: int = 100,
+    seed: int = 0,
+    include_bothbad: bool = True,
+    min_votes: int = 10,
+    style: bool = False,
+) -> list[Row]:
     """Ranked systems, then the provisional ones (fewer than ``min_votes`` votes: no rank, no interval),
     each group best first. ``style=True``: style-controlled BT ratings and intervals (battles with style
     features only); Elo stays the plain online Elo.
@@ -303,8 +338,11 @@ def leaderboard(battles: Sequence[Battle], k: float = 4.0, rounds: int = 100, se
     rows = []
     for name in sorted(votes):
         if name not in bt:  # provisional (or ranked on votes but with no battle among ranked systems)
-            rows.append(Row(name, None, provisional_rating(kept, name, bt), None, None, elo[name], votes[name],
-                            provisional=True))
+            rows.append(
+                Row(
+                    name, None, provisional_rating(kept, name, bt), None, None, elo[name], votes[name], provisional=True
+                )
+            )
             continue
         lower, upper = intervals[name]
         lower, upper = min(lower, bt[name]), max(upper, bt[name])

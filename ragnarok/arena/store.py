@@ -30,8 +30,17 @@ from ragnarok.arena.db import StoreError, describe, make_engine, safe_url, seria
 from ragnarok.arena.migrations import MIGRATIONS, migrate, pair_key
 from ragnarok.arena.ratings import OUTCOMES, Battle, style_answer
 
-__all__ = ["MIGRATIONS", "MODES", "StoreError", "StoredBattle", "VoteRefused", "VoteStore", "make_engine",
-           "migrate", "split_battles"]
+__all__ = [
+    "MIGRATIONS",
+    "MODES",
+    "StoreError",
+    "StoredBattle",
+    "VoteRefused",
+    "VoteStore",
+    "make_engine",
+    "migrate",
+    "split_battles",
+]
 
 MODES = ("blinded", "unblinded")
 
@@ -83,36 +92,72 @@ class VoteStore:
         except SQLAlchemyError as exc:
             raise StoreError(f"the vote store at {self._where} could not {what}: {describe(exc)}") from exc
 
-    def create_battle(self, mode: str, topic_id: str, topic: str, pipeline_a: dict[str, str],
-                      pipeline_b: dict[str, str], answer_a: dict | None, answer_b: dict | None,
-                      error_a: str | None, error_b: str | None, session_id: str) -> str:
+    def create_battle(
+        self,
+        mode: str,
+        topic_id: str,
+        topic: str,
+        pipeline_a: dict[str, str],
+        pipeline_b: dict[str, str],
+        answer_a: dict | None,
+        answer_b: dict | None,
+        error_a: str | None,
+        error_b: str | None,
+        session_id: str,
+    ) -> str:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}")
         battle_id = uuid.uuid4().hex
         with self._errors("record the battle"), self.engine.begin() as conn:
-            conn.execute(text(
-                "INSERT INTO battles (id, created_at, mode, topic_id, topic, pipeline_a, pipeline_b, "
-                "answer_a, answer_b, error_a, error_b, session_id, pair_key) "
-                "VALUES (:id, :t, :mode, :tid, :topic, :pa, :pb, :aa, :ab, :ea, :eb, :sid, :pair)"), {
-                "id": battle_id, "t": utc_now(), "mode": mode, "tid": topic_id[:200], "topic": topic,
-                "pa": json.dumps(pipeline_a, sort_keys=True), "pb": json.dumps(pipeline_b, sort_keys=True),
-                "aa": json.dumps(answer_a) if answer_a is not None else None,
-                "ab": json.dumps(answer_b) if answer_b is not None else None,
-                "ea": error_a, "eb": error_b, "sid": session_id[:64],
-                "pair": pair_key(pipeline_a, pipeline_b)})
+            conn.execute(
+                text(
+                    "INSERT INTO battles (id, created_at, mode, topic_id, topic, pipeline_a, pipeline_b, "
+                    "answer_a, answer_b, error_a, error_b, session_id, pair_key) "
+                    "VALUES (:id, :t, :mode, :tid, :topic, :pa, :pb, :aa, :ab, :ea, :eb, :sid, :pair)"
+                ),
+                {
+                    "id": battle_id,
+                    "t": utc_now(),
+                    "mode": mode,
+                    "tid": topic_id[:200],
+                    "topic": topic,
+                    "pa": json.dumps(pipeline_a, sort_keys=True),
+                    "pb": json.dumps(pipeline_b, sort_keys=True),
+                    "aa": json.dumps(answer_a) if answer_a is not None else None,
+                    "ab": json.dumps(answer_b) if answer_b is not None else None,
+                    "ea": error_a,
+                    "eb": error_b,
+                    "sid": session_id[:64],
+                    "pair": pair_key(pipeline_a, pipeline_b),
+                },
+            )
         return battle_id
 
     def get(self, battle_id: str) -> StoredBattle | None:
         with self._errors("read the battle"), self.engine.connect() as conn:
-            row = conn.execute(text(
-                "SELECT b.id, b.mode, b.topic_id, b.topic, b.pipeline_a, b.pipeline_b, b.answer_a, b.answer_b, "
-                "b.error_a, b.error_b, v.winner FROM battles b LEFT JOIN votes v ON v.battle_id = b.id "
-                "WHERE b.id = :id"), {"id": battle_id}).first()
+            row = conn.execute(
+                text(
+                    "SELECT b.id, b.mode, b.topic_id, b.topic, b.pipeline_a, b.pipeline_b, b.answer_a, b.answer_b, "
+                    "b.error_a, b.error_b, v.winner FROM battles b LEFT JOIN votes v ON v.battle_id = b.id "
+                    "WHERE b.id = :id"
+                ),
+                {"id": battle_id},
+            ).first()
         if row is None:
             return None
-        return StoredBattle(row[0], row[1], row[2], row[3], json.loads(row[4]), json.loads(row[5]),
-                            json.loads(row[6]) if row[6] else None, json.loads(row[7]) if row[7] else None,
-                            row[8], row[9], row[10])
+        return StoredBattle(
+            row[0],
+            row[1],
+            row[2],
+            row[3],
+            json.loads(row[4]),
+            json.loads(row[5]),
+            json.loads(row[6]) if row[6] else None,
+            json.loads(row[7]) if row[7] else None,
+            row[8],
+            row[9],
+            row[10],
+        )
 
     def vote(self, battle_id: str, winner: str, session_id: str, rate_key: str) -> StoredBattle:
         """Record the one vote of a battle; refuses unknown, failed or already-voted battles, and more than
@@ -131,18 +176,21 @@ class VoteStore:
                 since = (datetime.now(timezone.utc) - timedelta(minutes=1)).isoformat(timespec="microseconds")
                 recent = conn.execute(
                     text("SELECT COUNT(*) FROM votes WHERE rate_key = :k AND voted_at > :t"),
-                    {"k": rate_key, "t": since}).scalar_one()
+                    {"k": rate_key, "t": since},
+                ).scalar_one()
                 if recent >= self.votes_per_minute:
                     raise VoteRefused(f"too many votes: at most {self.votes_per_minute} a minute", 429)
-                conn.execute(text(
-                    "INSERT INTO votes (battle_id, voted_at, winner, session_id, rate_key, pair_key) "
-                    "SELECT id, :t, :w, :s, :k, pair_key FROM battles WHERE id = :id"),
-                    {"id": battle_id, "t": utc_now(), "w": winner, "s": session_id[:64], "k": rate_key})
+                conn.execute(
+                    text(
+                        "INSERT INTO votes (battle_id, voted_at, winner, session_id, rate_key, pair_key) "
+                        "SELECT id, :t, :w, :s, :k, pair_key FROM battles WHERE id = :id"
+                    ),
+                    {"id": battle_id, "t": utc_now(), "w": winner, "s": session_id[:64], "k": rate_key},
+                )
         except IntegrityError:
             raise VoteRefused("this battle has been voted on already", 409) from None
         except SQLAlchemyError as exc:
-            raise StoreError(
-                f"the vote store at {self._where} could not record the vote: {describe(exc)}") from exc
+            raise StoreError(f"the vote store at {self._where} could not record the vote: {describe(exc)}") from exc
         # not read again: a vote committed is recorded, even if the database goes away right after
         return replace(battle, winner=winner)
 
@@ -150,14 +198,23 @@ class VoteStore:
         """Voted battles in vote order: (pipeline_a, pipeline_b, winner); with ``style``, each side's style
         features (:func:`ragnarok.arena.ratings.style_answer`, from the stored answers) follow."""
         answers = ", b.answer_a, b.answer_b" if style else ""
-        query = (f"SELECT b.pipeline_a, b.pipeline_b, v.winner, b.mode{answers} FROM votes v JOIN battles b "
-                 "ON b.id = v.battle_id ORDER BY v.voted_at, v.battle_id")
+        query = (
+            f"SELECT b.pipeline_a, b.pipeline_b, v.winner, b.mode{answers} FROM votes v JOIN battles b "
+            "ON b.id = v.battle_id ORDER BY v.voted_at, v.battle_id"
+        )
         with self._errors("read the votes"), self.engine.connect() as conn:
             rows = conn.execute(text(query)).all()
         kept = [row for row in rows if include_unblinded or row[3] == "blinded"]
         if style:
-            return [(json.loads(r[0]), json.loads(r[1]), r[2], *(style_answer(json.loads(x) if x else None)
-                                                                 for x in r[4:6])) for r in kept]
+            return [
+                (
+                    json.loads(r[0]),
+                    json.loads(r[1]),
+                    r[2],
+                    *(style_answer(json.loads(x) if x else None) for x in r[4:6]),
+                )
+                for r in kept
+            ]
         return [(json.loads(r[0]), json.loads(r[1]), r[2]) for r in kept]
 
     def vote_counts(self) -> dict[tuple[str, str], int]:

@@ -44,8 +44,9 @@ def unreachable(exc: BaseException) -> bool:
 class Backlog:
     """Items written by ``write(batch)`` in a background thread named ``name`` (see the module's docstring)."""
 
-    def __init__(self, name: str, write: Callable[[list[Any]], None], what: str, most: int = 100_000,
-                 spool: Any = None):
+    def __init__(
+        self, name: str, write: Callable[[list[Any]], None], what: str, most: int = 100_000, spool: Any = None
+    ):
         self.name, self.write, self.what, self.most = name, write, what, most
         self.spool = spool  # where the items that wait for the database are kept on disk too (ragnarok.auth.spool)
         self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()

@@ -16,8 +16,11 @@ from ragnarok.runtime import cli_output
 from ragnarok.runtime.cli_errors import fails_cleanly
 from ragnarok.runtime.cli_output import Format, OutputOpt
 
-keys_app = typer.Typer(no_args_is_help=True, add_completion=False,
-                       help="API keys: scopes, generators, rates and budgets (RAGNAROK_AUTH=keys).")
+keys_app = typer.Typer(
+    no_args_is_help=True,
+    add_completion=False,
+    help="API keys: scopes, generators, rates and budgets (RAGNAROK_AUTH=keys).",
+)
 
 _UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
 
@@ -59,8 +62,10 @@ def _known_generators(names: list[str] | None) -> list[str] | None:
     known = sorted(get_settings().generator_configs())
     unknown = [n for n in names if n not in known]
     if unknown or not names:
-        raise ValueError(f"--generators takes configured generators ({', '.join(known) or 'none'}); "
-                         f"got {', '.join(map(repr, unknown)) or 'none'}")
+        raise ValueError(
+            f"--generators takes configured generators ({', '.join(known) or 'none'}); "
+            f"got {', '.join(map(repr, unknown)) or 'none'}"
+        )
     return names
 
 
@@ -69,15 +74,22 @@ def _known_generators(names: list[str] | None) -> list[str] | None:
 def create(
     name: Annotated[str, typer.Option(help="A unique name for the key (who holds it).")],
     scopes: Annotated[str, typer.Option(help="Comma-separated: retrieve, generate, evaluate, admin.")],
-    generators: Annotated[Optional[str], typer.Option(help="Comma-separated generators the key may use "
-                                                           "(default: all).")] = None,
+    generators: Annotated[
+        Optional[str], typer.Option(help="Comma-separated generators the key may use (default: all).")
+    ] = None,
     rpm: Annotated[Optional[str], typer.Option(metavar="N", help="Requests per minute at most.")] = None,
-    parallel: Annotated[Optional[str], typer.Option(metavar="N", help="Requests in flight at most (per server "
-                                                                      "process).")] = None,
-    budget_calls: Annotated[Optional[str], typer.Option(metavar="N", help="Backend (LLM) calls per period at "
-                                                        "most, reserved from each request's worst case.")] = None,
-    budget_tokens: Annotated[Optional[str], typer.Option(metavar="N", help="Tokens per period at most (as the "
-                                                                           "backends report them).")] = None,
+    parallel: Annotated[
+        Optional[str], typer.Option(metavar="N", help="Requests in flight at most (per server process).")
+    ] = None,
+    budget_calls: Annotated[
+        Optional[str],
+        typer.Option(
+            metavar="N", help="Backend (LLM) calls per period at most, reserved from each request's worst case."
+        ),
+    ] = None,
+    budget_tokens: Annotated[
+        Optional[str], typer.Option(metavar="N", help="Tokens per period at most (as the backends report them).")
+    ] = None,
     period: Annotated[str, typer.Option(help="The budget's period (from the key's creation): 1d, 12h, ...")] = "1d",
     expires: Annotated[Optional[str], typer.Option(help="Expiry from now: 30d, 12h, ... (default: never).")] = None,
 ) -> None:
@@ -85,42 +97,74 @@ def create(
     # everything is checked before the database is opened
     allowed, period_s = _known_generators(_names(generators)), duration_s(period)
     expires_s = None if expires is None else duration_s(expires)
-    limits = {what: _integer(what, value) for what, value in (("rpm", rpm), ("parallel", parallel),
-                                                               ("budget_calls", budget_calls),
-                                                               ("budget_tokens", budget_tokens))}
+    limits = {
+        what: _integer(what, value)
+        for what, value in (
+            ("rpm", rpm),
+            ("parallel", parallel),
+            ("budget_calls", budget_calls),
+            ("budget_tokens", budget_tokens),
+        )
+    }
     check_fields(name, _names(scopes) or [], limits, period_s, expires_s)
-    record, secret = _store().create(name, _names(scopes) or [], allowed, **limits, period_s=period_s,
-                                     expires_in_s=expires_s)
-    typer.echo(f"key {record.id} {record.name!r}: scopes {','.join(record.scopes)}"
-               + (f"; expires {_when(record.expires_epoch)}" if record.expires_epoch else ""), err=True)
+    record, secret = _store().create(
+        name, _names(scopes) or [], allowed, **limits, period_s=period_s, expires_in_s=expires_s
+    )
+    typer.echo(
+        f"key {record.id} {record.name!r}: scopes {','.join(record.scopes)}"
+        + (f"; expires {_when(record.expires_epoch)}" if record.expires_epoch else ""),
+        err=True,
+    )
     typer.echo(secret)
 
 
 @keys_app.command("list")
 @fails_cleanly
-def list_keys(as_json: Annotated[bool, typer.Option("--json", help="One JSON object per key.")] = False,
-              output_format: OutputOpt = Format.text) -> None:
+def list_keys(
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per key.")] = False,
+    output_format: OutputOpt = Format.text,
+) -> None:
     """Every key: id, name, prefix, scopes, limits, status (never the secret)."""
     now = time.time()
     rows: list[dict] = []
     cli_output.result(rows)  # filled below
     for k in _store().keys():
-        row = {"id": k.id, "name": k.name, "prefix": k.prefix, "scopes": list(k.scopes),
-               "generators": None if k.generators is None else list(k.generators), "rpm": k.rpm,
-               "parallel": k.parallel, "budget_calls": k.budget_calls, "budget_tokens": k.budget_tokens,
-               "period_s": k.period_s, "created_at": k.created_at, "expires_at": _when(k.expires_epoch) or None,
-               "status": k.status(now), **({"problems": list(k.problems)} if k.problems else {})}
+        row = {
+            "id": k.id,
+            "name": k.name,
+            "prefix": k.prefix,
+            "scopes": list(k.scopes),
+            "generators": None if k.generators is None else list(k.generators),
+            "rpm": k.rpm,
+            "parallel": k.parallel,
+            "budget_calls": k.budget_calls,
+            "budget_tokens": k.budget_tokens,
+            "period_s": k.period_s,
+            "created_at": k.created_at,
+            "expires_at": _when(k.expires_epoch) or None,
+            "status": k.status(now),
+            **({"problems": list(k.problems)} if k.problems else {}),
+        }
         rows.append(row)
         if as_json:
             typer.echo(json.dumps(row))
         else:
-            limits = ", ".join(f"{n} {v}" for n, v in (("rpm", k.rpm), ("parallel", k.parallel),
-                                                       ("calls", k.budget_calls), ("tokens", k.budget_tokens))
-                               if v is not None)
-            typer.echo(f"{k.id}\t{k.name}\t{k.prefix}…\t{','.join(k.scopes)}\t"
-                       f"{','.join(k.generators) if k.generators is not None else 'all generators'}\t"
-                       f"{limits or 'no limits'}\t{row['status']}"
-                       + (f" ({', '.join(k.problems)} unreadable)" if k.problems else ""))
+            limits = ", ".join(
+                f"{n} {v}"
+                for n, v in (
+                    ("rpm", k.rpm),
+                    ("parallel", k.parallel),
+                    ("calls", k.budget_calls),
+                    ("tokens", k.budget_tokens),
+                )
+                if v is not None
+            )
+            typer.echo(
+                f"{k.id}\t{k.name}\t{k.prefix}…\t{','.join(k.scopes)}\t"
+                f"{','.join(k.generators) if k.generators is not None else 'all generators'}\t"
+                f"{limits or 'no limits'}\t{row['status']}"
+                + (f" ({', '.join(k.problems)} unreadable)" if k.problems else "")
+            )
 
 
 @keys_app.command()
@@ -144,7 +188,10 @@ def usage(
     names = {f"key:{k.id}": k.name for k in store.keys()}
     for row in rows:
         row = {**row, "name": names.get(row["owner"], row["owner"])}
-        typer.echo(json.dumps(row) if as_json else
-                   f"{row['period_start']}\t{row['owner']}\t{row['name']}\t{row['calls']} calls\t{row['tokens']} tokens")
+        typer.echo(
+            json.dumps(row)
+            if as_json
+            else f"{row['period_start']}\t{row['owner']}\t{row['name']}\t{row['calls']} calls\t{row['tokens']} tokens"
+        )
     if not rows and not as_json:
         typer.echo("no spend recorded", err=True)

@@ -92,8 +92,9 @@ def rerank_cost(spec: str, candidates: int, configs: Mapping[str, GeneratorConfi
     return cost
 
 
-def evaluate_cost(judge: str | None, nuggets: int, citations: int, geval: bool,
-                  configs: Mapping[str, GeneratorConfig]) -> Cost:
+def evaluate_cost(
+    judge: str | None, nuggets: int, citations: int, geval: bool, configs: Mapping[str, GeneratorConfig]
+) -> Cost:
     cost = Cost()
     if judge is None or judge == "proxy":
         return cost

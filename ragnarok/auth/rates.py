@@ -36,8 +36,11 @@ def moving_window(storage_url: str) -> Any:
         from redis.backoff import NoBackoff  # noqa: PLC0415
         from redis.retry import Retry  # noqa: PLC0415
 
-        options = {"socket_timeout": SOCKET_TIMEOUT_S, "socket_connect_timeout": SOCKET_TIMEOUT_S,
-                   "retry": Retry(NoBackoff(), 1)}
+        options = {
+            "socket_timeout": SOCKET_TIMEOUT_S,
+            "socket_connect_timeout": SOCKET_TIMEOUT_S,
+            "retry": Retry(NoBackoff(), 1),
+        }
     with OPENING:
         return MovingWindowRateLimiter(storage_from_string(storage_url, wrap_exceptions=True, **options))
 

@@ -19,8 +19,12 @@ from ragnarok.auth.principal import SCOPES, Principal
 MAX_RATE = 1_000_000_000
 MAX_BUDGET = 10**15
 MAX_DURATION_S = 100 * 365.25 * 86_400.0
-_LIMITS = (("rpm", 1, MAX_RATE), ("parallel", 1, MAX_RATE), ("budget_calls", 0, MAX_BUDGET),
-           ("budget_tokens", 0, MAX_BUDGET))
+_LIMITS = (
+    ("rpm", 1, MAX_RATE),
+    ("parallel", 1, MAX_RATE),
+    ("budget_calls", 0, MAX_BUDGET),
+    ("budget_tokens", 0, MAX_BUDGET),
+)
 
 
 def when(epoch: float | None) -> str:
@@ -33,8 +37,9 @@ def when(epoch: float | None) -> str:
         return f"epoch {epoch!r}"
 
 
-def check_fields(name: str, scopes: list[str], limits: dict[str, int | None], period_s: float | None,
-                 expires_in_s: float | None) -> str:
+def check_fields(
+    name: str, scopes: list[str], limits: dict[str, int | None], period_s: float | None, expires_in_s: float | None
+) -> str:
     """The key's name, stripped, once every value is one the store writes and reads back; else
     ``ValueError`` saying which is not (one line, naming the option)."""
     name = name.strip()
@@ -74,11 +79,20 @@ class KeyRecord:
     problems: tuple[str, ...] = ()  # the columns whose value could not be read: the key is invalid
 
     def principal(self) -> Principal:
-        return Principal(owner=f"key:{self.id}", name=self.name, scopes=frozenset(self.scopes),
-                         generators=None if self.generators is None else frozenset(self.generators),
-                         rpm=self.rpm, parallel=self.parallel, budget_calls=self.budget_calls,
-                         budget_tokens=self.budget_tokens, period_s=self.period_s, created_at=self.created_epoch,
-                         expires_at=self.expires_epoch, key_id=self.id)
+        return Principal(
+            owner=f"key:{self.id}",
+            name=self.name,
+            scopes=frozenset(self.scopes),
+            generators=None if self.generators is None else frozenset(self.generators),
+            rpm=self.rpm,
+            parallel=self.parallel,
+            budget_calls=self.budget_calls,
+            budget_tokens=self.budget_tokens,
+            period_s=self.period_s,
+            created_at=self.created_epoch,
+            expires_at=self.expires_epoch,
+            key_id=self.id,
+        )
 
     def status(self, now: float | None = None) -> str:
         if self.problems:
@@ -90,8 +104,10 @@ class KeyRecord:
         return "active"
 
 
-KEY_COLUMNS = ("id, name, prefix, scopes, generators, rpm, parallel, budget_calls, budget_tokens, period_s, "
-               "created_at, created_epoch, expires_epoch, revoked_at")
+KEY_COLUMNS = (
+    "id, name, prefix, scopes, generators, rpm, parallel, budget_calls, budget_tokens, period_s, "
+    "created_at, created_epoch, expires_epoch, revoked_at"
+)
 
 
 class _Reader:
@@ -146,15 +162,22 @@ def record(row: Any) -> KeyRecord:
         read.bad("scopes", ())
     bounds = {what: (low, high) for what, low, high in _LIMITS}
     return KeyRecord(
-        id=key_id if key_id is not None else 0, name=read.text("name", row[1]), prefix=read.text("prefix", row[2]),
-        scopes=scope_list, generators=read.names("generators", row[4]),
-        rpm=read.integer("rpm", row[5], *bounds["rpm"]), parallel=read.integer("parallel", row[6], *bounds["parallel"]),
+        id=key_id if key_id is not None else 0,
+        name=read.text("name", row[1]),
+        prefix=read.text("prefix", row[2]),
+        scopes=scope_list,
+        generators=read.names("generators", row[4]),
+        rpm=read.integer("rpm", row[5], *bounds["rpm"]),
+        parallel=read.integer("parallel", row[6], *bounds["parallel"]),
         budget_calls=read.integer("budget_calls", row[7], *bounds["budget_calls"]),
         budget_tokens=read.integer("budget_tokens", row[8], *bounds["budget_tokens"]),
         period_s=_positive(read, "period_s", read.number("period_s", row[9])),
-        created_at=read.text("created_at", row[10]), created_epoch=read.number("created_epoch", row[11], False) or 0.0,
-        expires_epoch=read.number("expires_epoch", row[12]), revoked_at=read.text("revoked_at", row[13], True),
-        problems=tuple(dict.fromkeys(read.problems)))
+        created_at=read.text("created_at", row[10]),
+        created_epoch=read.number("created_epoch", row[11], False) or 0.0,
+        expires_epoch=read.number("expires_epoch", row[12]),
+        revoked_at=read.text("revoked_at", row[13], True),
+        problems=tuple(dict.fromkeys(read.problems)),
+    )
 
 
 def _positive(read: _Reader, column: str, value: float | None) -> float | None:

@@ -80,8 +80,9 @@ def use(conn: Any, reservation_id: str) -> bool:
 def settle_abandoned(conn: Any, owner: str | None, expired_before: float) -> int:
     """Turn the abandoned reservations (of ``owner``, or everyone's) into spend; the calls they held."""
     where, args = ("WHERE owner = :o", {"o": owner}) if owner else ("", {})
-    rows = conn.execute(text(f"SELECT id, owner, period_start, used, holder, created_epoch FROM key_reservations "
-                             f"{where}"), args).all()
+    rows = conn.execute(
+        text(f"SELECT id, owner, period_start, used, holder, created_epoch FROM key_reservations {where}"), args
+    ).all()
     settled = 0
     for rid, who, period, used, name, created in rows:
         if created > expired_before and not is_dead(name):
@@ -95,8 +96,11 @@ def settle_abandoned(conn: Any, owner: str | None, expired_before: float) -> int
 
 
 def add_spend(conn: Any, owner: str, period_start: float, calls: int, tokens: int) -> None:
-    conn.execute(text(
-        "INSERT INTO key_spend (owner, period_start, calls, tokens) VALUES (:o, :p, :c, :t) "
-        "ON CONFLICT (owner, period_start) DO UPDATE SET calls = key_spend.calls + excluded.calls, "
-        "tokens = key_spend.tokens + excluded.tokens"),
-        {"o": owner, "p": period_start, "c": calls, "t": tokens})
+    conn.execute(
+        text(
+            "INSERT INTO key_spend (owner, period_start, calls, tokens) VALUES (:o, :p, :c, :t) "
+            "ON CONFLICT (owner, period_start) DO UPDATE SET calls = key_spend.calls + excluded.calls, "
+            "tokens = key_spend.tokens + excluded.tokens"
+        ),
+        {"o": owner, "p": period_start, "c": calls, "t": tokens},
+    )

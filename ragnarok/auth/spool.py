@@ -48,8 +48,9 @@ class Spool:
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             with self._open(self.path) as conn:
-                conn.executemany("INSERT OR IGNORE INTO rows VALUES (?, ?)",
-                                 [(r["row_id"], json.dumps(r)) for r in rows])
+                conn.executemany(
+                    "INSERT OR IGNORE INTO rows VALUES (?, ?)", [(r["row_id"], json.dumps(r)) for r in rows]
+                )
         except (OSError, sqlite3.Error) as exc:
             log.error("%d audit row(s) are kept in memory only (the spool %s: %s)", len(rows), self.path, exc)
 

@@ -34,15 +34,7 @@ from typing import Any
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import TimeoutError as PoolTimeout
 
-from ragnarok.arena.db import (
-    CONNECT_TIMEOUT_S,
-    StoreError,
-    describe,
-    make_engine,
-    safe_url,
-    serialised,
-    utc_now,
-)
+from ragnarok.arena.db import CONNECT_TIMEOUT_S, StoreError, describe, make_engine, safe_url, serialised, utc_now
 from ragnarok.arena.migrations import migrate
 from ragnarok.auth import reservations
 from ragnarok.auth.backlog import Backlog, unreachable
@@ -85,8 +77,7 @@ class AuthStore:
     _shared: dict[str, AuthStore] = {}
     _shared_lock = threading.Lock()
 
-    def __init__(self, url: str, cache_s: float = 1.0, reservation_ttl_s: float = 900.0,
-                 spool_dir: Path | None = None):
+    def __init__(self, url: str, cache_s: float = 1.0, reservation_ttl_s: float = 900.0, spool_dir: Path | None = None):
         self._engine: Engine = make_engine(url)  # no connection yet: the database is opened on first use
         self._where = safe_url(url)
         self.cache_s, self.reservation_ttl_s = cache_s, reservation_ttl_s
@@ -107,8 +98,10 @@ class AuthStore:
             # one thread migrates; the others wait for it at most as long as one connection attempt, then fail
             # as a connection not had in time does (unreachable: the backlogs keep their rows and try again)
             if not self._opening.acquire(timeout=CONNECT_TIMEOUT_S):
-                raise StoreError(f"the service database at {self._where} could not be opened: another thread "
-                                 f"is still opening it ({CONNECT_TIMEOUT_S} s)") from PoolTimeout("still opening")
+                raise StoreError(
+                    f"the service database at {self._where} could not be opened: another thread "
+                    f"is still opening it ({CONNECT_TIMEOUT_S} s)"
+                ) from PoolTimeout("still opening")
             try:
                 if not self._opened:
                     migrate(self._engine)
@@ -116,8 +109,7 @@ class AuthStore:
             except StoreError:
                 raise
             except Exception as exc:  # noqa: BLE001
-                raise StoreError(f"the service database at {self._where} cannot be opened: {describe(exc)}") \
-                    from exc
+                raise StoreError(f"the service database at {self._where} cannot be opened: {describe(exc)}") from exc
             finally:
                 self._opening.release()
         return self._engine
@@ -129,34 +121,65 @@ class AuthStore:
         with cls._shared_lock:
             store = cls._shared.get(url)
             if store is None or store.cache_s != settings.auth_cache_s:
-                store = cls._shared[url] = cls(url, cache_s=settings.auth_cache_s,
-                                               reservation_ttl_s=max(900.0, 2 * settings.gateway_timeout_s),
-                                               spool_dir=settings.data_dir / "spool")
+                store = cls._shared[url] = cls(
+                    url,
+                    cache_s=settings.auth_cache_s,
+                    reservation_ttl_s=max(900.0, 2 * settings.gateway_timeout_s),
+                    spool_dir=settings.data_dir / "spool",
+                )
             return store
 
     # -- keys ---------------------------------------------------------------------------------------------
 
-    def create(self, name: str, scopes: list[str], generators: list[str] | None = None, rpm: int | None = None,
-               parallel: int | None = None, budget_calls: int | None = None, budget_tokens: int | None = None,
-               period_s: float | None = None, expires_in_s: float | None = None) -> tuple[KeyRecord, str]:
+    def create(
+        self,
+        name: str,
+        scopes: list[str],
+        generators: list[str] | None = None,
+        rpm: int | None = None,
+        parallel: int | None = None,
+        budget_calls: int | None = None,
+        budget_tokens: int | None = None,
+        period_s: float | None = None,
+        expires_in_s: float | None = None,
+    ) -> tuple[KeyRecord, str]:
         """A new key and its secret (shown once; only its hash is stored)."""
-        name = check_fields(name, scopes, {"rpm": rpm, "parallel": parallel, "budget_calls": budget_calls,
-                                           "budget_tokens": budget_tokens}, period_s, expires_in_s)
+        name = check_fields(
+            name,
+            scopes,
+            {"rpm": rpm, "parallel": parallel, "budget_calls": budget_calls, "budget_tokens": budget_tokens},
+            period_s,
+            expires_in_s,
+        )
         if (budget_calls is not None or budget_tokens is not None) and period_s is None:
             period_s = DAY_S
         secret, now = new_secret(), time.time()
-        values = {"name": name, "prefix": secret[:11], "h": secret_hash(secret),
-                  "scopes": ",".join(s for s in SCOPES if s in scopes),
-                  "gens": None if generators is None else json.dumps(sorted(set(generators))), "rpm": rpm,
-                  "parallel": parallel, "bc": budget_calls, "bt": budget_tokens, "period": period_s,
-                  "at": utc_now(), "epoch": now, "exp": None if expires_in_s is None else now + expires_in_s}
+        values = {
+            "name": name,
+            "prefix": secret[:11],
+            "h": secret_hash(secret),
+            "scopes": ",".join(s for s in SCOPES if s in scopes),
+            "gens": None if generators is None else json.dumps(sorted(set(generators))),
+            "rpm": rpm,
+            "parallel": parallel,
+            "bc": budget_calls,
+            "bt": budget_tokens,
+            "period": period_s,
+            "at": utc_now(),
+            "epoch": now,
+            "exp": None if expires_in_s is None else now + expires_in_s,
+        }
         with self._errors("create a key"), serialised(self.engine, "ragnarok.auth.keys") as conn:
             if conn.execute(text("SELECT 1 FROM api_keys WHERE name = :n"), {"n": name}).first():
                 raise ValueError(f"a key named {name!r} exists already (ragnarok keys list)")
-            conn.execute(text(
-                "INSERT INTO api_keys (name, prefix, secret_sha256, scopes, generators, rpm, parallel, budget_calls, "
-                "budget_tokens, period_s, created_at, created_epoch, expires_epoch) VALUES (:name, :prefix, :h, "
-                ":scopes, :gens, :rpm, :parallel, :bc, :bt, :period, :at, :epoch, :exp)"), values)
+            conn.execute(
+                text(
+                    "INSERT INTO api_keys (name, prefix, secret_sha256, scopes, generators, rpm, parallel, budget_calls, "
+                    "budget_tokens, period_s, created_at, created_epoch, expires_epoch) VALUES (:name, :prefix, :h, "
+                    ":scopes, :gens, :rpm, :parallel, :bc, :bt, :period, :at, :epoch, :exp)"
+                ),
+                values,
+            )
             row = conn.execute(text(f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE name = :n"), {"n": name}).one()
         return _record(row), secret
 
@@ -181,8 +204,10 @@ class AuthStore:
     def revoke(self, ident: str) -> KeyRecord:
         key = self.find(ident)
         with self._errors("revoke a key"), serialised(self.engine, "ragnarok.auth.keys") as conn:
-            conn.execute(text("UPDATE api_keys SET revoked_at = :t WHERE id = :id AND revoked_at IS NULL"),
-                         {"t": utc_now(), "id": key.id})
+            conn.execute(
+                text("UPDATE api_keys SET revoked_at = :t WHERE id = :id AND revoked_at IS NULL"),
+                {"t": utc_now(), "id": key.id},
+            )
         with self._cache_lock:
             self._cache.clear()
         return self.find(str(key.id))
@@ -204,8 +229,9 @@ class AuthStore:
         digest = secret_hash(secret)
         now = time.monotonic()
         with self._errors("check a key"), self.engine.connect() as conn:
-            row = conn.execute(text(f"SELECT {_KEY_COLUMNS}, secret_sha256 FROM api_keys "
-                                    "WHERE secret_sha256 = :h"), {"h": digest}).first()
+            row = conn.execute(
+                text(f"SELECT {_KEY_COLUMNS}, secret_sha256 FROM api_keys WHERE secret_sha256 = :h"), {"h": digest}
+            ).first()
         record = _record(row) if row is not None and hmac.compare_digest(row[-1], digest) else None
         with self._cache_lock:
             self._cache[digest] = (now, record)
@@ -230,14 +256,21 @@ class AuthStore:
     # -- budgets ------------------------------------------------------------------------------------------
 
     def _spent(self, conn: Any, owner: str, start: float) -> tuple[int, int]:
-        row = conn.execute(text("SELECT calls, tokens FROM key_spend WHERE owner = :o AND period_start = :p"),
-                           {"o": owner, "p": start}).first()
+        row = conn.execute(
+            text("SELECT calls, tokens FROM key_spend WHERE owner = :o AND period_start = :p"), {"o": owner, "p": start}
+        ).first()
         return (int(row[0]), int(row[1])) if row else (0, 0)
 
     def _reserved(self, conn: Any, owner: str, start: float, now: float) -> int:
-        return int(conn.execute(text(
-            "SELECT COALESCE(SUM(calls), 0) FROM key_reservations WHERE owner = :o AND period_start = :p "
-            "AND created_epoch > :since"), {"o": owner, "p": start, "since": now - self.reservation_ttl_s}).scalar())
+        return int(
+            conn.execute(
+                text(
+                    "SELECT COALESCE(SUM(calls), 0) FROM key_reservations WHERE owner = :o AND period_start = :p "
+                    "AND created_epoch > :since"
+                ),
+                {"o": owner, "p": start, "since": now - self.reservation_ttl_s},
+            ).scalar()
+        )
 
     def reserve(self, principal: Principal, calls: int) -> Reservation:
         """Reserve ``calls`` from the principal's budget (see the module's docstring), or raise
@@ -247,24 +280,43 @@ class AuthStore:
         if not principal.has_budget:
             return Reservation(None, principal.owner, start, calls, None)
         retry, refusal, reservation_id = max(1.0, start + length - now), None, uuid.uuid4().hex
-        with self._errors("reserve a budget"), serialised(self.engine, f"ragnarok.auth.budget:{principal.owner}") \
-                as conn:  # a refusal is raised once this commits (the abandoned reservations settled stay so)
+        with (
+            self._errors("reserve a budget"),
+            serialised(self.engine, f"ragnarok.auth.budget:{principal.owner}") as conn,
+        ):  # a refusal is raised once this commits (the abandoned reservations settled stay so)
             reservations.settle_abandoned(conn, principal.owner, now - self.reservation_ttl_s)
             spent_calls, spent_tokens = self._spent(conn, principal.owner, start)
-            left = principal.budget_calls - spent_calls - self._reserved(conn, principal.owner, start, now) \
-                if principal.budget_calls is not None else calls
+            left = (
+                principal.budget_calls - spent_calls - self._reserved(conn, principal.owner, start, now)
+                if principal.budget_calls is not None
+                else calls
+            )
             if principal.budget_tokens is not None and spent_tokens >= principal.budget_tokens:
-                refusal = (f"{principal.name}'s token budget ({principal.budget_tokens:,} a period) is spent; the "
-                           f"period ends at {_when(start + length)}")
+                refusal = (
+                    f"{principal.name}'s token budget ({principal.budget_tokens:,} a period) is spent; the "
+                    f"period ends at {_when(start + length)}"
+                )
             elif calls > left:
-                refusal = (f"this request could make {calls} backend call(s) in the worst case; {principal.name}'s "
-                           f"budget has {max(0, left)} of {principal.budget_calls:,} left until "
-                           f"{_when(start + length)}")
+                refusal = (
+                    f"this request could make {calls} backend call(s) in the worst case; {principal.name}'s "
+                    f"budget has {max(0, left)} of {principal.budget_calls:,} left until "
+                    f"{_when(start + length)}"
+                )
             else:
-                conn.execute(text("INSERT INTO key_reservations (id, owner, period_start, calls, created_epoch, "
-                                  "holder) VALUES (:id, :o, :p, :c, :t, :h)"),
-                             {"id": reservation_id, "o": principal.owner, "p": start, "c": calls, "t": now,
-                              "h": reservations.holder()})
+                conn.execute(
+                    text(
+                        "INSERT INTO key_reservations (id, owner, period_start, calls, created_epoch, "
+                        "holder) VALUES (:id, :o, :p, :c, :t, :h)"
+                    ),
+                    {
+                        "id": reservation_id,
+                        "o": principal.owner,
+                        "p": start,
+                        "c": calls,
+                        "t": now,
+                        "h": reservations.holder(),
+                    },
+                )
         if refusal is not None:
             raise BudgetExceeded(refusal, retry)
         token_limit = None if principal.budget_tokens is None else principal.budget_tokens - spent_tokens
@@ -286,8 +338,9 @@ class AuthStore:
         except StoreError as exc:
             if not unreachable(exc):
                 raise
-            log.warning("the spend of a request of %s (%d calls) waits for the database: %s", reservation.owner,
-                        calls, exc)
+            log.warning(
+                "the spend of a request of %s (%d calls) waits for the database: %s", reservation.owner, calls, exc
+            )
             self._unsettled.put((reservation, calls, tokens))
 
     def _write_spend(self, spends: list[tuple[Reservation, int, int]]) -> None:
@@ -315,7 +368,7 @@ class AuthStore:
         with self._errors("settle abandoned reservations"):
             for path, rows in self.spool.orphans() if self.spool is not None else ():
                 for i in range(0, len(rows), 500):
-                    self._write_audit(rows[i:i + 500])
+                    self._write_audit(rows[i : i + 500])
                 path.unlink(missing_ok=True)
             with self.engine.connect() as conn:
                 owners = [r[0] for r in conn.execute(text("SELECT DISTINCT owner FROM key_reservations"))]
@@ -339,8 +392,13 @@ class AuthStore:
         """Spend per owner and period, newest first."""
         where, args = ("WHERE owner = :o", {"o": owner}) if owner else ("", {})
         with self._errors("read the usage"), self.engine.connect() as conn:
-            rows = conn.execute(text(f"SELECT owner, period_start, calls, tokens FROM key_spend {where} "
-                                     "ORDER BY period_start DESC, owner"), args).all()
+            rows = conn.execute(
+                text(
+                    f"SELECT owner, period_start, calls, tokens FROM key_spend {where} "
+                    "ORDER BY period_start DESC, owner"
+                ),
+                args,
+            ).all()
         return [{"owner": o, "period_start": _when(p), "calls": int(c), "tokens": int(t)} for o, p, c, t in rows]
 
     # -- audit --------------------------------------------------------------------------------------------
@@ -359,16 +417,29 @@ class AuthStore:
     def _write_audit(self, batch: list[dict[str, Any]]) -> None:
         """Idempotent: a batch retried after a commit whose acknowledgement was lost adds no row twice."""
         with self.engine.begin() as conn:
-            conn.execute(text(
-                "INSERT INTO audit_log (row_id, at, owner, key_name, method, route, status, generators, calls, "
-                "tokens, ms) VALUES (:row_id, :at, :owner, :key_name, :method, :route, :status, :generators, "
-                ":calls, :tokens, :ms) ON CONFLICT (row_id) DO NOTHING"), batch)
+            conn.execute(
+                text(
+                    "INSERT INTO audit_log (row_id, at, owner, key_name, method, route, status, generators, calls, "
+                    "tokens, ms) VALUES (:row_id, :at, :owner, :key_name, :method, :route, :status, :generators, "
+                    ":calls, :tokens, :ms) ON CONFLICT (row_id) DO NOTHING"
+                ),
+                batch,
+            )
 
     def audit_rows(self, owner: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         where, args = ("WHERE owner = :o", {"o": owner, "n": limit}) if owner else ("", {"n": limit})
         with self._errors("read the audit log"), self.engine.connect() as conn:
-            rows = conn.execute(text(f"SELECT at, owner, key_name, method, route, status, generators, calls, tokens, "
-                                     f"ms FROM audit_log {where} ORDER BY id DESC LIMIT :n"), args).mappings().all()
+            rows = (
+                conn.execute(
+                    text(
+                        f"SELECT at, owner, key_name, method, route, status, generators, calls, tokens, "
+                        f"ms FROM audit_log {where} ORDER BY id DESC LIMIT :n"
+                    ),
+                    args,
+                )
+                .mappings()
+                .all()
+            )
         return [dict(r) for r in rows]
 
     def _errors(self, what: str) -> Any:

@@ -35,6 +35,8 @@ class Errors:
         if exc is None or isinstance(exc, (ValueError, LookupError, AuthError, BudgetExceeded, StoreError)):
             return False
         if isinstance(exc, PoolTimeout):
-            raise StoreBusy(f"the service database at {self.where} is busy: no connection of this process's pool "
-                            f"freed within {POOL_TIMEOUT_S:g} s to {self.what}") from exc
+            raise StoreBusy(
+                f"the service database at {self.where} is busy: no connection of this process's pool "
+                f"freed within {POOL_TIMEOUT_S:g} s to {self.what}"
+            ) from exc
         raise StoreError(f"the service database at {self.where} could not {self.what}: {describe(exc)}") from exc

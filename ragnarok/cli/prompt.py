@@ -19,17 +19,28 @@ from ragnarok.runtime.cli_output import Format, OutputOpt
 
 @fails_cleanly
 def prompt(
-    generator: Annotated[Optional[str], typer.Option(help="A configured generator (default: the --pipeline's).")] = None,
-    template: Annotated[Optional[str], typer.Option(help="A prompt template (default: the generator's, else "
-                                                         "the settings' default_template).")] = None,
+    generator: Annotated[
+        Optional[str], typer.Option(help="A configured generator (default: the --pipeline's).")
+    ] = None,
+    template: Annotated[
+        Optional[str],
+        typer.Option(help="A prompt template (default: the generator's, else the settings' default_template)."),
+    ] = None,
     topic: Annotated[Optional[str], typer.Option(help="The topic's text.")] = None,
     topics: Annotated[Optional[str], typer.Option(help="A topic file or set name (with --qid).")] = None,
     qid: Annotated[Optional[str], typer.Option(help="The topic of --topics.")] = None,
-    pipeline: Annotated[str, typer.Option(help="The stages that give the generator its contexts (a spec, preset "
-                                               "or TOML/YAML file; its generator is replaced by --generator). "
-                                               "Default: ragnarok run's, the offline preset.")] = "offline",
-    k: Annotated[Optional[int], typer.Option(min=1, max=1000, help="Contexts handed to the generator "
-                                                                   "(default 20, as /rag and run hand it).")] = None,
+    pipeline: Annotated[
+        str,
+        typer.Option(
+            help="The stages that give the generator its contexts (a spec, preset "
+            "or TOML/YAML file; its generator is replaced by --generator). "
+            "Default: ragnarok run's, the offline preset."
+        ),
+    ] = "offline",
+    k: Annotated[
+        Optional[int],
+        typer.Option(min=1, max=1000, help="Contexts handed to the generator (default 20, as /rag and run hand it)."),
+    ] = None,
     index: Annotated[Optional[str], typer.Option(help="Index name (default from settings).")] = None,
     output_format: OutputOpt = Format.text,
 ) -> None:
@@ -47,22 +58,37 @@ def prompt(
         raise ValueError("give --generator NAME (the --pipeline names no generator)")
     from ragnarok.core.spec import Generate  # noqa: PLC0415
 
-    stage = Generate(chosen, template or (parsed.generate.template if parsed.generate is not None
-                                          and parsed.generate.name == chosen else None))
+    stage = Generate(
+        chosen,
+        template
+        or (parsed.generate.template if parsed.generate is not None and parsed.generate.name == chosen else None),
+    )
     check_names(dataclasses.replace(parsed, generate=stage), settings, index)  # did you mean, before any work
     config = settings.generator_configs()[chosen]
     if config.backend == "extractive":
-        raise ValueError(f"the generator {chosen!r} is the extractive baseline: it prompts no model; give an "
-                         "LLM generator (ragnarok doctor lists them)")
+        raise ValueError(
+            f"the generator {chosen!r} is the extractive baseline: it prompts no model; give an "
+            "LLM generator (ragnarok doctor lists them)"
+        )
     retrieval = dataclasses.replace(parsed, generate=None)
     prepare_demo_index(retrieval, settings, index)  # built on first use, as ragnarok run builds it
     contexts = asyncio.run(_contexts(retrieval, query, settings, index))[: k or GENERATION_K]
     sent = _sent(settings, chosen, stage.template, query, contexts)
-    typer.echo(f"{chosen} ({config.backend}, template {stage.template or config.template or settings.default_template})"
-               f" over {len(contexts)} contexts from {retrieval}: {' '.join(c.docid for c in contexts[:20])}"
-               + (" ..." if len(contexts) > 20 else ""), err=True)
-    cli_output.result({"generator": chosen, "template": stage.template or config.template or settings.default_template,
-                       "pipeline": str(retrieval), "contexts": [c.docid for c in contexts], **sent})
+    typer.echo(
+        f"{chosen} ({config.backend}, template {stage.template or config.template or settings.default_template})"
+        f" over {len(contexts)} contexts from {retrieval}: {' '.join(c.docid for c in contexts[:20])}"
+        + (" ..." if len(contexts) > 20 else ""),
+        err=True,
+    )
+    cli_output.result(
+        {
+            "generator": chosen,
+            "template": stage.template or config.template or settings.default_template,
+            "pipeline": str(retrieval),
+            "contexts": [c.docid for c in contexts],
+            **sent,
+        }
+    )
     if output_format != Format.json:
         typer.echo(render(sent))
 
@@ -97,8 +123,7 @@ def _topic_text(topic: str | None, topics: str | None, qid: str | None, settings
 
     found = {t.qid: t.text for t in resolve_topics(topics, settings)}  # type: ignore[arg-type]
     if qid not in found:
-        raise UnknownComponentError(f"topic of {topics}", qid, list(found)[:20] + (["..."] if len(found) > 20
-                                                                                    else []))
+        raise UnknownComponentError(f"topic of {topics}", qid, list(found)[:20] + (["..."] if len(found) > 20 else []))
     return found[qid]
 
 
@@ -123,5 +148,6 @@ def _sent(settings: Settings, name: str, template: str | None, query: Any, conte
 
     service = GenerationService(settings)
     config = service.configs[name]
-    return sent_request(GENERATOR_BACKENDS.create(config.backend, config=config), query, contexts,
-                        service.template(name, template))
+    return sent_request(
+        GENERATOR_BACKENDS.create(config.backend, config=config), query, contexts, service.template(name, template)
+    )

@@ -77,11 +77,18 @@ def _stream_events() -> Any:
         deadline: str | None = None
 
     def event(name: str, data: Any) -> Any:
-        return type(f"{name.capitalize()}Event", (BaseModel,), {
-            "__annotations__": {"event": Literal[name], "data": data}})  # type: ignore[valid-type]
+        return type(
+            f"{name.capitalize()}Event", (BaseModel,), {"__annotations__": {"event": Literal[name], "data": data}}
+        )  # type: ignore[valid-type]
 
-    events = [event("stage", StageData), event("references", ReferencesData), event("delta", DeltaData),
-              event("sentence", SentenceData), event("done", RagOut), event("error", ErrorData)]
+    events = [
+        event("stage", StageData),
+        event("references", ReferencesData),
+        event("delta", DeltaData),
+        event("sentence", SentenceData),
+        event("done", RagOut),
+        event("error", ErrorData),
+    ]
     from typing import Union  # noqa: PLC0415
 
     return Annotated[Union[tuple(events)], Field(discriminator="event")]  # type: ignore[return-value]  # noqa: UP007
@@ -89,17 +96,24 @@ def _stream_events() -> Any:
 
 #: name -> (what it describes, the model)
 SCHEMAS: dict[str, tuple[str, Callable[[], Any]]] = {
-    "request": ("a query and its ranked candidates (rank_llm Request): what POST /v1/retrieve and /v1/rerank "
-                "answer, /v1/generate reads as `request`, and one line of run --task r's .requests.jsonl",
-                _request),
+    "request": (
+        "a query and its ranked candidates (rank_llm Request): what POST /v1/retrieve and /v1/rerank "
+        "answer, /v1/generate reads as `request`, and one line of run --task r's .requests.jsonl",
+        _request,
+    ),
     "candidates": ("a ranking's candidates, best first: a request's `candidates`", _candidates),
-    "answer": ("the standardized answer (TREC RAG 2024 shape): POST /v1/generate's answer without its notes, "
-               "and /rag's without its trace", _answer),
+    "answer": (
+        "the standardized answer (TREC RAG 2024 shape): POST /v1/generate's answer without its notes, "
+        "and /rag's without its trace",
+        _answer,
+    ),
     "run-line-2024": ("one line of a TREC RAG 2024 submission (JSONL)", _run_line(2024)),
     "run-line-2025": ("one line of a TREC RAG 2025 submission (JSONL)", _run_line(2025)),
     "rag-body": ("the body of POST /rag", _rag_body),
-    "stream-events": ("one Server-Sent Event of a streamed answer: its `event` name and its JSON `data`",
-                      _stream_events),
+    "stream-events": (
+        "one Server-Sent Event of a streamed answer: its `event` name and its JSON `data`",
+        _stream_events,
+    ),
 }
 
 

@@ -83,6 +83,7 @@ def worker_app() -> Any:
 def _cancelling_first(app: Any, handler: Any) -> Any:
     """``handler`` (uvicorn's), after the app's work in flight is cancelled (``InFlight.cancel_all``): CPU work
     answers 503, streams end with an ``error`` event, and requests cut off at the grace's end get the JSON 503."""
+
     def handle(sig: int, frame: Any) -> None:
         app.state.inflight.cancel_all()
         leave_by(app.state.settings.shutdown_grace_s)
@@ -100,9 +101,19 @@ def serve_workers(host: str, port: int, workers: int, grace_s: float) -> None:
         own = tempfile.mkdtemp(prefix="ragnarok-metrics-")
         os.environ["PROMETHEUS_MULTIPROC_DIR"] = own  # inherited by the workers, before they import anything
     try:
-        uvicorn.run("ragnarok.cli.serving:worker_app", factory=True, host=host, port=port, workers=workers,
-                    log_level="warning", log_config=None, access_log=False, proxy_headers=False,
-                    timeout_graceful_shutdown=grace_s, timeout_worker_healthcheck=30)
+        uvicorn.run(
+            "ragnarok.cli.serving:worker_app",
+            factory=True,
+            host=host,
+            port=port,
+            workers=workers,
+            log_level="warning",
+            log_config=None,
+            access_log=False,
+            proxy_headers=False,
+            timeout_graceful_shutdown=grace_s,
+            timeout_worker_healthcheck=30,
+        )
     finally:
         if own is not None:
             shutil.rmtree(own, ignore_errors=True)

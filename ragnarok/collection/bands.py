@@ -35,14 +35,18 @@ class Groups:
     def concat(cls, parts: list[Groups]) -> Groups:
         if not parts:
             return cls(np.empty(0, np.int64), np.empty(0, np.int64))
-        return cls(np.concatenate([p.members for p in parts]).astype(np.int64, copy=False),
-                   np.concatenate([p.sizes for p in parts]).astype(np.int64, copy=False))
+        return cls(
+            np.concatenate([p.members for p in parts]).astype(np.int64, copy=False),
+            np.concatenate([p.sizes for p in parts]).astype(np.int64, copy=False),
+        )
 
     @classmethod
     def from_lists(cls, buckets: list[list[int]]) -> Groups:
         members = [sorted(b) for b in buckets if len(b) > 1]
-        return cls(np.fromiter((m for b in members for m in b), np.int64),
-                   np.fromiter((len(b) for b in members), np.int64, len(members)))
+        return cls(
+            np.fromiter((m for b in members for m in b), np.int64),
+            np.fromiter((len(b) for b in members), np.int64, len(members)),
+        )
 
 
 class BucketStore(Protocol):

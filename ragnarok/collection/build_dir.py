@@ -76,8 +76,10 @@ class BuildLock:
         except BlockingIOError:
             pid = os.pread(self._fd, 32, 0).decode("ascii", "replace").strip() or "unknown"
             os.close(self._fd)
-            raise RuntimeError(f"another build of {output} is running (PID {pid}); wait for it to end or stop "
-                               "it, then run this command again") from None
+            raise RuntimeError(
+                f"another build of {output} is running (PID {pid}); wait for it to end or stop "
+                "it, then run this command again"
+            ) from None
         os.ftruncate(self._fd, 0)
         os.pwrite(self._fd, f"{os.getpid()}\n".encode(), 0)
 
@@ -109,9 +111,12 @@ def check_free_disk(work: Path, need: int) -> None:
     """Refuse to start when ``work``'s file system has less than ``need`` bytes free."""
     free = shutil.disk_usage(work).free
     if need > free:
-        raise DiskFullError(errno.ENOSPC, f"not enough free disk for this build: it needs about {gb(need)} "
-                                          f"(chunk files and index, estimated from the input's size) and "
-                                          f"{gb(free)} is free at {work}; free space or build on another disk")
+        raise DiskFullError(
+            errno.ENOSPC,
+            f"not enough free disk for this build: it needs about {gb(need)} "
+            f"(chunk files and index, estimated from the input's size) and "
+            f"{gb(free)} is free at {work}; free space or build on another disk",
+        )
 
 
 def is_disk_full(exc: BaseException, log: str = "") -> bool:
@@ -123,8 +128,11 @@ def is_disk_full(exc: BaseException, log: str = "") -> bool:
 
 
 def disk_full(while_: str) -> DiskFullError:
-    return DiskFullError(errno.ENOSPC, f"the disk filled while {while_}; nothing was put in place; free space "
-                                       "and run the same command again: it resumes")
+    return DiskFullError(
+        errno.ENOSPC,
+        f"the disk filled while {while_}; nothing was put in place; free space "
+        "and run the same command again: it resumes",
+    )
 
 
 # --------------------------------------------------------------------------------------------- shard size

@@ -77,23 +77,22 @@ class Verifier:
     def _estimate(self, keys: np.ndarray) -> np.ndarray:
         ok = np.empty(len(keys), dtype=bool)
         for start in range(0, len(keys), VERIFY_CHUNK):
-            chunk = keys[start:start + VERIFY_CHUNK]
+            chunk = keys[start : start + VERIFY_CHUNK]
             left = self.signatures[(chunk // self.span).astype(np.int64)]
             right = self.signatures[(chunk % self.span).astype(np.int64)]
-            ok[start:start + len(chunk)] = (left == right).mean(axis=1) >= self.threshold
+            ok[start : start + len(chunk)] = (left == right).mean(axis=1) >= self.threshold
         return ok
 
 
-def pivot_edges(groups: Groups, verify: Verifier | None,
-                chunk: int = GROUP_CHUNK) -> tuple[np.ndarray, np.ndarray]:
+def pivot_edges(groups: Groups, verify: Verifier | None, chunk: int = GROUP_CHUNK) -> tuple[np.ndarray, np.ndarray]:
     """The accepted pairs ``(pivot, member)`` of every group (see the module doc), ``chunk`` groups at a time.
     Without ``verify`` every member joins its bucket's first member."""
     ends = np.cumsum(groups.sizes)
     left, right = [], []
     for g in range(0, len(groups.sizes), chunk):
-        sizes = groups.sizes[g:g + chunk]
+        sizes = groups.sizes[g : g + chunk]
         start = int(ends[g - 1]) if g else 0
-        members = groups.members[start:int(ends[g + len(sizes) - 1])]
+        members = groups.members[start : int(ends[g + len(sizes) - 1])]
         group = np.repeat(np.arange(len(sizes)), sizes)
         while len(members):
             first = np.concatenate(([True], group[1:] != group[:-1]))

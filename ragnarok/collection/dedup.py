@@ -102,12 +102,23 @@ class DedupReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "documents_in": self.input.documents, "documents_out": self.kept, "classes": self.classes,
-            "removed": self.removed, "percent_removed": round(self.percent_removed, 4),
-            "threshold": self.threshold, "num_perm": self.num_perm, "bands": self.bands, "rows": self.rows,
-            "storage": self.storage, "shingle": f"{SHINGLE_WORDS}-word", "representative": "first in input order",
-            "candidate_buckets": self.candidate_buckets, "pairs_checked": self.pairs_checked,
-            "pairs_rejected": self.pairs_rejected, "input": self.input.as_dict(), "largest_classes": self.largest,
+            "documents_in": self.input.documents,
+            "documents_out": self.kept,
+            "classes": self.classes,
+            "removed": self.removed,
+            "percent_removed": round(self.percent_removed, 4),
+            "threshold": self.threshold,
+            "num_perm": self.num_perm,
+            "bands": self.bands,
+            "rows": self.rows,
+            "storage": self.storage,
+            "shingle": f"{SHINGLE_WORDS}-word",
+            "representative": "first in input order",
+            "candidate_buckets": self.candidate_buckets,
+            "pairs_checked": self.pairs_checked,
+            "pairs_rejected": self.pairs_rejected,
+            "input": self.input.as_dict(),
+            "largest_classes": self.largest,
         }
 
     def summary(self) -> str:
@@ -129,10 +140,21 @@ class DedupReport:
 
 
 def dedup(
-    input_path: Path, output: Path | None, threshold: float = DEFAULT_THRESHOLD, num_perm: int = DEFAULT_NUM_PERM,
-    storage: str = "disk", redis_url: str | None = None, skip_bad: bool = False, workers: int | None = None,
-    verify: bool = True, batch_size: int = BATCH, examples: int = 10, progress: bool | None = None,
-    seed: int = SEED, shingle_words: int = SHINGLE_WORDS, keep_removed_docids: int = 0,
+    input_path: Path,
+    output: Path | None,
+    threshold: float = DEFAULT_THRESHOLD,
+    num_perm: int = DEFAULT_NUM_PERM,
+    storage: str = "disk",
+    redis_url: str | None = None,
+    skip_bad: bool = False,
+    workers: int | None = None,
+    verify: bool = True,
+    batch_size: int = BATCH,
+    examples: int = 10,
+    progress: bool | None = None,
+    seed: int = SEED,
+    shingle_words: int = SHINGLE_WORDS,
+    keep_removed_docids: int = 0,
 ) -> DedupReport:
     """Remove near-duplicates from the JSONL collection ``input_path`` into ``output`` (see module doc).
 
@@ -147,18 +169,33 @@ def dedup(
         raise ValueError(f"storage must be one of {', '.join(STORAGES)}, got {storage!r}")
     input_path = Path(input_path)
     workers = default_workers() if workers is None else workers
-    scratch_dir = (Path(output).parent if output else Path(tempfile.gettempdir()))
+    scratch_dir = Path(output).parent if output else Path(tempfile.gettempdir())
     scratch_dir.mkdir(parents=True, exist_ok=True)
     lsh, redis_basename = datasketch_lsh(threshold, num_perm, LSH_WEIGHTS, redis_url)
-    store: BucketStore = (DatasketchBuckets(lsh, seed, redis_basename) if redis_url or storage == "memory"
-                          else SortedBands(scratch_dir, lsh.b))
+    store: BucketStore = (
+        DatasketchBuckets(lsh, seed, redis_basename)
+        if redis_url or storage == "memory"
+        else SortedBands(scratch_dir, lsh.b)
+    )
     report = DedupReport(threshold, num_perm, lsh.b, lsh.r, store.storage)
     sig_path: Path | None = None
     try:
         fd, sig_name = tempfile.mkstemp(prefix=".dedup-signatures-", dir=scratch_dir)
         sig_path = Path(sig_name)
-        status = _pass_one(input_path, store, lsh.hashranges, report, os.fdopen(fd, "wb"), skip_bad, workers,
-                           batch_size, progress, num_perm, seed, shingle_words)
+        status = _pass_one(
+            input_path,
+            store,
+            lsh.hashranges,
+            report,
+            os.fdopen(fd, "wb"),
+            skip_bad,
+            workers,
+            batch_size,
+            progress,
+            num_perm,
+            seed,
+            shingle_words,
+        )
         groups = store.groups(status == KEEP)
         report.candidate_buckets = len(groups.sizes)
         found = _classes(groups, sig_path, len(status), num_perm, threshold if verify else None, report)
@@ -174,21 +211,43 @@ def dedup(
             sig_path.unlink(missing_ok=True)
 
 
-def _pass_one(input_path: Path, store: BucketStore, hashranges: list[tuple[int, int]],
-              report: DedupReport, sig_out: Any, skip_bad: bool, workers: int, batch_size: int,
-              progress: bool | None, num_perm: int, seed: int, n: int) -> np.ndarray:
+def _pass_one(
+    input_path: Path,
+    store: BucketStore,
+    hashranges: list[tuple[int, int]],
+    report: DedupReport,
+    sig_out: Any,
+    skip_bad: bool,
+    workers: int,
+    batch_size: int,
+    progress: bool | None,
+    num_perm: int,
+    seed: int,
+    n: int,
+) -> np.ndarray:
     """MinHash every line; returns the status of each line (KEEP, BAD or EMPTY)."""
     statuses = []
     seen = DocidSet()
     counter = _ByteCounter()
-    bar = tqdm(total=total_bytes(input_path), unit="B", unit_scale=True, desc="dedup: minhash",
-               disable=None if progress is None else not progress, mininterval=0.5)
+    bar = tqdm(
+        total=total_bytes(input_path),
+        unit="B",
+        unit_scale=True,
+        desc="dedup: minhash",
+        disable=None if progress is None else not progress,
+        mininterval=0.5,
+    )
     line_index = 0
     try:
         with sig_out:
             chunks = batches(iter_raw_lines(input_path, counter), batch_size)
-            for batch in map_batches(hash_batch, chunks, workers, init_worker,
-                                     (permutations(num_perm, seed), n, hashranges, store.wants_keys)):
+            for batch in map_batches(
+                hash_batch,
+                chunks,
+                workers,
+                init_worker,
+                (permutations(num_perm, seed), n, hashranges, store.wants_keys),
+            ):
                 flags = _line_status(batch, seen, skip_bad, report)
                 store.add(line_index, flags == KEEP, batch)
                 sig_out.write(batch.signatures.tobytes())
@@ -226,8 +285,9 @@ def _bad_line(bad: BadLine, skip_bad: bool, report: DedupReport) -> None:
     report.input.add_bad(bad)
 
 
-def _classes(groups: Groups, sig_path: Path, n_lines: int, num_perm: int, threshold: float | None,
-             report: DedupReport) -> Classes:
+def _classes(
+    groups: Groups, sig_path: Path, n_lines: int, num_perm: int, threshold: float | None, report: DedupReport
+) -> Classes:
     sig = SignatureFile(sig_path, num_perm)
     if len(sig) != n_lines:
         raise RuntimeError(f"{sig_path} holds {len(sig)} signatures for {n_lines} lines")
@@ -241,8 +301,14 @@ def _classes(groups: Groups, sig_path: Path, n_lines: int, num_perm: int, thresh
     return classes(a, b)
 
 
-def _copy_kept(input_path: Path, output: Path | None, status: np.ndarray, largest: list[list[int]],
-               report: DedupReport, keep_removed_docids: int) -> None:
+def _copy_kept(
+    input_path: Path,
+    output: Path | None,
+    status: np.ndarray,
+    largest: list[list[int]],
+    report: DedupReport,
+    keep_removed_docids: int,
+) -> None:
     """Pass 2: the kept lines to ``output`` (atomically); the examples of the largest classes to the report."""
     wanted: dict[int, dict[str, str] | None] = {m: None for members in largest for m in members[:6]}
     removed_docids: list[str] = []
@@ -259,16 +325,22 @@ def _copy_kept(input_path: Path, output: Path | None, status: np.ndarray, larges
             if index in wanted or collect:
                 document = parse_document(data, f"{file}:{line_no}")
                 if index in wanted:
-                    wanted[index] = {"docid": document["docid"], "title": document["title"][:100],
-                                     "text": document_text(document)[:160], "line": f"{file}:{line_no}"}
+                    wanted[index] = {
+                        "docid": document["docid"],
+                        "title": document["title"][:100],
+                        "text": document_text(document)[:160],
+                        "line": f"{file}:{line_no}",
+                    }
                 if collect:
                     removed_docids.append(document["docid"])
             if code == KEEP or code == EMPTY:
                 written += 1
                 yield data
         if lines != len(codes) or written != report.kept:  # raised before OUTPUT is replaced
-            raise RuntimeError(f"{input_path} changed while it was deduplicated (its lines differ between the "
-                               f"two passes); the output was not written")
+            raise RuntimeError(
+                f"{input_path} changed while it was deduplicated (its lines differ between the "
+                f"two passes); the output was not written"
+            )
 
     if output is not None:
         write_atomically(Path(output), kept_lines())
@@ -276,8 +348,10 @@ def _copy_kept(input_path: Path, output: Path | None, status: np.ndarray, larges
         for _ in kept_lines():
             pass
     report.removed_docids = removed_docids
-    report.largest = [{"size": len(members), "representative": wanted[members[0]],
-                       "examples": [wanted[m] for m in members[1:6]]} for members in largest]
+    report.largest = [
+        {"size": len(members), "representative": wanted[members[0]], "examples": [wanted[m] for m in members[1:6]]}
+        for members in largest
+    ]
 
 
 def write_report(path: Path, report: DedupReport) -> None:

@@ -12,14 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ragnarok.collection.jsonl import BadLine, CollectionFormatError, classify, docid_hash, parse_document
-from ragnarok.collection.minhash import (
-    SHINGLE_WORDS,
-    band_hashes,
-    band_keys,
-    document_text,
-    shingle_hashes,
-    signatures,
-)
+from ragnarok.collection.minhash import SHINGLE_WORDS, band_hashes, band_keys, document_text, shingle_hashes, signatures
 
 
 @dataclass
@@ -65,5 +58,13 @@ def hash_batch(items: list[tuple[str, int, bytes]]) -> Batch:
         hashes[pos] = docid_hash(document["docid"])
     shingles, counts = shingle_hashes(texts, _n)
     sigs = signatures(shingles, counts, _perms)
-    return Batch(sigs, hashes, docids, counts > 0, bad, [(file, line_no) for file, line_no, _ in items],
-                 None if _keys else band_hashes(sigs, _ranges), band_keys(sigs, _ranges) if _keys else None)
+    return Batch(
+        sigs,
+        hashes,
+        docids,
+        counts > 0,
+        bad,
+        [(file, line_no) for file, line_no, _ in items],
+        None if _keys else band_hashes(sigs, _ranges),
+        band_keys(sigs, _ranges) if _keys else None,
+    )

@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import Any
 
 #: The curated allowlist: present in 3.11-3.13, importable without side effects, documented.
-MODULES: tuple[str, ...] = tuple(sorted("""
+MODULES: tuple[str, ...] = tuple(
+    sorted(
+        """
 abc argparse array ast asyncio base64 bdb binascii bisect builtins bz2 calendar cmath cmd code codecs codeop
 collections collections.abc colorsys compileall concurrent.futures concurrent.futures.process
 concurrent.futures.thread configparser contextlib contextvars copy
@@ -48,11 +50,11 @@ warnings wave weakref webbrowser wsgiref wsgiref.handlers wsgiref.headers wsgire
 wsgiref.util wsgiref.validate xml xml.dom xml.dom.minidom xml.dom.pulldom xml.etree.ElementTree xml.sax
 xml.sax.handler xml.sax.saxutils xml.sax.xmlreader xmlrpc xmlrpc.client xmlrpc.server zipapp zipfile
 zipimport zlib zoneinfo
-""".split()))
+""".split()
+    )
+)
 #: C modules that hold the implementation of an allowlisted module under another name.
-_IMPLEMENTED_IN: dict[str, tuple[str, ...]] = {
-    "os": ("posix", "nt"), "os.path": ("posixpath", "ntpath", "genericpath"),
-}
+_IMPLEMENTED_IN: dict[str, tuple[str, ...]] = {"os": ("posix", "nt"), "os.path": ("posixpath", "ntpath", "genericpath")}
 LIBRARY_URL = "https://docs.python.org/3/library/{module}.html"
 REFERENCE_URL = "https://docs.python.org/3/reference/"
 
@@ -159,12 +161,22 @@ def module_documents(name: str) -> Iterator[dict[str, str]]:
     if not body:
         return
     first = summary.splitlines()[0].strip() if summary else f"the {name} module"
-    yield {"docid": f"stdlib.{name}", "url": url, "title": f"{name} — {first}",
-           "headings": "\n".join(qualified for qualified, _ in members), "body": body}
+    yield {
+        "docid": f"stdlib.{name}",
+        "url": url,
+        "title": f"{name} — {first}",
+        "headings": "\n".join(qualified for qualified, _ in members),
+        "body": body,
+    }
     for qualified, doc in members:
         if len(doc.split()) >= MIN_WORDS:
-            yield {"docid": f"stdlib.{qualified}", "url": f"{url}#{qualified}",
-                   "title": f"{qualified} ({name})", "headings": name, "body": f"{qualified}: {doc}"}
+            yield {
+                "docid": f"stdlib.{qualified}",
+                "url": f"{url}#{qualified}",
+                "title": f"{qualified} ({name})",
+                "headings": name,
+                "body": f"{qualified}: {doc}",
+            }
 
 
 def langref_documents() -> Iterator[dict[str, str]]:

@@ -171,7 +171,7 @@ def to_segment(record: dict[str, Any], where: str) -> dict[str, Any]:
         raise CollectionFormatError(f"{where}: a segment has no docid: {str(record)[:80]}")
     text = record.get("segment")
     if not isinstance(text, str):
-        raise CollectionFormatError(f"{where}: malformed segment (its \"segment\" is not a string): {str(record)[:80]}")
+        raise CollectionFormatError(f'{where}: malformed segment (its "segment" is not a string): {str(record)[:80]}')
     if type(record.get("docid")) is str and all(type(record.get(name)) is str for name in SEGMENT_FIELDS):
         return record  # a segment already: nothing to change, nothing copied
     segment = {**record, "docid": str(docid)}
@@ -268,8 +268,14 @@ class InputReport:
         return sum(self.bad.values())
 
     def as_dict(self) -> dict[str, Any]:
-        return {"lines": self.lines, "documents": self.documents, "empty_documents": self.empty,
-                "skipped": self.skipped, "bad": dict(self.bad), "bad_examples": list(self.examples)}
+        return {
+            "lines": self.lines,
+            "documents": self.documents,
+            "empty_documents": self.empty,
+            "skipped": self.skipped,
+            "bad": dict(self.bad),
+            "bad_examples": list(self.examples),
+        }
 
 
 # --------------------------------------------------------------------------------------------- simple API
@@ -291,7 +297,7 @@ def iter_jsonl(path: Path, skip_bad: bool = False, report: InputReport | None = 
 
 
 def iter_documents(
-    path: Path, skip_bad: bool = False, check_duplicates: bool = True, report: InputReport | None = None,
+    path: Path, skip_bad: bool = False, check_duplicates: bool = True, report: InputReport | None = None
 ) -> Iterator[dict[str, Any]]:
     """MS MARCO V2.1 documents (docid, url, title, headings, body); ``id``/``contents`` are accepted too.
 

@@ -31,8 +31,9 @@ def redis_storage(url: str) -> dict[str, Any]:
     return {"type": "redis", "redis": config, "basename": b"ragnarok-dedup-" + secrets.token_hex(6).encode()}
 
 
-def datasketch_lsh(threshold: float, num_perm: int, weights: tuple[float, float],
-                   redis_url: str | None = None) -> tuple[MinHashLSH, bytes | None]:
+def datasketch_lsh(
+    threshold: float, num_perm: int, weights: tuple[float, float], redis_url: str | None = None
+) -> tuple[MinHashLSH, bytes | None]:
     """datasketch's LSH for (threshold, num_perm): its (bands, rows) for every storage, its buckets for the
     in-memory and Redis ones. Returns it and the Redis key prefix of this run (None: in memory)."""
     config = redis_storage(redis_url) if redis_url else None
@@ -142,16 +143,18 @@ class DatasketchBuckets:
         """Insert the lines of a batch (first line ``first_line``) where ``compared`` is set."""
         for pos in np.flatnonzero(compared).tolist():
             if self._first:
-                self._session.insert(first_line + pos, lean_minhash(batch.signatures[pos], self.seed),
-                                     check_duplication=False)
+                self._session.insert(
+                    first_line + pos, lean_minhash(batch.signatures[pos], self.seed), check_duplication=False
+                )
                 self._first = False
             else:
                 self._insert(first_line + pos, batch.band_keys[pos])
 
     def groups(self, compared: np.ndarray) -> Groups:  # noqa: ARG002 - only compared lines were inserted
         self._session.close()
-        return Groups.from_lists([members for table in self.lsh.hashtables
-                                  for members in multi_member_buckets(table, self.lsh.prepickle)])
+        return Groups.from_lists(
+            [members for table in self.lsh.hashtables for members in multi_member_buckets(table, self.lsh.prepickle)]
+        )
 
     def close(self) -> None:
         """With Redis, delete this run's keys (in memory, nothing to release)."""

@@ -33,8 +33,12 @@ NO_SEGMENTS = "no segments: the input holds no document with a non-empty body"
 
 
 def index_collection(
-    input_dir: Path, index_dir: Path, collection: str = "JsonCollection", threads: int = 2,
-    generator: str = "DefaultLuceneDocumentGenerator", extra_args: Iterable[str] = (),
+    input_dir: Path,
+    index_dir: Path,
+    collection: str = "JsonCollection",
+    threads: int = 2,
+    generator: str = "DefaultLuceneDocumentGenerator",
+    extra_args: Iterable[str] = (),
     buffer_mb: int | None = None,
 ) -> Path:
     """Index ``input_dir`` (a directory of files of one Anserini collection class) into ``index_dir``.
@@ -50,8 +54,10 @@ def index_collection(
     input_dir, index_dir = Path(input_dir), Path(index_dir)
     if input_dir.is_file():  # Anserini reads directories: give it one holding a link to the file
         index_dir.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory(prefix="collection-", dir=index_dir.parent) as one, \
-                on_stop(lambda: shutil.rmtree(one, ignore_errors=True)):
+        with (
+            tempfile.TemporaryDirectory(prefix="collection-", dir=index_dir.parent) as one,
+            on_stop(lambda: shutil.rmtree(one, ignore_errors=True)),
+        ):
             (Path(one) / input_dir.name).symlink_to(input_dir.resolve())
             return index_collection(Path(one), index_dir, collection, threads, generator, extra_args, buffer_mb)
     if not input_dir.is_dir():
@@ -71,8 +77,15 @@ def index_collection(
     return index_dir
 
 
-def _anserini(input_dir: Path, index_dir: Path, collection: str, threads: int, generator: str,
-              extra_args: Iterable[str], buffer_mb: int | None) -> None:
+def _anserini(
+    input_dir: Path,
+    index_dir: Path,
+    collection: str,
+    threads: int,
+    generator: str,
+    extra_args: Iterable[str],
+    buffer_mb: int | None,
+) -> None:
     """Anserini's IndexCollection, writing into ``index_dir`` (created)."""
     if buffer_mb is None:
         from ragnarok.core.settings import get_settings  # noqa: PLC0415 - read when indexing, not on import
@@ -84,14 +97,30 @@ def _anserini(input_dir: Path, index_dir: Path, collection: str, threads: int, g
     from ragnarok.core.java import is_verbose  # noqa: PLC0415
 
     args = [
-        "-collection", collection, "-input", str(input_dir), "-index", str(index_dir),
-        "-generator", generator, "-threads", str(threads), "-memoryBuffer", str(buffer_mb),
-        "-storePositions", "-storeDocvectors", "-storeRaw", *(() if is_verbose() else ("-quiet",)), *extra_args,
+        "-collection",
+        collection,
+        "-input",
+        str(input_dir),
+        "-index",
+        str(index_dir),
+        "-generator",
+        generator,
+        "-threads",
+        str(threads),
+        "-memoryBuffer",
+        str(buffer_mb),
+        "-storePositions",
+        "-storeDocvectors",
+        "-storeRaw",
+        *(() if is_verbose() else ("-quiet",)),
+        *extra_args,
     ]
     autoclass("io.anserini.index.IndexCollection").main(args)
     if not is_lucene_index(index_dir):
-        raise RuntimeError(f"Anserini wrote no index to {index_dir}; "
-                           + ("see its log above" if is_verbose() else "run with --verbose to see its log"))
+        raise RuntimeError(
+            f"Anserini wrote no index to {index_dir}; "
+            + ("see its log above" if is_verbose() else "run with --verbose to see its log")
+        )
 
 
 def anserini_record(seg: dict[str, Any]) -> dict[str, Any]:
@@ -112,8 +141,11 @@ def segment_records(documents: Iterable[dict[str, Any]], segmenter: Segmenter) -
 
 
 def index_documents(
-    documents: Iterable[dict[str, Any]], index_dir: Path, threads: int = 2,
-    segmenter: Segmenter | None = None, total: int | None = None,
+    documents: Iterable[dict[str, Any]],
+    index_dir: Path,
+    threads: int = 2,
+    segmenter: Segmenter | None = None,
+    total: int | None = None,
 ) -> int:
     """Segment ``documents`` and index the segments into ``index_dir``; returns the number of segments."""
     index_dir = Path(index_dir)
@@ -147,6 +179,9 @@ def _index_replacing(segments_dir: Path, index_dir: Path, threads: int, count: i
     from ragnarok.core.java import is_verbose  # noqa: PLC0415
 
     if not is_verbose():  # Anserini's own progress lines are hidden: say what is running
-        print(f"indexing {count:,} segments with Anserini ({threads} threads; --verbose shows its log)",
-              file=sys.stderr, flush=True)
+        print(
+            f"indexing {count:,} segments with Anserini ({threads} threads; --verbose shows its log)",
+            file=sys.stderr,
+            flush=True,
+        )
     index_collection(segments_dir, index_dir, "JsonCollection", threads)

@@ -27,7 +27,7 @@ SCHEME = "affine32"
 _WORD_BYTES = bytes(c if (48 <= c <= 57 or 97 <= c <= 122 or c >= 128) else 32 for c in range(256))
 _MASKS = np.array([(1 << (8 * n)) - 1 for n in range(8)] + [(1 << 64) - 1], dtype=np.uint64)
 _rng = np.random.RandomState(20240909)
-_K = (_rng.randint(0, 1 << 62, size=4, dtype=np.uint64) * np.uint64(2) + np.uint64(1))
+_K = _rng.randint(0, 1 << 62, size=4, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
 _GRAM = _rng.randint(0, 1 << 62, size=64, dtype=np.uint64) * np.uint64(2) + np.uint64(1)
 _U = np.uint64
 
@@ -150,8 +150,9 @@ def signatures(hashes: np.ndarray, counts: np.ndarray, perms: np.ndarray, chunk:
     return out
 
 
-def minhash_documents(texts: list[str], num_perm: int = DEFAULT_NUM_PERM, seed: int = SEED,
-                      n: int = SHINGLE_WORDS) -> np.ndarray:
+def minhash_documents(
+    texts: list[str], num_perm: int = DEFAULT_NUM_PERM, seed: int = SEED, n: int = SHINGLE_WORDS
+) -> np.ndarray:
     hashes, counts = shingle_hashes(texts, n)
     return signatures(hashes, counts, permutations(num_perm, seed))
 

@@ -53,8 +53,13 @@ class SegmentReport:
     bytes_out: int = 0
 
     def as_dict(self) -> dict[str, Any]:
-        return {"documents": self.input.documents, "segments": self.segments, "bytes_in": self.bytes_in,
-                "bytes_out": self.bytes_out, "input": self.input.as_dict()}
+        return {
+            "documents": self.input.documents,
+            "segments": self.segments,
+            "bytes_in": self.bytes_in,
+            "bytes_out": self.bytes_out,
+            "input": self.input.as_dict(),
+        }
 
     def summary(self) -> str:
         lines = [f"documents: {self.input.documents:,}  segments: {self.segments:,}"]
@@ -103,8 +108,13 @@ def _sentence_offsets(text: str) -> list[tuple[int, int]] | None:
     out, starts, ends = _buffers(len(raw) * 2)
     n_out = len(raw) * 2
     n = blingfire.blingfire.TextToSentencesWithOffsets(
-        ctypes.c_char_p(raw), ctypes.c_int(len(raw)), ctypes.byref(out), ctypes.byref(starts), ctypes.byref(ends),
-        ctypes.c_int(n_out))
+        ctypes.c_char_p(raw),
+        ctypes.c_int(len(raw)),
+        ctypes.byref(out),
+        ctypes.byref(starts),
+        ctypes.byref(ends),
+        ctypes.c_int(n_out),
+    )
     if n == -1 or n > n_out:
         return []
     # blingfire's wrapper reads its (fresh, zeroed) buffer with .value: the output up to the first NUL
@@ -210,8 +220,11 @@ def segmented_lines(record: dict[str, Any], anserini: bool = False, raw: bytes |
     if not anserini:
         return (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8", "surrogatepass"), 1
     line = raw.strip() if raw is not None else b""
-    if line.startswith(b"{") and record.get("id") == record["docid"] and \
-            record.get("contents") == record_contents(record):  # an Anserini record already: the line as it is
+    if (
+        line.startswith(b"{")
+        and record.get("id") == record["docid"]
+        and record.get("contents") == record_contents(record)
+    ):  # an Anserini record already: the line as it is
         return line + b"\n", 1
     if line.startswith(b"{") and "id" not in record and "contents" not in record:
         head = json.dumps({"id": record["docid"], "contents": record_contents(record)}, ensure_ascii=False)
@@ -242,14 +255,20 @@ def _segment_batch(items: list[tuple[str, int, bytes]]) -> _Done:
             out, n = segment_lines(document, _segmenter, _anserini)
         outputs.append(out)
         counts.append(n)
-    return _Done(docids, hashes, outputs, counts, bad, [(f, n) for f, n, _ in items],
-                 sum(len(d) for _, _, d in items))
+    return _Done(docids, hashes, outputs, counts, bad, [(f, n) for f, n, _ in items], sum(len(d) for _, _, d in items))
 
 
 def segment_collection(
-    input_path: Path, output: Path, workers: int | None = None, skip_bad: bool = False,
-    window: int = WINDOW, stride: int = STRIDE, batch_size: int = BATCH, progress: bool | None = None,
-    anserini: bool = False, segmented: bool = False,
+    input_path: Path,
+    output: Path,
+    workers: int | None = None,
+    skip_bad: bool = False,
+    window: int = WINDOW,
+    stride: int = STRIDE,
+    batch_size: int = BATCH,
+    progress: bool | None = None,
+    anserini: bool = False,
+    segmented: bool = False,
 ) -> SegmentReport:
     """Segment every document under ``input_path`` into the JSONL file ``output`` (``.gz`` compresses).
 
@@ -263,16 +282,24 @@ def segment_collection(
     ``skip_bad``: then they are left out and counted. Documents with an empty body give no segments.
     """
     report = SegmentReport()
-    stream = segment_stream(input_path, report, workers, skip_bad, window, stride, batch_size, progress,
-                            anserini, segmented)
+    stream = segment_stream(
+        input_path, report, workers, skip_bad, window, stride, batch_size, progress, anserini, segmented
+    )
     write_atomically(Path(output), (out for out, _ in stream))
     return report
 
 
 def segment_stream(
-    input_path: Path, report: SegmentReport, workers: int | None = None, skip_bad: bool = False,
-    window: int = WINDOW, stride: int = STRIDE, batch_size: int = BATCH, progress: bool | None = None,
-    anserini: bool = False, segmented: bool = False,
+    input_path: Path,
+    report: SegmentReport,
+    workers: int | None = None,
+    skip_bad: bool = False,
+    window: int = WINDOW,
+    stride: int = STRIDE,
+    batch_size: int = BATCH,
+    progress: bool | None = None,
+    anserini: bool = False,
+    segmented: bool = False,
 ) -> Iterator[tuple[bytes, int]]:
     """The JSONL bytes of each input line's segments and their number, in input order, validated as
     :func:`segment_collection` says (``report`` counts as it goes)."""
@@ -281,8 +308,14 @@ def segment_stream(
     workers = default_workers() if workers is None else workers
     seen = DocidSet()
     counter = _ByteCounter()
-    bar = tqdm(total=total_bytes(input_path), unit="B", unit_scale=True, desc="segmenting",
-               disable=None if progress is None else not progress, mininterval=0.5)
+    bar = tqdm(
+        total=total_bytes(input_path),
+        unit="B",
+        unit_scale=True,
+        desc="segmenting",
+        disable=None if progress is None else not progress,
+        mininterval=0.5,
+    )
     try:
         chunks = batches(iter_raw_lines(input_path, counter), batch_size)
         for done in map_batches(_segment_batch, chunks, workers, _init, (window, stride, anserini, segmented)):

@@ -62,16 +62,20 @@ def _download(entry: prebuilt.PrebuiltEntry, url: str, tarball: Path) -> None:
             if response.status_code == 200 and have:  # the server ignores ranges: from the start
                 have, digest = 0, hashlib.md5()  # noqa: S324
             total = int(response.headers.get("content-length", 0)) + have or entry.compressed_bytes
-            with open(partial, "ab" if have else "wb", buffering=CHUNK) as out, \
-                    progress(total, f"downloading {entry.filename}", unit="byte", initial=have) as bar:
+            with (
+                open(partial, "ab" if have else "wb", buffering=CHUNK) as out,
+                progress(total, f"downloading {entry.filename}", unit="byte", initial=have) as bar,
+            ):
                 for block in response.iter_bytes():  # as it arrives: a broken download keeps what came
                     out.write(block)
                     digest.update(block)
                     bar.update(len(block))
     if entry.md5 and digest.hexdigest() != entry.md5:
         partial.unlink(missing_ok=True)
-        raise OSError(f"{entry.filename} does not match the catalogue's md5 ({digest.hexdigest()} != {entry.md5}): "
-                      "it was deleted; run the command again")
+        raise OSError(
+            f"{entry.filename} does not match the catalogue's md5 ({digest.hexdigest()} != {entry.md5}): "
+            "it was deleted; run the command again"
+        )
     partial.rename(tarball)
 
 
@@ -106,20 +110,26 @@ def fetch(name: str, dest: Path, mirror: str | None = None, say=print) -> list[P
         need = max(entry.compressed_bytes - have, 0) + entry.unpacked_estimate()
         free = shutil.disk_usage(dest).free
         if free < need:
-            raise OSError(f"{entry.name} needs {prebuilt.gb(need)} free in {dest} at its peak (the rest of the "
-                          f"{prebuilt.gb(entry.compressed_bytes)} tarball and the {prebuilt.gb(entry.unpacked_estimate())} "
-                          f"unpacked index side by side); {prebuilt.gb(free)} are free")
+            raise OSError(
+                f"{entry.name} needs {prebuilt.gb(need)} free in {dest} at its peak (the rest of the "
+                f"{prebuilt.gb(entry.compressed_bytes)} tarball and the {prebuilt.gb(entry.unpacked_estimate())} "
+                f"unpacked index side by side); {prebuilt.gb(free)} are free"
+            )
         url = f"{mirror.rstrip('/')}/{entry.filename}" if mirror else entry.urls[0]
         start = time.monotonic()
         if not tarball.exists():
-            say(f"{entry.name}: downloading {prebuilt.gb(entry.compressed_bytes)} from {url}"
-                + (f" (resuming at {prebuilt.gb(have)})" if have else ""))
+            say(
+                f"{entry.name}: downloading {prebuilt.gb(entry.compressed_bytes)} from {url}"
+                + (f" (resuming at {prebuilt.gb(have)})" if have else "")
+            )
             try:
                 _download(entry, url, tarball)
             except httpx.HTTPError as exc:
                 kept = partial.stat().st_size if partial.exists() else 0
-                raise OSError(f"{entry.name}: the download stopped ({type(exc).__name__}: {str(exc)[:200]}) after "
-                              f"{prebuilt.gb(kept)}; run the same command again: it resumes there") from None
+                raise OSError(
+                    f"{entry.name}: the download stopped ({type(exc).__name__}: {str(exc)[:200]}) after "
+                    f"{prebuilt.gb(kept)}; run the same command again: it resumes there"
+                ) from None
         say(f"{entry.name}: unpacking")
         done.append(_unpack(entry, tarball, dest))
         say(f"{entry.name}: ready in {done[-1]} ({time.monotonic() - start:.0f} s)")

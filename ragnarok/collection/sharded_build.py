@@ -56,8 +56,11 @@ class BuildResult:
     resumed_shards: int  # shards found done at the start
 
     def describe(self) -> str:
-        how = ("V2.1 segmented input, indexed as it is" if self.segmented
-               else f"{self.documents:,} documents segmented: {WINDOW}-sentence windows, stride {STRIDE}")
+        how = (
+            "V2.1 segmented input, indexed as it is"
+            if self.segmented
+            else f"{self.documents:,} documents segmented: {WINDOW}-sentence windows, stride {STRIDE}"
+        )
         return f"{self.segments:,} segments ({how})"
 
 
@@ -69,8 +72,14 @@ def work_dir(output: Path) -> Path:
     return output.with_name(output.name + ".partial")
 
 
-def build_index(input_path: Path, output: Path, threads: int = 2, workers: int | None = None,
-                skip_bad: bool = False, shard_segments: int | None = None) -> BuildResult:
+def build_index(
+    input_path: Path,
+    output: Path,
+    threads: int = 2,
+    workers: int | None = None,
+    skip_bad: bool = False,
+    shard_segments: int | None = None,
+) -> BuildResult:
     """Build the Lucene index of a JSONL collection (documents or V2.1 segments) at ``output``, resumably;
     ``shard_segments`` None: :func:`default_shard_segments`."""
     input_path, output = Path(input_path), Path(output)
@@ -83,8 +92,16 @@ def build_index(input_path: Path, output: Path, threads: int = 2, workers: int |
         shard_segments = default_shard_segments(input_path, segmented)
     if segmented and workers is None:  # checking a segment costs less than shipping it to a worker process
         workers = 1
-    ident = identity(input_path, {"segmented": segmented, "window": WINDOW, "stride": STRIDE,
-                                  "skip_bad": skip_bad, "shard_segments": shard_segments})
+    ident = identity(
+        input_path,
+        {
+            "segmented": segmented,
+            "window": WINDOW,
+            "stride": STRIDE,
+            "skip_bad": skip_bad,
+            "shard_segments": shard_segments,
+        },
+    )
     work = work_dir(output)
     fresh = not work.exists()
     lock = BuildLock(work, output)
@@ -95,8 +112,11 @@ def build_index(input_path: Path, output: Path, threads: int = 2, workers: int |
             _empty(work)
             write_json(work / "build.json", ident)
             fresh = True
-        say("input: V2.1 segments (a \"segment\" field, no \"body\"): indexed as they are, not segmented again"
-            if segmented else f"input: documents: segmented into {WINDOW}-sentence windows, stride {STRIDE}")
+        say(
+            'input: V2.1 segments (a "segment" field, no "body"): indexed as they are, not segmented again'
+            if segmented
+            else f"input: documents: segmented into {WINDOW}-sentence windows, stride {STRIDE}"
+        )
         need = estimate_bytes(input_path, segmented) - size_of(work)
         try:
             check_free_disk(work, need)
@@ -119,8 +139,9 @@ def build_index(input_path: Path, output: Path, threads: int = 2, workers: int |
     finally:
         lock.release()
     report = chunked["report"]
-    return BuildResult(sum(counts), segmented, report["input"]["documents"], report["input"]["skipped"],
-                       len(counts), done)
+    return BuildResult(
+        sum(counts), segmented, report["input"]["documents"], report["input"]["skipped"], len(counts), done
+    )
 
 
 def _empty(work: Path) -> None:
@@ -166,8 +187,15 @@ class _ChunkWriter:
             self.tmp, self.in_shard = None, 0
 
 
-def _chunk(input_path: Path, work: Path, threads: int, workers: int | None, skip_bad: bool,
-           shard_segments: int, segmented: bool) -> dict[str, Any]:
+def _chunk(
+    input_path: Path,
+    work: Path,
+    threads: int,
+    workers: int | None,
+    skip_bad: bool,
+    shard_segments: int,
+    segmented: bool,
+) -> dict[str, Any]:
     """Phase 1 (skipped when a previous run completed it): the chunk files and their counts."""
     from ragnarok.collection.parallel_segment import SegmentReport, segment_stream  # noqa: PLC0415
 
@@ -219,8 +247,10 @@ def _index_shards(work: Path, counts: list[int], threads: int) -> None:
     say(f"indexing {total - already:,} segments with Anserini ({threads} threads, {len(todo)} shards)")
 
     log = work / "anserini.log"
-    with _output_to(log) as terminal, progress(total, "indexing", unit="segment", initial=already,
-                                               file=terminal) as bar:
+    with (
+        _output_to(log) as terminal,
+        progress(total, "indexing", unit="segment", initial=already, file=terminal) as bar,
+    ):
         for k in todo:
             target = shards / f"{k:05d}"
             shutil.rmtree(target, ignore_errors=True)  # a shard a killed build left half-written
@@ -245,8 +275,9 @@ def _index_one(chunks: Path, target: Path, threads: int, expected: int, log: Pat
         shutil.rmtree(target, ignore_errors=True)
         if is_disk_full(OSError(), text):
             raise disk_full(f"indexing shard {target.name}")
-        raise RuntimeError(f"shard {target.name}: Anserini indexed {indexed:,} of {expected:,} segments "
-                           f"(its log: {log})")
+        raise RuntimeError(
+            f"shard {target.name}: Anserini indexed {indexed:,} of {expected:,} segments (its log: {log})"
+        )
 
 
 def _read(path: Path) -> str:
@@ -298,8 +329,7 @@ def num_docs(index: Path) -> int:
     start_jvm()
     from jnius import autoclass  # noqa: PLC0415 - after the JVM started with Anserini's jar
 
-    directory = autoclass("org.apache.lucene.store.FSDirectory").open(
-        autoclass("java.io.File")(str(index)).toPath())
+    directory = autoclass("org.apache.lucene.store.FSDirectory").open(autoclass("java.io.File")(str(index)).toPath())
     reader = autoclass("org.apache.lucene.index.DirectoryReader").open(directory)
     try:
         return reader.numDocs()
@@ -341,10 +371,12 @@ def add_indexes(shards: list[Path], merged: Path) -> None:
 
     start_jvm()
     from jnius import autoclass, cast  # noqa: PLC0415 - after the JVM started with Anserini's jar
+
     fs = autoclass("org.apache.lucene.store.FSDirectory")
     path = autoclass("java.io.File")
     config = autoclass("org.apache.lucene.index.IndexWriterConfig")(
-        autoclass("io.anserini.analysis.DefaultEnglishAnalyzer").newDefaultInstance())
+        autoclass("io.anserini.analysis.DefaultEnglishAnalyzer").newDefaultInstance()
+    )
     config.setOpenMode(autoclass("org.apache.lucene.index.IndexWriterConfig$OpenMode").CREATE)
     config.setSimilarity(autoclass("org.apache.lucene.search.similarities.BM25Similarity")())
     config.setRAMBufferSizeMB(float(get_settings().index_buffer_mb))

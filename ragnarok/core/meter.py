@@ -65,9 +65,11 @@ class Meter:
 
     def headers(self) -> list[tuple[bytes, bytes]]:
         """``Ragnarok-Backend-Calls``, ``Ragnarok-Prompt-Tokens``, ``Ragnarok-Completion-Tokens``."""
-        return [(b"ragnarok-backend-calls", str(self.calls).encode()),
-                (b"ragnarok-prompt-tokens", str(self.prompt_tokens).encode()),
-                (b"ragnarok-completion-tokens", str(self.completion_tokens).encode())]
+        return [
+            (b"ragnarok-backend-calls", str(self.calls).encode()),
+            (b"ragnarok-prompt-tokens", str(self.prompt_tokens).encode()),
+            (b"ragnarok-completion-tokens", str(self.completion_tokens).encode()),
+        ]
 
 
 _current: ContextVar[Meter | None] = ContextVar("ragnarok_meter", default=None)
@@ -121,6 +123,8 @@ def add_usage(usage: object) -> None:
         prompt = source.get("prompt_tokens", source.get("input_tokens"))
         completion = source.get("completion_tokens", source.get("output_tokens"))
         if isinstance(prompt, (int, float)) or isinstance(completion, (int, float)):
-            add_tokens(prompt if isinstance(prompt, (int, float)) else 0,
-                       completion if isinstance(completion, (int, float)) else 0)
+            add_tokens(
+                prompt if isinstance(prompt, (int, float)) else 0,
+                completion if isinstance(completion, (int, float)) else 0,
+            )
             return

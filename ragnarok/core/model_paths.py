@@ -91,7 +91,8 @@ class ModelLRU(Generic[T]):
             if size > self.max_bytes:
                 raise ComponentArgumentError(
                     f"that model directory holds more than RAGNAROK_MODEL_CACHE_MAX_MB "
-                    f"({self.max_bytes // 2**20:,} MB), the most request-named models may take")
+                    f"({self.max_bytes // 2**20:,} MB), the most request-named models may take"
+                )
             item = create()
             self._items[key] = (item, size)
             while len(self._items) > self.max_count or self.bytes() > self.max_bytes:

@@ -27,9 +27,11 @@ class Ranking(dict[str, dict[str, float]]):
     """``{qid: {docid: score}}``, each topic's hits best first."""
 
     def to_pandas(self) -> Any:
-        rows = [{"qid": qid, "docid": docid, "rank": rank, "score": score}
-                for qid, hits in self.items()
-                for rank, (docid, score) in enumerate(sorted(hits.items(), key=lambda h: -h[1]), 1)]
+        rows = [
+            {"qid": qid, "docid": docid, "rank": rank, "score": score}
+            for qid, hits in self.items()
+            for rank, (docid, score) in enumerate(sorted(hits.items(), key=lambda h: -h[1]), 1)
+        ]
         return _frame(rows, ["qid", "docid", "rank", "score"])
 
 
@@ -37,9 +39,18 @@ class Answers(dict[str, RagAnswer]):
     """``{qid: RagAnswer}`` in the topics' order."""
 
     def to_pandas(self) -> Any:
-        rows = [{"qid": qid, "topic": answer.topic, "sentence": n, "text": s.text, "citations": list(s.citations),
-                 "cited": [answer.references[c] for c in s.citations if 0 <= c < len(answer.references)]}
-                for qid, answer in self.items() for n, s in enumerate(answer.answer)]
+        rows = [
+            {
+                "qid": qid,
+                "topic": answer.topic,
+                "sentence": n,
+                "text": s.text,
+                "citations": list(s.citations),
+                "cited": [answer.references[c] for c in s.citations if 0 <= c < len(answer.references)],
+            }
+            for qid, answer in self.items()
+            for n, s in enumerate(answer.answer)
+        ]
         return _frame(rows, ["qid", "topic", "sentence", "text", "citations", "cited"])
 
 
@@ -54,8 +65,9 @@ class Qrels(dict[str, dict[str, int]]):
     """``{qid: {docid: grade}}``."""
 
     def to_pandas(self) -> Any:
-        rows = [{"qid": qid, "docid": docid, "grade": grade} for qid, docs in self.items()
-                for docid, grade in docs.items()]
+        rows = [
+            {"qid": qid, "docid": docid, "grade": grade} for qid, docs in self.items() for docid, grade in docs.items()
+        ]
         return _frame(rows, ["qid", "docid", "grade"])
 
 
@@ -65,6 +77,7 @@ class TopicsFailed(RuntimeError):
 
     def __init__(self, failures: list[Any], results: Any):
         self.failures, self.results = failures, results
-        names = ", ".join(f.qid for f in failures[:20]) + (f" and {len(failures) - 20} more" if len(failures) > 20
-                                                           else "")
+        names = ", ".join(f.qid for f in failures[:20]) + (
+            f" and {len(failures) - 20} more" if len(failures) > 20 else ""
+        )
         super().__init__(f"{len(failures)} topics failed ({names}); the first: {failures[0]}")

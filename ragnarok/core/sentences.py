@@ -32,7 +32,8 @@ CODE_LINE = re.compile(
     r"|(?:def|class|import|from\s+\S+\s+import|return|raise|yield|elif|else:|try:|except\b|finally:|with\s.*:$)"
     r"|[\w.\[\]'\"]+\s*(?:[-+*/|&]?=)\s*\S"  # an assignment: x = 1, a.b += c
     r"|[\w.]+\(.*\)\s*[;:]?$"  # a bare call or signature: foo(a, b)
-    r"|[@{}<]|[\])}]+[,;]?$)")
+    r"|[@{}<]|[\])}]+[,;]?$)"
+)
 
 
 def is_code(line: str, min_letters: float = 0.55) -> bool:

@@ -51,8 +51,10 @@ MAX_QUERY_STAGES = 2
 MAX_GENERATED = 8  # queries one query stage writes (multiquery:GEN:N)
 MAX_QUERIES = 16  # queries retrieved in all, the original included
 # names and numbers in ASCII (Python's \d and \w match other scripts' digits, which int() reads)
-_TOKEN = re.compile(r"\s*(?:(?P<num>[0-9]+(?:\.[0-9]+)?)(?![A-Za-z_])"
-                    r"|(?P<name>[A-Za-z_][A-Za-z0-9_.+\-]*|[0-9][A-Za-z0-9_.+\-]*)|(?P<sym>[()|,@:~=>]))")
+_TOKEN = re.compile(
+    r"\s*(?:(?P<num>[0-9]+(?:\.[0-9]+)?)(?![A-Za-z_])"
+    r"|(?P<name>[A-Za-z_][A-Za-z0-9_.+\-]*|[0-9][A-Za-z0-9_.+\-]*)|(?P<sym>[()|,@:~=>]))"
+)
 
 
 class SpecError(ValueError):
@@ -65,8 +67,7 @@ class SpecError(ValueError):
 
     def __init__(self, spec: str | None, pos: int, message: str, echo: str = "", public: str | None = None):
         self.spec, self.pos = spec, pos
-        self.public = public if public is not None else message if spec is None else \
-            f"{message} at position {pos + 1}"
+        self.public = public if public is not None else message if spec is None else f"{message} at position {pos + 1}"
         if spec is None:
             super().__init__(message + echo)
             return
@@ -78,7 +79,7 @@ def _excerpt(spec: str, pos: int, width: int = QUOTE_CHARS) -> tuple[str, int]:
     """At most ``width`` characters of ``spec`` around ``pos`` (``…`` marks a cut; whitespace shown as spaces,
     so the caret lines up) and where ``pos`` falls in them."""
     start = max(0, min(pos - width // 2, len(spec) - width))
-    window = re.sub(r"\s", " ", spec[start:start + width])
+    window = re.sub(r"\s", " ", spec[start : start + width])
     caret = pos - start
     if start > 0:
         window, caret = "…" + window, caret + 1
@@ -118,7 +119,9 @@ class Rerank:
     fuse: str | None = None
 
     def __str__(self) -> str:
-        return self.name + (f":{self.arg}" if self.arg else "") + f"@{self.depth}" + (f"~{self.fuse}" if self.fuse else "")
+        return (
+            self.name + (f":{self.arg}" if self.arg else "") + f"@{self.depth}" + (f"~{self.fuse}" if self.fuse else "")
+        )
 
 
 @dataclass(frozen=True)
@@ -131,8 +134,11 @@ class QueryStage:
     fuse: str | None = None
 
     def __str__(self) -> str:
-        return f"{self.name}:{self.generator}" + (f":{self.n}" if self.n is not None else "") + \
-            (f"~{self.fuse}" if self.fuse else "")
+        return (
+            f"{self.name}:{self.generator}"
+            + (f":{self.n}" if self.n is not None else "")
+            + (f"~{self.fuse}" if self.fuse else "")
+        )
 
 
 @dataclass(frozen=True)
@@ -159,8 +165,10 @@ class Pipeline:
 
     def sources(self) -> list[Source]:
         """Every first-stage retriever, left to right."""
+
         def walk(node: Node) -> list[Source]:
             return [node] if isinstance(node, Source) else [s for n in node.sources for s in walk(n)]
+
         return walk(self.retrieve)
 
 
@@ -168,8 +176,11 @@ class _Parser:
     def __init__(self, spec: str, max_depth: int = MAX_DEPTH):
         self.spec, self.max_depth = spec, max_depth
         if len(spec) > MAX_SPEC_CHARS:
-            raise SpecError(spec, MAX_SPEC_CHARS, f"a pipeline spec has at most {MAX_SPEC_CHARS:,} characters, "
-                                                  f"this one {len(spec):,}")
+            raise SpecError(
+                spec,
+                MAX_SPEC_CHARS,
+                f"a pipeline spec has at most {MAX_SPEC_CHARS:,} characters, this one {len(spec):,}",
+            )
         self.sources = 0
         self.tokens: list[tuple[str, str, int]] = []
         pos = 0
@@ -181,8 +192,13 @@ class _Parser:
                 bad = len(spec[pos:]) - len(spec[pos:].lstrip())
                 char = spec[pos + bad]
                 ascii_only = "" if char.isascii() else " (names and numbers are ASCII)"
-                raise SpecError(spec, pos + bad, "unexpected character", f" {char!r}{ascii_only}",
-                                f"unexpected character{ascii_only} at position {pos + bad + 1}")
+                raise SpecError(
+                    spec,
+                    pos + bad,
+                    "unexpected character",
+                    f" {char!r}{ascii_only}",
+                    f"unexpected character{ascii_only} at position {pos + bad + 1}",
+                )
             kind = m.lastgroup or "sym"
             self.tokens.append((kind, m.group(kind), m.start(kind)))
             pos = m.end()
@@ -198,11 +214,17 @@ class _Parser:
         if self.i < len(self.tokens):
             kind, value, pos = self.tokens[self.i]
             found = repr(value) if kind == "sym" else {"name": "a name", "num": "a number"}[kind]
-            return SpecError(self.spec, pos, message, f"{echo}, found {quote(value, 40)}",
-                             f"{message}, found {found} at position {pos + 1}")
+            return SpecError(
+                self.spec,
+                pos,
+                message,
+                f"{echo}, found {quote(value, 40)}",
+                f"{message}, found {found} at position {pos + 1}",
+            )
         end = ", found the end of the spec"
-        return SpecError(self.spec, len(self.spec), message, echo + end, f"{message}{end} at position "
-                                                                         f"{len(self.spec) + 1}")
+        return SpecError(
+            self.spec, len(self.spec), message, echo + end, f"{message}{end} at position {len(self.spec) + 1}"
+        )
 
     def take(self, kind: str, what: str) -> str:
         if self.i < len(self.tokens) and self.tokens[self.i][0] == kind:
@@ -264,8 +286,11 @@ class _Parser:
     def _arg(self) -> str | None:
         if self.peek(":"):
             self.expect(":")
-            return self.take("name", "a name after ':'") if not self.peek() or self.tokens[self.i][0] == "name" \
+            return (
+                self.take("name", "a name after ':'")
+                if not self.peek() or self.tokens[self.i][0] == "name"
                 else self.take("num", "a value after ':'")
+            )
         return None
 
     def _is_query_stage(self) -> bool:
@@ -349,12 +374,16 @@ class _Parser:
             else:
                 if arg is not None and ":" in arg:
                     self.i = at
-                    raise self.fail("a generator stage takes one template (NAME:TEMPLATE); a rerank or passage "
-                                    "stage with several arguments needs its depth ('@k')")
+                    raise self.fail(
+                        "a generator stage takes one template (NAME:TEMPLATE); a rerank or passage "
+                        "stage with several arguments needs its depth ('@k')"
+                    )
                 generate = Generate(name, arg)
         if self.peek(">"):
-            raise self.fail("a query stage comes before the retriever (`hyde:GENERATOR > bm25@100`); "
-                            "expected '|' or the end of the spec")
+            raise self.fail(
+                "a query stage comes before the retriever (`hyde:GENERATOR > bm25@100`); "
+                "expected '|' or the end of the spec"
+            )
         if self.i < len(self.tokens):
             raise self.fail("expected '|' or the end of the spec")
         return Pipeline(retrieve, depth, tuple(reranks), generate, tuple(query))

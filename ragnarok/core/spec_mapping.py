@@ -55,8 +55,11 @@ class PipelineMapping(_Strict):
     """The structured form of a pipeline: ``{pipeline: SPEC}`` alone, or ``retrieve`` with the other keys."""
 
     pipeline: str | None = Field(None, description="A whole spec; then no other key may be given.")
-    query: list[QueryMapping] = Field(default_factory=list, max_length=MAX_QUERY_STAGES,
-                                      description="Query stages, run before retrieval in this order.")
+    query: list[QueryMapping] = Field(
+        default_factory=list,
+        max_length=MAX_QUERY_STAGES,
+        description="Query stages, run before retrieval in this order.",
+    )
     retrieve: str | None = Field(None, description="The first stage, e.g. `rrf(bm25, dense:minilm)`.")
     depth: int = Field(DEFAULT_DEPTH, ge=1, description="Candidates the first stage keeps.")
     rerank: list[RerankMapping] = Field(default_factory=list, max_length=MAX_RERANKS)
@@ -65,15 +68,20 @@ class PipelineMapping(_Strict):
 
 def _key(where: str, loc: tuple[Any, ...]) -> str:
     """``pipeline.rerank.0.depth``; a client's key that is long or not printable is quoted (escaped, cut)."""
-    return ".".join([where, *(str(p) if not isinstance(p, str) or (len(p) <= 40 and p.isprintable())
-                              else quote(p, 40) for p in loc)])
+    return ".".join(
+        [
+            where,
+            *(str(p) if not isinstance(p, str) or (len(p) <= 40 and p.isprintable()) else quote(p, 40) for p in loc),
+        ]
+    )
 
 
 _SHAPE = "{pipeline: SPEC} or {query?: [{name, generator, n?, fuse?}], retrieve, depth?, rerank?: [{name, depth, arg?, fuse?}], generate?: {name, template?}}"
 
 
-def from_mapping(data: Mapping[str, Any] | PipelineMapping, where: str = "pipeline",
-                 max_depth: int = MAX_DEPTH) -> Pipeline:
+def from_mapping(
+    data: Mapping[str, Any] | PipelineMapping, where: str = "pipeline", max_depth: int = MAX_DEPTH
+) -> Pipeline:
     """A pipeline from TOML/YAML/JSON data: either ``{pipeline = "spec"}`` or the structured form
     ``{retrieve = "rrf(bm25, dense:minilm)", depth = 1000, rerank = [{name, depth, arg?, fuse?}],
     generate = {name, template?}}``. Every key is typed; a malformed mapping is a :class:`SpecError`
@@ -89,13 +97,16 @@ def from_mapping(data: Mapping[str, Any] | PipelineMapping, where: str = "pipeli
         return parse(mapping.pipeline, max_depth)
     if mapping.retrieve is None:
         raise SpecError(None, 0, f"malformed pipeline: {where}.retrieve is missing; expected {_SHAPE}")
-    depths = [(f"{where}.depth", mapping.depth)] + [(f"{where}.rerank.{i}.depth", r.depth)
-                                                     for i, r in enumerate(mapping.rerank)]
+    depths = [(f"{where}.depth", mapping.depth)] + [
+        (f"{where}.rerank.{i}.depth", r.depth) for i, r in enumerate(mapping.rerank)
+    ]
     for key, depth in depths:
         if depth > max_depth:
             raise SpecError(None, 0, f"{key} must be at most {max_depth:,}")
-    parts = ["".join(f"{QueryStage(q.name, q.generator, q.n, q.fuse)} > " for q in mapping.query)
-             + f"{mapping.retrieve}@{mapping.depth}"]
+    parts = [
+        "".join(f"{QueryStage(q.name, q.generator, q.n, q.fuse)} > " for q in mapping.query)
+        + f"{mapping.retrieve}@{mapping.depth}"
+    ]
     parts += [str(Rerank(r.name, r.depth, r.arg, r.fuse)) for r in mapping.rerank]
     if mapping.generate is not None:
         parts.append(str(Generate(mapping.generate.name, mapping.generate.template)))

@@ -89,8 +89,12 @@ def resolve_topics(source: str | Path, settings: Settings) -> list[Topic]:
 
 def qrels_names(settings: Settings) -> list[str]:
     """The set names that have judgments here (``qrels.NAME.txt``), aliases included."""
-    names = {p.name.removeprefix("qrels.").rsplit(".", 1)[0]
-             for d in topic_dirs(settings) for p in d.glob("qrels.*") if p.is_file()}
+    names = {
+        p.name.removeprefix("qrels.").rsplit(".", 1)[0]
+        for d in topic_dirs(settings)
+        for p in d.glob("qrels.*")
+        if p.is_file()
+    }
     names |= {alias for alias, target in ALIASES.items() if target in names}
     return sorted(names)
 
@@ -119,6 +123,11 @@ def nuggets_path(source: str | Path, settings: Settings) -> Path:
         for candidate in (folder / "eval" / f"{name}.nuggets.jsonl", folder / f"{name}.nuggets.jsonl"):
             if candidate.is_file():
                 return candidate
-    known = sorted({p.name.removesuffix(".nuggets.jsonl") for d in topic_dirs(settings)
-                    for p in [*d.glob("*.nuggets.jsonl"), *d.glob("eval/*.nuggets.jsonl")]})
+    known = sorted(
+        {
+            p.name.removesuffix(".nuggets.jsonl")
+            for d in topic_dirs(settings)
+            for p in [*d.glob("*.nuggets.jsonl"), *d.glob("eval/*.nuggets.jsonl")]
+        }
+    )
     raise _unknown("nugget set or file", str(source), known, False)

@@ -134,7 +134,7 @@ def read_trec(path: str | Path) -> list[Topic]:
         close = re.compile(rf"</{tag}>", re.I).search(raw, match.end())
         if close is None:
             raise TopicFormatError(path, line, f"<{tag}> is never closed by </{tag}>")
-        body, pos = raw[match.end(): close.start()], close.end()
+        body, pos = raw[match.end() : close.start()], close.end()
         if tag.lower() == "doc":
             doc = _DOCNO.match(body)
             if doc is None or not doc.group(1).strip():
@@ -206,6 +206,9 @@ def load_topics(source: str | Path, topics_dir: Path | None = None) -> list[Topi
     if topics_dir is not None and isinstance(source, str) and (found := topic_set_path(source, topics_dir)):
         return read_topics(found)
     names = available_sets(topics_dir)
-    hint = f"; available: {', '.join(names)}" if names else (
-        f"; no topic sets in {topics_dir}" if topics_dir is not None else "")
+    hint = (
+        f"; available: {', '.join(names)}"
+        if names
+        else (f"; no topic sets in {topics_dir}" if topics_dir is not None else "")
+    )
     raise FileNotFoundError(f"unknown topic set or file {str(source)!r}{hint}")

@@ -44,8 +44,7 @@ def format_run_lines(ranking: Ranking, run_id: str, depth: int | None = None) ->
             yield f"{qid} Q0 {docid} {rank} {score:.6f} {run_id}"
 
 
-def write_run(path_or_file: str | Path | TextIO, ranking: Ranking, run_id: str,
-              depth: int | None = None) -> None:
+def write_run(path_or_file: str | Path | TextIO, ranking: Ranking, run_id: str, depth: int | None = None) -> None:
     """Write ``ranking`` as a TREC run to a path or an open text file (see format_run_lines)."""
     # all lines are formatted (and validated) before the file is opened
     lines = [line + "\n" for line in format_run_lines(ranking, run_id, depth)]

@@ -36,8 +36,9 @@ def _refusing(kinds: tuple[type, ...], error: str, message: str) -> BeforeValida
 
 def _short_id(value: str | int) -> str | int:
     if isinstance(value, str) and len(value) > MAX_ID_CHARS:
-        raise PydanticCustomError("string_too_long", "String should have at most {max_length} characters",
-                                  {"max_length": MAX_ID_CHARS})
+        raise PydanticCustomError(
+            "string_too_long", "String should have at most {max_length} characters", {"max_length": MAX_ID_CHARS}
+        )
     return value
 
 
@@ -48,8 +49,9 @@ Index = Annotated[int, _refusing((bool, str, float), "int_type", "Input should b
 #: A number, integer or not: not a boolean, not a string.
 Number = Annotated[float, _refusing((bool, str), "float_type", "Input should be a valid number")]
 #: An id given as a string (at most MAX_ID_CHARS characters) or an integer: not a boolean, not a float.
-Id = Annotated[str | int, _refusing((bool, float), "id_type", "Input should be a string or an integer"),
-               AfterValidator(_short_id)]
+Id = Annotated[
+    str | int, _refusing((bool, float), "id_type", "Input should be a string or an integer"), AfterValidator(_short_id)
+]
 #: A bounded string id.
 ShortStr = Annotated[str, Field(max_length=MAX_ID_CHARS)]
 

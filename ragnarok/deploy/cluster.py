@@ -32,11 +32,18 @@ from ragnarok.deploy.procs import healthy, wait_until
 from ragnarok.runtime.cli_errors import fails_cleanly
 from ragnarok.runtime.netaddr import bind_error, free_port, http_url, is_loopback
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Several `ragnarok serve` instances on one PostgreSQL and one Redis behind nginx.")
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    help="Several `ragnarok serve` instances on one PostgreSQL and one Redis behind nginx.",
+)
 
-DataDir = Annotated[Optional[Path], typer.Option(help="The cluster's directory (default: RAGNAROK_DATA_DIR/"
-                                                      "cluster; as root /var/lib/ragnarok/cluster).")]
+DataDir = Annotated[
+    Optional[Path],
+    typer.Option(
+        help="The cluster's directory (default: RAGNAROK_DATA_DIR/cluster; as root /var/lib/ragnarok/cluster)."
+    ),
+]
 
 
 def _root(settings: Settings, data_dir: Path | None) -> Layout:
@@ -69,13 +76,17 @@ def _running_shape(layout: Layout, state: dict, shape: dict) -> None:
     what differs or what is down."""
     differs = [f"{key} {state.get(key)!r} (asked {value!r})" for key, value in shape.items() if state.get(key) != value]
     if differs:
-        raise ValueError(f"the cluster in {layout.root} runs with another shape: {', '.join(differs)}; "
-                         "`deploy/cluster down` first to change it")
+        raise ValueError(
+            f"the cluster in {layout.root} runs with another shape: {', '.join(differs)}; "
+            "`deploy/cluster down` first to change it"
+        )
     down = [name for name, info in layout.supervisor.info().items() if info["statename"] != "RUNNING"]
     if down:
-        raise RuntimeError(f"the cluster in {layout.root} is up but {', '.join(sorted(down))} is not running "
-                           "(supervisord starts it again; see `deploy/cluster status`, or `deploy/cluster "
-                           "restart NAME`)")
+        raise RuntimeError(
+            f"the cluster in {layout.root} is up but {', '.join(sorted(down))} is not running "
+            "(supervisord starts it again; see `deploy/cluster status`, or `deploy/cluster "
+            "restart NAME`)"
+        )
 
 
 @app.command()
@@ -86,22 +97,27 @@ def up(
     host: Annotated[str, typer.Option(help="nginx's address (not loopback: needs RAGNAROK_AUTH=keys).")] = "127.0.0.1",
     data_dir: DataDir = None,
     no_dense: Annotated[bool, typer.Option("--no-dense", help="No background dense index build.")] = False,
-    timeout: Annotated[float, typer.Option(min=1, help="Seconds each instance may take to answer /healthz "
-                                                      "(the first builds the demo index).")] = 600,
+    timeout: Annotated[
+        float,
+        typer.Option(
+            min=1, help="Seconds each instance may take to answer /healthz (the first builds the demo index)."
+        ),
+    ] = 600,
 ) -> None:
     """Start PostgreSQL, then under supervisord Redis, the instances and nginx; print URL=, DATABASE_URL=,
     REDIS_URL= (passwords masked), PIDS= and ENV= (the file with the URLs) once every instance answers behind
     the proxy. Already up with this shape: says so and prints them again; with another: refuses."""
     settings = Settings()
     if settings.auth != "keys" and not is_loopback(host):
-        raise ValueError(f"refusing to serve on {host} without API keys: set RAGNAROK_AUTH=keys (README: "
-                         "Deploying) or keep the default 127.0.0.1")
+        raise ValueError(
+            f"refusing to serve on {host} without API keys: set RAGNAROK_AUTH=keys (README: "
+            "Deploying) or keep the default 127.0.0.1"
+        )
     layout = _root(settings, data_dir)
     state, sup = _load(layout), layout.supervisor
     if sup.running():
         _running_shape(layout, state, {"instances": instances, "host": host, "port": port})
-        typer.echo(f"already up ({instances} instances behind {state['url']}; deploy/cluster down stops it)",
-                   err=True)
+        typer.echo(f"already up ({instances} instances behind {state['url']}; deploy/cluster down stops it)", err=True)
         info = sup.info()  # supervisord may have started some again since
         _print({**state, "pids": [info[f"instance-{i}"]["pid"] for i in range(1, instances + 1)]}, layout)
         return
@@ -115,15 +131,23 @@ def up(
         database_url = parts.start_postgres(layout, passwords["postgres"], started)
         redis_port, ports = free_port(), [free_port() for _ in range(instances)]
         redis_url = parts.redis_url(redis_port, passwords["redis"])
-        env = {**os.environ, "RAGNAROK_DATABASE_URL": database_url, "RAGNAROK_RATE_LIMIT_STORAGE": redis_url,
-               "RAGNAROK_TRUSTED_PROXIES": "127.0.0.1"}
-        parts.write_private(layout.env, f"RAGNAROK_DATABASE_URL={database_url}\n"
-                                        f"RAGNAROK_RATE_LIMIT_STORAGE={redis_url}\n")
-        programs = [parts.redis_program(layout, redis_port, passwords["redis"]),
-                    *(parts.instance_program(i + 1, p, not no_dense and i == 0, settings.shutdown_grace_s)
-                      for i, p in enumerate(ports)),
-                    parts.nginx_program(layout, host, port, ports, settings.max_body_bytes,
-                                        settings.gateway_timeout_s)]
+        env = {
+            **os.environ,
+            "RAGNAROK_DATABASE_URL": database_url,
+            "RAGNAROK_RATE_LIMIT_STORAGE": redis_url,
+            "RAGNAROK_TRUSTED_PROXIES": "127.0.0.1",
+        }
+        parts.write_private(
+            layout.env, f"RAGNAROK_DATABASE_URL={database_url}\nRAGNAROK_RATE_LIMIT_STORAGE={redis_url}\n"
+        )
+        programs = [
+            parts.redis_program(layout, redis_port, passwords["redis"]),
+            *(
+                parts.instance_program(i + 1, p, not no_dense and i == 0, settings.shutdown_grace_s)
+                for i, p in enumerate(ports)
+            ),
+            parts.nginx_program(layout, host, port, ports, settings.max_body_bytes, settings.gateway_timeout_s),
+        ]
         from ragnarok.deploy.supervisor import render  # noqa: PLC0415
 
         sup.start_daemon(render(layout.run, layout.logs, programs), env, layout.log("supervisord"))
@@ -133,15 +157,31 @@ def up(
         for _, stopper in reversed(started):
             stopper()
         raise
-    state = {"url": http_url(host, port), "host": host, "port": port, "database_url": database_url,
-             "redis_url": redis_url, "instances": instances, "ports": ports, "pids": pids,
-             "own_postgres": "RAGNAROK_DATABASE_URL" not in os.environ}
+    state = {
+        "url": http_url(host, port),
+        "host": host,
+        "port": port,
+        "database_url": database_url,
+        "redis_url": redis_url,
+        "instances": instances,
+        "ports": ports,
+        "pids": pids,
+        "own_postgres": "RAGNAROK_DATABASE_URL" not in os.environ,
+    }
     parts.write_private(layout.state, json.dumps(state, indent=1))
     _print(state, layout)
 
 
-def _start_all(layout: Layout, instances: int, ports: list[int], redis_port: int, redis_password: str,
-               host: str, port: int, timeout: float) -> list[int]:
+def _start_all(
+    layout: Layout,
+    instances: int,
+    ports: list[int],
+    redis_port: int,
+    redis_password: str,
+    host: str,
+    port: int,
+    timeout: float,
+) -> list[int]:
     """Redis, the first instance (it builds the demo index), the others at once, nginx: each waited for."""
     sup = layout.supervisor
 
@@ -152,8 +192,9 @@ def _start_all(layout: Layout, instances: int, ports: list[int], redis_port: int
     start("redis", lambda: parts.pong(redis_port, redis_password), 30)
     pids = [start("instance-1", parts.instance_up(ports[0]), timeout)]
     with ThreadPoolExecutor(max_workers=max(1, instances - 1)) as pool:
-        rest = [pool.submit(start, f"instance-{i + 1}", parts.instance_up(ports[i]), timeout)
-                for i in range(1, instances)]
+        rest = [
+            pool.submit(start, f"instance-{i + 1}", parts.instance_up(ports[i]), timeout) for i in range(1, instances)
+        ]
         pids += [f.result() for f in rest]
     url = http_url(host if not host.startswith("0.") else "127.0.0.1", port)
     start("nginx", lambda: healthy(url + "/healthz"), 30)
@@ -197,10 +238,11 @@ def status(data_dir: DataDir = None) -> None:
 
 @app.command()
 @fails_cleanly
-def restart(name: Annotated[str, typer.Argument(help="The part: instance-N, nginx or redis.")],
-            data_dir: DataDir = None,
-            timeout: Annotated[float, typer.Option(min=1, help="Seconds it may take to answer again.")] = 120,
-            ) -> None:
+def restart(
+    name: Annotated[str, typer.Argument(help="The part: instance-N, nginx or redis.")],
+    data_dir: DataDir = None,
+    timeout: Annotated[float, typer.Option(min=1, help="Seconds it may take to answer again.")] = 120,
+) -> None:
     """Stop one part (gracefully: an instance finishes its requests within its grace) and start it again; the
     others go on serving."""
     layout = _root(Settings(), data_dir)
@@ -218,8 +260,11 @@ def restart(name: Annotated[str, typer.Argument(help="The part: instance-N, ngin
         is_up = lambda: healthy(state["url"].replace("://0.0.0.0", "://127.0.0.1") + "/healthz")  # noqa: E731
     if sup.info().get(name, {}).get("statename") in ("RUNNING", "STARTING", "BACKOFF"):
         sup.stop(name)
-        if not wait_until(lambda: sup.info().get(name, {}).get("statename") in ("STOPPED", "EXITED", "FATAL"),
-                          Settings().shutdown_grace_s + 15, 0.2):
+        if not wait_until(
+            lambda: sup.info().get(name, {}).get("statename") in ("STOPPED", "EXITED", "FATAL"),
+            Settings().shutdown_grace_s + 15,
+            0.2,
+        ):
             raise RuntimeError(f"{name} did not stop")
     sup.start(name)
     pid = parts.wait_started(sup, name, is_up, timeout, layout.log(name))
@@ -241,8 +286,11 @@ def down(data_dir: DataDir = None) -> None:
         if server.pid():
             server.stop()
             stopped.append("postgresql")
-    typer.echo(f"stopped {', '.join(stopped)}; the data stays in {layout.root}" if stopped
-               else f"nothing was running in {layout.root}")
+    typer.echo(
+        f"stopped {', '.join(stopped)}; the data stays in {layout.root}"
+        if stopped
+        else f"nothing was running in {layout.root}"
+    )
 
 
 if __name__ == "__main__":

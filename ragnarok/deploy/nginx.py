@@ -129,17 +129,35 @@ RETRIED_LOCATION = """\
 """
 
 
-def render(prefix: Path, logs: Path, listen: str, instance_ports: Sequence[int], max_body_bytes: int,
-           read_timeout_s: float, user: str | None = None, fail_timeout_s: int = 3) -> str:
+def render(
+    prefix: Path,
+    logs: Path,
+    listen: str,
+    instance_ports: Sequence[int],
+    max_body_bytes: int,
+    read_timeout_s: float,
+    user: str | None = None,
+    fail_timeout_s: int = 3,
+) -> str:
     """nginx.conf for instances on 127.0.0.1:``instance_ports``, listening on ``listen`` (``HOST:PORT``);
     ``user``: the workers' user when nginx starts as root (they write the temporary files under ``prefix``)."""
-    servers = "\n".join(f"        server 127.0.0.1:{port} max_fails=1 fail_timeout={fail_timeout_s}s;"
-                        for port in instance_ports)
+    servers = "\n".join(
+        f"        server 127.0.0.1:{port} max_fails=1 fail_timeout={fail_timeout_s}s;" for port in instance_ports
+    )
     return TEMPLATE.format(
-        instances=len(instance_ports), retried=", ".join(RETRIED_POSTS), user=f"user {user};\n" if user else "",
-        prefix=prefix, logs=logs, max_body=max_body_bytes, cookie=AFFINITY_COOKIE, fail_timeout=f"{fail_timeout_s}s",
-        servers=servers, listen=listen, read_timeout=int(read_timeout_s) + 30,
-        retried_locations="".join(RETRIED_LOCATION.format(path=path) for path in RETRIED_POSTS))
+        instances=len(instance_ports),
+        retried=", ".join(RETRIED_POSTS),
+        user=f"user {user};\n" if user else "",
+        prefix=prefix,
+        logs=logs,
+        max_body=max_body_bytes,
+        cookie=AFFINITY_COOKIE,
+        fail_timeout=f"{fail_timeout_s}s",
+        servers=servers,
+        listen=listen,
+        read_timeout=int(read_timeout_s) + 30,
+        retried_locations="".join(RETRIED_LOCATION.format(path=path) for path in RETRIED_POSTS),
+    )
 
 
 def temp_dirs(prefix: Path) -> list[Path]:

@@ -33,8 +33,7 @@ class StartError(RuntimeError):
     """A part that did not start: its name, why, and its log's last lines."""
 
     def __init__(self, part: str, why: str, log: Path | None = None):
-        super().__init__(f"{part} failed to start: {why}" + (f"; the last lines of {log}:\n{tail(log)}"
-                                                             if log else ""))
+        super().__init__(f"{part} failed to start: {why}" + (f"; the last lines of {log}:\n{tail(log)}" if log else ""))
 
 
 class Layout:
@@ -73,8 +72,10 @@ def write_private(path: Path, text: str) -> None:
 def own_postgres(layout: Layout, password: str) -> PgServer:
     bin_dir = pg_bin_dir()
     if bin_dir is None:
-        raise StartError("postgresql", "initdb/pg_ctl not found (apt-get install postgresql; make system-deps), "
-                                       "or set RAGNAROK_DATABASE_URL")
+        raise StartError(
+            "postgresql",
+            "initdb/pg_ctl not found (apt-get install postgresql; make system-deps), or set RAGNAROK_DATABASE_URL",
+        )
     return PgServer(bin_dir, layout.postgres, free_port(), "-c shared_buffers=64MB", password)
 
 
@@ -121,8 +122,11 @@ def redis_program(layout: Layout, port: int, password: str) -> Program:
         raise StartError("redis", "redis-server not found (apt-get install redis-server; make system-deps)")
     layout.redis.mkdir(parents=True, exist_ok=True)
     conf = layout.redis / "redis.conf"  # the password in a file of its own (0600), not on a command line
-    write_private(conf, f"bind 127.0.0.1\nport {port}\ndir {layout.redis}\ndaemonize no\nsave 60 1000\n"
-                        f"appendonly no\nrequirepass {password}\n")
+    write_private(
+        conf,
+        f"bind 127.0.0.1\nport {port}\ndir {layout.redis}\ndaemonize no\nsave 60 1000\n"
+        f"appendonly no\nrequirepass {password}\n",
+    )
     return Program("redis", [redis, str(conf)], priority=10)
 
 
@@ -131,13 +135,23 @@ def redis_url(port: int, password: str) -> str:
 
 
 def instance_program(number: int, port: int, dense: bool, grace_s: float) -> Program:
-    argv = [sys.executable, "-m", "ragnarok.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-            *([] if dense else ["--no-dense"])]
+    argv = [
+        sys.executable,
+        "-m",
+        "ragnarok.cli",
+        "serve",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *([] if dense else ["--no-dense"]),
+    ]
     return Program(f"instance-{number}", argv, stop_wait_s=grace_s + 5, priority=20)
 
 
-def nginx_program(layout: Layout, listen_host: str, port: int, ports: list[int], max_body: int,
-                  gateway_timeout_s: float) -> Program:
+def nginx_program(
+    layout: Layout, listen_host: str, port: int, ports: list[int], max_body: int, gateway_timeout_s: float
+) -> Program:
     if not os.access(NGINX, os.X_OK):
         raise StartError("nginx", f"{NGINX} not found (apt-get install nginx; make system-deps)")
     for path in nginx.temp_dirs(layout.nginx):
@@ -148,8 +162,17 @@ def nginx_program(layout: Layout, listen_host: str, port: int, ports: list[int],
 
         user = pwd.getpwuid(layout.root.stat().st_uid).pw_name
     conf = layout.nginx / "nginx.conf"
-    conf.write_text(nginx.render(layout.nginx, layout.logs, http_url(listen_host, port).split("://")[1], ports,
-                                 max_body, gateway_timeout_s, user))
+    conf.write_text(
+        nginx.render(
+            layout.nginx,
+            layout.logs,
+            http_url(listen_host, port).split("://")[1],
+            ports,
+            max_body,
+            gateway_timeout_s,
+            user,
+        )
+    )
     argv = [NGINX, "-p", str(layout.nginx), "-c", str(conf), "-e", str(layout.log("nginx")), "-g", "daemon off;"]
     return Program("nginx", argv, stop_signal="QUIT", stop_wait_s=10, priority=30)
 

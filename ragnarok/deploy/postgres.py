@@ -74,16 +74,21 @@ class PgServer:
     def reachable(self) -> None:
         """Raise when the user PostgreSQL runs as cannot reach ``root`` (as root: a directory above it closed
         to other users, such as /root)."""
-        if self.user is not None and subprocess.run([*self.prefix, "test", "-x", str(self.root)],
-                                                    capture_output=True, timeout=30).returncode:
-            raise RuntimeError(f"PostgreSQL runs as {self.user}, which cannot reach {self.root} (a directory "
-                               "above it is closed to other users): pass --data-dir under a directory it can "
-                               "reach (e.g. /var/lib/ragnarok/cluster, the default as root)")
+        if (
+            self.user is not None
+            and subprocess.run([*self.prefix, "test", "-x", str(self.root)], capture_output=True, timeout=30).returncode
+        ):
+            raise RuntimeError(
+                f"PostgreSQL runs as {self.user}, which cannot reach {self.root} (a directory "
+                "above it is closed to other users): pass --data-dir under a directory it can "
+                "reach (e.g. /var/lib/ragnarok/cluster, the default as root)"
+            )
 
     def _run(self, *args: str, timeout: float = 120) -> None:
         env = {**os.environ, "PGPASSWORD": self.password} if self.password else None
-        done = subprocess.run([*self.prefix, *args], cwd=self.root, capture_output=True, text=True,
-                              timeout=timeout, env=env)
+        done = subprocess.run(
+            [*self.prefix, *args], cwd=self.root, capture_output=True, text=True, timeout=timeout, env=env
+        )
         if done.returncode:
             tail = self.log.read_text(errors="replace")[-2000:] if self.log.exists() else ""
             raise RuntimeError(f"{Path(args[0]).name} failed ({done.returncode}): {done.stderr[-2000:]}{tail}")
@@ -104,26 +109,52 @@ class PgServer:
                     entry = pwd.getpwnam(self.user)
                     os.chown(secret, entry.pw_uid, entry.pw_gid)
                 auth = ["--auth=scram-sha-256", f"--pwfile={secret}"]
-            self._run(str(self.bin_dir / "initdb"), "-D", str(self.data), "-U", SUPERUSER, *auth,
-                      "-E", "UTF8", "--locale=C", "--no-sync")
+            self._run(
+                str(self.bin_dir / "initdb"),
+                "-D",
+                str(self.data),
+                "-U",
+                SUPERUSER,
+                *auth,
+                "-E",
+                "UTF8",
+                "--locale=C",
+                "--no-sync",
+            )
         finally:
             secret.unlink(missing_ok=True)
 
     def start(self) -> None:
         """``pg_ctl start``, waiting until it accepts connections."""
-        options = (f"-c listen_addresses=127.0.0.1 -c port={self.port} -c unix_socket_directories={self.sock} "
-                   f"-c max_connections=200 {self.options}")
-        self._run(str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-o", options,
-                  "-w", "-t", "60", "start")
+        options = (
+            f"-c listen_addresses=127.0.0.1 -c port={self.port} -c unix_socket_directories={self.sock} "
+            f"-c max_connections=200 {self.options}"
+        )
+        self._run(
+            str(self.bin_dir / "pg_ctl"),
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.log),
+            "-o",
+            options,
+            "-w",
+            "-t",
+            "60",
+            "start",
+        )
 
     def createdb(self, name: str) -> None:
-        self._run(str(self.bin_dir / "createdb"), "-h", str(self.sock), "-p", str(self.port), "-U", SUPERUSER,
-                  name)
+        self._run(str(self.bin_dir / "createdb"), "-h", str(self.sock), "-p", str(self.port), "-U", SUPERUSER, name)
 
     def stop(self) -> None:
         """``pg_ctl stop -m fast`` (nothing when it does not run)."""
-        subprocess.run([*self.prefix, str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w",
-                        "stop"], cwd=self.root, capture_output=True, timeout=60)
+        subprocess.run(
+            [*self.prefix, str(self.bin_dir / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop"],
+            cwd=self.root,
+            capture_output=True,
+            timeout=60,
+        )
 
     def pid(self) -> int | None:
         """The postmaster's PID (``data/postmaster.pid``'s first line), None when it is not running."""

@@ -13,15 +13,20 @@ from pathlib import Path
 import httpx
 
 
-def spawn(argv: Sequence[str], log: Path, pid_file: Path,
-          env: Mapping[str, str] | None = None) -> subprocess.Popen:
+def spawn(argv: Sequence[str], log: Path, pid_file: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen:
     """Start ``argv`` in its own session (a Ctrl-C at the terminal does not reach it), stdout and stderr
     appended to ``log``; its PID is written to ``pid_file``. While it starts, ask the ``Popen`` whether it
     exited (:func:`running` may not know it yet: until the program is exec'd its command line is this one's)."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
-        proc = subprocess.Popen(list(argv), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env=dict(env) if env is not None else None, start_new_session=True)
+        proc = subprocess.Popen(
+            list(argv),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=dict(env) if env is not None else None,
+            start_new_session=True,
+        )
     pid_file.write_text(f"{proc.pid}\n")
     return proc
 

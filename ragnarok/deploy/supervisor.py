@@ -51,7 +51,8 @@ def _quote(arg: str) -> str:
 def render(run: Path, logs: Path, programs: Sequence[Program]) -> str:
     """supervisord's configuration: the unix socket in ``run`` (0700), its log in ``logs``, ``programs``
     started only when asked, each restarted whenever it exits, its output in ``logs/NAME.log``."""
-    parts = [f"""\
+    parts = [
+        f"""\
 ; Written by `deploy/cluster up` (ragnarok/deploy/supervisor.py); rewritten on every `up`.
 [unix_http_server]
 file={run}/supervisor.sock
@@ -68,11 +69,12 @@ supervisor.rpcinterface_factory = supervisor.rpcinterface:make_main_rpcinterface
 
 [supervisorctl]
 serverurl=unix://{run}/supervisor.sock
-"""]
+"""
+    ]
     for p in programs:
         parts.append(f"""
 [program:{p.name}]
-command={' '.join(_quote(a) for a in p.argv)}
+command={" ".join(_quote(a) for a in p.argv)}
 autostart=false
 autorestart=true
 startsecs={START_SECS}
@@ -137,9 +139,14 @@ class Supervisor:
         self.conf.write_text(text)
         self.conf.chmod(0o600)
         with open(log, "ab") as out:
-            done = subprocess.run([sys.executable, "-m", "supervisor.supervisord", "-c", str(self.conf)],
-                                  env=dict(env), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                  timeout=60)
+            done = subprocess.run(
+                [sys.executable, "-m", "supervisor.supervisord", "-c", str(self.conf)],
+                env=dict(env),
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                timeout=60,
+            )
         if done.returncode or not wait_until(self.running, 30):
             raise RuntimeError(f"supervisord did not start (exit {done.returncode})")
 

@@ -58,12 +58,19 @@ def _answers_of(given: Mapping[str, Any]) -> dict[str, Any]:
 
     if all(isinstance(a, Answer) for a in given.values()):
         return dict(given)
-    return answers_from((f"the answer to {q}", a.model_dump() if isinstance(a, RagAnswer) else a)
-                        for q, a in given.items())
+    return answers_from(
+        (f"the answer to {q}", a.model_dump() if isinstance(a, RagAnswer) else a) for q, a in given.items()
+    )
 
 
-def materialise(pipeline: Any, name: str, topics: Sequence[Topic], answers: bool,
-                make: Callable[[str], Any] | None, concurrency: int) -> Result:
+def materialise(
+    pipeline: Any,
+    name: str,
+    topics: Sequence[Topic],
+    answers: bool,
+    make: Callable[[str], Any] | None,
+    concurrency: int,
+) -> Result:
     """The pipeline's results over ``topics``: a run given as a mapping or a file, or a pipeline run now."""
     from ragnarok.core.trec import read_run  # noqa: PLC0415
     from ragnarok.judge.answers import read_answers  # noqa: PLC0415
@@ -80,12 +87,16 @@ def materialise(pipeline: Any, name: str, topics: Sequence[Topic], answers: bool
             raise ExperimentError(f"{name}: not a file, and no way to run a pipeline spec was given")
         pipeline = make(str(pipeline))
     if not hasattr(pipeline, "run" if answers else "search"):
-        raise ExperimentError(f"{name} is not a pipeline: give a spec, a Pipeline, a run file or a run (got "
-                              f"{type(pipeline).__name__})")
+        raise ExperimentError(
+            f"{name} is not a pipeline: give a spec, a Pipeline, a run file or a run (got {type(pipeline).__name__})"
+        )
     failures: dict[str, str] = {}
     try:
-        results = pipeline.run(topics, concurrency=concurrency) if answers else \
-            pipeline.search(topics, concurrency=concurrency)
+        results = (
+            pipeline.run(topics, concurrency=concurrency)
+            if answers
+            else pipeline.search(topics, concurrency=concurrency)
+        )
     except TopicsFailed as exc:
         results = exc.results
         failures = {f.qid: f.reason() if hasattr(f, "reason") else str(f) for f in exc.failures}
@@ -113,8 +124,9 @@ def _baseline(baseline: int | str | None, names: list[str]) -> int | None:
         return names.index(baseline)
     index = int(baseline)
     if not 0 <= index < len(names):
-        raise ExperimentError(f"baseline {index} is out of range: {len(names)} pipelines, numbered 0 to "
-                              f"{len(names) - 1}")
+        raise ExperimentError(
+            f"baseline {index} is out of range: {len(names)} pipelines, numbered 0 to {len(names) - 1}"
+        )
     return index
 
 
@@ -136,8 +148,18 @@ class Measured:
         return [r.name for r in self.results]
 
     def means(self) -> Any:
-        return self._attrs(_means(self.results, self.scores, self.qids, self.metrics, self.baseline, self.test,
-                                  self.correction, self.alpha))
+        return self._attrs(
+            _means(
+                self.results,
+                self.scores,
+                self.qids,
+                self.metrics,
+                self.baseline,
+                self.test,
+                self.correction,
+                self.alpha,
+            )
+        )
 
     def perquery(self) -> Any:
         return self._attrs(_perquery(self.names, self.scores, self.qids, self.metrics))
@@ -148,11 +170,24 @@ class Measured:
         return frame
 
 
-def measure(pipelines: Sequence[Any], topics: Sequence[Topic], *, qrels: Mapping[str, Mapping[str, int]] | None
-            = None, nuggets: Mapping[str, Any] | None = None, metrics: Sequence[str] | None = None,
-            names: Sequence[str] | None = None, baseline: int | str | None = None, test: str = "t",
-            correction: str | None = None, alpha: float = 0.05, judge: Any = None, segments: Any = None,
-            maxp: bool | None = None, make: Callable[[str], Any] | None = None, concurrency: int = 4) -> Measured:
+def measure(
+    pipelines: Sequence[Any],
+    topics: Sequence[Topic],
+    *,
+    qrels: Mapping[str, Mapping[str, int]] | None = None,
+    nuggets: Mapping[str, Any] | None = None,
+    metrics: Sequence[str] | None = None,
+    names: Sequence[str] | None = None,
+    baseline: int | str | None = None,
+    test: str = "t",
+    correction: str | None = None,
+    alpha: float = 0.05,
+    judge: Any = None,
+    segments: Any = None,
+    maxp: bool | None = None,
+    make: Callable[[str], Any] | None = None,
+    concurrency: int = 4,
+) -> Measured:
     """Run and score every pipeline (see the module's docstring); ``ragnarok.Experiment`` resolves set names and
     specs, then calls this. ``qrels`` (a ranking experiment) or ``nuggets`` (a RAG one, with ``judge``)."""
     if (qrels is None) == (nuggets is None):
@@ -165,30 +200,45 @@ def measure(pipelines: Sequence[Any], topics: Sequence[Topic], *, qrels: Mapping
         raise ExperimentError(f"unknown correction {correction!r}: one of {', '.join(CORRECTIONS)}")
     answers = nuggets is not None
     judged: Mapping[str, Any] = nuggets if answers else qrels  # type: ignore[assignment]
-    chosen = measures.rag_metrics(metrics or measures.RAG_DEFAULT) if answers else \
-        measures.ranking_measures(metrics or measures.RANKING_DEFAULT)
+    chosen = (
+        measures.rag_metrics(metrics or measures.RAG_DEFAULT)
+        if answers
+        else measures.ranking_measures(metrics or measures.RANKING_DEFAULT)
+    )
     row_names = _names(pipelines, names)
     base = _baseline(baseline, row_names)
     experiment = [t for t in topics if t.qid in judged]
     qids = [t.qid for t in experiment]
     if not qids:
-        raise ExperimentError(f"the topics ({', '.join(t.qid for t in topics[:5])}...) and the "
-                              f"{'nuggets' if answers else 'qrels'} ({', '.join(list(judged)[:5])}...) share no "
-                              "topic: a different topic set?")
+        raise ExperimentError(
+            f"the topics ({', '.join(t.qid for t in topics[:5])}...) and the "
+            f"{'nuggets' if answers else 'qrels'} ({', '.join(list(judged)[:5])}...) share no "
+            "topic: a different topic set?"
+        )
     done = [materialise(p, n, experiment, answers, make, concurrency) for p, n in zip(pipelines, row_names)]
     for result in done:
         if not set(result.results) & set(qids):
-            raise ExperimentError(f"{result.name} has results for none of the experiment's {len(qids)} topics "
-                                  f"(it has {', '.join(sorted(result.results)[:5]) or 'none'}): a run of "
-                                  "another topic set?")
-    scores = [measures.score_answers(r.name, r.results, judged, qids, list(chosen), judge, segments, concurrency)
-              if answers else measures.score_ranking(r.results, judged, qids, chosen, maxp)  # type: ignore[arg-type]
-              for r in done]
+            raise ExperimentError(
+                f"{result.name} has results for none of the experiment's {len(qids)} topics "
+                f"(it has {', '.join(sorted(result.results)[:5]) or 'none'}): a run of "
+                "another topic set?"
+            )
+    scores = [
+        measures.score_answers(r.name, r.results, judged, qids, list(chosen), judge, segments, concurrency)
+        if answers
+        else measures.score_ranking(r.results, judged, qids, chosen, maxp)  # type: ignore[arg-type]
+        for r in done
+    ]
     return Measured(done, scores, qids, list(chosen), base, test, correction, alpha)
 
 
-def Experiment(pipelines: Sequence[Any], topics: Sequence[Topic], *, perquery: bool = False,  # noqa: N802
-               **options: Any) -> Any:
+def Experiment(
+    pipelines: Sequence[Any],
+    topics: Sequence[Topic],
+    *,
+    perquery: bool = False,  # noqa: N802
+    **options: Any,
+) -> Any:
     """:func:`measure`'s means (one row per pipeline), or with ``perquery`` its per-topic scores."""
     measured = measure(pipelines, topics, **options)
     return measured.perquery() if perquery else measured.means()
@@ -197,27 +247,51 @@ def Experiment(pipelines: Sequence[Any], topics: Sequence[Topic], *, perquery: b
 def _perquery(names: list[str], scores: list[measures.PerTopic], qids: list[str], columns: list[str]) -> Any:
     import pandas as pd  # noqa: PLC0415
 
-    rows = [{"name": name, "qid": q, "measure": m, "value": per[m][q]}
-            for name, per in zip(names, scores) for q in qids for m in columns]
+    rows = [
+        {"name": name, "qid": q, "measure": m, "value": per[m][q]}
+        for name, per in zip(names, scores)
+        for q in qids
+        for m in columns
+    ]
     return pd.DataFrame(rows, columns=["name", "qid", "measure", "value"])
 
 
-def _means(done: list[Result], scores: list[measures.PerTopic], qids: list[str], columns: list[str],
-           base: int | None, test: str, correction: str | None, alpha: float) -> Any:
+def _means(
+    done: list[Result],
+    scores: list[measures.PerTopic],
+    qids: list[str],
+    columns: list[str],
+    base: int | None,
+    test: str,
+    correction: str | None,
+    alpha: float,
+) -> Any:
     import pandas as pd  # noqa: PLC0415
 
     rows: list[dict[str, Any]] = []
     for result, per in zip(done, scores):
-        rows.append({"name": result.name, **{m: sum(per[m][q] for q in qids) / len(qids) for m in columns},
-                     "topics": len(qids), "missing": sum(1 for q in qids if q not in result.results)})
+        rows.append(
+            {
+                "name": result.name,
+                **{m: sum(per[m][q] for q in qids) / len(qids) for m in columns},
+                "topics": len(qids),
+                "missing": sum(1 for q in qids if q not in result.results),
+            }
+        )
     if base is not None:
         others = [i for i in range(len(done)) if i != base]
         for metric in columns:
             line = [scores[base][metric][q] for q in qids]
             for i in others:
                 got = compare([scores[i][metric][q] for q in qids], line, test)
-                rows[i].update({f"{metric} +": got.wins, f"{metric} =": got.ties, f"{metric} -": got.losses,
-                                f"{metric} p-value": got.p_value})
+                rows[i].update(
+                    {
+                        f"{metric} +": got.wins,
+                        f"{metric} =": got.ties,
+                        f"{metric} -": got.losses,
+                        f"{metric} p-value": got.p_value,
+                    }
+                )
             if correction and others:
                 adjusted = correct([rows[i][f"{metric} p-value"] for i in others], correction)
                 for i, p in zip(others, adjusted):

@@ -31,8 +31,20 @@ SUPPORT = ("support_precision", "support_recall")
 RAG_METRICS = (*SCORES, *SUPPORT, "response_length")
 RAG_DEFAULT = ("all", "vital", "response_length")
 #: Suggested for a mistyped ranking metric (any ir-measures name is taken).
-KNOWN = (*DISPLAY_NAMES.values(), *DISPLAY_NAMES, "nDCG@20", "nDCG@100", "P@10", "P@20", "R@1000", "RR", "RR@10",
-         "Judged@10", "Bpref", "Rprec")
+KNOWN = (
+    *DISPLAY_NAMES.values(),
+    *DISPLAY_NAMES,
+    "nDCG@20",
+    "nDCG@100",
+    "P@10",
+    "P@20",
+    "R@1000",
+    "RR",
+    "RR@10",
+    "Judged@10",
+    "Bpref",
+    "Rprec",
+)
 PerTopic = dict[str, dict[str, float]]  # {metric: {qid: value}}
 
 
@@ -65,22 +77,41 @@ def rag_metrics(metrics: Sequence[str]) -> list[str]:
     return list(metrics)
 
 
-def score_ranking(run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mapping[str, int]],
-                  topics: Sequence[str], measures: Mapping[str, str], maxp: bool | None = None) -> PerTopic:
+def score_ranking(
+    run: Mapping[str, Mapping[str, float]],
+    qrels: Mapping[str, Mapping[str, int]],
+    topics: Sequence[str],
+    measures: Mapping[str, str],
+    maxp: bool | None = None,
+) -> PerTopic:
     """Each metric on each of ``topics`` (all in the qrels); a topic the run lacks scores 0."""
     judged = {q: qrels[q] for q in topics}
     values = per_query(judged, {q: hits for q, hits in run.items() if q in judged}, dict(measures), maxp)
     return {name: {q: values.get(q, {}).get(name, 0.0) for q in topics} for name in measures}
 
 
-def score_answers(name: str, answers: Mapping[str, Answer], nuggets: Mapping[str, TopicNuggets],
-                  topics: Sequence[str], metrics: Sequence[str], judge: Judge,
-                  segments: SegmentText | None = None, concurrency: int = 4) -> PerTopic:
+def score_answers(
+    name: str,
+    answers: Mapping[str, Answer],
+    nuggets: Mapping[str, TopicNuggets],
+    topics: Sequence[str],
+    metrics: Sequence[str],
+    judge: Judge,
+    segments: SegmentText | None = None,
+    concurrency: int = 4,
+) -> PerTopic:
     """Each metric on each of ``topics`` (all with nuggets), judged as ``eval-rag`` judges; a topic without an
     answer scores 0."""
     given = {q: answers[q] for q in topics if q in answers}
-    judged = evaluate_run(name, given, judge, nuggets={q: nuggets[q] for q in topics}, concurrency=concurrency,
-                          segments=segments if any(m in SUPPORT for m in metrics) else None, progress=False)
+    judged = evaluate_run(
+        name,
+        given,
+        judge,
+        nuggets={q: nuggets[q] for q in topics},
+        concurrency=concurrency,
+        segments=segments if any(m in SUPPORT for m in metrics) else None,
+        progress=False,
+    )
     out: PerTopic = {}
     for metric in metrics:
         if metric == "response_length":

@@ -27,8 +27,7 @@ def compare(scores: Sequence[float], baseline: Sequence[float], test: str = "t")
     """``scores`` and ``baseline``: one value per topic, the same topics in the same order."""
     x, y = np.asarray(scores, dtype=float), np.asarray(baseline, dtype=float)
     if x.shape != y.shape or x.size < 2:
-        raise ValueError(f"a paired test needs the same topics on both sides, at least 2 (got {x.size} and "
-                         f"{y.size})")
+        raise ValueError(f"a paired test needs the same topics on both sides, at least 2 (got {x.size} and {y.size})")
     diff = x - y
     wins, losses = int((diff > 0).sum()), int((diff < 0).sum())
     if np.allclose(diff, 0.0):

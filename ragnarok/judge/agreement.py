@@ -55,9 +55,12 @@ def record(judge_name: str, figures: dict[str, object]) -> None:
         data = {}
     old = data.get(judge_name) if isinstance(data.get(judge_name), dict) else {}
     data[judge_name] = {**{k: v for k, v in old.items() if k in ("unseen", "is")}, **figures}
-    MEASURED.write_text("# Cohen's kappa of each judge on judge-dev, written by bench/bench_judge_dev.py --record; "
-                        "'unseen': on topics it was not tuned on (with its provenance), 'is': what it is\n"
-                        + yaml.safe_dump(data, sort_keys=True), encoding="utf-8")
+    MEASURED.write_text(
+        "# Cohen's kappa of each judge on judge-dev, written by bench/bench_judge_dev.py --record; "
+        "'unseen': on topics it was not tuned on (with its provenance), 'is': what it is\n"
+        + yaml.safe_dump(data, sort_keys=True),
+        encoding="utf-8",
+    )
 
 
 def measured_line(judge_name: str, nli: str | None = None) -> str:
@@ -66,19 +69,25 @@ def measured_line(judge_name: str, nli: str | None = None) -> str:
     the proxy judge runs this NLI model instead of its rules (measured nowhere)."""
     found = measured(judge_name)
     if nli:
-        return (f"judge {judge_name} with the NLI model {nli}: its agreement with people was never measured "
-                "(bench/bench_judge_dev.py); not an LLM judge: use one (--judge NAME) for reported results")
+        return (
+            f"judge {judge_name} with the NLI model {nli}: its agreement with people was never measured "
+            "(bench/bench_judge_dev.py); not an LLM judge: use one (--judge NAME) for reported results"
+        )
     if not found:
         return f"judge {judge_name}: not measured on judge-dev (bench/bench_judge_dev.py --record)"
     line = f"judge {judge_name}: {found.get('is') or found.get('judge', judge_name)}."
     unseen = found.get("unseen")
     if isinstance(unseen, dict):
-        line += (f" Cohen's kappa with people on unseen topics {_num(unseen.get('kappa_nuggets'))} (nugget labels), "
-                 f"{_num(unseen.get('kappa_support'))} (citation support) ({unseen.get('source', '?')});")
+        line += (
+            f" Cohen's kappa with people on unseen topics {_num(unseen.get('kappa_nuggets'))} (nugget labels), "
+            f"{_num(unseen.get('kappa_support'))} (citation support) ({unseen.get('source', '?')});"
+        )
     else:
         line += " Never measured on topics it was not tuned on;"
-    return (line + f" on judge-dev, the dev set the proxy's rules were tuned on, {_num(found.get('kappa_nuggets'))} / "
-            f"{_num(found.get('kappa_support'))} (measured {found.get('when', '?')})")
+    return (
+        line + f" on judge-dev, the dev set the proxy's rules were tuned on, {_num(found.get('kappa_nuggets'))} / "
+        f"{_num(found.get('kappa_support'))} (measured {found.get('when', '?')})"
+    )
 
 
 def _num(value: object) -> str:

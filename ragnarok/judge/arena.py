@@ -66,16 +66,16 @@ class ArenaJudging:
     counts: dict[str, int]  # a, b, tie among the votes cast now
 
 
-def judge_arena(judge: Judge, store: VoteStore, limit: int = 1000, concurrency: int = 4,
-                progress: bool | None = None) -> ArenaJudging:
+def judge_arena(
+    judge: Judge, store: VoteStore, limit: int = 1000, concurrency: int = 4, progress: bool | None = None
+) -> ArenaJudging:
     """Judge every battle of the log (both answers present) that this judge has not voted on, at most
     ``limit``; each vote is recorded as soon as it is made, so a failure keeps the votes cast before it."""
     voter = voter_name(judge.name)
     todo = unjudged(store, voter, limit)
 
     def one(battle: StoredBattle) -> str | None:
-        winner, verdicts = two_orders(judge, battle.topic, answer_text(battle.answer_a),
-                                      answer_text(battle.answer_b))
+        winner, verdicts = two_orders(judge, battle.topic, answer_text(battle.answer_a), answer_text(battle.answer_b))
         if winner is not None:
             record(store, battle.id, voter, winner, verdicts)
         return winner

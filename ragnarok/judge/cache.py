@@ -53,8 +53,10 @@ class JudgeCache:
     def put(self, key: str, judge: str, prompt: str, result: Any, raw: str) -> None:
         with self._lock:
             db = self._db()
-            db.execute("INSERT OR REPLACE INTO judgments (key, judge, prompt, result, raw) VALUES (?, ?, ?, ?, ?)",
-                       (key, judge, prompt, json.dumps(result), raw))
+            db.execute(
+                "INSERT OR REPLACE INTO judgments (key, judge, prompt, result, raw) VALUES (?, ?, ?, ?, ?)",
+                (key, judge, prompt, json.dumps(result), raw),
+            )
             db.commit()
 
     def get_many(self, keys: list[str]) -> dict[str, Any]:
@@ -63,9 +65,10 @@ class JudgeCache:
         with self._lock:
             db = self._db()
             for start in range(0, len(keys), 500):
-                chunk = keys[start:start + 500]
-                rows = db.execute(f"SELECT key, result FROM judgments WHERE key IN ({','.join('?' * len(chunk))})",
-                                  chunk).fetchall()
+                chunk = keys[start : start + 500]
+                rows = db.execute(
+                    f"SELECT key, result FROM judgments WHERE key IN ({','.join('?' * len(chunk))})", chunk
+                ).fetchall()
                 out.update((k, json.loads(r)) for k, r in rows)
         return out
 
@@ -73,8 +76,10 @@ class JudgeCache:
         """``(key, judge, prompt, result, raw)`` rows in one transaction."""
         with self._lock:
             db = self._db()
-            db.executemany("INSERT OR REPLACE INTO judgments (key, judge, prompt, result, raw) VALUES (?, ?, ?, ?, ?)",
-                           [(k, j, p, json.dumps(r), raw) for k, j, p, r, raw in rows])
+            db.executemany(
+                "INSERT OR REPLACE INTO judgments (key, judge, prompt, result, raw) VALUES (?, ?, ?, ?, ?)",
+                [(k, j, p, json.dumps(r), raw) for k, j, p, r, raw in rows],
+            )
             db.commit()
 
     def count(self) -> int:

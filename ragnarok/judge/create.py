@@ -29,8 +29,11 @@ def read_candidates(path: str | Path) -> dict[str, tuple[str, list[str]]]:
                 segments = []
                 for c in data.get("candidates", []):
                     doc = c.get("doc", {}) if isinstance(c, dict) else {}
-                    body = c if isinstance(c, str) else (doc.get("segment") or doc.get("contents")
-                                                         or doc.get("text") or "")
+                    body = (
+                        c
+                        if isinstance(c, str)
+                        else (doc.get("segment") or doc.get("contents") or doc.get("text") or "")
+                    )
                     title = doc.get("title") if isinstance(doc, dict) else None
                     if body:
                         segments.append(f"{title}: {body}" if title else body)
@@ -40,9 +43,14 @@ def read_candidates(path: str | Path) -> dict[str, tuple[str, list[str]]]:
     return out
 
 
-def relevant_segments(qrels: Mapping[str, Mapping[str, int]], topics: Mapping[str, str], min_grade: int,
-                      segment_text: Callable[[str], str | None], search: Search | None,
-                      depth: int = 100) -> dict[str, tuple[str, list[str]]]:
+def relevant_segments(
+    qrels: Mapping[str, Mapping[str, int]],
+    topics: Mapping[str, str],
+    min_grade: int,
+    segment_text: Callable[[str], str | None],
+    search: Search | None,
+    depth: int = 100,
+) -> dict[str, tuple[str, list[str]]]:
     """Per topic, the text of its judged segments with grade >= ``min_grade``. Document-level judgments
     (ids the index does not hold as segments) take the segments of those documents found in the top
     ``depth`` of ``search`` for the topic."""
@@ -62,18 +70,36 @@ def relevant_segments(qrels: Mapping[str, Mapping[str, int]], topics: Mapping[st
     return out
 
 
-def create_nuggets(judge: Judge, sources: Mapping[str, tuple[str, list[str]]], max_nuggets: int = MAX_NUGGETS,
-                   concurrency: int = 4, progress: bool | None = None) -> list[TopicNuggets]:
+def create_nuggets(
+    judge: Judge,
+    sources: Mapping[str, tuple[str, list[str]]],
+    max_nuggets: int = MAX_NUGGETS,
+    concurrency: int = 4,
+    progress: bool | None = None,
+) -> list[TopicNuggets]:
     items = sorted(sources.items())
-    made = run_all(items, lambda item: judge.create(item[1][0], item[1][1], max_nuggets), concurrency,
-                   "creating nuggets", judge, progress)
+    made = run_all(
+        items,
+        lambda item: judge.create(item[1][0], item[1][1], max_nuggets),
+        concurrency,
+        "creating nuggets",
+        judge,
+        progress,
+    )
     return [TopicNuggets(qid=qid, query=query, nuggets=nuggets) for (qid, (query, _)), nuggets in zip(items, made)]
 
 
-def relevance_labels(judge: Judge, run: Mapping[str, Mapping[str, float]], qrels: Mapping[str, Mapping[str, int]],
-                     topics: Mapping[str, str], segment_text: Callable[[str], str | None], depth: int,
-                     concurrency: int = 4, progress: bool | None = None,
-                     mode: str = "umbrela") -> tuple[dict[str, dict[str, int]], list[str]]:
+def relevance_labels(
+    judge: Judge,
+    run: Mapping[str, Mapping[str, float]],
+    qrels: Mapping[str, Mapping[str, int]],
+    topics: Mapping[str, str],
+    segment_text: Callable[[str], str | None],
+    depth: int,
+    concurrency: int = 4,
+    progress: bool | None = None,
+    mode: str = "umbrela",
+) -> tuple[dict[str, dict[str, int]], list[str]]:
     """0-3 grades for the top-``depth`` segments of ``run`` the qrels do not judge. Returns the new labels and
     what could not be labelled (no topic text, no segment text, or the judge failed)."""
     todo: list[tuple[str, str, str, str]] = []
@@ -89,8 +115,7 @@ def relevance_labels(judge: Judge, run: Mapping[str, Mapping[str, float]], qrels
                 problems.append(f"{qid} {docid}: segment not in the index")
                 continue
             todo.append((qid, docid, topics[qid], text))
-    grades = run_all(todo, lambda t: judge.relevance(t[2], t[3], mode=mode), concurrency, "labelling", judge,
-                     progress)
+    grades = run_all(todo, lambda t: judge.relevance(t[2], t[3], mode=mode), concurrency, "labelling", judge, progress)
     labels: dict[str, dict[str, int]] = {}
     for (qid, docid, _, _), grade in zip(todo, grades):
         if grade is None:
@@ -118,17 +143,25 @@ def pairwise(judge: Judge, query: str, answer_a: str, answer_b: str) -> str:
     return first if first is not None and first == swapped else "tie"
 
 
-def pairwise_runs(judge: Judge, a: Mapping[str, str], b: Mapping[str, str], queries: Mapping[str, str],
-                  concurrency: int = 4, progress: bool | None = None) -> dict[str, str]:
+def pairwise_runs(
+    judge: Judge,
+    a: Mapping[str, str],
+    b: Mapping[str, str],
+    queries: Mapping[str, str],
+    concurrency: int = 4,
+    progress: bool | None = None,
+) -> dict[str, str]:
     common = sorted(set(a) & set(b))
-    verdicts = run_all(common, lambda q: pairwise(judge, queries.get(q, ""), a[q], b[q]), concurrency,
-                       "pairwise", judge, progress)
+    verdicts = run_all(
+        common, lambda q: pairwise(judge, queries.get(q, ""), a[q], b[q]), concurrency, "pairwise", judge, progress
+    )
     return dict(zip(common, verdicts))
 
 
 def summarise_pairwise(verdicts: Mapping[str, str], name_a: str, name_b: str) -> str:
     wins = sum(v == "A" for v in verdicts.values())
     losses = sum(v == "B" for v in verdicts.values())
-    return (f"{name_a} vs {name_b} over {len(verdicts)} topics: {wins} wins, {losses} losses, "
-            f"{len(verdicts) - wins - losses} ties")
-
+    return (
+        f"{name_a} vs {name_b} over {len(verdicts)} topics: {wins} wins, {losses} losses, "
+        f"{len(verdicts) - wins - losses} ties"
+    )

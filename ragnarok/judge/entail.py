@@ -88,8 +88,15 @@ class Text:
 
 @lru_cache(maxsize=100_000)
 def analyse(text: str) -> Text:
-    return Text(text, frozenset(tr.content_stems(text)), frozenset(tr.all_parts(text)),
-                frozenset(tr.raw_parts(text)), frozenset(tr.specifics(text)), tuple(tr.clauses(text)), tr.is_statement(text))
+    return Text(
+        text,
+        frozenset(tr.content_stems(text)),
+        frozenset(tr.all_parts(text)),
+        frozenset(tr.raw_parts(text)),
+        frozenset(tr.specifics(text)),
+        tuple(tr.clauses(text)),
+        tr.is_statement(text),
+    )
 
 
 def _weight(words: frozenset[str] | set[str], specific: frozenset[str]) -> float:
@@ -117,8 +124,10 @@ def _said_at(claim: Text, unit: Text) -> str:
     if len(unit.clauses) == 1:
         return unit.clauses[0]
     said = slots.predicate(claim.text)
-    return max(unit.clauses, key=lambda c: (len(said & analyse(c).parts),
-                                            _weight(claim.stems & analyse(c).parts, claim.specifics)))
+    return max(
+        unit.clauses,
+        key=lambda c: (len(said & analyse(c).parts), _weight(claim.stems & analyse(c).parts, claim.specifics)),
+    )
 
 
 def _modules(text: str) -> frozenset[str]:
@@ -127,8 +136,13 @@ def _modules(text: str) -> frozenset[str]:
     return frozenset(tr.parts(t)[0] for t in tr.tokens(text) if "." in t.rstrip(".") and tr.parts(t))
 
 
-def contradicts(claim: Text, unit: Text, given: frozenset[str] = frozenset(),
-                context: frozenset[str] = frozenset(), nugget: bool = False) -> str | None:
+def contradicts(
+    claim: Text,
+    unit: Text,
+    given: frozenset[str] = frozenset(),
+    context: frozenset[str] = frozenset(),
+    nugget: bool = False,
+) -> str | None:
     """Why ``unit`` cannot support ``claim`` though it may share its words: ``negation``, ``antonym``,
     ``name``, ``value`` or ``specific`` (a claim specific missing from the unit and from ``context`` -- the rest
     of the answer, which may name it in an earlier sentence -- while the unit names another one, not in
@@ -138,8 +152,11 @@ def contradicts(claim: Text, unit: Text, given: frozenset[str] = frozenset(),
     if nugget:  # polarity piece by piece (:func:`statements.polarity_clash`)
         if st.polarity_clash(claim.text, unit.text):
             return "negation"
-    elif any((tr.negations(c) > 0) != (tr.negations(claim.text) > 0) for c in unit.clauses
-             if c == anchor or len(claim.stems & analyse(c).parts) >= 2):
+    elif any(
+        (tr.negations(c) > 0) != (tr.negations(claim.text) > 0)
+        for c in unit.clauses
+        if c == anchor or len(claim.stems & analyse(c).parts) >= 2
+    ):
         return "negation"  # every clause holding two or more of the claim's words (or the anchor) agrees with it
     if tr.antonym_clash(claim.text, anchor):
         return "antonym"
@@ -180,8 +197,13 @@ def _says(claim: Text, unit: Text) -> bool:
     return not mine or not claim.specifics or len(mine & unit.parts) >= 0.5 * len(mine)
 
 
-def _level(r: float, cos: float, full: tuple[float, float, float], partial: tuple[float, float, float],
-           meaning: float | None = None) -> int:
+def _level(
+    r: float,
+    cos: float,
+    full: tuple[float, float, float],
+    partial: tuple[float, float, float],
+    meaning: float | None = None,
+) -> int:
     """``meaning``: the cosine for the cosine-alone rule (default ``cos``)."""
     meaning = cos if meaning is None else meaning
     if (r >= full[0] and cos >= full[1]) or meaning >= full[2]:
@@ -232,17 +254,23 @@ def plan_nuggets(query: str, answer: str, nuggets: tuple[str, ...]) -> NuggetPla
     units = [u for i, u in enumerate(every) if u.statement and (u.stems - given) and i not in taken_back]
     claims = [analyse(n) for n in nuggets]
     everything = frozenset().union(*(u.raw for u in every)) if every else frozenset()
-    cap = [0 if c.specifics and not (c.specifics & everything) else
-           1 if c.specifics - everything else 2 for c in claims]
+    cap = [
+        0 if c.specifics and not (c.specifics & everything) else 1 if c.specifics - everything else 2 for c in claims
+    ]
     for k, claim in enumerate(claims):  # an answer that asserts a nugget and its negation supports neither
         if cap[k] and any(claim.stems & u.parts and st.denies(claim.text, u.text) for u in units):
             cap[k] = 0
-    pairs = {(k, i): recall(claim, unit.parts, given) for k, claim in enumerate(claims) if cap[k]
-             for i, unit in enumerate(units)
-             if claim.stems & unit.parts and not unasserted(claim, unit)
-             and contradicts(claim, unit, given, everything, nugget=True) is None
-             and not slots.swapped(k, nuggets, unit.text)
-             and not slots.foreign_name(k, nuggets, unit.text, given)}
+    pairs = {
+        (k, i): recall(claim, unit.parts, given)
+        for k, claim in enumerate(claims)
+        if cap[k]
+        for i, unit in enumerate(units)
+        if claim.stems & unit.parts
+        and not unasserted(claim, unit)
+        and contradicts(claim, unit, given, everything, nugget=True) is None
+        and not slots.swapped(k, nuggets, unit.text)
+        and not slots.foreign_name(k, nuggets, unit.text, given)
+    }
     out = [0] * len(claims)
     for (k, i), r in list(pairs.items()):  # most of a nugget's own words in one clean statement: no cosine needed
         if r >= RECALL_ALONE and _says(claims[k], units[i]):
@@ -250,11 +278,22 @@ def plan_nuggets(query: str, answer: str, nuggets: tuple[str, ...]) -> NuggetPla
     pairs = {(k, i): r for (k, i), r in pairs.items() if out[k] < cap[k]}
     rows = sorted({k for k, _ in pairs})
     cols = sorted({i for _, i in pairs})
-    pieces = [(i, c) for i in cols
-              for c in ((units[i].text,) + (units[i].clauses if CLAUSE_COSINES and len(units[i].clauses) > 1 else ()))]
-    return NuggetPlan(tuple(out), tuple(cap), tuple((k, i, r) for (k, i), r in pairs.items()), tuple(rows),
-                      tuple(cols), tuple(pieces), tuple(nuggets[k] for k in rows),
-                      tuple(p for _, p in pieces) + ((query or "?",) if pairs else ()), query)
+    pieces = [
+        (i, c)
+        for i in cols
+        for c in ((units[i].text,) + (units[i].clauses if CLAUSE_COSINES and len(units[i].clauses) > 1 else ()))
+    ]
+    return NuggetPlan(
+        tuple(out),
+        tuple(cap),
+        tuple((k, i, r) for (k, i), r in pairs.items()),
+        tuple(rows),
+        tuple(cols),
+        tuple(pieces),
+        tuple(nuggets[k] for k in rows),
+        tuple(p for _, p in pieces) + ((query or "?",) if pairs else ()),
+        query,
+    )
 
 
 def finish_nuggets(plan: NuggetPlan, cosines: Cosines) -> list[int]:
@@ -277,8 +316,9 @@ def finish_nuggets(plan: NuggetPlan, cosines: Cosines) -> list[int]:
     return out
 
 
-def nugget_levels(query: str, answer: str, nuggets: Sequence[str], cosines: Cosines,
-                  nli: NLIModel | None = None) -> list[int]:
+def nugget_levels(
+    query: str, answer: str, nuggets: Sequence[str], cosines: Cosines, nli: NLIModel | None = None
+) -> list[int]:
     """2 support / 1 partial / 0 none per nugget, judged against the answer's sentences. The rules run
     first (:func:`plan_nuggets`); MiniLM encodes only the sentences some nugget can still get support from
     (:func:`finish_nuggets`). ``nli``: an NLI model judges instead (:mod:`ragnarok.judge.nli`)."""
@@ -343,8 +383,9 @@ def support_level(sentence: str, passage: str, cosines: Cosines, nli: NLIModel |
             anchor = max(units, key=lambda u: _weight(part.stems & u.parts, part.specifics))
             if contradicts(part, anchor, bag) in ("negation", "antonym", "name", "value"):
                 return 0  # a clause the segment contradicts: the sentence is not supported, even in part
-        missing = part.specifics - raw - support_rules.placeholders(part.text) - \
-            support_rules.spelled_apart(part.text, raw)  # SHA-256 for sha256
+        missing = (
+            part.specifics - raw - support_rules.placeholders(part.text) - support_rules.spelled_apart(part.text, raw)
+        )  # SHA-256 for sha256
         if level and support_rules.code_names(part.text) & missing:
             return 0  # the segment's words with a function, class or attribute it never names: another claim
         if missing:

@@ -43,9 +43,15 @@ SUPPORT_MODES = ("all", "trec24")
 TREC24_CITATIONS = 3  # the TREC 2024 support evaluation judged a sentence's first three citations
 
 
-def judge_topic(judge: Judge, answer: Answer, nuggets: TopicNuggets | None, references: list[str] | None,
-                segments: SegmentText | None, geval: bool = False,
-                support_mode: str = "all") -> tuple[TopicResult, int]:
+def judge_topic(
+    judge: Judge,
+    answer: Answer,
+    nuggets: TopicNuggets | None,
+    references: list[str] | None,
+    segments: SegmentText | None,
+    geval: bool = False,
+    support_mode: str = "all",
+) -> tuple[TopicResult, int]:
     """Every judgment of one answer; the second value counts cited segments whose text was not found.
     ``support_mode``: ``all`` judges every citation; ``trec24`` a sentence's first three, as TREC 2024 did
     (give it ``title: segment`` passages, :func:`~ragnarok.judge.answers.lucene_segments`)."""
@@ -57,15 +63,16 @@ def judge_topic(judge: Judge, answer: Answer, nuggets: TopicNuggets | None, refe
     if nuggets is not None:
         labels = judge.assign(query, answer.text, [n.text for n in nuggets.nuggets]) if nuggets.nuggets else []
         failed = sum(label is None for label in labels)
-        assigned = [n.model_copy(update={"assignment": label or "not_support"})
-                    for n, label in zip(nuggets.nuggets, labels)]
+        assigned = [
+            n.model_copy(update={"assignment": label or "not_support"}) for n, label in zip(nuggets.nuggets, labels)
+        ]
         scores.update(nugget_scores(assigned))
     support = None
     if segments is not None:
         support = []
         for text, citations in answer.sentences:
             row: list[str | None] = []
-            for c in (citations[:TREC24_CITATIONS] if support_mode == "trec24" else citations):
+            for c in citations[:TREC24_CITATIONS] if support_mode == "trec24" else citations:
                 passage = segments(answer.references[c]) if 0 <= c < len(answer.references) else None
                 if passage is None:
                     missing += 1
@@ -83,25 +90,49 @@ def judge_topic(judge: Judge, answer: Answer, nuggets: TopicNuggets | None, refe
     return TopicResult(answer.qid, scores, assigned, failed, support=support, labels=labels), missing
 
 
-def evaluate_run(name: str, answers: Mapping[str, Answer], judge: Judge, *,
-                 nuggets: Mapping[str, TopicNuggets] | None = None, segments: SegmentText | None = None,
-                 references: Mapping[str, list[str]] | None = None, geval: bool = False,
-                 concurrency: int = 4, progress: bool | None = None, support_mode: str = "all") -> RunResult:
+def evaluate_run(
+    name: str,
+    answers: Mapping[str, Answer],
+    judge: Judge,
+    *,
+    nuggets: Mapping[str, TopicNuggets] | None = None,
+    segments: SegmentText | None = None,
+    references: Mapping[str, list[str]] | None = None,
+    geval: bool = False,
+    concurrency: int = 4,
+    progress: bool | None = None,
+    support_mode: str = "all",
+) -> RunResult:
     """Judge every answered topic that has nuggets (or references, or, with ``segments``, citations);
     topics with nothing to judge against are skipped and listed."""
     todo, skipped = _to_judge(answers, nuggets, references)
     if (prefetch := getattr(judge, "prefetch", None)) is not None:  # the proxy: every text encoded at once
         segments = _remembered(segments) if segments is not None else None
         prefetch(**_prefetch_items(todo, nuggets=nuggets, segments=segments, support_mode=support_mode))
-    done = run_all(todo, lambda a: judge_topic(judge, a, nuggets.get(a.qid) if nuggets else None,
-                                               references.get(a.qid) if references else None, segments, geval,
-                                               support_mode),
-                   concurrency, f"judging {name}", judge, progress)
+    done = run_all(
+        todo,
+        lambda a: judge_topic(
+            judge,
+            a,
+            nuggets.get(a.qid) if nuggets else None,
+            references.get(a.qid) if references else None,
+            segments,
+            geval,
+            support_mode,
+        ),
+        concurrency,
+        f"judging {name}",
+        judge,
+        progress,
+    )
     return RunResult(name, {r.qid: r for r, _ in done}, skipped, sum(m for _, m in done))
 
 
-def _to_judge(answers: Mapping[str, Answer], nuggets: Mapping[str, TopicNuggets] | None,
-              references: Mapping[str, list[str]] | None) -> tuple[list[Answer], list[str]]:
+def _to_judge(
+    answers: Mapping[str, Answer],
+    nuggets: Mapping[str, TopicNuggets] | None,
+    references: Mapping[str, list[str]] | None,
+) -> tuple[list[Answer], list[str]]:
     """The answers to judge, in topic order, and the topics skipped (nothing to judge them against)."""
     todo, skipped = [], []
     for qid, answer in sorted(answers.items()):
@@ -112,9 +143,15 @@ def _to_judge(answers: Mapping[str, Answer], nuggets: Mapping[str, TopicNuggets]
     return todo, skipped
 
 
-def prefetch_runs(judge: Judge, runs: Sequence[Mapping[str, Answer]], *,
-                  nuggets: Mapping[str, TopicNuggets] | None = None, segments: SegmentText | None = None,
-                  references: Mapping[str, list[str]] | None = None, support_mode: str = "all") -> SegmentText | None:
+def prefetch_runs(
+    judge: Judge,
+    runs: Sequence[Mapping[str, Answer]],
+    *,
+    nuggets: Mapping[str, TopicNuggets] | None = None,
+    segments: SegmentText | None = None,
+    references: Mapping[str, list[str]] | None = None,
+    support_mode: str = "all",
+) -> SegmentText | None:
     """The judge's ``prefetch`` (the proxy's) for every run at once, before :func:`evaluate_run` judges them
     one by one: the texts of all runs go to the encoder in one call (full batches, longest first) rather than
     one call per run; each run's own prefetch then finds them done. Labels are the same as without it. Returns
@@ -138,8 +175,12 @@ def _remembered(segments: SegmentText) -> SegmentText:
     return text
 
 
-def _prefetch_items(answers: Sequence[Answer], nuggets: Mapping[str, TopicNuggets] | None,
-                    segments: SegmentText | None, support_mode: str) -> dict[str, list]:
+def _prefetch_items(
+    answers: Sequence[Answer],
+    nuggets: Mapping[str, TopicNuggets] | None,
+    segments: SegmentText | None,
+    support_mode: str,
+) -> dict[str, list]:
     """What :func:`judge_topic` will ask of the judge for each answer: ``assign`` and ``support`` items for
     the judge's ``prefetch``."""
     assign, support = [], []
@@ -149,7 +190,7 @@ def _prefetch_items(answers: Sequence[Answer], nuggets: Mapping[str, TopicNugget
             assign.append((answer.query or topic.query, answer.text, [n.text for n in topic.nuggets]))
         if segments is not None:
             for text, citations in answer.sentences:
-                for c in (citations[:TREC24_CITATIONS] if support_mode == "trec24" else citations):
+                for c in citations[:TREC24_CITATIONS] if support_mode == "trec24" else citations:
                     passage = segments(answer.references[c]) if 0 <= c < len(answer.references) else None
                     if passage is not None:
                         support.append((text, passage))
@@ -172,9 +213,17 @@ def format_report(runs: Sequence[RunResult], metrics: Sequence[str], resamples: 
     rows = []
     for run in runs:
         means = run.means(metrics, resamples)
-        rows.append([run.name, str(len(run.topics)),
-                     *(f"{means[m].mean:.4f} [{means[m].low:.3f},{means[m].high:.3f}]" if m in means else "-"
-                       for m in metrics), str(sum(t.failed for t in run.topics.values()))])
+        rows.append(
+            [
+                run.name,
+                str(len(run.topics)),
+                *(
+                    f"{means[m].mean:.4f} [{means[m].low:.3f},{means[m].high:.3f}]" if m in means else "-"
+                    for m in metrics
+                ),
+                str(sum(t.failed for t in run.topics.values())),
+            ]
+        )
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
     return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in [head, *rows])
 
@@ -188,23 +237,32 @@ def on_shared_topics(runs: Sequence[RunResult]) -> tuple[list[RunResult], dict[s
     left_out = {run.name: sorted(set(run.topics) - shared) for run in runs}
     if not any(left_out.values()):
         return list(runs), {}
-    restricted = [RunResult(run.name, {q: t for q, t in run.topics.items() if q in shared}, run.skipped,
-                            run.missing_segments) for run in runs]
+    restricted = [
+        RunResult(run.name, {q: t for q, t in run.topics.items() if q in shared}, run.skipped, run.missing_segments)
+        for run in runs
+    ]
     return restricted, {name: qids for name, qids in left_out.items() if qids}
 
 
 def paired_tests(runs: Sequence[RunResult], metric: str) -> list[PairedTest]:
     """The first run against each other run on ``metric``."""
     base = runs[0]
-    return [paired_test(base.name, base.per_topic(metric), other.name, other.per_topic(metric))
-            for other in runs[1:]]
+    return [paired_test(base.name, base.per_topic(metric), other.name, other.per_topic(metric)) for other in runs[1:]]
 
 
-def assignment_records(run: RunResult, answers: Mapping[str, Answer],
-                       nuggets: Mapping[str, TopicNuggets]) -> list[dict[str, object]]:
+def assignment_records(
+    run: RunResult, answers: Mapping[str, Answer], nuggets: Mapping[str, TopicNuggets]
+) -> list[dict[str, object]]:
     """Per topic, nuggetizer's assign output shape (``qid, query, answer_text, run_id, nuggets`` with
     ``assignment``) plus our scores."""
-    return [{"qid": qid, "query": nuggets[qid].query if qid in nuggets else answers[qid].query,
-             "answer_text": answers[qid].text, "run_id": run.name,
-             "nuggets": [n.model_dump(exclude_none=True) for n in t.nuggets], "scores": t.scores}
-            for qid, t in sorted(run.topics.items())]
+    return [
+        {
+            "qid": qid,
+            "query": nuggets[qid].query if qid in nuggets else answers[qid].query,
+            "answer_text": answers[qid].text,
+            "run_id": run.name,
+            "nuggets": [n.model_dump(exclude_none=True) for n in t.nuggets],
+            "scores": t.scores,
+        }
+        for qid, t in sorted(run.topics.items())
+    ]

@@ -33,7 +33,9 @@ DENIAL = re.compile(
     r"\b(?:it is|it's|it was) (?:\w+ )?(?:a myth|false|untrue|wrong|incorrect|a (?:\w+ )?misconception|"
     r"a mistake|a fallacy|nonsense|a fiction) (?:to (?:say|think|believe|claim) )?that\b|\b(?:the|a) (?:\w+ )?"
     r"(?:myth|misconception|fallacy) (?:is )?that\b|\bno(?:body| one) (?:says|believes|claims)\b|"
-    r"\bit would be (?:wrong|incorrect|a mistake) to\b", re.I)
+    r"\bit would be (?:wrong|incorrect|a mistake) to\b",
+    re.I,
+)
 REPORT = re.compile(
     r"\b(?:some|many|people|users|developers|programmers|others|critics|beginners|newcomers|folks|someone|"
     r"one)\s+(?:\w+\s+)?(?:say|says|said|claim|claims|claimed|argue|argues|believe|believes|think|thinks|"
@@ -54,41 +56,66 @@ REPORT = re.compile(
     r"\bis\s+(?:often\s+|widely\s+|hotly\s+)?(?:debated|disputed|contested)\b|"
     r"\b(?:is|are|remains?) (?:a|an|the) (?:\w+ ){0,2}(?:question|debate|matter of (?:debate|opinion))\b|"
     r"\b(?:people|users|some|many|developers|one) (?:often |sometimes |frequently |may )?(?:ask|wonder|debate|"
-    r"discuss)\b", re.I)
+    r"discuss)\b",
+    re.I,
+)
 WHETHER = re.compile(r"\bwhether\b[^,;:]*", re.I)
 IF_FIRST = re.compile(r"^(?:\w+\s+)?(?:if|unless|suppose|supposing|assuming|in\s+case)\b[^,;:]*[,;:]?", re.I)
 IF_LATER = re.compile(r"\b(?:if|unless|supposing|assuming|in\s+case)\b[^,;:]*", re.I)
 CONDITIONAL = re.compile(r"\b(?:if|unless|when|whenever|in\s+case)\b", re.I)
-PIECES = re.compile(r"\s*(?:[;:]\s|,?\s(?:and|but|while|whereas|although|though|so|yet|because|since|if|"
-                     r"unless|when|whenever|which)\s)\s*", re.I)
-RETRACT = re.compile(r"^(?:but\s+|however,?\s+|actually,?\s+|in\s+fact,?\s+|then\s+again,?\s+)?(?:that|this|it)"
-                      r"(?:'s|\s+is|\s+was)\s+(?:simply\s+|actually\s+|of\s+course\s+|just\s+)?(?:not\s+(?:true|the\s+case|"
-                      r"so|correct|right)|(?-i:false)|untrue|wrong|incorrect|a\s+(?:\w+\s+)?(?:myth|misconception|mistake|lie))"
-                      r"(?:,?\s+(?:though|however|either|at\s+all|of\s+course))?\W*$", re.I)
-LEAD = re.compile(r"^(?:\w+,\s*)?(?:(?:it|this)\s+(?:is|would\s+be|was)|it's)\s+(?:simply\s+)?(?:not\s+(?:true|"
-                   r"the\s+case|so|correct)|(?-i:false)|untrue|wrong|incorrect|mistaken|a\s+(?:\w+\s+)?(?:myth|"
-                   r"misconception|mistake|fallacy))\b(?:\s+to\s+\w+)?\s+that\b",
-                   re.I)
+PIECES = re.compile(
+    r"\s*(?:[;:]\s|,?\s(?:and|but|while|whereas|although|though|so|yet|because|since|if|"
+    r"unless|when|whenever|which)\s)\s*",
+    re.I,
+)
+RETRACT = re.compile(
+    r"^(?:but\s+|however,?\s+|actually,?\s+|in\s+fact,?\s+|then\s+again,?\s+)?(?:that|this|it)"
+    r"(?:'s|\s+is|\s+was)\s+(?:simply\s+|actually\s+|of\s+course\s+|just\s+)?(?:not\s+(?:true|the\s+case|"
+    r"so|correct|right)|(?-i:false)|untrue|wrong|incorrect|a\s+(?:\w+\s+)?(?:myth|misconception|mistake|lie))"
+    r"(?:,?\s+(?:though|however|either|at\s+all|of\s+course))?\W*$",
+    re.I,
+)
+LEAD = re.compile(
+    r"^(?:\w+,\s*)?(?:(?:it|this)\s+(?:is|would\s+be|was)|it's)\s+(?:simply\s+)?(?:not\s+(?:true|"
+    r"the\s+case|so|correct)|(?-i:false)|untrue|wrong|incorrect|mistaken|a\s+(?:\w+\s+)?(?:myth|"
+    r"misconception|mistake|fallacy))\b(?:\s+to\s+\w+)?\s+that\b",
+    re.I,
+)
 
 _MODAL = r"(?:may|might|could|can|does|do|will|would|is|are)"
 QUESTION = re.compile(r"\?\s*$|^\s*whether\b", re.I)
-HEDGE = re.compile(rf"\b{_MODAL} or {_MODAL}\s*(?:not|n't)\b|\bwhether or not\b|\bit depends\b|"
-                   r"\bdepends? (?:up)?on (?:your|the|what|how|whether|which)\b|"
-                   r"\b(?:remains?|is|are) (?:still )?(?:unclear|uncertain|unknown|to be seen|debated|"
-                   r"contested|disputed|open to debate)\b", re.I)
-POINTER = re.compile(r"\b(?:is|are|was|were|gets|get) (?:\w+ )?(?:discussed|described|covered|explained|"
-                     r"mentioned|documented|addressed|treated|talked about|detailed|outlined) (?:in|by|at|"
-                     r"on|under)\b|^\s*(?:see|refer to|read|consult)\b", re.I)
+HEDGE = re.compile(
+    rf"\b{_MODAL} or {_MODAL}\s*(?:not|n't)\b|\bwhether or not\b|\bit depends\b|"
+    r"\bdepends? (?:up)?on (?:your|the|what|how|whether|which)\b|"
+    r"\b(?:remains?|is|are) (?:still )?(?:unclear|uncertain|unknown|to be seen|debated|"
+    r"contested|disputed|open to debate)\b",
+    re.I,
+)
+POINTER = re.compile(
+    r"\b(?:is|are|was|were|gets|get) (?:\w+ )?(?:discussed|described|covered|explained|"
+    r"mentioned|documented|addressed|treated|talked about|detailed|outlined) (?:in|by|at|"
+    r"on|under)\b|^\s*(?:see|refer to|read|consult)\b",
+    re.I,
+)
 # talk about the task, not about the answer: "X is a common need", "there are many ways to ..."
-EMPTY = re.compile(r"\b(?:is|are) (?:a |an )?(?:\w+ )?(?:common|frequent|useful|popular|easy|simple|typical) "
-                   r"(?:need|task|technique|thing|problem|question|requirement|job)s?\b|\bthere are (?:several|"
-                   r"many|various|a few|multiple|different) (?:\w+ )?(?:ways|approaches|options|methods)\b|"
-                   r"\bsomething (?:you|one|developers|people) (?:may|might|will|often) (?:need|want)\b|\bis easy "
-                   r"in (?:many|most|any) \w+\b", re.I)
+EMPTY = re.compile(
+    r"\b(?:is|are) (?:a |an )?(?:\w+ )?(?:common|frequent|useful|popular|easy|simple|typical) "
+    r"(?:need|task|technique|thing|problem|question|requirement|job)s?\b|\bthere are (?:several|"
+    r"many|various|a few|multiple|different) (?:\w+ )?(?:ways|approaches|options|methods)\b|"
+    r"\bsomething (?:you|one|developers|people) (?:may|might|will|often) (?:need|want)\b|\bis easy "
+    r"in (?:many|most|any) \w+\b",
+    re.I,
+)
 # a denial the nugget rules read as a negation ("not") under a frame (LEAD): a frame for citation support
 NOT_TRUE = re.compile(r"\b(?:it is|it's|it was) (?:\w+ )?not true that\b", re.I)
-KINDS = {"question": QUESTION, "report": REPORT, "hedge": HEDGE, "pointer": POINTER, "empty": EMPTY,
-         "denial": re.compile(f"{DENIAL.pattern}|{NOT_TRUE.pattern}", re.I)}
+KINDS = {
+    "question": QUESTION,
+    "report": REPORT,
+    "hedge": HEDGE,
+    "pointer": POINTER,
+    "empty": EMPTY,
+    "denial": re.compile(f"{DENIAL.pattern}|{NOT_TRUE.pattern}", re.I),
+}
 
 
 @lru_cache(maxsize=100_000)

@@ -15,14 +15,7 @@ from typing import Any, TypeVar
 
 from ragnarok.judge.cache import JudgeCache, judgment_key
 from ragnarok.judge.nuggets import ASSIGNMENTS, MAX_NUGGETS, Nugget
-from ragnarok.judge.parse import (
-    parse_choice,
-    parse_grade,
-    parse_labels,
-    parse_list,
-    parse_umbrela,
-    parse_verdict,
-)
+from ragnarok.judge.parse import parse_choice, parse_grade, parse_labels, parse_list, parse_umbrela, parse_verdict
 from ragnarok.judge.prompts import JudgePrompt, Messages, judge_prompt
 from ragnarok.stages.generate.prompts import approx_tokens
 
@@ -53,16 +46,24 @@ class JudgeStats:
                 setattr(self, name, getattr(self, name) + value)
 
     def __str__(self) -> str:
-        return (f"{self.judged} judgments ({self.cached} from the cache, {self.failed} failed"
-                + (f", {self.defaulted} unreadable grades set to 0 as umbrela does" if self.defaulted else "")
-                + f"), {self.calls} model calls, ~{self.tokens:,} tokens (estimated)")
+        return (
+            f"{self.judged} judgments ({self.cached} from the cache, {self.failed} failed"
+            + (f", {self.defaulted} unreadable grades set to 0 as umbrela does" if self.defaulted else "")
+            + f"), {self.calls} model calls, ~{self.tokens:,} tokens (estimated)"
+        )
 
 
 class LLMJudge:
     proxy = False
 
-    def __init__(self, name: str, complete: Callable[[Messages], str], cache: JudgeCache, retries: int = 1,
-                 retry_failed: bool = False):
+    def __init__(
+        self,
+        name: str,
+        complete: Callable[[Messages], str],
+        cache: JudgeCache,
+        retries: int = 1,
+        retry_failed: bool = False,
+    ):
         self.name, self.complete, self.cache, self.retries = name, complete, cache, retries
         self.retry_failed = retry_failed  # judgments cached as failed (unreadable) are asked again
         self.stats = JudgeStats()
@@ -85,8 +86,11 @@ class LLMJudge:
             if result is not None:
                 break
             if attempt < self.retries:
-                messages = [*messages, {"role": "assistant", "content": raw[:2000]},
-                            {"role": "user", "content": prompt.retry.format(**inputs)}]
+                messages = [
+                    *messages,
+                    {"role": "assistant", "content": raw[:2000]},
+                    {"role": "user", "content": prompt.retry.format(**inputs)},
+                ]
         self.cache.put(key, self.name, prompt.key, result, raw)
         self.stats.add(judged=1, failed=result is None)
         return result
@@ -97,9 +101,12 @@ class LLMJudge:
         out: list[str | None] = []
         prompt = judge_prompt("nugget_assignment")
         for start in range(0, len(nuggets), WINDOW):
-            chunk = list(nuggets[start:start + WINDOW])
-            labels = self.ask(prompt, {"query": query, "context": passage, "nuggets": repr(chunk), "n": len(chunk)},
-                              lambda text, n=len(chunk): parse_labels(text, ASSIGNMENTS, n))
+            chunk = list(nuggets[start : start + WINDOW])
+            labels = self.ask(
+                prompt,
+                {"query": query, "context": passage, "nuggets": repr(chunk), "n": len(chunk)},
+                lambda text, n=len(chunk): parse_labels(text, ASSIGNMENTS, n),
+            )
             out.extend(labels if labels is not None else [None] * len(chunk))
         return out
 
@@ -107,9 +114,12 @@ class LLMJudge:
         out: list[str | None] = []
         prompt = judge_prompt("nugget_scoring")
         for start in range(0, len(nuggets), WINDOW):
-            chunk = list(nuggets[start:start + WINDOW])
-            labels = self.ask(prompt, {"query": query, "nuggets": repr(chunk), "n": len(chunk)},
-                              lambda text, n=len(chunk): parse_labels(text, ("vital", "okay"), n))
+            chunk = list(nuggets[start : start + WINDOW])
+            labels = self.ask(
+                prompt,
+                {"query": query, "nuggets": repr(chunk), "n": len(chunk)},
+                lambda text, n=len(chunk): parse_labels(text, ("vital", "okay"), n),
+            )
             out.extend(labels if labels is not None else [None] * len(chunk))
         return out
 
@@ -120,9 +130,18 @@ class LLMJudge:
         nuggets: list[str] = []
         prompt = judge_prompt("nugget_creation")
         for start in range(0, len(segments), WINDOW):
-            context = "\n".join(f"[{i + 1}] {s}" for i, s in enumerate(segments[start:start + WINDOW]))
-            found = self.ask(prompt, {"query": query, "context": context, "nuggets": repr(nuggets),
-                                      "nuggets_length": len(nuggets), "max_nuggets": max_nuggets}, parse_list)
+            context = "\n".join(f"[{i + 1}] {s}" for i, s in enumerate(segments[start : start + WINDOW]))
+            found = self.ask(
+                prompt,
+                {
+                    "query": query,
+                    "context": context,
+                    "nuggets": repr(nuggets),
+                    "nuggets_length": len(nuggets),
+                    "max_nuggets": max_nuggets,
+                },
+                parse_list,
+            )
             if found:
                 nuggets = list(dict.fromkeys(found))[:max_nuggets]
         labels = self.importance(query, nuggets)
@@ -130,9 +149,11 @@ class LLMJudge:
 
     def support(self, sentence: str, passage: str) -> str | None:
         """full_support / partial_support / no_support."""
+
         def parse(text: str) -> str | None:
             labels = parse_labels(text, SUPPORT_LABELS, 1)
             return labels[0] if labels else parse_choice(text, SUPPORT_LABELS)
+
         return self.ask(judge_prompt("citation_support"), {"sentence": sentence, "passage": passage}, parse)
 
     def relevance(self, query: str, passage: str, mode: str = "umbrela") -> int | None:
@@ -141,12 +162,16 @@ class LLMJudge:
         parser, an unreadable answer is a failure (None). The caller passes the passage the mode wants
         (umbrela: the segment alone)."""
         if mode == "strict":
-            return self.ask(judge_prompt("umbrela_strict"), {"query": query, "passage": passage},
-                            lambda text: parse_grade(text, 0, 3))
+            return self.ask(
+                judge_prompt("umbrela_strict"),
+                {"query": query, "passage": passage},
+                lambda text: parse_grade(text, 0, 3),
+            )
         if mode != "umbrela":
             raise ValueError(f"unknown UMBRELA mode {mode!r} (umbrela or strict)")
-        found = self.ask(judge_prompt("umbrela"), {"query": query, "passage": passage},
-                         lambda text: list(parse_umbrela(text)))
+        found = self.ask(
+            judge_prompt("umbrela"), {"query": query, "passage": passage}, lambda text: list(parse_umbrela(text))
+        )
         if found is None:
             return None
         grade, readable = found
@@ -156,12 +181,18 @@ class LLMJudge:
 
     def prefer(self, query: str, answer_a: str, answer_b: str) -> str | None:
         """A, B or tie for one ordering of the two answers."""
-        return self.ask(judge_prompt("pairwise"), {"query": query, "answer_a": answer_a, "answer_b": answer_b},
-                        parse_verdict)
+        return self.ask(
+            judge_prompt("pairwise"), {"query": query, "answer_a": answer_a, "answer_b": answer_b}, parse_verdict
+        )
 
     def geval(self, query: str, answer: str) -> dict[str, int | None]:
         """A 1-5 score per G-Eval criterion (None: unreadable)."""
         prompt = judge_prompt("geval")
-        return {name: self.ask(prompt, {"criterion": name, "definition": definition, "query": query,
-                                        "answer": answer}, lambda text: parse_grade(text, 1, 5))
-                for name, definition in GEVAL.items()}
+        return {
+            name: self.ask(
+                prompt,
+                {"criterion": name, "definition": definition, "query": query, "answer": answer},
+                lambda text: parse_grade(text, 1, 5),
+            )
+            for name, definition in GEVAL.items()
+        }

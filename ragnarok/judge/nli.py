@@ -55,8 +55,10 @@ def label_indices(name: str, config: Mapping[str, Any]) -> tuple[int, int]:
     entail = [i for i, v in labels.items() if v.startswith("entail")]
     contradict = [i for i, v in labels.items() if v.startswith("contradict")]
     if len(entail) != 1 or len(contradict) != 1:
-        raise NLIUnavailable(f"{SETTING}={name}: its config.json's id2label {labels or '(none)'} has no entailment "
-                             "and contradiction labels: name an NLI cross-encoder (3 labels)")
+        raise NLIUnavailable(
+            f"{SETTING}={name}: its config.json's id2label {labels or '(none)'} has no entailment "
+            "and contradiction labels: name an NLI cross-encoder (3 labels)"
+        )
     return entail[0], contradict[0]
 
 
@@ -71,8 +73,9 @@ class NLIModel:
     batch_size: int = BATCH
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def entails(self, premises: Sequence[str], hypotheses: Sequence[str],
-                timeout_s: float = TIMEOUT_S) -> tuple[np.ndarray, np.ndarray]:
+    def entails(
+        self, premises: Sequence[str], hypotheses: Sequence[str], timeout_s: float = TIMEOUT_S
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(p_entail, p_contradict) of each (premise, hypothesis) pair, ``batch_size`` pairs per model call;
         :class:`NLITimeout` once ``timeout_s`` has passed between two batches."""
         import torch  # noqa: PLC0415 - loaded with the model already
@@ -85,12 +88,16 @@ class NLIModel:
                 raise NLITimeout(f"NLI model {self.name}: {len(pairs)} pairs took over {timeout_s:g} s")
             cancel.check()
             with self._lock:
-                logits = self.model.predict(pairs[start:start + self.batch_size], show_progress_bar=False,
-                                            activation_fn=torch.nn.Identity(), convert_to_numpy=True)
+                logits = self.model.predict(
+                    pairs[start : start + self.batch_size],
+                    show_progress_bar=False,
+                    activation_fn=torch.nn.Identity(),
+                    convert_to_numpy=True,
+                )
             logits = np.atleast_2d(np.asarray(logits, dtype=np.float64))
             p = np.exp(logits - logits.max(axis=1, keepdims=True))
             p /= p.sum(axis=1, keepdims=True)
-            probs[start:start + len(p)] = p[:, [self.entail, self.contradict]]
+            probs[start : start + len(p)] = p[:, [self.entail, self.contradict]]
         return probs[:, 0], probs[:, 1]
 
     def nugget_levels(self, query: str, answer: str, nuggets: Sequence[str]) -> list[int]:
@@ -125,8 +132,10 @@ def load_nli(name: str) -> NLIModel:
     reason = missing(name)
     config = None if reason else model_config(name)
     if not reason and config is None:
-        reason = (f"{name} is not in the local Hugging Face cache (the judge loads it offline: download it where "
-                  "there is network, `huggingface-cli download NAME`, or name a model directory)")
+        reason = (
+            f"{name} is not in the local Hugging Face cache (the judge loads it offline: download it where "
+            "there is network, `huggingface-cli download NAME`, or name a model directory)"
+        )
     if reason:
         raise NLIUnavailable(f"{SETTING}: {reason}")
     entail, contradict = label_indices(name, config or {})
@@ -135,8 +144,7 @@ def load_nli(name: str) -> NLIModel:
     from sentence_transformers import CrossEncoder  # noqa: PLC0415
 
     try:
-        model = CrossEncoder(name, device=device_auto(None), local_files_only=True,
-                             activation_fn=torch.nn.Identity())
+        model = CrossEncoder(name, device=device_auto(None), local_files_only=True, activation_fn=torch.nn.Identity())
     except (OSError, ValueError, KeyError, RuntimeError) as exc:
         raise NLIUnavailable(f"{SETTING}={name} cannot be loaded: {type(exc).__name__}: {str(exc)[:300]}") from None
     return NLIModel(name, model, entail, contradict)

@@ -85,8 +85,7 @@ def read_nuggets(path: str | Path) -> dict[str, TopicNuggets]:
 
 def nugget_record(topic: TopicNuggets) -> dict[str, object]:
     """One line of a nugget file (assignments only where set, as nuggetizer writes them)."""
-    return {"qid": topic.qid, "query": topic.query,
-            "nuggets": [n.model_dump(exclude_none=True) for n in topic.nuggets]}
+    return {"qid": topic.qid, "query": topic.query, "nuggets": [n.model_dump(exclude_none=True) for n in topic.nuggets]}
 
 
 def write_nuggets(path: str | Path, topics: Iterable[TopicNuggets]) -> None:
@@ -100,11 +99,17 @@ def nugget_scores(nuggets: Sequence[Mapping[str, object] | Nugget]) -> dict[str,
     vital = [n for n in rows if n["importance"] == "vital"]
 
     def credit(group: list[dict[str, object]], partial: float) -> float:
-        return sum(1.0 if n["assignment"] == "support" else partial if n["assignment"] == "partial_support"
-                   else 0.0 for n in group)
+        return sum(
+            1.0 if n["assignment"] == "support" else partial if n["assignment"] == "partial_support" else 0.0
+            for n in group
+        )
 
     def ratio(value: float, group: list[dict[str, object]]) -> float:
         return value / len(group) if group else 0.0
 
-    return {"strict_vital": ratio(credit(vital, 0.0), vital), "vital": ratio(credit(vital, 0.5), vital),
-            "strict_all": ratio(credit(rows, 0.0), rows), "all": ratio(credit(rows, 0.5), rows)}
+    return {
+        "strict_vital": ratio(credit(vital, 0.0), vital),
+        "vital": ratio(credit(vital, 0.5), vital),
+        "strict_all": ratio(credit(rows, 0.0), rows),
+        "all": ratio(credit(rows, 0.5), rows),
+    }

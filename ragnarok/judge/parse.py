@@ -59,8 +59,9 @@ def parse_grade(text: str, low: int, high: int) -> int | None:
 def parse_verdict(text: str) -> str | None:
     """``[[A]]``, ``[[B]]`` or ``[[tie]]`` (or a bare ``A``/``B``/``tie`` answer) -> A, B or tie; None when
     absent or when the answer names more than one."""
-    found = {m.upper() if m.upper() in ("A", "B") else "tie"
-             for m in re.findall(r"\[\[\s*(A|B|[Tt][Ii][Ee])\s*\]\]", text)}
+    found = {
+        m.upper() if m.upper() in ("A", "B") else "tie" for m in re.findall(r"\[\[\s*(A|B|[Tt][Ii][Ee])\s*\]\]", text)
+    }
     if not found:
         bare = text.strip().strip(".").strip()
         found = {bare.upper()} if bare.upper() in ("A", "B") else ({"tie"} if bare.lower() == "tie" else set())
@@ -77,21 +78,40 @@ def parse_choice(text: str, choices: Sequence[str]) -> str | None:
 # lower-cased answer is tried against these patterns in order; the first pattern that matches anywhere gives
 # the grade of its LAST match; an answer none matches is graded 0 (and counted as invalid). Note the quirks
 # kept for parity: ``[:-=]`` is the character range ':' to '=', and the last pattern takes any digit 0-3.
-_UMBRELA_PATTERNS = [re.compile(p, re.IGNORECASE | re.MULTILINE | re.DOTALL) for p in (
-    r'"o"\s*[:-=]?\s*(0|1|2|3)', r"\'o\'\s*[:-=]?\s*(0|1|2|3)", r"o\s*[:-=]?\s*(0|1|2|3)",
-    r'"overall_score"\s*[:-=]?\s*(0|1|2|3)', r'"overall"\s*[:-=]?\s*(0|1|2|3)',
-    r'"overall score"\s*[:-=]?\s*(0|1|2|3)', r'"final score"\s*[:-=]?\s*(0|1|2|3)',
-    r"final score\s*[:-=]?\s*(0|1|2|3)", r"final score is (0|1|2|3)", r'"final_score"\s*[:-=]?\s*(0|1|2|3)',
-    r'"score"\s*[:-=]?\s*(0|1|2|3)', r'"o_score"\s*[:-=]?\s*(0|1|2|3)', r"output score is (0|1|2|3)",
-    r"score is (0|1|2|3)", r"score of\s+(0|1|2|3)",
-    r"assign(?:ing)?\s+(?:it\s+)?(?:a\s+)?score of\s+(0|1|2|3)",
-    r"conclude(?:s|d)?\s+with\s+(?:a\s+)?score of\s+(0|1|2|3)",
-    r"give(?:n)?\s+(?:it\s+)?(?:a\s+)?score of\s+(0|1|2|3)",
-    r"i (?:would )?(?:give|assign)\s+(?:it\s+)?(?:a\s+)?score of\s+(0|1|2|3)", r"score:\s*(0|1|2|3)",
-    r"[a-zA-Z]+\s+is\s+(0|1|2|3)\s", r"relevance category\s*[:-=]?\s*(0|1|2|3)",
-    r"relevance category is (0|1|2|3)", r"it falls into the category (0|1|2|3)", r"category\s*(0|1|2|3)",
-    r"relevance category (0|1|2|3)", r"relevance category for this passage would be (0|1|2|3)",
-    r"the relevance category would be (0|1|2|3)", r"\n*(0|1|2|3)")]
+_UMBRELA_PATTERNS = [
+    re.compile(p, re.IGNORECASE | re.MULTILINE | re.DOTALL)
+    for p in (
+        r'"o"\s*[:-=]?\s*(0|1|2|3)',
+        r"\'o\'\s*[:-=]?\s*(0|1|2|3)",
+        r"o\s*[:-=]?\s*(0|1|2|3)",
+        r'"overall_score"\s*[:-=]?\s*(0|1|2|3)',
+        r'"overall"\s*[:-=]?\s*(0|1|2|3)',
+        r'"overall score"\s*[:-=]?\s*(0|1|2|3)',
+        r'"final score"\s*[:-=]?\s*(0|1|2|3)',
+        r"final score\s*[:-=]?\s*(0|1|2|3)",
+        r"final score is (0|1|2|3)",
+        r'"final_score"\s*[:-=]?\s*(0|1|2|3)',
+        r'"score"\s*[:-=]?\s*(0|1|2|3)',
+        r'"o_score"\s*[:-=]?\s*(0|1|2|3)',
+        r"output score is (0|1|2|3)",
+        r"score is (0|1|2|3)",
+        r"score of\s+(0|1|2|3)",
+        r"assign(?:ing)?\s+(?:it\s+)?(?:a\s+)?score of\s+(0|1|2|3)",
+        r"conclude(?:s|d)?\s+with\s+(?:a\s+)?score of\s+(0|1|2|3)",
+        r"give(?:n)?\s+(?:it\s+)?(?:a\s+)?score of\s+(0|1|2|3)",
+        r"i (?:would )?(?:give|assign)\s+(?:it\s+)?(?:a\s+)?score of\s+(0|1|2|3)",
+        r"score:\s*(0|1|2|3)",
+        r"[a-zA-Z]+\s+is\s+(0|1|2|3)\s",
+        r"relevance category\s*[:-=]?\s*(0|1|2|3)",
+        r"relevance category is (0|1|2|3)",
+        r"it falls into the category (0|1|2|3)",
+        r"category\s*(0|1|2|3)",
+        r"relevance category (0|1|2|3)",
+        r"relevance category for this passage would be (0|1|2|3)",
+        r"the relevance category would be (0|1|2|3)",
+        r"\n*(0|1|2|3)",
+    )
+]
 
 
 def parse_umbrela(text: str) -> tuple[int, bool]:

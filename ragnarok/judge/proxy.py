@@ -31,7 +31,62 @@ PROXY_VERSION = 5  # part of every cached proxy judgment's key: bump when the ru
 
 GRADES = (0.65, 0.5, 0.35)
 TIE = 0.02
-STOP = frozenset(["a", "an", "the", "of", "to", "in", "on", "for", "and", "or", "is", "are", "was", "were", "be", "been", "by", "with", "as", "at", "it", "its", "this", "that", "these", "those", "from", "how", "do", "does", "what", "which", "who", "when", "where", "why", "i", "you", "can", "use", "using", "into", "than", "then", "there", "their", "not", "no", "yes", "so", "if", "about"])
+STOP = frozenset(
+    [
+        "a",
+        "an",
+        "the",
+        "of",
+        "to",
+        "in",
+        "on",
+        "for",
+        "and",
+        "or",
+        "is",
+        "are",
+        "was",
+        "were",
+        "be",
+        "been",
+        "by",
+        "with",
+        "as",
+        "at",
+        "it",
+        "its",
+        "this",
+        "that",
+        "these",
+        "those",
+        "from",
+        "how",
+        "do",
+        "does",
+        "what",
+        "which",
+        "who",
+        "when",
+        "where",
+        "why",
+        "i",
+        "you",
+        "can",
+        "use",
+        "using",
+        "into",
+        "than",
+        "then",
+        "there",
+        "their",
+        "not",
+        "no",
+        "yes",
+        "so",
+        "if",
+        "about",
+    ]
+)
 _WORD = re.compile(r"\w+")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
@@ -61,7 +116,7 @@ def _vectors(texts: Sequence[str]) -> np.ndarray:
 def cosines(claims: Sequence[str], passages: Sequence[str]) -> np.ndarray:
     """``(len(claims), len(passages))`` MiniLM cosines."""
     vectors = _vectors([*claims, *passages])
-    return vectors[: len(claims)] @ vectors[len(claims):].T
+    return vectors[: len(claims)] @ vectors[len(claims) :].T
 
 
 class ProxyJudge:
@@ -101,8 +156,9 @@ class ProxyJudge:
         found = self.cache.get_many(keys)
         return [i for i, k in enumerate(keys) if k not in found]
 
-    def prefetch(self, assign: Iterable[tuple[str, str, Sequence[str]]] = (),
-                 support: Iterable[tuple[str, str]] = ()) -> int:
+    def prefetch(
+        self, assign: Iterable[tuple[str, str, Sequence[str]]] = (), support: Iterable[tuple[str, str]] = ()
+    ) -> int:
         """Get ready for the ``assign(query, answer, nuggets)`` and ``support(sentence, passage)`` calls to
         come: their rules are worked out (and memoised) and every text they will need a MiniLM vector for is
         encoded in one call (the encoder's batches, longest first: larger batches measured no faster on CPU),
@@ -139,11 +195,11 @@ class ProxyJudge:
             levels = entail.nugget_levels(query, passage, [nuggets[i] for i in todo], cosines, self.nli)
             return [names[level] for level in levels]
 
-        return self._cached("assign", [{"query": query, "answer": passage, "nugget": n} for n in nuggets],
-                            compute)  # type: ignore[return-value]
+        return self._cached("assign", [{"query": query, "answer": passage, "nugget": n} for n in nuggets], compute)  # type: ignore[return-value]
 
     def support(self, sentence: str, passage: str) -> str | None:
         """Does the cited ``passage`` state the answer ``sentence``: full / partial / no support."""
+
         def compute(todo: list[int]) -> list[str]:
             level = entail.support_level(sentence, passage, cosines, self.nli)
             return [("no_support", "partial_support", "full_support")[level]]

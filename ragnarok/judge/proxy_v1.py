@@ -33,8 +33,9 @@ class ProxyJudgeV1(ProxyJudge):
         out = []
         for claim, cos in zip(claims, best):
             recall = word_recall(claim, passage)
-            out.append(2 if recall >= FULL[0] or cos >= FULL[1] else
-                       1 if recall >= PARTIAL[0] or cos >= PARTIAL[1] else 0)
+            out.append(
+                2 if recall >= FULL[0] or cos >= FULL[1] else 1 if recall >= PARTIAL[0] or cos >= PARTIAL[1] else 0
+            )
         self.stats.add(judged=len(claims))
         return out
 

@@ -49,8 +49,13 @@ def cache_path(settings: Settings):  # type: ignore[no-untyped-def]
     return settings.data_dir / "judgments.db"
 
 
-def make_judge(settings: Settings, name: str | None, generation: GenerationService | None = None,
-               cache: JudgeCache | None = None, retry_failed: bool = False) -> Judge:
+def make_judge(
+    settings: Settings,
+    name: str | None,
+    generation: GenerationService | None = None,
+    cache: JudgeCache | None = None,
+    retry_failed: bool = False,
+) -> Judge:
     """The named generator as judge; no name and no ``judge`` setting (or ``proxy``): the proxy judge.
     ``generation`` and ``cache``: the service's generators and judgment cache, reused (the API's); by
     default new ones (both judges cache every judgment). ``retry_failed``: judgments cached as unreadable
@@ -69,13 +74,19 @@ def make_judge(settings: Settings, name: str | None, generation: GenerationServi
     generator = (generation or GenerationService(settings)).get(name)  # UnknownComponentError: the known ones
     complete = getattr(generator, "complete", None)
     if complete is None:
-        raise ValueError(f"generator {name!r} is not an LLM and cannot judge (use an LLM generator, or "
-                         f"'{PROXY}' for the proxy judge)")
+        raise ValueError(
+            f"generator {name!r} is not an LLM and cannot judge (use an LLM generator, or "
+            f"'{PROXY}' for the proxy judge)"
+        )
     if reason := generator.availability():
         raise GeneratorUnavailable(f"judge {name!r} is unavailable: {reason}")
     config = settings.generator_configs()[name]
-    return LLMJudge(f"{name}:{config.backend}:{config.model}", complete, cache or JudgeCache(cache_path(settings)),
-                    retry_failed=retry_failed)
+    return LLMJudge(
+        f"{name}:{config.backend}:{config.model}",
+        complete,
+        cache or JudgeCache(cache_path(settings)),
+        retry_failed=retry_failed,
+    )
 
 
 class Watched:
@@ -114,15 +125,20 @@ class _OneFailureLine(logging.Filter):
         return not (record.thread in self.threads and str(record.msg).startswith("generator %r failed after"))
 
 
-def run_all(items: Sequence[T], work: Callable[[T], R], concurrency: int, desc: str,
-            judge: Judge, progress: bool | None = None) -> list[R]:
+def run_all(
+    items: Sequence[T], work: Callable[[T], R], concurrency: int, desc: str, judge: Judge, progress: bool | None = None
+) -> list[R]:
     """``work`` over ``items`` in ``concurrency`` threads, results in order. The first backend failure
     cancels what has not started (a judgment that was queued does not start) and is raised as
     :class:`JudgeFailed` -- one error, not one per judgment in flight."""
     from ragnarok.stages.generate.base import GenerationError, GeneratorUnavailable
 
-    bar = tqdm(total=len(items), desc=desc, file=sys.stderr, disable=not (progress if progress is not None
-                                                                          else sys.stderr.isatty()))
+    bar = tqdm(
+        total=len(items),
+        desc=desc,
+        file=sys.stderr,
+        disable=not (progress if progress is not None else sys.stderr.isatty()),
+    )
     results: dict[int, R] = {}
     stopped = threading.Event()
 
@@ -135,8 +151,16 @@ def run_all(items: Sequence[T], work: Callable[[T], R], concurrency: int, desc: 
     logger = logging.getLogger("ragnarok.stages.generate.base")
     logger.addFilter(quiet)
     try:
-        return _run(items, guarded, concurrency, judge, bar, results, stopped,  # type: ignore[arg-type]
-                    (GenerationError, GeneratorUnavailable))
+        return _run(
+            items,
+            guarded,
+            concurrency,
+            judge,
+            bar,
+            results,
+            stopped,  # type: ignore[arg-type]
+            (GenerationError, GeneratorUnavailable),
+        )
     finally:
         logger.removeFilter(quiet)
 
@@ -156,8 +180,10 @@ def _run(items, work, concurrency, judge, bar, results, stopped, backend_errors)
                         other.cancel()
                     bar.close()
                     if isinstance(exc, backend_errors):
-                        raise JudgeFailed(f"{judge.describe()} failed: {exc}; the {judge.stats.judged} "
-                                          f"judgments made so far are cached: run again to resume") from None
+                        raise JudgeFailed(
+                            f"{judge.describe()} failed: {exc}; the {judge.stats.judged} "
+                            f"judgments made so far are cached: run again to resume"
+                        ) from None
                     raise exc
                 results[futures[future]] = future.result()
     bar.close()

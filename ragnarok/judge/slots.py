@@ -32,13 +32,22 @@ from ragnarok.judge import textrules as tr
 _EXCEPTION = re.compile(r"^[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt)$|^StopIteration$")
 _QUOTED = re.compile(r"""(?<![\w'"])('[^'\n]{0,40}'|"[^"\n]{0,40}")""")
 _KEYWORD = re.compile(r"\b([A-Za-z_]\w*)\s*=(?!=)")
-UNITS = {w: group for group, words in {
-    "time": "nanosecond microsecond millisecond second minute hour day week ns ms",
-    "size": "byte kilobyte megabyte gigabyte kb mb gb kib mib gib",
-}.items() for w in words.split()}
-OUTCOME_VERBS = {w: verb for verb, words in {
-    "return": "return returns returned returning", "raise": "raise raises raised raising throw throws thrown",
-}.items() for w in words.split()}
+UNITS = {
+    w: group
+    for group, words in {
+        "time": "nanosecond microsecond millisecond second minute hour day week ns ms",
+        "size": "byte kilobyte megabyte gigabyte kb mb gb kib mib gib",
+    }.items()
+    for w in words.split()
+}
+OUTCOME_VERBS = {
+    w: verb
+    for verb, words in {
+        "return": "return returns returned returning",
+        "raise": "raise raises raised raising throw throws thrown",
+    }.items()
+    for w in words.split()
+}
 PREDICATE_SHARE = 0.5  # a clause holding this share of a nugget's predicate is where its content is
 SWAP = (0.6, 0.6)  # a clause naming a nugget's thing with < this share of its predicate, >= this of another's
 
@@ -151,15 +160,17 @@ def value_clash(claim: str, anchor: str, sentence: str) -> bool:
     if not mine:
         return False
     want = predicate(claim)
-    where = [c for c in tr.clauses(sentence)
-             if c == anchor or len(want & frozenset(tr.all_parts(c))) >= min(2, PREDICATE_SHARE * len(want))]
+    where = [
+        c
+        for c in tr.clauses(sentence)
+        if c == anchor or len(want & frozenset(tr.all_parts(c))) >= min(2, PREDICATE_SHARE * len(want))
+    ]
     clash = False
     for clause in where or [anchor]:
         theirs = slots(clause).values
         if mine <= theirs:
             return False
-        clash = clash or any((cls, v) not in theirs and any(c == cls and x != v for c, x in theirs)
-                             for cls, v in mine)
+        clash = clash or any((cls, v) not in theirs and any(c == cls and x != v for c, x in theirs) for cls, v in mine)
     return clash
 
 
@@ -179,8 +190,9 @@ def swapped(k: int, claims: tuple[str, ...], sentence: str) -> bool:
     only = _distinct(k, preds)
     cut = tr.clauses(sentence)
     if names & slots(sentence).named and any(
-            len(mine & said) >= SWAP[0] * len(mine) and len(only & said) >= SWAP[0] * len(only)
-            for said in map(predicate, cut)):
+        len(mine & said) >= SWAP[0] * len(mine) and len(only & said) >= SWAP[0] * len(only)
+        for said in map(predicate, cut)
+    ):
         return False  # a clause of the sentence says it (what only it says included) of the nugget's thing
     for clause in cut:
         have = slots(clause)
@@ -193,8 +205,12 @@ def swapped(k: int, claims: tuple[str, ...], sentence: str) -> bool:
             if j == k or not their_names or not theirs or their_names <= have.named:
                 continue
             share = len(theirs & said) / len(theirs)
-            if own < SWAP[0] and share >= SWAP[1] and share > own and \
-                    len((theirs - named) & said) >= min(2, len(theirs)):
+            if (
+                own < SWAP[0]
+                and share >= SWAP[1]
+                and share > own
+                and len((theirs - named) & said) >= min(2, len(theirs))
+            ):
                 return True
             if len(theirs & said) >= max(2, SWAP[1] * len(said)) and _distinct_swap(k, j, preds, said):
                 return True

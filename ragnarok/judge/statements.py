@@ -59,7 +59,7 @@ def polarity(text: str) -> int:
     it, else a negation ("not", "never", "neither ... nor", "n't") or a denial frame, not both."""
     lead = fr.LEAD.match(text.strip())
     if lead:
-        return 1 - polarity(text.strip()[lead.end():])
+        return 1 - polarity(text.strip()[lead.end() :])
     return int(tr.negations(text) > 0) ^ int(bool(fr.DENIAL.search(text)))
 
 
@@ -73,16 +73,13 @@ def _stems(text: str) -> frozenset[str]:
     return frozenset(tr.content_stems(text))
 
 
-
-
 @lru_cache(maxsize=100_000)
 def _piece_stems(text: str) -> tuple[tuple[str, frozenset[str], frozenset[str], int], ...]:
     """(piece, content stems, all parts, polarity) per piece; a sentence opening with a denial ("It is not
     true that ...") denies every piece after it too."""
     cut = pieces(text)
     frame = next((i for i, p in enumerate(cut[:2]) if fr.LEAD.match(p)), len(cut))
-    return tuple((p, _stems(p), frozenset(tr.all_parts(p)), (polarity(p) + (i > frame)) % 2)
-                 for i, p in enumerate(cut))
+    return tuple((p, _stems(p), frozenset(tr.all_parts(p)), (polarity(p) + (i > frame)) % 2) for i, p in enumerate(cut))
 
 
 def _merged(text: str) -> tuple[tuple[frozenset[str], int], ...]:
@@ -107,8 +104,9 @@ def polarity_clash(claim: str, unit: str, least: int = 2) -> bool:
     mine = _merged(claim)
     want = frozenset().union(*(s for s, _ in mine))
     if not any(pol for _, pol in mine):
-        return any(polarity(c) and len(want & frozenset(tr.all_parts(c))) >= min(least, len(want))
-                   for c in _clauses(unit))
+        return any(
+            polarity(c) and len(want & frozenset(tr.all_parts(c))) >= min(least, len(want)) for c in _clauses(unit)
+        )
     subject = _stems(" ".join(_subject(claim)))
     for _, stems, parts, pol in _piece_stems(unit):
         if len(want & parts) < min(least, len(want)):
@@ -154,8 +152,7 @@ def _subject(text: str) -> tuple[str, ...]:
     finite form ("builds", "cannot") is preferred to a word that may be a noun or a verb ("list")."""
     words = tr.tokens(tr.clauses(text)[0])
     candidates = [i for i in range(1, len(words)) if tr.finite_verb_at(words, i)]
-    inflected = [i for i in candidates
-                 if words[i].lower() in tr.AUXILIARIES or words[i].lower().endswith(("s", "ed"))]
+    inflected = [i for i in candidates if words[i].lower() in tr.AUXILIARIES or words[i].lower().endswith(("s", "ed"))]
     for i in inflected[:1] or candidates[:1]:
         return tuple(w.lower() for w in words[:i] if w.lower() not in _DETERMINERS)
     return ()

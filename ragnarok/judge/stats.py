@@ -20,8 +20,7 @@ class Interval:
         return f"{self.mean:.4f} [{self.low:.4f}, {self.high:.4f}]"
 
 
-def bootstrap(values: Sequence[float], resamples: int = 1000, confidence: float = 0.95,
-              seed: int = 0) -> Interval:
+def bootstrap(values: Sequence[float], resamples: int = 1000, confidence: float = 0.95, seed: int = 0) -> Interval:
     """The mean and its percentile bootstrap interval (topics resampled with replacement; seeded, so a rerun
     prints the same interval). One value: the interval is that value."""
     data = np.asarray(values, dtype=float)
@@ -44,8 +43,10 @@ class PairedTest:
     p_value: float  # two-sided paired t-test
 
     def __str__(self) -> str:
-        return (f"{self.a} - {self.b}: {self.mean_difference:+.4f} over {self.n} topics, "
-                f"t = {self.t:.3f}, p = {self.p_value:.4g} (paired t-test)")
+        return (
+            f"{self.a} - {self.b}: {self.mean_difference:+.4f} over {self.n} topics, "
+            f"t = {self.t:.3f}, p = {self.p_value:.4g} (paired t-test)"
+        )
 
 
 def paired_test(name_a: str, a: Mapping[str, float], name_b: str, b: Mapping[str, float]) -> PairedTest:
@@ -53,8 +54,9 @@ def paired_test(name_a: str, a: Mapping[str, float], name_b: str, b: Mapping[str
     t = 0, p = 1."""
     common = sorted(set(a) & set(b))
     if len(common) < 2:
-        raise ValueError(f"a paired test needs at least 2 topics both runs answered; {name_a} and {name_b} "
-                         f"share {len(common)}")
+        raise ValueError(
+            f"a paired test needs at least 2 topics both runs answered; {name_a} and {name_b} share {len(common)}"
+        )
     xa, xb = np.array([a[q] for q in common]), np.array([b[q] for q in common])
     diff = xa - xb
     if np.allclose(diff, diff[0]):  # no variance: scipy answers nan

@@ -17,8 +17,10 @@ def support_scores(labels: Sequence[Sequence[str | None]]) -> dict[str, float]:
     """``labels[i][j]``: the label of sentence i's j-th citation (None: the judgment failed, weighs 0)."""
     weights = [[WEIGHTS.get(label or "", 0.0) for label in sentence] for sentence in labels]
     cited = [w for sentence in weights for w in sentence]
-    return {"support_precision": sum(cited) / len(cited) if cited else 0.0,
-            "support_recall": sum(max(s, default=0.0) for s in weights) / len(weights) if weights else 0.0}
+    return {
+        "support_precision": sum(cited) / len(cited) if cited else 0.0,
+        "support_recall": sum(max(s, default=0.0) for s in weights) / len(weights) if weights else 0.0,
+    }
 
 
 def weight_table(labels: Mapping[str, float] = WEIGHTS) -> str:

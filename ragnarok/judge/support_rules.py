@@ -42,8 +42,23 @@ def states_nothing(sentence: str) -> bool:
 
 
 # words of advice, not of the claim: "use the secrets module", "pass ignore=...", "create an ArgumentParser"
-ADVICE = ("use", "pass", "call", "create", "make", "also", "then", "simply", "just", "need", "want", "module",
-          "package", "library", "instead")
+ADVICE = (
+    "use",
+    "pass",
+    "call",
+    "create",
+    "make",
+    "also",
+    "then",
+    "simply",
+    "just",
+    "need",
+    "want",
+    "module",
+    "package",
+    "library",
+    "instead",
+)
 _CALL_ARGS = re.compile(r"[\w.]+\(([^()]*)\)")
 
 
@@ -68,8 +83,7 @@ _HYPHENATED = re.compile(r"\b[A-Za-z0-9]+(?:-[A-Za-z0-9]+)+\b")
 def joined(text: str) -> frozenset[str]:
     """The hyphenated names of ``text`` written without their hyphens (``SHA-256`` -> ``sha256``, ``UTF-8``
     -> ``utf8``): a name a segment may spell either way."""
-    return frozenset(m.replace("-", "").lower() for m in _HYPHENATED.findall(text)
-                     if any(c.isdigit() for c in m))
+    return frozenset(m.replace("-", "").lower() for m in _HYPHENATED.findall(text) if any(c.isdigit() for c in m))
 
 
 @lru_cache(maxsize=100_000)
@@ -92,8 +106,11 @@ def code_names(text: str) -> frozenset[str]:
     out = set()
     for token in tr.tokens(_CALL_ARGS.sub(lambda m: m.group(0).split("(")[0] + "()", text)):
         bare = token.rstrip("()")
-        if ("." in bare or "_" in bare or token.endswith("()") or any(c.isupper() for c in bare[1:])) \
-                and tr.parts(token) and not bare[:1].isdigit():
+        if (
+            ("." in bare or "_" in bare or token.endswith("()") or any(c.isupper() for c in bare[1:]))
+            and tr.parts(token)
+            and not bare[:1].isdigit()
+        ):
             name = tr.parts(token)[-1]
             if name not in inside:
                 out.add(name)

@@ -26,21 +26,29 @@ from functools import lru_cache
 
 _TOKEN = re.compile(r"%[A-Za-z]|[A-Za-z0-9_][\w.]*(?:'[a-z]{1,2}\b)?(?:\(\))?")
 _SENT = re.compile(r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\betc\.)(?<!\bvs\.)(?<=[.!?])\s+(?=\S)|\n+")
-_CLAUSE = re.compile(r"\s*(?:;|:\s|,\s*(?:and|but|while|whereas|although|though|so|yet|or|because|since)\s|"
-                     r"\s(?:but|whereas|while|because)\s)\s*",
-                     re.I)
+_CLAUSE = re.compile(
+    r"\s*(?:;|:\s|,\s*(?:and|but|while|whereas|although|though|so|yet|or|because|since)\s|"
+    r"\s(?:but|whereas|while|because)\s)\s*",
+    re.I,
+)
 NEGATIONS = frozenset("not no never none nothing neither nor nobody nowhere".split())  # "cannot", "n't": _NT
 _NT = re.compile(r"n't\b|\bcan ?not\b", re.I)
-FUNCTION = frozenset("""a an the of to in on for with by as at from into onto over under about than then
+FUNCTION = frozenset(
+    """a an the of to in on for with by as at from into onto over under about than then
  is are was were be been being am it its it's that which who whom whose this these those and or but if so
  you your we our they their them he she his her can could will would should must may might shall has have
  had do does did not no never each every all any some one when where how what why there here also only
  both either neither nor just very too such own same other another always often usually instead
- something anything everything nothing i me my""".split())
-_LINKS = frozenset("""a an the of to in on for with by from into about it its this these those that you your
- them their his her our us me no every each some any all""".split())
-AUXILIARIES = frozenset("""is are was were be been am isn't aren't wasn't weren't can cannot could will would
- should must may might shall has have had do does did don't doesn't didn't can't won't shouldn't""".split())
+ something anything everything nothing i me my""".split()
+)
+_LINKS = frozenset(
+    """a an the of to in on for with by from into about it its this these those that you your
+ them their his her our us me no every each some any all""".split()
+)
+AUXILIARIES = frozenset(
+    """is are was were be been am isn't aren't wasn't weren't can cannot could will would
+ should must may might shall has have had do does did don't doesn't didn't can't won't shouldn't""".split()
+)
 _VERBS = """accept access add allow append apply assign avoid build call cause change check choose close collect
  combine compare compile compress compute connect contain convert copy count create declare decode decompress
  define delete describe detect determine do encode ensure enter exist expect extract fail fetch fill find
@@ -53,35 +61,106 @@ _VERBS = """accept access add allow append apply assign avoid build call cause c
  block await cancel emit track trigger escape quote match render sign hash encrypt decrypt stream buffer
  flush seed shuffle sample accept reject compute round truncate pad join notify lose keep become behave
  belong depend differ happen lead lie matter offer own remain seem stay suit""".split()
-_IRREGULAR = frozenset("""built chose chosen found gave given got gotten held kept led made meant put ran read
- sent set shown spent split stood taken told thrown went written wrote lost became""".split())
-ANTONYM_PAIRS = tuple(p for x, y in (
-    ("read", "write"), ("open", "close"), ("compress", "decompress"), ("encode", "decode"),
-    ("encrypt", "decrypt"), ("serialize", "deserialize"), ("always", "never"), ("true", "false"),
-    ("synchronous", "asynchronous"), ("mutable", "immutable"), ("before", "after"), ("start", "stop"),
-    ("add", "remove"), ("include", "exclude"), ("enable", "disable"), ("allow", "forbid"), ("allow", "prevent"),
-    ("safe", "unsafe"), ("secure", "insecure"), ("increase", "decrease"), ("more", "less"), ("first", "last"),
-    ("sorted", "unsorted"), ("input", "output"), ("lock", "unlock"), ("accept", "reject"), ("succeed", "fail"),
-    ("visible", "hidden"), ("local", "global"), ("minimum", "maximum"), ("min", "max"), ("upper", "lower"),
-    ("fast", "slow"), ("slower", "faster"), ("blocking", "nonblocking"), ("required", "optional"),
-    ("positional", "keyword"), ("static", "dynamic"), ("explicit", "implicit"), ("manual", "automatic"),
-    ("manually", "automatically"), ("inside", "outside"), ("ascending", "descending"), ("lossless", "lossy"),
-    ("thread-safe", "unsafe"), ("deterministic", "random"), ("same", "different"), ("empty", "full"),
-    ("keep", "discard"), ("ignore", "respect"), ("raise", "suppress"), ("plain", "formatted"),
-    ("inclusive", "exclusive"), ("including", "excluding"), ("shallow", "deep"), ("lazy", "eager"), ("recursive", "flat"),
-    ("temporary", "permanent"), ("create", "delete"), ("largest", "smallest"), ("biggest", "smallest"),
-    ("highest", "lowest"), ("most", "least"), ("nlargest", "nsmallest"), ("up", "down")) for p in ((x, y), (y, x)))
+_IRREGULAR = frozenset(
+    """built chose chosen found gave given got gotten held kept led made meant put ran read
+ sent set shown spent split stood taken told thrown went written wrote lost became""".split()
+)
+ANTONYM_PAIRS = tuple(
+    p
+    for x, y in (
+        ("read", "write"),
+        ("open", "close"),
+        ("compress", "decompress"),
+        ("encode", "decode"),
+        ("encrypt", "decrypt"),
+        ("serialize", "deserialize"),
+        ("always", "never"),
+        ("true", "false"),
+        ("synchronous", "asynchronous"),
+        ("mutable", "immutable"),
+        ("before", "after"),
+        ("start", "stop"),
+        ("add", "remove"),
+        ("include", "exclude"),
+        ("enable", "disable"),
+        ("allow", "forbid"),
+        ("allow", "prevent"),
+        ("safe", "unsafe"),
+        ("secure", "insecure"),
+        ("increase", "decrease"),
+        ("more", "less"),
+        ("first", "last"),
+        ("sorted", "unsorted"),
+        ("input", "output"),
+        ("lock", "unlock"),
+        ("accept", "reject"),
+        ("succeed", "fail"),
+        ("visible", "hidden"),
+        ("local", "global"),
+        ("minimum", "maximum"),
+        ("min", "max"),
+        ("upper", "lower"),
+        ("fast", "slow"),
+        ("slower", "faster"),
+        ("blocking", "nonblocking"),
+        ("required", "optional"),
+        ("positional", "keyword"),
+        ("static", "dynamic"),
+        ("explicit", "implicit"),
+        ("manual", "automatic"),
+        ("manually", "automatically"),
+        ("inside", "outside"),
+        ("ascending", "descending"),
+        ("lossless", "lossy"),
+        ("thread-safe", "unsafe"),
+        ("deterministic", "random"),
+        ("same", "different"),
+        ("empty", "full"),
+        ("keep", "discard"),
+        ("ignore", "respect"),
+        ("raise", "suppress"),
+        ("plain", "formatted"),
+        ("inclusive", "exclusive"),
+        ("including", "excluding"),
+        ("shallow", "deep"),
+        ("lazy", "eager"),
+        ("recursive", "flat"),
+        ("temporary", "permanent"),
+        ("create", "delete"),
+        ("largest", "smallest"),
+        ("biggest", "smallest"),
+        ("highest", "lowest"),
+        ("most", "least"),
+        ("nlargest", "nsmallest"),
+        ("up", "down"),
+    )
+    for p in ((x, y), (y, x))
+)
 ANTONYMS = dict(ANTONYM_PAIRS)  # one partner per word; stem_antonyms() keeps them all ("smallest": largest, biggest)
-TYPES = {w: (group, canonical) for group, spec in {
-    "data": "list string:str integer:int float dictionary:dict tuple set bytes boolean:bool iterator generator "
-            "array",
-    "encoding": "hex:hexadecimal base64 ascii utf-8:utf8"}.items()
-    for item in spec.split() for canonical in [item.split(":")[0]] for w in item.split(":")}
+TYPES = {
+    w: (group, canonical)
+    for group, spec in {
+        "data": "list string:str integer:int float dictionary:dict tuple set bytes boolean:bool iterator generator "
+        "array",
+        "encoding": "hex:hexadecimal base64 ascii utf-8:utf8",
+    }.items()
+    for item in spec.split()
+    for canonical in [item.split(":")[0]]
+    for w in item.split(":")
+}
 _KWARG = re.compile(r"\b(\w+)\s*=\s*('[^']*'|\"[^\"]*\"|[\w.+-]+)")
-NAME_HEADS = {h: group for group, heads in {
-    "module": "module package library lib", "class": "class type", "function": "function method helper",
-    "argument": "argument parameter flag option keyword", "exception": "exception error",
-    "attribute": "attribute field property"}.items() for h in heads.split()}
+NAME_HEADS = {
+    h: group
+    for group, heads in {
+        "module": "module package library lib",
+        "class": "class type",
+        "function": "function method helper",
+        "argument": "argument parameter flag option keyword",
+        "exception": "exception error",
+        "attribute": "attribute field property",
+    }.items()
+    for h in heads.split()
+}
 _NEG_PREFIXES = ("un", "in", "im", "non", "dis", "de")
 
 
@@ -134,8 +213,26 @@ def tokens(text: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-_SUFFIXES = ("s", "es", "ed", "d", "ing", "ly", "al", "able", "ible", "er", "ers", "ment", "ness", "ity", "ize",
-             "ise", "ion", "ions")
+_SUFFIXES = (
+    "s",
+    "es",
+    "ed",
+    "d",
+    "ing",
+    "ly",
+    "al",
+    "able",
+    "ible",
+    "er",
+    "ers",
+    "ment",
+    "ness",
+    "ity",
+    "ize",
+    "ise",
+    "ion",
+    "ions",
+)
 _PREFIXES = ("sub", "un", "re", "pre", "de", "non", "over", "super", "multi", "in", "im", "dis", "co", "inter")
 
 
@@ -152,10 +249,14 @@ def is_word(word: str) -> bool:
     for suffix in _SUFFIXES:
         if w.endswith(suffix) and len(w) - len(suffix) >= 3:
             root = w[: -len(suffix)]
-            if root in vocab or root + "e" in vocab or (root.endswith("i") and root[:-1] + "y" in vocab) \
-                    or (len(root) > 3 and root[-1] == root[-2] and root[:-1] in vocab):
+            if (
+                root in vocab
+                or root + "e" in vocab
+                or (root.endswith("i") and root[:-1] + "y" in vocab)
+                or (len(root) > 3 and root[-1] == root[-2] and root[:-1] in vocab)
+            ):
                 return True
-    return any(w.startswith(p) and len(w) - len(p) >= 4 and is_word(w[len(p):]) for p in _PREFIXES)
+    return any(w.startswith(p) and len(w) - len(p) >= 4 and is_word(w[len(p) :]) for p in _PREFIXES)
 
 
 @lru_cache(maxsize=200_000)
@@ -203,8 +304,9 @@ def content_stems(text: str) -> set[str]:
 
 def all_parts(text: str) -> set[str]:
     """Every word and code part, lower-cased and stemmed (for finding specifics and antonyms)."""
-    return {p if is_specific(p) else stem(p) for t in tokens(text) for p in parts(t)} | \
-        {p for t in tokens(text) for p in parts(t)}
+    return {p if is_specific(p) else stem(p) for t in tokens(text) for p in parts(t)} | {
+        p for t in tokens(text) for p in parts(t)
+    }
 
 
 @lru_cache(maxsize=100_000)
@@ -245,16 +347,24 @@ def name_slots(text: str) -> frozenset[tuple[str, str]]:
     words = [t.lower().rstrip("()") for t in found]
     # a name: a specific ("argparse package"), or a word right after an article ("the logging module"), not a
     # description ("command-line parsing library")
-    return frozenset((NAME_HEADS[w], words[i - 1]) for i, w in enumerate(words)
-                     if i and w in NAME_HEADS and words[i - 1] not in FUNCTION and words[i - 1] not in _GENERIC_NAMES
-                     and (is_specific(found[i - 1]) or (i > 1 and words[i - 2] in _DETERMINERS)))
+    return frozenset(
+        (NAME_HEADS[w], words[i - 1])
+        for i, w in enumerate(words)
+        if i
+        and w in NAME_HEADS
+        and words[i - 1] not in FUNCTION
+        and words[i - 1] not in _GENERIC_NAMES
+        and (is_specific(found[i - 1]) or (i > 1 and words[i - 2] in _DETERMINERS))
+    )
 
 
 _DETERMINERS = frozenset("the a an its this that their your our".split())
 
 
-_GENERIC_NAMES = frozenset("standard same new own other builtin built-in python's python main underlying "
-                           "dedicated separate whole one-shot helper custom".split())
+_GENERIC_NAMES = frozenset(
+    "standard same new own other builtin built-in python's python main underlying "
+    "dedicated separate whole one-shot helper custom".split()
+)
 
 
 @lru_cache(maxsize=100_000)
@@ -305,9 +415,14 @@ def finite_verb_at(words: list[str] | tuple[str, ...], i: int) -> bool:
     lw = words[i].lower()
     if lw in AUXILIARIES or lw in _IRREGULAR or lw.endswith("n't"):
         return True
-    base = {lw, lw[:-1] if lw.endswith("s") else lw, lw[:-2] if lw.endswith("es") else lw,
-            lw[:-3] + "y" if lw.endswith("ies") else lw, lw[:-1] if lw.endswith("d") else lw,
-            lw[:-2] if lw.endswith("ed") else lw}
+    base = {
+        lw,
+        lw[:-1] if lw.endswith("s") else lw,
+        lw[:-2] if lw.endswith("es") else lw,
+        lw[:-3] + "y" if lw.endswith("ies") else lw,
+        lw[:-1] if lw.endswith("d") else lw,
+        lw[:-2] if lw.endswith("ed") else lw,
+    }
     if base & _VERB_SET:
         return True
     return lw not in FUNCTION and lw.isalpha() and i + 1 < len(words) and words[i + 1].lower() in _LINKS

@@ -70,8 +70,9 @@ class StageCache:
         with self._lock:
             self._remember(key, value, size)
             if self._db is not None:
-                self._db.execute("INSERT OR REPLACE INTO stage VALUES (?, ?)",
-                                 (key, zlib.compress(json.dumps(value).encode(), 1)))
+                self._db.execute(
+                    "INSERT OR REPLACE INTO stage VALUES (?, ?)", (key, zlib.compress(json.dumps(value).encode(), 1))
+                )
                 self._db.commit()
 
     def peek(self, key: str) -> Any | None:
@@ -138,8 +139,9 @@ class CachingRunner(PipelineRunner):
         super().__init__(services, index)
         self.cache = cache
 
-    async def _source(self, node: Node, query: Query, depth: int,
-                      expansion: Expansion | None = None) -> tuple[Request, float | None]:
+    async def _source(
+        self, node: Node, query: Query, depth: int, expansion: Expansion | None = None
+    ) -> tuple[Request, float | None]:
         if isinstance(node, Fusion) and self.cache.enabled:
             return await self._fused(node, query, depth, expansion)
         if isinstance(node, Source) and self.cache.enabled:
@@ -148,19 +150,28 @@ class CachingRunner(PipelineRunner):
             key = "ranking:" + _key(self.index, name, text)
             hit = self.cache.get(key)
             if hit is not None and (hit["k"] >= depth or len(hit["ids"]) < hit["k"]):
-                return self._request(key, hit, query if expansion is not None else Query(text=text, qid=query.qid),
-                                     depth), hit["ms"]
+                return self._request(
+                    key, hit, query if expansion is not None else Query(text=text, qid=query.qid), depth
+                ), hit["ms"]
             request, ms = await super()._source(node, query, depth, expansion)
             for c in request.candidates:
                 self._remember_doc(c)
-            self.cache.put(key, {"k": depth, "ids": [c.docid for c in request.candidates],
-                                 "scores": [c.score for c in request.candidates], "ms": ms},
-                           40 * len(request.candidates) + 200)
+            self.cache.put(
+                key,
+                {
+                    "k": depth,
+                    "ids": [c.docid for c in request.candidates],
+                    "scores": [c.score for c in request.candidates],
+                    "ms": ms,
+                },
+                40 * len(request.candidates) + 200,
+            )
             return request, ms
         return await super()._source(node, query, depth, expansion)
 
-    async def _fused(self, node: Fusion, query: Query, depth: int,
-                     expansion: Expansion | None) -> tuple[Request, float | None]:
+    async def _fused(
+        self, node: Fusion, query: Query, depth: int, expansion: Expansion | None
+    ) -> tuple[Request, float | None]:
         """A fusion of cached rankings, fused once per process (as the gateway fuses) and kept in memory: its
         candidates, and the slowest source's time as the stage's."""
         texts = query.text if expansion is None else (expansion.lexical, expansion.dense)

@@ -20,21 +20,32 @@ from ragnarok.runtime.interrupt import on_stop, resume_with, stops_on_signals
 @stops_on_signals("no trial was run yet; run the same command again")
 def optimize(
     config_file: Annotated[Path, typer.Argument(metavar="CONFIG", help="The search's config (YAML or TOML).")],
-    strategy: Annotated[Optional[str], typer.Option(help="greedy, greedy-m, greedy-r, random, tpe or grid "
-                                                         "(overrides the config).")] = None,
-    trials: Annotated[Optional[int], typer.Option(help="Trials in all, over every worker (overrides the config's "
-                                                       "budget.trials).")] = None,
+    strategy: Annotated[
+        Optional[str], typer.Option(help="greedy, greedy-m, greedy-r, random, tpe or grid (overrides the config).")
+    ] = None,
+    trials: Annotated[
+        Optional[int], typer.Option(help="Trials in all, over every worker (overrides the config's budget.trials).")
+    ] = None,
     seconds: Annotated[Optional[float], typer.Option(help="Wall-clock seconds to search.")] = None,
     seed: Annotated[Optional[int], typer.Option(help="Sampler seed (overrides the config).")] = None,
-    storage: Annotated[Optional[str], typer.Option(help="sqlite:///FILE or a postgresql:// URL shared by "
-                                                        "workers (overrides the config).")] = None,
-    worker: Annotated[bool, typer.Option("--worker", help="Only run trials of the shared study: no held-out "
-                                                          "scores, report or preset.")] = False,
-    folds: Annotated[Optional[int], typer.Option(min=2, max=10, help="k folds instead of the config's split: "
-                                                                      "k searches, each topic held out once.")] = None,
+    storage: Annotated[
+        Optional[str],
+        typer.Option(help="sqlite:///FILE or a postgresql:// URL shared by workers (overrides the config)."),
+    ] = None,
+    worker: Annotated[
+        bool,
+        typer.Option("--worker", help="Only run trials of the shared study: no held-out scores, report or preset."),
+    ] = False,
+    folds: Annotated[
+        Optional[int],
+        typer.Option(
+            min=2, max=10, help="k folds instead of the config's split: k searches, each topic held out once."
+        ),
+    ] = None,
     fold: Annotated[Optional[int], typer.Option(help="With split.folds: search this fold only.")] = None,
-    no_cache: Annotated[bool, typer.Option("--no-cache", help="Run every stage every time (to measure the "
-                                                              "stage cache).")] = False,
+    no_cache: Annotated[
+        bool, typer.Option("--no-cache", help="Run every stage every time (to measure the stage cache).")
+    ] = False,
     output: Annotated[Optional[Path], typer.Option(help="Report directory (overrides the config).")] = None,
 ) -> None:
     """Search pipeline specs (AutoRAG's node-by-node greedy, or Optuna's random, TPE, grid) on your topics."""
@@ -48,8 +59,9 @@ def optimize(
         raise ValueError(f"unknown strategy {strategy!r} (use {', '.join(STRATEGIES)})")
     if trials is not None and trials <= 0 or seconds is not None and seconds <= 0:
         raise ValueError("the budget is 0: --trials and --seconds must be above 0")
-    config = config.model_copy(update={k: v for k, v in {"strategy": strategy, "seed": seed, "storage": storage}.items()
-                                       if v is not None})
+    config = config.model_copy(
+        update={k: v for k, v in {"strategy": strategy, "seed": seed, "storage": storage}.items() if v is not None}
+    )
     if trials is not None:
         config.budget.trials = trials
     if seconds is not None:
@@ -90,8 +102,12 @@ def _check_judge(config, located, space, settings) -> None:  # type: ignore[no-u
     known = list(settings.generator_configs())
     if config.judge not in known:
         close = suggest(config.judge, ["proxy", *known])
-        raise located.error(("judge",), f"judge: unknown judge {config.judge!r}" + (
-            f"; did you mean {close!r}?" if close else f" (proxy, or a generator: {', '.join(known)})"), True)
+        raise located.error(
+            ("judge",),
+            f"judge: unknown judge {config.judge!r}"
+            + (f"; did you mean {close!r}?" if close else f" (proxy, or a generator: {', '.join(known)})"),
+            True,
+        )
 
 
 def _study_names(config, space, out: Path, only: int | None, explicit: bool, located):  # type: ignore[no-untyped-def]
@@ -123,22 +139,18 @@ def _search(config, space, evaluator, out: Path, worker: bool, only: int | None,
     from tqdm import tqdm  # noqa: PLC0415
 
     from ragnarok.optimize.report import FoldResult, finished, write_report  # noqa: PLC0415
-    from ragnarok.optimize.study import (  # noqa: PLC0415
-        best_trial,
-        open_study,
-        search,
-        storage_url,
-        used,
-        used_now,
-    )
+    from ragnarok.optimize.study import best_trial, open_study, search, storage_url, used, used_now  # noqa: PLC0415
     from ragnarok.optimize.study_keys import mark  # noqa: PLC0415
 
     splits = evaluator.splits()
     if only is not None and not 0 <= only < len(splits):
         raise ValueError(f"--fold {only}: the split has folds 0 to {len(splits) - 1}")
     url = storage_url(config, out)
-    typer.echo(f"search space: {space.size():,} pipelines over {len(space.nodes)} nodes; strategy "
-               f"{config.strategy}; storage {_redacted(url)}", err=True)
+    typer.echo(
+        f"search space: {space.size():,} pipelines over {len(space.nodes)} nodes; strategy "
+        f"{config.strategy}; storage {_redacted(url)}",
+        err=True,
+    )
     folds: list[FoldResult] = []
     studies = []
     for i, (train, test) in enumerate(splits):
@@ -149,12 +161,21 @@ def _search(config, space, evaluator, out: Path, worker: bool, only: int | None,
         mark(study, print_)
         total = config.budget.trials
         tty = sys.stderr.isatty()
-        bar = tqdm(total=total, desc=f"{name}", unit="trial", file=sys.stderr, initial=min(total or 0, used(study.get_trials())),
-                   disable=not tty)
+        bar = tqdm(
+            total=total,
+            desc=f"{name}",
+            unit="trial",
+            file=sys.stderr,
+            initial=min(total or 0, used(study.get_trials())),
+            disable=not tty,
+        )
         clock = _Clock(total, config.budget.seconds, used(study.get_trials()))
-        resume_with(lambda study=study, name=name, total=total: (
-            f"{used_now(study)}{f' of {total}' if total else ''} trials of study {name!r} "
-            f"kept in {_redacted(url)}; run the same command again to resume"))
+        resume_with(
+            lambda study=study, name=name, total=total: (
+                f"{used_now(study)}{f' of {total}' if total else ''} trials of study {name!r} "
+                f"kept in {_redacted(url)}; run the same command again to resume"
+            )
+        )
 
         def progress(trial, bar=bar, study=study, name=name, clock=clock, tty=tty):  # type: ignore[no-untyped-def]
             best = best_trial(study)
@@ -170,12 +191,16 @@ def _search(config, space, evaluator, out: Path, worker: bool, only: int | None,
         best = best_trial(study)
         trials_ = study.get_trials(deepcopy=False)
         studies.append((name, study, trials_))
-        result = FoldResult(name, train, test, best.user_attrs["spec"] if best else None,
-                            best.value if best else None, {})
+        result = FoldResult(
+            name, train, test, best.user_attrs["spec"] if best else None, best.value if best else None, {}
+        )
         if best is not None or config.baselines:
-            typer.echo(f"{name}: scoring the best pipeline" + (f" and {len(config.baselines)} baseline(s)"
-                                                               if config.baselines else "")
-                       + f" on {len(test)} held-out topics", err=True)
+            typer.echo(
+                f"{name}: scoring the best pipeline"
+                + (f" and {len(config.baselines)} baseline(s)" if config.baselines else "")
+                + f" on {len(test)} held-out topics",
+                err=True,
+            )
         if best is not None:
             held = evaluator.score(best.user_attrs["spec"], test, check_speed=False)
             result.held_out = {config.objective: held.value, **_extra(evaluator, held, test)}
@@ -185,9 +210,12 @@ def _search(config, space, evaluator, out: Path, worker: bool, only: int | None,
             result.baselines[spec] = {config.objective: base.value, **_extra(evaluator, base, test)}
             result.baseline_topics[spec] = base.per_topic
         folds.append(result)
-        typer.echo(f"{name}: {len(finished(trials_))} trials; best on train {config.objective} "
-                   f"{result.train_value if result.train_value is not None else float('nan'):.4f}; held-out "
-                   + ", ".join(f"{k} {v:.4f}" for k, v in result.held_out.items()) + f" ({len(test)} topics)")
+        typer.echo(
+            f"{name}: {len(finished(trials_))} trials; best on train {config.objective} "
+            f"{result.train_value if result.train_value is not None else float('nan'):.4f}; held-out "
+            + ", ".join(f"{k} {v:.4f}" for k, v in result.held_out.items())
+            + f" ({len(test)} topics)"
+        )
     if worker:
         typer.echo(f"worker done: cache hits {evaluator.cache.hits}, misses {evaluator.cache.misses}", err=True)
         return
@@ -203,8 +231,16 @@ def _search(config, space, evaluator, out: Path, worker: bool, only: int | None,
             if base:
                 pooled[f"baseline {spec}"] = statistics.fmean(base.values())
     # one report and one preset per strategy: a search with another strategy keeps this one's
-    md, html_path = write_report(out, f"{config.study} ({config.strategy})", config.objective, folds, studies, space,
-                                 pooled, stem=f"report.{config.strategy}")
+    md, html_path = write_report(
+        out,
+        f"{config.study} ({config.strategy})",
+        config.objective,
+        folds,
+        studies,
+        space,
+        pooled,
+        stem=f"report.{config.strategy}",
+    )
     best_spec = max(set(chosen), key=lambda s: (chosen.count(s), -chosen.index(s)))
     preset = config.preset or f"{config.study}-{config.strategy}"
     saved, note = save_preset_noting(preset, best_spec, evaluator.settings.data_dir)
@@ -279,5 +315,7 @@ class _Clock:
         eta = f"{min(etas):.0f}s" if etas else "?"
         of = f"/{self.trials}" if self.trials else ""
         top = f"{best.value:.4f}" if best else "-"
-        return (f"{name}: trial {trial.number} [{self.already + self.done}{of}] {value}; best {top}; "
-                f"elapsed {elapsed:.0f}s; eta {eta}")
+        return (
+            f"{name}: trial {trial.number} [{self.already + self.done}{of}] {value}; best {top}; "
+            f"elapsed {elapsed:.0f}s; eta {eta}"
+        )

@@ -57,23 +57,30 @@ class Node(BaseModel):
     node: str
     modules: list[dict[str, Any]] = Field(min_length=1)
     metric: str | None = None
-    max_seconds: float | None = Field(None, gt=0, description="Seconds per query on an idle machine (scaled by "
-                                                                 "the load measured beside each trial).")
+    max_seconds: float | None = Field(
+        None, gt=0, description="Seconds per query on an idle machine (scaled by the load measured beside each trial)."
+    )
 
 
 class OptimizeConfig(_Strict):
     study: str | None = Field(None, description="Study name (default: the config file's stem).")
-    storage: str | None = Field(None, description="sqlite:///FILE or postgresql://...; default a SQLite "
-                                                  "file beside the config's reports.")
+    storage: str | None = Field(
+        None, description="sqlite:///FILE or postgresql://...; default a SQLite file beside the config's reports."
+    )
     index: str = Field(description="Index name or Lucene index directory.")
-    collection: str | None = Field(None, description="Documents (a directory or .tar.gz) to build `index` from "
-                                                     "on first use, in the data directory.")
+    collection: str | None = Field(
+        None,
+        description="Documents (a directory or .tar.gz) to build `index` from on first use, in the data directory.",
+    )
     collection_class: str = Field("JsonCollection", description="The Anserini collection class of `collection`.")
     topics: str = Field(description="Topic file or topic-set name.")
     qrels: str | None = None
     nuggets: str | None = None
-    objective: str = Field("nDCG@10", description="An ir-measures name on qrels, or a nugget score "
-                                                  "(all, vital, strict_all, strict_vital) on nuggets.")
+    objective: str = Field(
+        "nDCG@10",
+        description="An ir-measures name on qrels, or a nugget score "
+        "(all, vital, strict_all, strict_vital) on nuggets.",
+    )
     strategy: Strategy = "greedy"
     seed: int = 0
     budget: Budget = Field(default_factory=Budget)
@@ -82,10 +89,12 @@ class OptimizeConfig(_Strict):
     concurrency: int = Field(4, ge=1, le=32, description="Topics in flight in one trial.")
     judge: str = Field("proxy", description="The judge of nugget scores (proxy: offline).")
     output: str | None = Field(None, description="Report directory (default: DATA_DIR/optimize/<study>/).")
-    preset: str | None = Field(None, description="The preset name the best pipeline is saved as (default: "
-                                                 "<study>-<strategy>).")
-    baselines: list[str] = Field(default_factory=list, description="Hand-made pipelines scored on the same "
-                                                                   "held-out topics, for comparison.")
+    preset: str | None = Field(
+        None, description="The preset name the best pipeline is saved as (default: <study>-<strategy>)."
+    )
+    baselines: list[str] = Field(
+        default_factory=list, description="Hand-made pipelines scored on the same held-out topics, for comparison."
+    )
     nodes: list[Node] = Field(default_factory=list)
 
 
@@ -106,8 +115,9 @@ def _read(path: Path) -> tuple[dict[str, Any], Any]:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise ConfigError(f"{path}:{mark.line + 1 if mark else 1}: not valid YAML: "
-                          f"{getattr(exc, 'problem', exc)}") from None
+        raise ConfigError(
+            f"{path}:{mark.line + 1 if mark else 1}: not valid YAML: {getattr(exc, 'problem', exc)}"
+        ) from None
     return data, tree
 
 
@@ -138,8 +148,11 @@ class Located:
         for key in reversed(keys):
             for n, text in enumerate(self.lines, 1):
                 stripped = text.strip()
-                if stripped.startswith((f"{key} ", f"{key}=", f'"{key}"', f"[{key}]", f"[[{key}]]")) or \
-                        f"{key} =" in text or f"{key}=" in text:
+                if (
+                    stripped.startswith((f"{key} ", f"{key}=", f'"{key}"', f"[{key}]", f"[[{key}]]"))
+                    or f"{key} =" in text
+                    or f"{key}=" in text
+                ):
                     return n
         return 1
 
@@ -150,7 +163,7 @@ class Located:
         """A path relative to the config file, when it names an existing file or directory there."""
         if value is None or "://" in value:
             return value
-        candidate = (self.path.parent / value)
+        candidate = self.path.parent / value
         return str(candidate.resolve()) if candidate.exists() else value
 
 
@@ -183,8 +196,11 @@ def load_config(path: Path) -> tuple[OptimizeConfig, Located]:
         first = exc.errors()[0]
         loc = tuple(first["loc"])
         token = loc[-1] if first["type"] == "extra_forbidden" else first.get("input")
-        what = f"unknown key {quote(str(token), 60)}" if first["type"] == "extra_forbidden" else \
-            f"{_where(loc)}: {first['msg']} (got {quote(str(token), 60)})"
+        what = (
+            f"unknown key {quote(str(token), 60)}"
+            if first["type"] == "extra_forbidden"
+            else f"{_where(loc)}: {first['msg']} (got {quote(str(token), 60)})"
+        )
         raise located.error(loc, what) from None
     for key in ("index", "topics", "qrels", "nuggets", "collection"):
         setattr(config, key, located.resolve(getattr(config, key)))
@@ -213,8 +229,25 @@ def load_config(path: Path) -> tuple[OptimizeConfig, Located]:
 
 
 #: What a mistyped metric is compared with (besides every ir-measures name with the same ``@cutoff``).
-COMMON_METRICS = ("nDCG@10", "nDCG@20", "nDCG@100", "nDCG", "AP", "MAP", "P@5", "P@10", "P@20", "R@100",
-                  "R@1000", "Recall@100", "RR", "RR@10", "MRR", "Judged@10", *NUGGET_METRICS)
+COMMON_METRICS = (
+    "nDCG@10",
+    "nDCG@20",
+    "nDCG@100",
+    "nDCG",
+    "AP",
+    "MAP",
+    "P@5",
+    "P@10",
+    "P@20",
+    "R@100",
+    "R@1000",
+    "Recall@100",
+    "RR",
+    "RR@10",
+    "MRR",
+    "Judged@10",
+    *NUGGET_METRICS,
+)
 
 
 def suggest(word: str, choices: list[str] | tuple[str, ...]) -> str | None:
@@ -237,12 +270,15 @@ def metric_error(name: str) -> str | None:
         return None
     except Exception:  # noqa: BLE001 - ir-measures raises NameError, ValueError, SyntaxError, ...
         pass
-    cutoff = name[name.index("@"):] if "@" in name else ""
+    cutoff = name[name.index("@") :] if "@" in name else ""
     cutoff = cutoff if cutoff[1:].isdigit() else ""
     choices = list(COMMON_METRICS) + [m + cutoff for m in sorted(ir_measures.measures.registry)]
     close = suggest(name, [c for c in choices if c != name])
-    hint = f"; did you mean {quote(close, 40)}?" if close else " (an ir-measures name such as nDCG@10, or " \
-        f"a nugget score: {', '.join(NUGGET_METRICS)})"
+    hint = (
+        f"; did you mean {quote(close, 40)}?"
+        if close
+        else f" (an ir-measures name such as nDCG@10, or a nugget score: {', '.join(NUGGET_METRICS)})"
+    )
     return f"unknown metric {quote(name, 60)}{hint}"
 
 

@@ -45,7 +45,9 @@ class TrialResult:
     run: dict[str, dict[str, float]] = field(default_factory=dict, repr=False)  # the final ranking per topic
 
 
-def split_topics(qids: Sequence[str], test: float | None, folds: int | None, seed: int) -> list[tuple[list[str], list[str]]]:
+def split_topics(
+    qids: Sequence[str], test: float | None, folds: int | None, seed: int
+) -> list[tuple[list[str], list[str]]]:
     """``[(train, test), ...]``: one split (a seeded shuffle, ``test`` of it held out) or ``folds`` folds."""
     order = sorted(qids)
     random.Random(seed).shuffle(order)
@@ -93,12 +95,15 @@ class Evaluator:
         self.generation = config.objective in NUGGET_METRICS
         self.topics = {t.qid: t for t in resolve_topics(config.topics, settings)}
         judged = self.nuggets if self.generation else self.qrels
-        self.judged = sorted(q for q in self.topics if judged and q in judged and (
-            not self.generation or judged[q].nuggets))  # type: ignore[union-attr]
+        self.judged = sorted(
+            q for q in self.topics if judged and q in judged and (not self.generation or judged[q].nuggets)
+        )  # type: ignore[union-attr]
         if len(self.judged) < 2:
             kind = "nuggets" if self.generation else "qrels"
-            raise NoJudgmentsError(f"{len(self.judged)} of the {len(self.topics)} topics in {config.topics} have "
-                                   f"judgments in the {kind} ({getattr(config, kind)}); need at least 2 to split")
+            raise NoJudgmentsError(
+                f"{len(self.judged)} of the {len(self.topics)} topics in {config.topics} have "
+                f"judgments in the {kind} ({getattr(config, kind)}); need at least 2 to split"
+            )
         self.cache = StageCache(config.cache.memory_mb, config.cache.disk)
         self._loop = asyncio.new_event_loop()
         self._runner: CachingRunner | None = None
@@ -118,8 +123,9 @@ class Evaluator:
             from ragnarok.service.batch import local_services  # noqa: PLC0415
 
             services, self._app = local_services(self.settings)
-            self._runner = CachingRunner(CachingServices(services.retrieval, services.generation, self.cache),
-                                         self.index, self.cache)
+            self._runner = CachingRunner(
+                CachingServices(services.retrieval, services.generation, self.cache), self.index, self.cache
+            )
         return self._runner
 
     def close(self) -> None:
@@ -172,7 +178,7 @@ class Evaluator:
         too_slow: list[str] = []
         probes = [probe()]
         while done < len(qids):
-            await asyncio.gather(*(one(q) for q in qids[done:done + chunk]))
+            await asyncio.gather(*(one(q) for q in qids[done : done + chunk]))
             done += chunk
             probes.append(probe())  # the reference workload, timed in the same batch as the topics
             self.probe_min = min(self.probe_min, *probes)
@@ -193,8 +199,9 @@ class Evaluator:
                 source = {"query": "retrieval"}.get(node.name, node.name)
                 ranked = rankings.get(source) or rankings.get("retrieval", {})
                 metrics[node.name] = self._retrieval(ranked, metric)
-        return TrialResult(str(pipeline), _mean(per_topic), per_topic, metrics, node_seconds, load=load,
-                           run=self.last_run)
+        return TrialResult(
+            str(pipeline), _mean(per_topic), per_topic, metrics, node_seconds, load=load, run=self.last_run
+        )
 
     async def _alone(self, pipeline: Pipeline, topic: Topic) -> list[tuple[str, list[str] | None, float]]:
         """The lexical and the semantic node's own rankings (AutoRAG scores each node's modules alone)."""
@@ -205,8 +212,9 @@ class Evaluator:
             node = "semantic" if source.name == "dense" else "lexical"
             if self.space.node(node) is None or len(pipeline.sources()) == 1:
                 continue
-            request, ms = await self.runner()._source(Source(source.name, source.arg), Query(text=topic.text, qid=topic.qid),
-                                                      pipeline.depth)
+            request, ms = await self.runner()._source(
+                Source(source.name, source.arg), Query(text=topic.text, qid=topic.qid), pipeline.depth
+            )
             out.append((node, [c.docid for c in request.candidates], ms or 0.0))
         return out
 
@@ -217,8 +225,11 @@ class Evaluator:
         names = ["query"] * len(pipeline.query) + ["retrieval"]
         passage = self.space.node("passage")
         for stage in pipeline.rerank:
-            if stage.name == "cutoff" and stage.arg == "0" and (passage is None or all(
-                    c.module != "cutoff" for c in passage.candidates)):
+            if (
+                stage.name == "cutoff"
+                and stage.arg == "0"
+                and (passage is None or all(c.module != "cutoff" for c in passage.candidates))
+            ):
                 names.append("generator")
             else:
                 names.append("passage" if stage.name in PASSAGE_STAGES.entries else "rerank")
@@ -245,8 +256,13 @@ class Evaluator:
     def _over(self, seconds: Mapping[str, list[float]], load: float = 1.0) -> list[str]:
         """Nodes over their speed threshold, scaled by the load measured in the same batch (a busy machine makes
         every candidate slow, and a threshold of the idle machine would drop them all)."""
-        return [n.name for n in self.space.nodes if n.max_seconds is not None and seconds.get(n.name)
-                and statistics.median(seconds[n.name]) > n.max_seconds * load]
+        return [
+            n.name
+            for n in self.space.nodes
+            if n.max_seconds is not None
+            and seconds.get(n.name)
+            and statistics.median(seconds[n.name]) > n.max_seconds * load
+        ]
 
     def _retrieval(self, rankings: Mapping[str, list[str]], metric: str) -> float:
         if not rankings or self.qrels is None:
@@ -262,8 +278,10 @@ class Evaluator:
         if len(self._metric_values) > 200_000:  # bounded: about 40 MB
             self._metric_values.clear()
         maxp = needs_maxp(self.qrels, {q: dict.fromkeys(r) for q, r in rankings.items()})
-        keys = {q: (metric, maxp, q, hashlib.blake2b("\0".join(r).encode(), digest_size=16).digest())
-                for q, r in rankings.items()}
+        keys = {
+            q: (metric, maxp, q, hashlib.blake2b("\0".join(r).encode(), digest_size=16).digest())
+            for q, r in rankings.items()
+        }
         todo = {q: _run(r) for q, r in rankings.items() if keys[q] not in self._metric_values}
         if todo:
             values = per_query(self.qrels, todo, {metric: metric}, maxp=maxp)
@@ -272,8 +290,9 @@ class Evaluator:
         out = {q: self._metric_values[k] for q, k in keys.items()}
         return {q: v for q, v in out.items() if v is not None}
 
-    def _objective(self, qids: Sequence[str], rankings: Mapping[str, list[str]],
-                   answers: Mapping[str, RagAnswer]) -> dict[str, float]:
+    def _objective(
+        self, qids: Sequence[str], rankings: Mapping[str, list[str]], answers: Mapping[str, RagAnswer]
+    ) -> dict[str, float]:
         metric = self.config.objective
         if self.generation:
             return self._nugget(qids, answers, metric)
@@ -297,8 +316,9 @@ class Evaluator:
             text = " ".join(s.text for s in answer.answer)
             key = (qid, text)
             if key not in self._judged:
-                judged = Answer(qid, self.topics[qid].text, [(s.text, s.citations) for s in answer.answer],
-                                answer.references)
+                judged = Answer(
+                    qid, self.topics[qid].text, [(s.text, s.citations) for s in answer.answer], answer.references
+                )
                 result, _ = judge_topic(self._judge, judged, self.nuggets[qid], None, None)
                 self._judged[key] = result.scores
             out[qid] = self._judged[key].get(metric, 0.0)

@@ -53,8 +53,12 @@ def ran(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
 
 def finished(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
     """The trials the report lists: complete, too slow, failed by their pipeline, or interrupted."""
-    return [t for t in ran(trials) if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
-            or (t.state == TrialState.FAIL and ("error" in t.user_attrs or "interrupted" in t.user_attrs))]
+    return [
+        t
+        for t in ran(trials)
+        if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
+        or (t.state == TrialState.FAIL and ("error" in t.user_attrs or "interrupted" in t.user_attrs))
+    ]
 
 
 def state_of(trial: FrozenTrial, all_trials: Sequence[FrozenTrial] = ()) -> str:
@@ -66,21 +70,30 @@ def state_of(trial: FrozenTrial, all_trials: Sequence[FrozenTrial] = ()) -> str:
             text += f" at load x{load:.1f}"
     elif trial.state == TrialState.FAIL and "error" not in trial.user_attrs and "interrupted" in trial.user_attrs:
         again = [t for t in all_trials if t.user_attrs.get("rerun_of") == trial.number]
-        text = "interrupted (given back" + (f"; run again as #{again[0].number}: " + (
-            _num(again[0].value) if again[0].state == TrialState.COMPLETE else again[0].state.name.lower())
-            if again else "") + ")"
+        text = (
+            "interrupted (given back"
+            + (
+                f"; run again as #{again[0].number}: "
+                + (_num(again[0].value) if again[0].state == TrialState.COMPLETE else again[0].state.name.lower())
+                if again
+                else ""
+            )
+            + ")"
+        )
     elif trial.state == TrialState.FAIL:
         text = "failed: " + str(trial.user_attrs.get("error", "?"))
     else:
         text = trial.state.name.lower()
     if "retry_of" in trial.user_attrs:
         text += f"; retry of #{trial.user_attrs['retry_of']}"
-    retries = [t for t in all_trials if t.user_attrs.get("retry_of") == trial.number
-               and "duplicate_of" not in t.user_attrs]
+    retries = [
+        t for t in all_trials if t.user_attrs.get("retry_of") == trial.number and "duplicate_of" not in t.user_attrs
+    ]
     if retries:
         again = retries[0]
-        text += f"; retried as #{again.number}: " + (_num(again.value) if again.state == TrialState.COMPLETE
-                                                     else again.state.name.lower())
+        text += f"; retried as #{again.number}: " + (
+            _num(again.value) if again.state == TrialState.COMPLETE else again.state.name.lower()
+        )
     return text
 
 
@@ -97,9 +110,10 @@ def shorten(text: str, width: int) -> str:
 
 def _rows(trials: Sequence[FrozenTrial], limit: int | None) -> list[FrozenTrial]:
     """Best first; ties: the faster, then the earlier."""
-    return sorted(finished(trials), key=lambda t: (-(t.value if t.value is not None else -math.inf),
-                                                   seconds_per_query(t), t.number))[:limit]
-
+    return sorted(
+        finished(trials),
+        key=lambda t: (-(t.value if t.value is not None else -math.inf), seconds_per_query(t), t.number),
+    )[:limit]
 
 
 def table(trials: Sequence[FrozenTrial], space: Space, limit: int | None = None) -> str:
@@ -110,9 +124,20 @@ def table(trials: Sequence[FrozenTrial], space: Space, limit: int | None = None)
     for t in _rows(trials, limit):
         metrics = [_num(t.user_attrs.get(f"metric.{n}")) for n in nodes]
         spec = _cell(str(t.user_attrs.get("spec", "")))
-        lines.append("| " + " | ".join([str(t.number), _num(t.value), f"`{spec}`", *metrics,
-                                        f"{seconds_per_query(t):.3f}",
-                                        _cell(shorten(state_of(t, trials), 200))]) + " |")
+        lines.append(
+            "| "
+            + " | ".join(
+                [
+                    str(t.number),
+                    _num(t.value),
+                    f"`{spec}`",
+                    *metrics,
+                    f"{seconds_per_query(t):.3f}",
+                    _cell(shorten(state_of(t, trials), 200)),
+                ]
+            )
+            + " |"
+        )
     return "\n".join(lines)
 
 
@@ -155,8 +180,12 @@ def _pyplot():  # type: ignore[no-untyped-def]
     return plt
 
 
-def plot_best_so_far(curves: Mapping[str, Sequence[Sequence[float]]], path: Path, ylabel: str,
-                     trials: Sequence[FrozenTrial] | None = None) -> Path:
+def plot_best_so_far(
+    curves: Mapping[str, Sequence[Sequence[float]]],
+    path: Path,
+    ylabel: str,
+    trials: Sequence[FrozenTrial] | None = None,
+) -> Path:
     """Mean (line) and min-max band (shaded) of each strategy's best-so-far curves, over trial numbers from 0;
     with ``trials`` (one study, its curve made by :func:`best_so_far`), at the trials' own numbers, each
     complete trial's value as a dot and each failed / too-slow / interrupted trial as a mark at the bottom."""
@@ -170,8 +199,13 @@ def plot_best_so_far(curves: Mapping[str, Sequence[Sequence[float]]], path: Path
         data = np.array([list(r) + [r[-1]] * (length - len(r)) for r in runs], dtype=float)
         x = np.array(numbers) if len(numbers) == length else np.arange(length)
         mean = np.nanmean(data, axis=0) if np.isfinite(data).any() else data[0]
-        ax.plot(x, mean, label=f"{name} best so far" + (f" (n={len(runs)})" if len(runs) > 1 else ""),
-                drawstyle="steps-post", linewidth=2)
+        ax.plot(
+            x,
+            mean,
+            label=f"{name} best so far" + (f" (n={len(runs)})" if len(runs) > 1 else ""),
+            drawstyle="steps-post",
+            linewidth=2,
+        )
         if len(runs) > 1:
             ax.fill_between(x, np.nanmin(data, axis=0), np.nanmax(data, axis=0), alpha=0.2, step="post")
     if trials:
@@ -183,9 +217,10 @@ def plot_best_so_far(curves: Mapping[str, Sequence[Sequence[float]]], path: Path
         low = bottom - (top - bottom) * 0.04
         ax.set_ylim(low - (top - bottom) * 0.04, top)
         for marker, color, label, which in (
-                ("v", "#e08a00", "too slow", lambda t: t.state == TrialState.PRUNED),
-                ("x", "#c0392b", "failed", lambda t: t.state == TrialState.FAIL and "error" in t.user_attrs),
-                ("|", "#7f8c8d", "interrupted", lambda t: t.state == TrialState.FAIL and "error" not in t.user_attrs)):
+            ("v", "#e08a00", "too slow", lambda t: t.state == TrialState.PRUNED),
+            ("x", "#c0392b", "failed", lambda t: t.state == TrialState.FAIL and "error" in t.user_attrs),
+            ("|", "#7f8c8d", "interrupted", lambda t: t.state == TrialState.FAIL and "error" not in t.user_attrs),
+        ):
             xs = [t.number for t in ordered if which(t)]
             if xs:
                 ax.scatter(xs, [low] * len(xs), marker=marker, color=color, s=40, zorder=4, label=label, clip_on=False)
@@ -249,22 +284,36 @@ def plot_modules(trials: Sequence[FrozenTrial], space: Space, path: Path) -> Pat
         return None
     plt = _pyplot()
     heights = [max(1.4, 0.35 * len(scores[n.name]) + 0.9) for n in nodes]
-    fig, axes = plt.subplots(len(nodes), 1, figsize=(8, sum(heights)), squeeze=False,
-                             gridspec_kw={"height_ratios": heights})
+    fig, axes = plt.subplots(
+        len(nodes), 1, figsize=(8, sum(heights)), squeeze=False, gridspec_kw={"height_ratios": heights}
+    )
     for ax, node in zip(axes[:, 0], nodes):
         items = scores[node.name]
         left, right = bar_span([v for v in items.values() if isinstance(v, float)])
-        ordered = sorted(items.items(), key=lambda kv: (not isinstance(kv[1], float),
-                                                        -(kv[1] if isinstance(kv[1], float) else 0)))
+        ordered = sorted(
+            items.items(), key=lambda kv: (not isinstance(kv[1], float), -(kv[1] if isinstance(kv[1], float) else 0))
+        )
         for y, (label, value) in enumerate(reversed(ordered)):
             if isinstance(value, float):
                 ax.barh(y, value - left, left=left, color="#3b76af")
                 ax.text(value, y, f" {value:.4f}", va="center", fontsize=8)
             else:
-                ax.barh(y, (right - left) * 0.3, left=left, color="#eee", edgecolor="#c0392b" if value == "failed"
-                        else "#e08a00", hatch="//")
-                ax.text(left + (right - left) * 0.31, y, f" {value}", va="center", fontsize=8,
-                        color="#c0392b" if value == "failed" else "#b36b00")
+                ax.barh(
+                    y,
+                    (right - left) * 0.3,
+                    left=left,
+                    color="#eee",
+                    edgecolor="#c0392b" if value == "failed" else "#e08a00",
+                    hatch="//",
+                )
+                ax.text(
+                    left + (right - left) * 0.31,
+                    y,
+                    f" {value}",
+                    va="center",
+                    fontsize=8,
+                    color="#c0392b" if value == "failed" else "#b36b00",
+                )
         ax.set_yticks(range(len(ordered)), [label for label, _ in reversed(ordered)])
         ax.set_xlim(left, right + (right - left) * 0.15)  # room for the value labels
         ax.set_title(f"{node.name} ({node.metric})", fontsize=9)
@@ -304,61 +353,97 @@ def plot_importance(study: object, path: Path) -> Path | None:
 def _counts(trials: Sequence[FrozenTrial]) -> str:
     done = finished(trials)
     cut = [t for t in done if t.state == TrialState.FAIL and "error" not in t.user_attrs]
-    parts = [f"{sum(t.state == s for t in done if t not in cut)} {w}" for s, w in (
-        (TrialState.COMPLETE, "complete"), (TrialState.PRUNED, "too slow"), (TrialState.FAIL, "failed"))]
+    parts = [
+        f"{sum(t.state == s for t in done if t not in cut)} {w}"
+        for s, w in ((TrialState.COMPLETE, "complete"), (TrialState.PRUNED, "too slow"), (TrialState.FAIL, "failed"))
+    ]
     if cut:
         parts.append(f"{len(cut)} interrupted")
     retries = sum("retry_of" in t.user_attrs for t in done)
     repeats = sum("same_as" in t.user_attrs for t in trials)
-    return (f"{len(done)} trials: " + ", ".join(parts) + (f", including {retries} retried at the end" if retries else "")
-            + (f"; {repeats} proposals repeating a finished trial were not run" if repeats else ""))
+    return (
+        f"{len(done)} trials: "
+        + ", ".join(parts)
+        + (f", including {retries} retried at the end" if retries else "")
+        + (f"; {repeats} proposals repeating a finished trial were not run" if repeats else "")
+    )
 
 
-def write_report(out: Path, title: str, objective: str, folds: Sequence[FoldResult],
-                 studies: Sequence[tuple[str, object, list[FrozenTrial]]], space: Space,
-                 pooled: Mapping[str, float], stem: str = "report") -> tuple[Path, Path]:
+def write_report(
+    out: Path,
+    title: str,
+    objective: str,
+    folds: Sequence[FoldResult],
+    studies: Sequence[tuple[str, object, list[FrozenTrial]]],
+    space: Space,
+    pooled: Mapping[str, float],
+    stem: str = "report",
+) -> tuple[Path, Path]:
     """``STEM.md`` and ``STEM.html`` in ``out`` (with the plots)."""
     out.mkdir(parents=True, exist_ok=True)
-    md = [f"# Pipeline search: {title}", "", f"Objective: **{objective}** (training topics); final scores on "
-          "held-out topics only.", ""]
-    page = [f"<h1>Pipeline search: {_e(title)}</h1>",
-            f"<p>Objective: <strong>{_e(objective)}</strong> (training topics); final scores on held-out topics "
-            "only.</p>"]
-    md += ["## Held-out scores", "", "| fold | train | test | pipeline | train " + objective + " | held-out |",
-           "|---|---|---|---|---|---|"]
+    md = [
+        f"# Pipeline search: {title}",
+        "",
+        f"Objective: **{objective}** (training topics); final scores on held-out topics only.",
+        "",
+    ]
+    page = [
+        f"<h1>Pipeline search: {_e(title)}</h1>",
+        f"<p>Objective: <strong>{_e(objective)}</strong> (training topics); final scores on held-out topics only.</p>",
+    ]
+    md += [
+        "## Held-out scores",
+        "",
+        "| fold | train | test | pipeline | train " + objective + " | held-out |",
+        "|---|---|---|---|---|---|",
+    ]
     rows = []
     for i, f in enumerate(folds):
         held = ", ".join(f"{k} {v:.4f}" for k, v in f.held_out.items())
-        md.append(f"| {i} | {len(f.train)} | {len(f.test)} | best: `{_cell(f.best_spec)}` | {_num(f.train_value)} "
-                  f"| {held} |")
-        rows.append(f'<tr class="best"><td class="num">{i}</td><td class="num">{len(f.train)}</td>'
-                    f'<td class="num">{len(f.test)}</td><td class="spec">best: <code>{_e(f.best_spec or "-")}</code>'
-                    f'</td><td class="num">{_num(f.train_value)}</td><td>{_e(held or "-")}</td></tr>')
+        md.append(
+            f"| {i} | {len(f.train)} | {len(f.test)} | best: `{_cell(f.best_spec)}` | {_num(f.train_value)} | {held} |"
+        )
+        rows.append(
+            f'<tr class="best"><td class="num">{i}</td><td class="num">{len(f.train)}</td>'
+            f'<td class="num">{len(f.test)}</td><td class="spec">best: <code>{_e(f.best_spec or "-")}</code>'
+            f'</td><td class="num">{_num(f.train_value)}</td><td>{_e(held or "-")}</td></tr>'
+        )
         for spec, values in f.baselines.items():
             scores = ", ".join(f"{k} {v:.4f}" for k, v in values.items())
             md.append(f"| {i} | | | baseline `{_cell(spec)}` | | {scores} |")
-            rows.append(f'<tr class="baseline"><td class="num">{i}</td><td></td><td></td><td class="spec">baseline: '
-                        f'<code>{_e(spec)}</code></td><td></td><td>{_e(scores)}</td></tr>')
-    page += ["<h2>Held-out scores</h2>", '<table class="held"><thead><tr><th>fold</th><th>train topics</th>'
-             f"<th>test topics</th><th>pipeline</th><th>train {_e(objective)}</th><th>held-out</th></tr></thead>"
-             "<tbody>" + "".join(rows) + "</tbody></table>"]
+            rows.append(
+                f'<tr class="baseline"><td class="num">{i}</td><td></td><td></td><td class="spec">baseline: '
+                f"<code>{_e(spec)}</code></td><td></td><td>{_e(scores)}</td></tr>"
+            )
+    page += [
+        "<h2>Held-out scores</h2>",
+        '<table class="held"><thead><tr><th>fold</th><th>train topics</th>'
+        f"<th>test topics</th><th>pipeline</th><th>train {_e(objective)}</th><th>held-out</th></tr></thead>"
+        "<tbody>" + "".join(rows) + "</tbody></table>",
+    ]
     if pooled:
         text = ", ".join(f"{k} {v:.4f}" for k, v in pooled.items())
         md += ["", f"Pooled over folds (each topic scored by the pipeline searched without it): {text}"]
         page.append(f"<p>Pooled over folds (each topic scored by the pipeline searched without it): {_e(text)}</p>")
     for name, study, trials in studies:
-        curve = plot_best_so_far({name: [best_so_far(trials)]}, out / f"{name}.best.png", f"{objective} (train)",
-                                 trials)
+        curve = plot_best_so_far(
+            {name: [best_so_far(trials)]}, out / f"{name}.best.png", f"{objective} (train)", trials
+        )
         md += ["", f"## Study `{name}`", "", _counts(trials), "", f"![best so far]({curve.name})", ""]
-        page += [f"<h2>Study <code>{_e(name)}</code></h2>", f"<p>{_e(_counts(trials))}</p>",
-                 f'<figure><img src="{_e(curve.name)}" alt="best {_e(objective)} so far vs trials">'
-                 "<figcaption>Best so far (line), each trial (dots), failed and too-slow trials (marks at the "
-                 "bottom)</figcaption></figure>"]
+        page += [
+            f"<h2>Study <code>{_e(name)}</code></h2>",
+            f"<p>{_e(_counts(trials))}</p>",
+            f'<figure><img src="{_e(curve.name)}" alt="best {_e(objective)} so far vs trials">'
+            "<figcaption>Best so far (line), each trial (dots), failed and too-slow trials (marks at the "
+            "bottom)</figcaption></figure>",
+        ]
         if (bars := plot_modules(trials, space, out / f"{name}.modules.png")) is not None:
             md += [f"![candidates per node]({bars.name})", ""]
-            page.append(f'<figure><img src="{_e(bars.name)}" alt="best metric per candidate and node">'
-                        "<figcaption>Per node, each candidate's best metric (hatched: failed or too slow)"
-                        "</figcaption></figure>")
+            page.append(
+                f'<figure><img src="{_e(bars.name)}" alt="best metric per candidate and node">'
+                "<figcaption>Per node, each candidate's best metric (hatched: failed or too slow)"
+                "</figcaption></figure>"
+            )
         if (imp := plot_importance(study, out / f"{name}.importance.png")) is not None:
             md += [f"![parameter importance]({imp.name})", ""]
             page.append(f'<figure><img src="{_e(imp.name)}" alt="parameter importance"></figure>')
@@ -381,5 +466,7 @@ figure{margin:1em 0}figure img{max-width:100%}figcaption{font-size:12px;color:#5
 
 
 def _page(title: str, body: str) -> str:
-    return (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>"
-            f"<style>{CSS}</style></head><body>\n{body}\n</body></html>\n")
+    return (
+        f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>{_e(title)}</title>"
+        f"<style>{CSS}</style></head><body>\n{body}\n</body></html>\n"
+    )

@@ -46,8 +46,13 @@ def modules_of(node: str, settings: Settings) -> dict[str, tuple[str, ...]]:
     if node == "semantic":
         return {"dense": ("model",)}
     if node == "retrieval":
-        return {"lexical": ("depth",), "semantic": ("depth",), "rrf": ("depth",), "cc": ("depth", "weight"),
-                "dbsf": ("depth", "weight")}
+        return {
+            "lexical": ("depth",),
+            "semantic": ("depth",),
+            "rrf": ("depth",),
+            "cc": ("depth", "weight"),
+            "dbsf": ("depth", "weight"),
+        }
     if node == "rerank":
         return {NONE: (), **{n: ("arg", "depth", "fuse") for n in RERANKERS.names()}}
     if node == "passage":
@@ -189,12 +194,17 @@ def build_space(config: OptimizeConfig, located: Located, settings: Settings) ->
     for i, node in enumerate(config.nodes):
         loc = ("nodes", i)
         if node.node not in NODE_ORDER:
-            raise located.error((*loc, "node"), f"unknown node {quote(node.node, 40)} (nodes: {', '.join(NODE_ORDER)})", True)
+            raise located.error(
+                (*loc, "node"), f"unknown node {quote(node.node, 40)} (nodes: {', '.join(NODE_ORDER)})", True
+            )
         if node.node in seen:
             raise located.error((*loc, "node"), f"node {node.node} is given twice", True)
         if seen and NODE_ORDER.index(node.node) < NODE_ORDER.index(seen[-1]):
-            raise located.error((*loc, "node"), f"node {node.node} comes before {seen[-1]} "
-                                                f"(pipeline order: {', '.join(NODE_ORDER)})", True)
+            raise located.error(
+                (*loc, "node"),
+                f"node {node.node} comes before {seen[-1]} (pipeline order: {', '.join(NODE_ORDER)})",
+                True,
+            )
         seen.append(node.node)
         modules = modules_of(node.node, settings)
         candidates: list[Candidate] = []
@@ -202,23 +212,32 @@ def build_space(config: OptimizeConfig, located: Located, settings: Settings) ->
             mloc = (*loc, "modules", j)
             name = entry.get("module")
             if not isinstance(name, str) or name not in modules:
-                raise located.error((*mloc, "module"), f"unknown module {quote(str(name), 40)} for node "
-                                                       f"{node.node} (modules: {', '.join(modules)})", True)
+                raise located.error(
+                    (*mloc, "module"),
+                    f"unknown module {quote(str(name), 40)} for node {node.node} (modules: {', '.join(modules)})",
+                    True,
+                )
             grid: list[list[tuple[str, Any]]] = []
             for key, value in entry.items():
                 if key == "module":
                     continue
                 if key not in modules[name]:
-                    raise located.error((*mloc, key), f"unknown parameter {quote(str(key), 40)} of module {name} "
-                                                      f"(parameters: {', '.join(modules[name]) or 'none'})")
+                    raise located.error(
+                        (*mloc, key),
+                        f"unknown parameter {quote(str(key), 40)} of module {name} "
+                        f"(parameters: {', '.join(modules[name]) or 'none'})",
+                    )
                 grid.append([(key, v) for v in _values(located, (*mloc, key), value)])
             for combo in itertools.product(*grid):
                 candidate = Candidate(node.node, name, tuple(combo))
                 _check(candidate, located, mloc)
                 if candidate.label not in {c.label for c in candidates}:
                     candidates.append(candidate)
-        metric = node.metric or (config.objective if node.node == "generator" or config.objective
-                                 not in NUGGET_METRICS else ("nDCG@10" if config.qrels else config.objective))
+        metric = node.metric or (
+            config.objective
+            if node.node == "generator" or config.objective not in NUGGET_METRICS
+            else ("nDCG@10" if config.qrels else config.objective)
+        )
         space.nodes.append(NodeSpace(node.node, candidates, metric, node.max_seconds, i))
     names = [n.name for n in space.nodes]
     retrieval = space.node("retrieval")
@@ -227,8 +246,10 @@ def build_space(config: OptimizeConfig, located: Located, settings: Settings) ->
             needs = {"lexical": ["lexical"], "semantic": ["semantic"]}.get(c.module, ["lexical", "semantic"])
             missing = [n for n in needs if n not in names]
             if missing:
-                raise located.error(("nodes", retrieval.index, "modules"),
-                                    f"retrieval module {c.module} needs the {' and '.join(missing)} node")
+                raise located.error(
+                    ("nodes", retrieval.index, "modules"),
+                    f"retrieval module {c.module} needs the {' and '.join(missing)} node",
+                )
     if "lexical" not in names and "semantic" not in names and retrieval is None:
         space.nodes.insert(0, NodeSpace("lexical", [Candidate("lexical", "bm25")], config.objective, None, -1))
     return space
@@ -263,7 +284,10 @@ def _check(candidate: Candidate, located: Located, loc: tuple[Any, ...]) -> None
                 check_name(model.removeprefix("prebuilt:").split(":")[0])
             else:
                 resolve_model(model)
-        parse(build_spec({candidate.node: candidate}) if candidate.node not in ("lexical", "semantic")
-              else candidate.label + "@10")
+        parse(
+            build_spec({candidate.node: candidate})
+            if candidate.node not in ("lexical", "semantic")
+            else candidate.label + "@10"
+        )
     except (ValueError, LookupError, SpecError) as exc:
         raise located.error(loc, f"module {candidate.module}: {one_line(exc)}") from None

@@ -58,8 +58,9 @@ class Reseeded(optuna.samplers.BaseSampler):
 
     @staticmethod
     def place(study: optuna.Study, trial: FrozenTrial) -> int:
-        given_back = sum(1 for t in study.get_trials(deepcopy=False)
-                         if t.number < trial.number and t.user_attrs.get("interrupted"))
+        given_back = sum(
+            1 for t in study.get_trials(deepcopy=False) if t.number < trial.number and t.user_attrs.get("interrupted")
+        )
         return trial.number - given_back
 
     def _for(self, study: optuna.Study, trial: FrozenTrial) -> optuna.samplers.BaseSampler:
@@ -128,9 +129,12 @@ def trial_score(trial: FrozenTrial, node: str | None) -> float:
 
 def greedy_step(strategy: str, space: Space, trials: Sequence[FrozenTrial]) -> GreedyStep | None:
     """The step the walk is at, given the finished trials; None when every node has been fixed."""
-    finished = {_key(t.params): t for t in trials
-                if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
-                or (t.state == TrialState.FAIL and "error" in t.user_attrs)}
+    finished = {
+        _key(t.params): t
+        for t in trials
+        if t.state in (TrialState.COMPLETE, TrialState.PRUNED)
+        or (t.state == TrialState.FAIL and "error" in t.user_attrs)
+    }
     fixed = space.default()
     for name in greedy_order(strategy, space):
         node = space.node(name)
@@ -163,12 +167,16 @@ def greedy_best(strategy: str, space: Space, trials: Sequence[FrozenTrial]) -> d
     return fixed
 
 
-def _best_option(options: list[dict[str, str]], finished: Mapping[tuple[tuple[str, str], ...], FrozenTrial],
-                 metric_node: str | None) -> dict[str, str] | None:
+def _best_option(
+    options: list[dict[str, str]], finished: Mapping[tuple[tuple[str, str], ...], FrozenTrial], metric_node: str | None
+) -> dict[str, str] | None:
     """The option whose finished trial scores best (ties: the faster, then the earlier candidate); None when
     none scored."""
-    scored = [(trial_score(finished[_key(o)], metric_node), -seconds_per_query(finished[_key(o)]), -i)
-              for i, o in enumerate(options) if _key(o) in finished]
+    scored = [
+        (trial_score(finished[_key(o)], metric_node), -seconds_per_query(finished[_key(o)]), -i)
+        for i, o in enumerate(options)
+        if _key(o) in finished
+    ]
     scored = [s for s in scored if not math.isnan(s[0])]
     return options[-max(scored)[2]] if scored else None
 

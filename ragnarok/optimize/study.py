@@ -25,14 +25,7 @@ from optuna.trial import FrozenTrial, TrialState
 from ragnarok.optimize.config import OptimizeConfig
 from ragnarok.optimize.objective import Evaluator, TrialError
 from ragnarok.optimize.space import Space
-from ragnarok.optimize.strategies import (
-    GREEDY,
-    greedy_step,
-    make_sampler,
-    params_key,
-    seconds_per_query,
-    suggest,
-)
+from ragnarok.optimize.strategies import GREEDY, greedy_step, make_sampler, params_key, seconds_per_query, suggest
 from ragnarok.runtime.interrupt import wait_for_writes, writing
 
 HEARTBEAT_S = int(os.environ.get("RAGNAROK_OPTIMIZE_HEARTBEAT_S", "10"))
@@ -54,16 +47,25 @@ def open_study(config: OptimizeConfig, space: Space, url: str, name: str, strate
 
     for attempt in range(10):  # workers starting together on a new database race to create its tables
         try:
-            storage = RDBStorage(url, engine_kwargs=engine, heartbeat_interval=HEARTBEAT_S,
-                                 grace_period=3 * HEARTBEAT_S,
-                                 heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=3))
+            storage = RDBStorage(
+                url,
+                engine_kwargs=engine,
+                heartbeat_interval=HEARTBEAT_S,
+                grace_period=3 * HEARTBEAT_S,
+                heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=3),
+            )
             break
         except SQLAlchemyError:
             if attempt == 9:
                 raise
             time.sleep(0.5 + random.random())
-    study = optuna.create_study(storage=storage, study_name=name, direction="maximize", load_if_exists=True,
-                                sampler=make_sampler(strategy, space, config.seed))
+    study = optuna.create_study(
+        storage=storage,
+        study_name=name,
+        direction="maximize",
+        load_if_exists=True,
+        sampler=make_sampler(strategy, space, config.seed),
+    )
     if "strategy" not in study.user_attrs:
         study.set_user_attr("strategy", strategy)
     return study
@@ -82,7 +84,8 @@ def _counts(trial: FrozenTrial) -> bool:
     if "same_as" in trial.user_attrs:
         return False
     return trial.state in (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING) or (
-        trial.state == TrialState.FAIL and "error" in trial.user_attrs)
+        trial.state == TrialState.FAIL and "error" in trial.user_attrs
+    )
 
 
 def used(trials: Sequence[FrozenTrial]) -> int:
@@ -94,9 +97,16 @@ def worker_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def search(study: optuna.Study, evaluator: Evaluator, space: Space, strategy: str, train: Sequence[str],
-           trials: int | None, seconds: float | None,
-           on_trial: Callable[[FrozenTrial], None] | None = None) -> int:
+def search(
+    study: optuna.Study,
+    evaluator: Evaluator,
+    space: Space,
+    strategy: str,
+    train: Sequence[str],
+    trials: int | None,
+    seconds: float | None,
+    on_trial: Callable[[FrozenTrial], None] | None = None,
+) -> int:
     """Run trials until the study has ``trials`` (over every worker), ``seconds`` pass, or the strategy has
     nothing left, then once more each candidate that failed or was too slow (load is not a verdict: a 504 or
     a slow minute of a busy machine); a greedy walk that a retry changes walks on. Returns how many trials
@@ -109,26 +119,45 @@ def search(study: optuna.Study, evaluator: Evaluator, space: Space, strategy: st
     return ran
 
 
-def retry_failed(study: optuna.Study, evaluator: Evaluator, space: Space, train: Sequence[str],
-                 on_trial: Callable[[FrozenTrial], None] | None = None) -> tuple[int, int]:
+def retry_failed(
+    study: optuna.Study,
+    evaluator: Evaluator,
+    space: Space,
+    train: Sequence[str],
+    on_trial: Callable[[FrozenTrial], None] | None = None,
+) -> tuple[int, int]:
     """Each candidate that failed by its pipeline (a stage's error or timeout) or was pruned as too slow, run
     once more as a new trial with ``retry_of`` (not counted in the budget); returns (retries run, completed)."""
     trials = study.get_trials(deepcopy=False)
     retried = {t.user_attrs["retry_of"] for t in trials if "retry_of" in t.user_attrs}
-    todo = [t for t in trials if "retry_of" not in t.user_attrs and t.number not in retried and t.params and (
-        (t.state == TrialState.FAIL and "error" in t.user_attrs)
-        or (t.state == TrialState.PRUNED and "too_slow" in t.user_attrs))]
+    todo = [
+        t
+        for t in trials
+        if "retry_of" not in t.user_attrs
+        and t.number not in retried
+        and t.params
+        and (
+            (t.state == TrialState.FAIL and "error" in t.user_attrs)
+            or (t.state == TrialState.PRUNED and "too_slow" in t.user_attrs)
+        )
+    ]
     me = worker_id()
     ran = completed = 0
     for old in todo:
         # a new running trial with the old one's labels (not through the waiting queue, where the walk's
         # candidates left by the budget's end wait)
-        template = optuna.trial.create_trial(state=TrialState.RUNNING, params=old.params,
-                                             distributions=old.distributions, user_attrs={"retry_of": old.number})
+        template = optuna.trial.create_trial(
+            state=TrialState.RUNNING,
+            params=old.params,
+            distributions=old.distributions,
+            user_attrs={"retry_of": old.number},
+        )
         trial = optuna.Trial(study, study._storage.create_new_trial(study._study_id, template_trial=template))  # noqa: SLF001
         study._storage.record_heartbeat(trial._trial_id)  # noqa: SLF001
-        if any(t.user_attrs.get("retry_of") == old.number and t.number < trial.number and _counts(t)
-               for t in study.get_trials(deepcopy=False)):
+        if any(
+            t.user_attrs.get("retry_of") == old.number and t.number < trial.number and _counts(t)
+            for t in study.get_trials(deepcopy=False)
+        ):
             trial.set_user_attr("duplicate_of", old.number)  # another worker retries it
             study.tell(trial, state=TrialState.FAIL)
             continue
@@ -141,9 +170,16 @@ def retry_failed(study: optuna.Study, evaluator: Evaluator, space: Space, train:
     return ran, completed
 
 
-def _search(study: optuna.Study, evaluator: Evaluator, space: Space, strategy: str, train: Sequence[str],
-            trials: int | None, seconds: float | None,
-            on_trial: Callable[[FrozenTrial], None] | None = None) -> int:
+def _search(
+    study: optuna.Study,
+    evaluator: Evaluator,
+    space: Space,
+    strategy: str,
+    train: Sequence[str],
+    trials: int | None,
+    seconds: float | None,
+    on_trial: Callable[[FrozenTrial], None] | None = None,
+) -> int:
     deadline = time.monotonic() + seconds if seconds else math.inf
     ran = repeats = 0
     me = worker_id()
@@ -165,12 +201,20 @@ def _search(study: optuna.Study, evaluator: Evaluator, space: Space, strategy: s
             if not waiting and all(params_key(c) in taken for c in step.candidates):
                 time.sleep(0.5)  # the step's last candidates run on other workers
                 continue
-        elif strategy == "grid" and study.sampler.is_exhausted(study) and \
-                not any(t.state == TrialState.WAITING for t in current):  # type: ignore[attr-defined]
+        elif (
+            strategy == "grid"
+            and study.sampler.is_exhausted(study)
+            and not any(t.state == TrialState.WAITING for t in current)
+        ):  # type: ignore[attr-defined]
             break  # (a waiting trial: a killed worker's, enqueued again)
-        elif strategy not in GREEDY and strategy != "grid" and (
+        elif (
+            strategy not in GREEDY
+            and strategy != "grid"
+            and (
                 len({params_key(t.params) for t in current if _counts(t) and t.params}) >= space.size()
-                or repeats >= MAX_REPEATS):
+                or repeats >= MAX_REPEATS
+            )
+        ):
             break  # every pipeline of the space was tried (or the sampler proposes only those tried)
         with writing():  # an interrupt waits for both: a trial asked for is always known, so given back
             trial = study.ask()
@@ -185,9 +229,15 @@ def _search(study: optuna.Study, evaluator: Evaluator, space: Space, strategy: s
             break
         # the same candidate finished, or claimed by a trial numbered before this one: not run twice (a claimed
         # greedy trial is known by the labels it was enqueued with before its worker writes its parameters)
-        clash = [t for t in everyone if t.number != trial.number and params_key(_params(t)) == params_key(labels)
-                 and _counts(t) and (t.state != TrialState.RUNNING or t.number < trial.number)
-                 and t.user_attrs.get("retry_of") == trial.user_attrs.get("retry_of")]
+        clash = [
+            t
+            for t in everyone
+            if t.number != trial.number
+            and params_key(_params(t)) == params_key(labels)
+            and _counts(t)
+            and (t.state != TrialState.RUNNING or t.number < trial.number)
+            and t.user_attrs.get("retry_of") == trial.user_attrs.get("retry_of")
+        ]
         if clash and (strategy in GREEDY or strategy == "grid" or clash[0].state == TrialState.RUNNING):
             trial.set_user_attr("duplicate_of", clash[0].number)
             study.tell(trial, state=TrialState.FAIL)
@@ -218,8 +268,9 @@ def _same_as(study: optuna.Study, trial: optuna.Trial, known: FrozenTrial) -> No
         study.tell(trial, state=TrialState.PRUNED if known.state == TrialState.PRUNED else TrialState.FAIL)
 
 
-def _run_trial(study: optuna.Study, trial: optuna.Trial, evaluator: Evaluator, spec: str, train: Sequence[str],
-               me: str) -> bool:
+def _run_trial(
+    study: optuna.Study, trial: optuna.Trial, evaluator: Evaluator, spec: str, train: Sequence[str], me: str
+) -> bool:
     """Score ``spec`` as ``trial`` and tell the study; False when it failed by its pipeline (a stage's error)."""
     from optuna.storages._heartbeat import get_heartbeat_thread  # noqa: PLC0415
 
@@ -273,7 +324,8 @@ def give_back_in_flight() -> None:
         if params:
             kept = {k: trial.user_attrs[k] for k in ("retry_of", "greedy_node") if k in trial.user_attrs}
             optuna.load_study(study_name=study.study_name, storage=storage).enqueue_trial(
-                params, user_attrs={**kept, "rerun_of": trial.number})
+                params, user_attrs={**kept, "rerun_of": trial.number}
+            )
 
 
 def used_now(study: optuna.Study) -> int:
@@ -291,8 +343,11 @@ def _own_storage(study: optuna.Study) -> RDBStorage:
 
 def best_trial(study: optuna.Study) -> FrozenTrial | None:
     """The best complete trial; a tie goes to the faster pipeline, then to the earlier trial."""
-    done = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-            if t.value is not None and "same_as" not in t.user_attrs]
+    done = [
+        t
+        for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+        if t.value is not None and "same_as" not in t.user_attrs
+    ]
     return max(done, key=lambda t: (t.value, -seconds_per_query(t), -t.number)) if done else None
 
 

@@ -21,8 +21,9 @@ def fingerprint(config: OptimizeConfig, space: Space) -> dict[str, str]:
         "metrics": ", ".join(f"{n.name}={n.metric}" for n in space.nodes),
         "max_seconds": ", ".join(f"{n.name}={n.max_seconds:g}" for n in space.nodes if n.max_seconds) or "none",
         "split": (f"folds={split.folds}" if split.folds else f"test={split.test:g}") + f", seed={split.seed}",
-        "judge": config.judge if config.objective in NUGGET_METRICS or any(
-            n.metric in NUGGET_METRICS for n in space.nodes) else "-",
+        "judge": config.judge
+        if config.objective in NUGGET_METRICS or any(n.metric in NUGGET_METRICS for n in space.nodes)
+        else "-",
         "strategy": config.strategy,
         "seed": str(config.seed),
         "index": str(config.index),
@@ -46,7 +47,7 @@ def difference(old: dict[str, str] | None, new: dict[str, str], width: int = 300
     keys = ["objective", *(k for k in new if k != "objective"), *(k for k in old if k not in new)]
     parts = [f"{k}: {old.get(k, '-')} -> {new.get(k, '-')}" for k in keys if old.get(k) != new.get(k)]
     text = "; ".join(parts) or "nothing"
-    return text if len(text) <= width else text[:width - 1].rsplit(" ", 1)[0] + " …"
+    return text if len(text) <= width else text[: width - 1].rsplit(" ", 1)[0] + " …"
 
 
 class StudyConflict(ValueError):
@@ -60,16 +61,24 @@ def study_name(url: str, base: str, print_: dict[str, str], explicit: bool) -> t
     key = config_key(print_)
     summaries = {s.study_name: s for s in _summaries(url)}
     old = summaries.get(base)
-    if old is None or old.user_attrs.get("config_key") == key or (
-            "config_key" not in old.user_attrs and not old.n_trials):
+    if (
+        old is None
+        or old.user_attrs.get("config_key") == key
+        or ("config_key" not in old.user_attrs and not old.n_trials)
+    ):
         return base, None
     diff = difference(old.user_attrs.get("fingerprint"), print_)
     if explicit:
-        raise StudyConflict(f"study {base!r} holds trials of another config ({diff}): give another `study:` "
-                            "name (or --output / --storage for a new store), or change the config back")
+        raise StudyConflict(
+            f"study {base!r} holds trials of another config ({diff}): give another `study:` "
+            "name (or --output / --storage for a new store), or change the config back"
+        )
     name = f"{base}.{key}"
-    return name, (f"the config changed since study {base!r} ({diff}): "
-                  + ("resuming" if name in summaries else "starting new") + f" study {name!r}")
+    return name, (
+        f"the config changed since study {base!r} ({diff}): "
+        + ("resuming" if name in summaries else "starting new")
+        + f" study {name!r}"
+    )
 
 
 def mark(study: optuna.Study, print_: dict[str, str]) -> None:
@@ -80,7 +89,7 @@ def mark(study: optuna.Study, print_: dict[str, str]) -> None:
 
 
 def _summaries(url: str) -> list[optuna.study.StudySummary]:
-    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///"):]).exists():
+    if url.startswith("sqlite:///") and not Path(url[len("sqlite:///") :]).exists():
         return []
     if url.startswith(("postgresql://", "postgres://")):
         url = "postgresql+psycopg://" + url.split("://", 1)[1]

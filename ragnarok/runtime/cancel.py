@@ -142,8 +142,7 @@ class InFlight:
             with self._lock:
                 self._tokens.discard(token)
 
-    def cancel_all(self, kind: type[Cancelled] = ShuttingDown,
-                   message: str = "the server is shutting down") -> int:
+    def cancel_all(self, kind: type[Cancelled] = ShuttingDown, message: str = "the server is shutting down") -> int:
         """Cancel every token in use and every later one; returns how many were in use."""
         with self._lock:
             self._closing = (kind, message)
@@ -162,9 +161,15 @@ class InFlight:
         return len(self._tokens)
 
 
-async def run_watched(fn: Callable[[], T], token: CancelToken, *, timeout_s: float | None = None,
-                      disconnected: Callable[[], Awaitable[bool]] | None = None, poll_s: float = 0.1,
-                      limiter: anyio.CapacityLimiter | None = None) -> T:
+async def run_watched(
+    fn: Callable[[], T],
+    token: CancelToken,
+    *,
+    timeout_s: float | None = None,
+    disconnected: Callable[[], Awaitable[bool]] | None = None,
+    poll_s: float = 0.1,
+    limiter: anyio.CapacityLimiter | None = None,
+) -> T:
     """``fn()`` in a worker thread under ``token``; the token is cancelled when ``timeout_s`` passes
     (:class:`DeadlineExceeded`: "no answer within N s") or ``disconnected()`` turns true. The thread is one of
     ``limiter``'s (work that calls a backend: that backend's share, :attr:`Guard.callers`), else of anyio's
@@ -173,18 +178,28 @@ async def run_watched(fn: Callable[[], T], token: CancelToken, *, timeout_s: flo
     Once the token is cancelled (by this watch or by anyone else, e.g. shutdown) its error is raised at once;
     work that checks the token stops at its next check, other work finishes in its thread unobserved.
     """
-    return await _watching(lambda: anyio.to_thread.run_sync(token.run, fn, abandon_on_cancel=True,
-                                                            limiter=limiter),
-                           token, timeout_s, disconnected, poll_s)
+    return await _watching(
+        lambda: anyio.to_thread.run_sync(token.run, fn, abandon_on_cancel=True, limiter=limiter),
+        token,
+        timeout_s,
+        disconnected,
+        poll_s,
+    )
 
 
-async def watched(work: Callable[[], Awaitable[T]], token: CancelToken, *,
-                  disconnected: Callable[[], Awaitable[bool]] | None = None, poll_s: float = 0.1) -> T:
+async def watched(
+    work: Callable[[], Awaitable[T]],
+    token: CancelToken,
+    *,
+    disconnected: Callable[[], Awaitable[bool]] | None = None,
+    poll_s: float = 0.1,
+) -> T:
     """``await work()`` with ``token`` as the current one (the worker threads it starts copy it: a backend
     call in flight registers its socket with it); the token is cancelled when ``disconnected()`` turns true.
     Once it is cancelled (by this watch or by anyone else, e.g. shutdown) the work is cancelled: what it waits
     for on the event loop (a backend's slot) at once, a backend call in a worker thread when its socket is
     shut (:func:`ragnarok.stages.generate.http.post_json`); then the token's error is raised."""
+
     async def under_token() -> T:
         reset = _current.set(token)  # in the work's own task: its context only
         try:
@@ -195,8 +210,13 @@ async def watched(work: Callable[[], Awaitable[T]], token: CancelToken, *,
     return await _watching(under_token, token, None, disconnected, poll_s)
 
 
-async def _watching(work: Callable[[], Awaitable[T]], token: CancelToken, timeout_s: float | None,
-                    disconnected: Callable[[], Awaitable[bool]] | None, poll_s: float) -> T:
+async def _watching(
+    work: Callable[[], Awaitable[T]],
+    token: CancelToken,
+    timeout_s: float | None,
+    disconnected: Callable[[], Awaitable[bool]] | None,
+    poll_s: float,
+) -> T:
     token.check()  # cancelled already (the server is shutting down): start nothing
     outcome: list[T] = []
     failure: list[BaseException] = []

@@ -60,10 +60,14 @@ def row_names(run_name: list[str] | None, runs: list[Path]) -> list[str]:
     absent = [str(run) for run in runs if not run.exists()]
     if run_name and (len(names) != len(runs) or absent):
         hint = f"{', '.join(absent[:3])}: no such run file; a name after the first?" if absent else ""
-        said = f"{len(names)} --run-name for {len(runs)} runs" + (f" ({hint})" if hint else "") \
-            if len(names) != len(runs) else hint
-        raise ValueError(f"{said}: --run-name takes one name; repeat it, one per run in order: "
-                         "--run-name a --run-name b")
+        said = (
+            f"{len(names)} --run-name for {len(runs)} runs" + (f" ({hint})" if hint else "")
+            if len(names) != len(runs)
+            else hint
+        )
+        raise ValueError(
+            f"{said}: --run-name takes one name; repeat it, one per run in order: --run-name a --run-name b"
+        )
     if len(set(names)) != len(names):
         raise ValueError(f"the rows need distinct names: give one distinct --run-name per run, not {names}")
     return names

@@ -34,8 +34,10 @@ def file_not_format(path: Path) -> None:
     """``run`` and ``search``: their ``--output`` is the file they write. ``--output json`` (or ``text``) there
     is the envelope meant, not a file called ``json``: refused, naming the option to use."""
     if path.parent == Path(".") and str(path) in {f.value for f in Format}:
-        raise ValueError(f"--output names the file this command writes; for the JSON envelope give "
-                         f"--output-format {path} (to write a file named {path}, give --output ./{path})")
+        raise ValueError(
+            f"--output names the file this command writes; for the JSON envelope give "
+            f"--output-format {path} (to write a file named {path}, give --output ./{path})"
+        )
 
 
 @dataclass
@@ -47,8 +49,17 @@ class Envelope:
     warnings: list[str] = field(default_factory=list)
 
     def dumps(self) -> str:
-        return json.dumps({"command": self.command, "ok": self.ok and not self.errors, "result": self.result,
-                           "errors": self.errors, "warnings": self.warnings}, ensure_ascii=False, default=str)
+        return json.dumps(
+            {
+                "command": self.command,
+                "ok": self.ok and not self.errors,
+                "result": self.result,
+                "errors": self.errors,
+                "warnings": self.warnings,
+            },
+            ensure_ascii=False,
+            default=str,
+        )
 
 
 _open: ContextVar[Envelope | None] = ContextVar("ragnarok_envelope", default=None)
@@ -82,8 +93,13 @@ def command_name() -> str:
     except ImportError:  # pragma: no cover - an older typer on click
         from click import get_current_context  # noqa: PLC0415
     ctx = get_current_context(silent=True)
-    return ctx.command_path.split(" ", 1)[1] if ctx is not None and " " in ctx.command_path else \
-        (ctx.info_name or "") if ctx is not None else ""
+    return (
+        ctx.command_path.split(" ", 1)[1]
+        if ctx is not None and " " in ctx.command_path
+        else (ctx.info_name or "")
+        if ctx is not None
+        else ""
+    )
 
 
 @contextlib.contextmanager

@@ -19,10 +19,10 @@ def index_identity(path: Path) -> dict[str, str]:
     any re-index (even of the same documents into the same directory) gives a different identity."""
     import hashlib  # noqa: PLC0415
 
-    commits = [p for p in Path(path).glob("segments_*") if p.name[len("segments_"):].isalnum()]
+    commits = [p for p in Path(path).glob("segments_*") if p.name[len("segments_") :].isalnum()]
     if not commits:
         raise FileNotFoundError(f"no Lucene index at {path}")
-    latest = max(commits, key=lambda p: int(p.name[len("segments_"):], 36))
+    latest = max(commits, key=lambda p: int(p.name[len("segments_") :], 36))
     return {"commit": latest.name, "sha256": hashlib.sha256(latest.read_bytes()).hexdigest()}
 
 

@@ -215,7 +215,7 @@ def _say(line: str) -> None:
     data = (("\n" if _partial_line() else "") + line).encode("utf-8", "replace")
     try:
         while data:
-            data = data[os.write(2, data):]
+            data = data[os.write(2, data) :]
     except OSError:
         pass
 

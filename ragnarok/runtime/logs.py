@@ -81,7 +81,9 @@ class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         out: dict[str, Any] = {
             "time": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds"),
-            "level": record.levelname, "logger": record.name, "message": record.getMessage(),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": record.getMessage(),
         }
         for name in FIELDS:
             out[name] = getattr(record, name, None)
@@ -102,8 +104,7 @@ class TextFormatter(logging.Formatter):
         return super().format(record)
 
 
-def configure(log_format: str = "text", level: str | int = "INFO",
-              stream: IO[str] | None = None) -> logging.Handler:
+def configure(log_format: str = "text", level: str | int = "INFO", stream: IO[str] | None = None) -> logging.Handler:
     """One handler on the root logger (replacing the ones this function added before) writing ``log_format``
     lines at ``level`` to ``stream`` (stderr); httpx's and httpcore's per-request lines stay at WARNING.
     Returns the handler (a test removes it with :func:`unconfigure`)."""

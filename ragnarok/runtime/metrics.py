@@ -36,36 +36,70 @@ LATENCY_BUCKETS = (0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5
 #: The kinds of pipeline stage the gateway calls (``ragnarok.service.gateway``: "retrieve bm25", "rerank monot5", ...).
 STAGES = ("retrieve", "rerank", "passage", "query", "generate")
 
-REQUESTS = Counter("ragnarok_http_requests", "HTTP requests answered, by method, route template and status.",
-                   ["method", "route", "status"])
-REQUEST_SECONDS = Histogram("ragnarok_http_request_duration_seconds", "Time to answer a request, by route "
-                            "template (until the last byte of the body was handed to the server).",
-                            ["method", "route"], buckets=LATENCY_BUCKETS)
-STAGE_SECONDS = Histogram("ragnarok_stage_duration_seconds", "One stage call of a pipeline as the gateway saw "
-                          "it (HTTP hop included), by kind of stage: retrieve, rerank, passage, query, generate.",
-                          ["stage"], buckets=LATENCY_BUCKETS)
-STAGE_FAILURES = Counter("ragnarok_stage_failures", "Stage calls that failed, by kind of stage and the status "
-                         "the gateway answers.", ["stage", "status"])
-BACKEND_CALLS = Counter("ragnarok_backend_calls", "Calls to a generator's backend (every HTTP attempt, "
-                        "retries included).", ["generator"])
-BACKEND_FAILURES = Counter("ragnarok_backend_failures", "Generator calls that failed after their retries, by "
-                           "cause: timeout, busy (no slot in time), rate_limited (429), server_error (5xx), "
-                           "client_error (other 4xx), connection, bad_answer.", ["generator", "cause"])
-BACKEND_TOKENS = Counter("ragnarok_backend_tokens", "Tokens the backends reported (usage), by generator and "
-                         "kind (prompt, completion).", ["generator", "kind"])
-SLOT_WAIT_SECONDS = Histogram("ragnarok_slot_wait_seconds", "Time a call waited for one of its generator's "
-                              "max_concurrency slots (a 'busy' failure is not observed here).", ["generator"],
-                              buckets=(0.001, 0.005, 0.025, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0))
-DENSE_BUILD = Gauge("ragnarok_dense_build_segments", "Background dense index builds: segments encoded (state="
-                    "done) of the total (state=total), by Lucene index directory name and model.",
-                    ["index", "model", "state"], multiprocess_mode="livemax")
-ARENA_BATTLES = Counter("ragnarok_arena_battles", "Arena battles recorded, by mode (blinded, unblinded) and "
-                        "whether both answers came (votable) or not (failed).", ["mode", "outcome"])
-ARENA_VOTES = Counter("ragnarok_arena_votes", "Arena votes recorded, by winner (a, b, tie, bothbad).",
-                      ["winner"])
-CACHE_LOOKUPS = Counter("ragnarok_cache_lookups", "Cache lookups by cache (segment_json: candidates' JSON "
-                        "per Lucene segment; query_stage: generated queries; judgment: LLM judgments) and "
-                        "result (hit, miss); the hit rate is hit / (hit + miss).", ["cache", "result"])
+REQUESTS = Counter(
+    "ragnarok_http_requests",
+    "HTTP requests answered, by method, route template and status.",
+    ["method", "route", "status"],
+)
+REQUEST_SECONDS = Histogram(
+    "ragnarok_http_request_duration_seconds",
+    "Time to answer a request, by route template (until the last byte of the body was handed to the server).",
+    ["method", "route"],
+    buckets=LATENCY_BUCKETS,
+)
+STAGE_SECONDS = Histogram(
+    "ragnarok_stage_duration_seconds",
+    "One stage call of a pipeline as the gateway saw "
+    "it (HTTP hop included), by kind of stage: retrieve, rerank, passage, query, generate.",
+    ["stage"],
+    buckets=LATENCY_BUCKETS,
+)
+STAGE_FAILURES = Counter(
+    "ragnarok_stage_failures",
+    "Stage calls that failed, by kind of stage and the status the gateway answers.",
+    ["stage", "status"],
+)
+BACKEND_CALLS = Counter(
+    "ragnarok_backend_calls", "Calls to a generator's backend (every HTTP attempt, retries included).", ["generator"]
+)
+BACKEND_FAILURES = Counter(
+    "ragnarok_backend_failures",
+    "Generator calls that failed after their retries, by "
+    "cause: timeout, busy (no slot in time), rate_limited (429), server_error (5xx), "
+    "client_error (other 4xx), connection, bad_answer.",
+    ["generator", "cause"],
+)
+BACKEND_TOKENS = Counter(
+    "ragnarok_backend_tokens",
+    "Tokens the backends reported (usage), by generator and kind (prompt, completion).",
+    ["generator", "kind"],
+)
+SLOT_WAIT_SECONDS = Histogram(
+    "ragnarok_slot_wait_seconds",
+    "Time a call waited for one of its generator's max_concurrency slots (a 'busy' failure is not observed here).",
+    ["generator"],
+    buckets=(0.001, 0.005, 0.025, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0),
+)
+DENSE_BUILD = Gauge(
+    "ragnarok_dense_build_segments",
+    "Background dense index builds: segments encoded (state="
+    "done) of the total (state=total), by Lucene index directory name and model.",
+    ["index", "model", "state"],
+    multiprocess_mode="livemax",
+)
+ARENA_BATTLES = Counter(
+    "ragnarok_arena_battles",
+    "Arena battles recorded, by mode (blinded, unblinded) and whether both answers came (votable) or not (failed).",
+    ["mode", "outcome"],
+)
+ARENA_VOTES = Counter("ragnarok_arena_votes", "Arena votes recorded, by winner (a, b, tie, bothbad).", ["winner"])
+CACHE_LOOKUPS = Counter(
+    "ragnarok_cache_lookups",
+    "Cache lookups by cache (segment_json: candidates' JSON "
+    "per Lucene segment; query_stage: generated queries; judgment: LLM judgments) and "
+    "result (hit, miss); the hit rate is hit / (hit + miss).",
+    ["cache", "result"],
+)
 
 _HTTP_STATUS = re.compile(r"HTTP (\d{3})")
 

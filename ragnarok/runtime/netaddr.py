@@ -56,8 +56,9 @@ def bind_error(host: str, port: int) -> str | None:
             except OSError as exc:
                 where = http_url(address[0], port).split("://", 1)[1]
                 if exc.errno == errno.EADDRINUSE:
-                    return f"port {port} is already in use on {where}: stop what listens there or pick " \
-                           "another with --port"
+                    return (
+                        f"port {port} is already in use on {where}: stop what listens there or pick another with --port"
+                    )
                 return f"cannot listen on {where}: {exc.strerror or exc}"
     return None
 

@@ -18,8 +18,9 @@ T = TypeVar("T")
 class LineProgress:
     """tqdm's ``update``/``close``/context-manager surface, written as lines (see the module docstring)."""
 
-    def __init__(self, total: int, desc: str, unit: str = "topic", every_s: float = 30.0, file: Any = None,
-                 initial: int = 0):
+    def __init__(
+        self, total: int, desc: str, unit: str = "topic", every_s: float = 30.0, file: Any = None, initial: int = 0
+    ):
         self.total, self.desc, self.unit, self.every_s = total, desc, unit, every_s
         self.file = file or sys.stderr
         self.n, self.start, self.last, self.step = initial, time.monotonic(), time.monotonic(), max(1, total // 10)
@@ -35,8 +36,7 @@ class LineProgress:
             done = self.n - self.initial
             left = elapsed / done * (self.total - self.n) if done else 0.0
             eta = f", about {left:.0f} s left" if self.n < self.total else ""
-            print(f"{self.desc}: {self.n}/{self.total} {self.unit}s, {elapsed:.0f} s{eta}", file=self.file,
-                  flush=True)
+            print(f"{self.desc}: {self.n}/{self.total} {self.unit}s, {elapsed:.0f} s{eta}", file=self.file, flush=True)
 
     def close(self) -> None:
         pass

@@ -15,7 +15,7 @@ def client_ip(host: str) -> str | None:
     dropped), or None when it is none."""
     text = host.strip()
     if text.startswith("[") and "]" in text:
-        text = text[1:text.index("]")]
+        text = text[1 : text.index("]")]
     elif text.count(":") == 1:
         text = text.partition(":")[0]
     try:
@@ -48,8 +48,10 @@ class ForwardedFor:
             host = client_ip(str(client[0]))
             if host is None:
                 if scope["type"] == "http":
-                    refusal = JSONResponse({"detail": "X-Forwarded-For from a trusted proxy must end in the "
-                                                      "client's IP address"}, status_code=400)
+                    refusal = JSONResponse(
+                        {"detail": "X-Forwarded-For from a trusted proxy must end in the client's IP address"},
+                        status_code=400,
+                    )
                     await refusal(scope, receive, send)
                 else:  # a websocket: closed without being accepted
                     await send({"type": "websocket.close", "code": 1008})

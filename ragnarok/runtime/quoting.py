@@ -33,12 +33,17 @@ def lone_surrogate(value: Any, raw: bytes | None = None) -> str | None:
     only searched when ``raw`` may hold one."""
     if raw is not None and not _MAYBE_SURROGATE.search(raw):
         return None
+
     def found(text: str) -> re.Match[str] | None:
         return None if text.isascii() else _SURROGATE.search(text)
 
     def where(path: tuple[Any, ...]) -> str:
-        return ".".join(str(p) if not isinstance(p, str) or (len(p) <= 40 and p.isprintable())
-                        else quote(p, 40) for p in path) or "the answer"
+        return (
+            ".".join(
+                str(p) if not isinstance(p, str) or (len(p) <= 40 and p.isprintable()) else quote(p, 40) for p in path
+            )
+            or "the answer"
+        )
 
     stack: list[tuple[Any, tuple[Any, ...]]] = [(value, ())]
     while stack:

@@ -62,7 +62,7 @@ def _words(detail: Any, limit: int = 300) -> str:
     else:
         text = str(detail) if isinstance(detail, str) else json.dumps(detail, default=str)
     text = " ".join(text.split())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def describe(qid: str, exc: BaseException) -> TopicFailure:
@@ -152,8 +152,9 @@ def _retryable(exc: BaseException) -> bool:
     return not isinstance(exc, (PipelineRefused, ValueError))
 
 
-async def with_retries(call: Callable[[], Awaitable[T]], limit: AdaptiveLimit, retries: int = 2,
-                       backoff_s: float = 1.0) -> T:
+async def with_retries(
+    call: Callable[[], Awaitable[T]], limit: AdaptiveLimit, retries: int = 2, backoff_s: float = 1.0
+) -> T:
     """``call()`` in a slot of ``limit``, retried up to ``retries`` times (waiting ``backoff_s``, then twice
     that, ... out of the slot) while it fails with anything but a refusal; the last failure is raised."""
     for n in range(max(0, retries) + 1):
@@ -170,7 +171,7 @@ async def with_retries(call: Callable[[], Awaitable[T]], limit: AdaptiveLimit, r
                 raise
         finally:
             await asyncio.shield(limit.release(epoch, outcome))
-        await asyncio.sleep(backoff_s * 2 ** n)
+        await asyncio.sleep(backoff_s * 2**n)
     raise AssertionError("unreachable")  # pragma: no cover
 
 
@@ -184,10 +185,16 @@ def local_services(settings: Settings) -> tuple[Services, Any]:
 
 
 async def run_topics(
-    pipeline: Pipeline, topics: Sequence[Topic], settings: Settings, index: str | None = None,
-    concurrency: int = 4, on_result: Callable[[Topic, Result], Awaitable[None] | None] | None = None,
-    on_failure: Callable[[TopicFailure], None] | None = None, retries: int | None = None,
-    backoff_s: float | None = None, on_limit: Callable[[int, int], None] | None = None,
+    pipeline: Pipeline,
+    topics: Sequence[Topic],
+    settings: Settings,
+    index: str | None = None,
+    concurrency: int = 4,
+    on_result: Callable[[Topic, Result], Awaitable[None] | None] | None = None,
+    on_failure: Callable[[TopicFailure], None] | None = None,
+    retries: int | None = None,
+    backoff_s: float | None = None,
+    on_limit: Callable[[int, int], None] | None = None,
     services: Services | None = None,
 ) -> dict[str, Result]:
     """Every topic through ``pipeline`` with at most ``concurrency`` in flight (fewer after timeouts);

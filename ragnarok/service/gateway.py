@@ -43,8 +43,6 @@ def server_time_ms(headers: Any) -> float | None:
     return None
 
 
-
-
 def json_body(fields: dict[str, Any], **models: BaseModel) -> bytes:
     """``fields`` as a JSON object with each model spliced in, serialised once by pydantic-core (the
     candidates' text is most of every body; a ``model_dump`` + ``json.dumps`` round costs several ms)."""
@@ -73,8 +71,13 @@ class Services:
         except StageError as exc:
             metrics.observe_stage(stage, time.perf_counter() - start, exc.status)
             if exc.status >= 500:
-                log.warning("stage %r failed with HTTP %d after %.0f ms: %s", stage, exc.status,
-                            (time.perf_counter() - start) * 1000, shorten(json.dumps(exc.detail, default=str), 600))
+                log.warning(
+                    "stage %r failed with HTTP %d after %.0f ms: %s",
+                    stage,
+                    exc.status,
+                    (time.perf_counter() - start) * 1000,
+                    shorten(json.dumps(exc.detail, default=str), 600),
+                )
             raise
         finally:
             logs.stage_var.reset(token)
@@ -105,8 +108,11 @@ def stage_error(stage: str, response: httpx.Response) -> StageError:
         detail = response.text[:500]
     if response.status_code == 422 and isinstance(detail, list):
         # a validation error of a body the gateway built itself: our fault, not the client's
-        return StageError(stage, 502, "internal error: the stage refused the request the gateway built: "
-                                      + shorten(json.dumps(detail), 300))
+        return StageError(
+            stage,
+            502,
+            "internal error: the stage refused the request the gateway built: " + shorten(json.dumps(detail), 300),
+        )
     # a stage's 4xx, its 503 (a missing index: the detail says how to build it) and 504 pass through
     status = response.status_code if response.status_code < 500 or response.status_code in (503, 504) else 502
     return StageError(stage, status, detail, response.headers.get("retry-after"))
@@ -120,8 +126,9 @@ def _fuse(method: str, requests: list[Request], weights: list[float | None], dep
         given = None if all(w is None for w in weights) else [1.0 if w is None else w for w in weights]
         scores = (cc if method == "cc" else dbsf)(runs, given)
     docs = {c.docid: c.doc for r in requests for c in r.candidates}
-    return Request(query=query, candidates=[Candidate(docid=d, score=s, doc=docs[d])
-                                            for d, s in ranked(scores)[:depth]])
+    return Request(
+        query=query, candidates=[Candidate(docid=d, score=s, doc=docs[d]) for d, s in ranked(scores)[:depth]]
+    )
 
 
 @dataclass
@@ -145,8 +152,9 @@ class PipelineRunner:
         self.services, self.index = services, index
         self.stage = ""  # the stage running now (a streamed answer's error event names it)
 
-    async def _source(self, node: Node, query: Query, depth: int,
-                      expansion: Expansion | None = None) -> tuple[Request, float | None]:
+    async def _source(
+        self, node: Node, query: Query, depth: int, expansion: Expansion | None = None
+    ) -> tuple[Request, float | None]:
         """``expansion``: the query as query stages rewrote it (dense retrievers get its ``dense`` text,
         the others its ``lexical`` text); the ranking always carries the original ``query``."""
         if isinstance(node, Fusion):
@@ -164,8 +172,7 @@ class PipelineRunner:
             request.query = query
         return request, ms
 
-    async def _expand(self, stages: tuple[QueryStage, ...], topic: Query,
-                      traces: list[StageTrace]) -> list[Expansion]:
+    async def _expand(self, stages: tuple[QueryStage, ...], topic: Query, traces: list[StageTrace]) -> list[Expansion]:
         """The queries to retrieve: each query stage rewrites every query so far (the AG service writes)."""
         from ragnarok.stages.components import QUERY_STAGES  # noqa: PLC0415 - the registry
 
@@ -173,25 +180,49 @@ class PipelineRunner:
         for stage in stages:
             start = time.perf_counter()
             definition = QUERY_STAGES.create(stage.name)
-            answers = await asyncio.gather(*(self._write(f"query {stage}", {
-                "task": stage.name, "generator": stage.generator, "query": e.text, "n": stage.n}) for e in current))
+            answers = await asyncio.gather(
+                *(
+                    self._write(
+                        f"query {stage}",
+                        {"task": stage.name, "generator": stage.generator, "query": e.text, "n": stage.n},
+                    )
+                    for e in current
+                )
+            )
             expanded = [x for e, a in zip(current, answers) for x in definition.expand(e, a["items"])]
             current = list(dict.fromkeys(expanded))
-            detail = {"queries": [{"lexical": e.lexical, "dense": e.dense} if e.lexical != e.dense else e.text
-                                   for e in current],
-                      "generated": [a["text"] for a in answers], "cached": [a["cached"] for a in answers],
-                      "generator_ms": [round(a["ms"], 1) for a in answers]}
-            traces.append(StageTrace(str(stage), len(current), (time.perf_counter() - start) * 1000, [],
-                                     max(a["ms"] for a in answers), detail))
+            detail = {
+                "queries": [
+                    {"lexical": e.lexical, "dense": e.dense} if e.lexical != e.dense else e.text for e in current
+                ],
+                "generated": [a["text"] for a in answers],
+                "cached": [a["cached"] for a in answers],
+                "generator_ms": [round(a["ms"], 1) for a in answers],
+            }
+            traces.append(
+                StageTrace(
+                    str(stage),
+                    len(current),
+                    (time.perf_counter() - start) * 1000,
+                    [],
+                    max(a["ms"] for a in answers),
+                    detail,
+                )
+            )
         return current
 
     async def _write(self, stage: str, fields: dict[str, Any]) -> dict[str, Any]:
-        data, _ = await self.services.post(self.services.generation, stage, "/v1/write",
-                                           json.dumps({k: v for k, v in fields.items() if v is not None}).encode())
+        data, _ = await self.services.post(
+            self.services.generation,
+            stage,
+            "/v1/write",
+            json.dumps({k: v for k, v in fields.items() if v is not None}).encode(),
+        )
         return json.loads(data)
 
-    async def _retrieve(self, pipeline: Pipeline, topic: Query,
-                        expansions: list[Expansion] | None) -> tuple[Request, float | None]:
+    async def _retrieve(
+        self, pipeline: Pipeline, topic: Query, expansions: list[Expansion] | None
+    ) -> tuple[Request, float | None]:
         """The first stage; after query stages, each query retrieved and the rankings fused (RRF unless a
         query stage says ``~cc``/``~dbsf``)."""
         if not expansions:
@@ -236,33 +267,40 @@ class PipelineRunner:
         for q in pipeline.query:
             QUERY_STAGES.get(q.name)
             if q.name in ("hyde", "query2doc") and q.n is not None:
-                raise ComponentArgumentError(f"{q.name} writes one passage: drop the count in {q}",
-                                             public=f"{q.name} writes one passage: drop its count")
+                raise ComponentArgumentError(
+                    f"{q.name} writes one passage: drop the count in {q}",
+                    public=f"{q.name} writes one passage: drop its count",
+                )
         for stage in pipeline.rerank:
             if stage.name in QUERY_STAGES.entries:
                 raise ComponentArgumentError(
                     f"{stage.name} is a query stage: it goes before the retriever, e.g. "
                     f"`{stage.name}:GENERATOR > {pipeline.retrieve}@{pipeline.depth}`, not after it ({stage})",
                     public=f"{stage.name} is a query stage: it goes before the retriever (`{stage.name}:GENERATOR > "
-                           "RETRIEVER@K`), not after it")
+                    "RETRIEVER@K`), not after it",
+                )
             if lookup(stage.name, RERANKERS, PASSAGE_STAGES) is PASSAGE_STAGES:  # unknown: 404, did you mean
                 if stage.fuse:
-                    raise ComponentArgumentError(f"a passage stage is not fused with its input: drop ~{stage.fuse} "
-                                                 f"from {stage}", public=f"a passage stage is not fused with its "
-                                                 f"input: drop the ~ after {stage.name}")
+                    raise ComponentArgumentError(
+                        f"a passage stage is not fused with its input: drop ~{stage.fuse} from {stage}",
+                        public=f"a passage stage is not fused with its input: drop the ~ after {stage.name}",
+                    )
                 PASSAGE_STAGES.create(stage.name, arg=stage.arg)
 
-    async def ranking(self, pipeline: Pipeline, topic: Query,
-                      given: Request | None = None) -> AsyncIterator[StageTrace | Request]:
+    async def ranking(
+        self, pipeline: Pipeline, topic: Query, given: Request | None = None
+    ) -> AsyncIterator[StageTrace | Request]:
         """Every stage before the generator: each stage's trace as it finishes, then the ranking handed on."""
         self.check(pipeline)
         start = time.perf_counter()
         if given is not None:
             if pipeline.retrieve != Source(GIVEN):
-                raise ValueError(f"candidates were given: the pipeline must start with `{GIVEN}`, not {pipeline.retrieve}")
+                raise ValueError(
+                    f"candidates were given: the pipeline must start with `{GIVEN}`, not {pipeline.retrieve}"
+                )
             if pipeline.query:
                 raise ValueError(f"candidates were given: query stages cannot run ({pipeline.query[0]})")
-            request, ms = given.model_copy(update={"candidates": given.candidates[:pipeline.depth]}), 0.0
+            request, ms = given.model_copy(update={"candidates": given.candidates[: pipeline.depth]}), 0.0
         else:
             if pipeline.query:
                 self.stage = str(pipeline.query[0])
@@ -297,8 +335,7 @@ class PipelineRunner:
             yield _trace(str(stage), stage.depth, start, request, ms)
         yield request
 
-    async def run(self, pipeline: Pipeline, topic: Query,
-                  given: Request | None = None) -> PipelineRun:
+    async def run(self, pipeline: Pipeline, topic: Query, given: Request | None = None) -> PipelineRun:
         """Run every stage (see :class:`PipelineRun` for what comes back).
 
         ``given``: candidates handed over instead of retrieved (the track's AG task), for a pipeline whose
@@ -317,8 +354,9 @@ class PipelineRunner:
         gen = pipeline.generate
         self.stage = str(gen)
         top = request.model_copy(update={"candidates": request.candidates[:GENERATION_K]})  # all AG reads
-        data, ms = await self.services.post(self.services.generation, f"generate {gen}", "/v1/generate",
-                                            self._generate_body(topic, top, gen))
+        data, ms = await self.services.post(
+            self.services.generation, f"generate {gen}", "/v1/generate", self._generate_body(topic, top, gen)
+        )
         answer = RagAnswer.model_validate_json(data)
         trace = StageTrace(str(gen), GENERATION_K, (time.perf_counter() - start) * 1000, answer.references, ms)
         trace.detail = json.loads(data).get("notes")  # what post-processing did (repeats dropped, attribution)
@@ -327,11 +365,16 @@ class PipelineRunner:
 
     @staticmethod
     def _generate_body(topic: Query, top: Request, gen: Any, stream: bool = False) -> bytes:
-        fields = {"topic": topic.text, "topic_id": str(topic.qid), "generator": gen.name, "template": gen.template,
-                  "k": GENERATION_K, "notes": True}
+        fields = {
+            "topic": topic.text,
+            "topic_id": str(topic.qid),
+            "generator": gen.name,
+            "template": gen.template,
+            "k": GENERATION_K,
+            "notes": True,
+        }
         return json_body({**fields, "stream": True} if stream else fields, request=top)
 
 
 def _trace(stage: str, k: int, start: float, request: Request, service_ms: float | None) -> StageTrace:
-    return StageTrace(stage, k, (time.perf_counter() - start) * 1000, [c.docid for c in request.candidates],
-                      service_ms)
+    return StageTrace(stage, k, (time.perf_counter() - start) * 1000, [c.docid for c in request.candidates], service_ms)

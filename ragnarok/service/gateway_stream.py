@@ -52,23 +52,34 @@ async def stream_pipeline(runner: PipelineRunner, pipeline: Pipeline, topic: Que
     runner.stage = str(gen)
     start = time.perf_counter()
     top = request.model_copy(update={"candidates": request.candidates[:GENERATION_K]})
-    source = _stream_local(runner, topic, top, gen) if runner.services.local_generation is not None \
+    source = (
+        _stream_local(runner, topic, top, gen)
+        if runner.services.local_generation is not None
         else _stream_remote(runner, topic, top, gen)
+    )
     try:
         async for event in source:
             if event.event != "done":
                 yield event
                 continue
             answer, notes = event.data
-            trace = StageTrace(str(gen), GENERATION_K, (time.perf_counter() - start) * 1000,
-                               answer.references, None, notes)
+            trace = StageTrace(
+                str(gen), GENERATION_K, (time.perf_counter() - start) * 1000, answer.references, None, notes
+            )
             traces.append(trace)
             metrics.observe_stage(f"generate {gen}", time.perf_counter() - start)
             yield StreamEvent("stage", stage_event(trace, len(top.candidates)))
             yield StreamEvent("done", PipelineRun(answer, top, traces))
     except (StageError, GenerationError, GeneratorUnavailable) as exc:  # counted as a plain /rag's failed stage
-        status = exc.status if isinstance(exc, StageError) else 422 if isinstance(exc, GeneratorUnavailable) \
-            else 504 if exc.timeout else 502  # what the API answers for it (api.errors)
+        status = (
+            exc.status
+            if isinstance(exc, StageError)
+            else 422
+            if isinstance(exc, GeneratorUnavailable)
+            else 504
+            if exc.timeout
+            else 502
+        )  # what the API answers for it (api.errors)
         metrics.observe_stage(f"generate {gen}", time.perf_counter() - start, status)
         raise
     finally:
@@ -93,8 +104,14 @@ async def _stream_remote(runner: PipelineRunner, topic: Query, top: Request, gen
     client = runner.services.generation
     headers = {**_JSON, **logs.outgoing_headers(stage)}
     try:
-        async with aconnect_sse(client, "POST", "/v1/generate", content=runner._generate_body(topic, top, gen, True),
-                                headers=headers, timeout=httpx.Timeout(client.timeout.connect, read=None)) as source:
+        async with aconnect_sse(
+            client,
+            "POST",
+            "/v1/generate",
+            content=runner._generate_body(topic, top, gen, True),
+            headers=headers,
+            timeout=httpx.Timeout(client.timeout.connect, read=None),
+        ) as source:
             if source.response.status_code >= 400:
                 await source.response.aread()
                 raise stage_error(stage, source.response)
@@ -116,5 +133,4 @@ async def _stream_remote(runner: PipelineRunner, topic: Query, top: Request, gen
 
 def stage_event(trace: StageTrace, k_in: int) -> dict[str, Any]:
     """A ``stage`` event's data: the stage, its latency, the candidates in and out."""
-    return {"stage": trace.stage, "latency_ms": round(trace.latency_ms, 3), "k_in": k_in,
-            "k_out": len(trace.ranking)}
+    return {"stage": trace.stage, "latency_ms": round(trace.latency_ms, 3), "k_in": k_in, "k_out": len(trace.ranking)}

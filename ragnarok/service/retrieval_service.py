@@ -93,8 +93,14 @@ class RetrievalService:
     def build_dense(self, lucene_dir: Path, model: str = "minilm") -> DenseBuild:
         """Build the dense index of ``model`` beside ``lucene_dir`` in the background once the app starts (its
         lifespan), unless it is up to date; until then its retriever answers 503 "building, N % done"."""
-        return self.builds.add(DenseBuild(lucene_dir, model, batch_size=self.settings.dense_build_batch_size,
-                                          pause_s=self.settings.dense_build_pause_s))
+        return self.builds.add(
+            DenseBuild(
+                lucene_dir,
+                model,
+                batch_size=self.settings.dense_build_batch_size,
+                pause_s=self.settings.dense_build_pause_s,
+            )
+        )
 
     def sources(self) -> dict[str, str]:
         """Every configured index (the settings do not change under a service: read once, not per request,
@@ -111,15 +117,21 @@ class RetrievalService:
         sources = self.sources()
         if index not in sources:
             raise UnknownComponentError("index", index, sorted(sources))
-        if base == "dense" and arg and not arg.startswith("prebuilt:") and \
-                (real := request_model_path(base, arg, self.settings)) is not None:
+        if (
+            base == "dense"
+            and arg
+            and not arg.startswith("prebuilt:")
+            and (real := request_model_path(base, arg, self.settings)) is not None
+        ):
             arg, retriever = real, f"dense:{real}"  # every spelling of a model directory: one retriever
         if base == "dense" and (build := self.builds.get(sources[index], arg or "minilm")) is not None:
             build.check()  # 503 while it is being built
         if source_kind(sources[index]) == "local":
             self.refresh(index, sources[index])
-        return self._instances.get((retriever, index), lambda: entry.factory(
-            name=retriever, source=sources[index], settings=self.settings, arg=arg or None))
+        return self._instances.get(
+            (retriever, index),
+            lambda: entry.factory(name=retriever, source=sources[index], settings=self.settings, arg=arg or None),
+        )
 
     def refresh(self, index: str, source: str) -> bool:
         """Notice a local index rebuilt since its retrievers were created (``ragnarok index`` under a running
@@ -143,8 +155,9 @@ class RetrievalService:
                 return False  # the directory was touched (a lock file), the commit is the same
             if rebuilt:
                 self._builds_seen[index] = self._builds_seen.get(index, 0) + 1
-            dropped = self._instances.drop(lambda key: isinstance(key, tuple) and key[1] == index and (
-                rebuilt or str(key[0]).startswith("dense")))
+            dropped = self._instances.drop(
+                lambda key: isinstance(key, tuple) and key[1] == index and (rebuilt or str(key[0]).startswith("dense"))
+            )
         for instance in dropped:
             close = getattr(instance, "close", None)
             if close is not None:  # a Lucene retriever's batcher threads: stopped once a request that took the
@@ -153,8 +166,12 @@ class RetrievalService:
                 timer.start()
         if dropped:
             self.reopened += 1
-            log.info("index %s %s: its %d retriever(s) reopen on the next request", index,
-                     "was rebuilt" if rebuilt else "has a rebuilt dense index", len(dropped))
+            log.info(
+                "index %s %s: its %d retriever(s) reopen on the next request",
+                index,
+                "was rebuilt" if rebuilt else "has a rebuilt dense index",
+                len(dropped),
+            )
         return bool(dropped)
 
     def text_dir(self, index: str) -> str | None:
@@ -175,17 +192,25 @@ class RetrievalService:
             return False, str(prebuilt.missing([entry], name)), entry
         return True, "", entry
 
-    def _prebuilt_sets(self, index: str, source: str, entry: prebuilt.PrebuiltEntry | None,
-                       reason: str) -> list[RetrieverInfo]:
+    def _prebuilt_sets(
+        self, index: str, source: str, entry: prebuilt.PrebuiltEntry | None, reason: str
+    ) -> list[RetrieverInfo]:
         """The catalogue's dense sets over the collection of a prebuilt BM25 index, and whether each is here."""
         infos = []
         for set_name, shards in prebuilt.sets().items():
             if entry is None or shards[0].corpus_index != entry.corpus_index:
                 continue
             absent = [s for s in shards if prebuilt.locate(s.name, self.settings.prebuilt_path) is None]
-            infos.append(RetrieverInfo(f"dense:prebuilt:{set_name}", index, source, "prebuilt",
-                                       not reason and not absent,
-                                       reason or (str(prebuilt.missing(absent, set_name)) if absent else "")))
+            infos.append(
+                RetrieverInfo(
+                    f"dense:prebuilt:{set_name}",
+                    index,
+                    source,
+                    "prebuilt",
+                    not reason and not absent,
+                    reason or (str(prebuilt.missing(absent, set_name)) if absent else ""),
+                )
+            )
         return infos
 
     def describe(self) -> list[RetrieverInfo]:
@@ -206,19 +231,38 @@ class RetrievalService:
                 if name == "dense":
                     models = {*self._dense_models(source), *self.builds.models(source)}
                     if kind == "local" and DEFAULT_DENSE not in models:
-                        infos.append(RetrieverInfo(f"dense:{DEFAULT_DENSE}", index, source, kind, False, reason or (
-                            f"not built: build it with `{rebuild_command(source, DEFAULT_DENSE)}`")))
+                        infos.append(
+                            RetrieverInfo(
+                                f"dense:{DEFAULT_DENSE}",
+                                index,
+                                source,
+                                kind,
+                                False,
+                                reason or (f"not built: build it with `{rebuild_command(source, DEFAULT_DENSE)}`"),
+                            )
+                        )
                     for model in sorted(models):
                         build = self.builds.get(source, model)
                         if build is not None and (build.building or not build.built_since()):
                             progress = build.progress() if build.building else None
-                            infos.append(RetrieverInfo(f"dense:{model}", index, source, kind, False, (
-                                progress.describe() if progress else f"the build {build.status}: {build.error}"),
-                                progress))
+                            infos.append(
+                                RetrieverInfo(
+                                    f"dense:{model}",
+                                    index,
+                                    source,
+                                    kind,
+                                    False,
+                                    (progress.describe() if progress else f"the build {build.status}: {build.error}"),
+                                    progress,
+                                )
+                            )
                             continue
                         stale = stale_reason(dense_dir(source, model), source) if available else reason
-                        infos.append(RetrieverInfo(f"dense:{model}", index, source, kind, stale is None,
-                                                   f"stale: {stale}" if stale else ""))
+                        infos.append(
+                            RetrieverInfo(
+                                f"dense:{model}", index, source, kind, stale is None, f"stale: {stale}" if stale else ""
+                            )
+                        )
                     continue
                 infos.append(RetrieverInfo(name, index, source, kind, available, reason))
         return infos
@@ -227,8 +271,11 @@ class RetrievalService:
     def _dense_models(source: str) -> list[str]:
         """Models with a dense index built beside this Lucene index."""
         root = Path(f"{source}.dense")
-        return sorted(p.name for p in root.glob("*") if is_dense_index(p) and not p.name.startswith(".")) \
-            if root.is_dir() else []
+        return (
+            sorted(p.name for p in root.glob("*") if is_dense_index(p) and not p.name.startswith("."))
+            if root.is_dir()
+            else []
+        )
 
 
 class RerankService:

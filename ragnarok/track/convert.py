@@ -51,19 +51,29 @@ def read_prompts(path: Path) -> dict[str, str]:
         if not isinstance(record, dict):
             raise ValueError(f"{path}: line {n} is not a JSON object")
         query = record.get("query")
-        qid = query.get("qid") if isinstance(query, dict) else next(
-            (record[k] for k in ("qid", "topic_id", "narrative_id") if k in record), None)
+        qid = (
+            query.get("qid")
+            if isinstance(query, dict)
+            else next((record[k] for k in ("qid", "topic_id", "narrative_id") if k in record), None)
+        )
         summary = record.get("rag_exec_summary")
         prompt = summary.get("prompt") if isinstance(summary, dict) else record.get("prompt", record.get("messages"))
         if qid is None or prompt is None:
-            raise ValueError(f"{path}: line {n} has no topic id and prompt: expected {{\"query\": {{\"qid\"}}, "
-                             "\"rag_exec_summary\": {\"prompt\"}} or {\"qid\", \"prompt\"}")
+            raise ValueError(
+                f'{path}: line {n} has no topic id and prompt: expected {{"query": {{"qid"}}, '
+                '"rag_exec_summary": {"prompt"}} or {"qid", "prompt"}'
+            )
         prompts[str(qid)] = prompt if isinstance(prompt, str) else as_text(prompt)
     return prompts
 
 
-def convert_trec25(source: Path, target: Path, prompts: dict[str, str] | None = None,
-                   team_id: str | None = None, run_type: str = "automatic") -> Converted:
+def convert_trec25(
+    source: Path,
+    target: Path,
+    prompts: dict[str, str] | None = None,
+    team_id: str | None = None,
+    run_type: str = "automatic",
+) -> Converted:
     """Write ``source`` (2024 lines) to ``target`` in the 2025 format, at once (atomically); ``source`` is
     never written. A line that is not a 2024 answer is an error naming it, and nothing is written."""
     if run_type not in RUN_TYPES:
@@ -83,19 +93,31 @@ def convert_trec25(source: Path, target: Path, prompts: dict[str, str] | None = 
         done.citations_dropped += dropped
         prompt = (prompts or {}).get(str(record["topic_id"]))
         done.prompts += prompt is not None
-        out.append(answer_record(answer, year=2025, run_id=str(record["run_id"]), topic_text=record["topic"],
-                                 team_id=team_id, run_type=run_type, prompt=prompt))
+        out.append(
+            answer_record(
+                answer,
+                year=2025,
+                run_id=str(record["run_id"]),
+                topic_text=record["topic"],
+                team_id=team_id,
+                run_type=run_type,
+                prompt=prompt,
+            )
+        )
         done.lines += 1
     if not out:
         raise ValueError(f"{source}: no answer lines to convert")
     if prompts is not None:
         unused = set(prompts) - {str(r["metadata"]["narrative_id"]) for r in out}
         if done.prompts < done.lines:
-            done.warnings.append(f"{done.lines - done.prompts} of {done.lines} topics have no prompt in the "
-                                 "prompts file: their lines have none")
+            done.warnings.append(
+                f"{done.lines - done.prompts} of {done.lines} topics have no prompt in the "
+                "prompts file: their lines have none"
+            )
         if unused:
-            done.warnings.append(f"{len(unused)} prompts are for topics the run does not answer: "
-                                 f"{', '.join(sorted(unused)[:5])}")
+            done.warnings.append(
+                f"{len(unused)} prompts are for topics the run does not answer: {', '.join(sorted(unused)[:5])}"
+            )
     atomic_write(target, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in out).encode())
     return done
 
@@ -111,14 +133,22 @@ def _record_2024(source: Path, n: int, line: str) -> dict[str, Any]:
         raise ValueError(f"{source}: line {n} is already in the 2025 format (it has metadata)")
     missing = [k for k in ("run_id", "topic_id", "topic", "references", "answer") if k not in record]
     if missing:
-        raise ValueError(f"{source}: line {n} is not a 2024 answer: no {', '.join(missing)} "
-                         "(check it with `ragnarok validate`)")
+        raise ValueError(
+            f"{source}: line {n} is not a 2024 answer: no {', '.join(missing)} (check it with `ragnarok validate`)"
+        )
     answer, refs = record["answer"], record["references"]
-    if not (isinstance(refs, list) and all(isinstance(r, str) for r in refs) and isinstance(answer, list)
-            and all(isinstance(s, dict) and isinstance(s.get("text"), str) and isinstance(s.get("citations", []), list)
-                    for s in answer)):
-        raise ValueError(f"{source}: line {n}: references must be a list of segment ids and answer a list of "
-                         "{text, citations}")
+    if not (
+        isinstance(refs, list)
+        and all(isinstance(r, str) for r in refs)
+        and isinstance(answer, list)
+        and all(
+            isinstance(s, dict) and isinstance(s.get("text"), str) and isinstance(s.get("citations", []), list)
+            for s in answer
+        )
+    ):
+        raise ValueError(
+            f"{source}: line {n}: references must be a list of segment ids and answer a list of {{text, citations}}"
+        )
     return record
 
 
@@ -129,5 +159,6 @@ def _answer(record: dict[str, Any]) -> tuple[RagAnswer, int]:
         cites = [c for c in s.get("citations", []) if isinstance(c, int) and not isinstance(c, bool) and 0 <= c < size]
         dropped += len(s.get("citations", [])) - len(cites)
         sentences.append(CitedSentence(text=s["text"], citations=cites))
-    return RagAnswer(topic_id=str(record["topic_id"]), topic=record["topic"], references=record["references"],
-                     answer=sentences), dropped
+    return RagAnswer(
+        topic_id=str(record["topic_id"]), topic=record["topic"], references=record["references"], answer=sentences
+    ), dropped

@@ -45,8 +45,9 @@ def trim_words(answer: list[CitedSentence], max_words: int = MAX_WORDS) -> list[
     return out
 
 
-def normalise(references: list[str], answer: list[CitedSentence], max_references: int,
-              max_words: int = MAX_WORDS) -> tuple[list[str], list[CitedSentence]]:
+def normalise(
+    references: list[str], answer: list[CitedSentence], max_references: int, max_words: int = MAX_WORDS
+) -> tuple[list[str], list[CitedSentence]]:
     """References without repeats (citations remapped), citations in range and unique per sentence,
     uncited references beyond ``max_references`` dropped, and at most ``max_words`` words."""
     index: dict[str, int] = {}
@@ -54,8 +55,10 @@ def normalise(references: list[str], answer: list[CitedSentence], max_references
     for i, ref in enumerate(references):
         remap[i] = index.setdefault(ref, len(index))
     unique = list(index)
-    sentences = [CitedSentence(text=s.text, citations=list(dict.fromkeys(remap[c] for c in s.citations if c in remap)))
-                 for s in trim_words(answer, max_words)]
+    sentences = [
+        CitedSentence(text=s.text, citations=list(dict.fromkeys(remap[c] for c in s.citations if c in remap)))
+        for s in trim_words(answer, max_words)
+    ]
     if len(unique) > max_references:  # keep every cited reference first, then the best uncited ones
         cited = sorted({c for s in sentences for c in s.citations})
         keep = (cited + [i for i in range(len(unique)) if i not in set(cited)])[:max_references]
@@ -66,20 +69,39 @@ def normalise(references: list[str], answer: list[CitedSentence], max_references
     return unique, sentences
 
 
-def answer_record(answer: RagAnswer, *, year: int, run_id: str, topic_text: str, team_id: str | None = None,
-                  run_type: str = "automatic", prompt: str | None = None) -> dict[str, Any]:
+def answer_record(
+    answer: RagAnswer,
+    *,
+    year: int,
+    run_id: str,
+    topic_text: str,
+    team_id: str | None = None,
+    run_type: str = "automatic",
+    prompt: str | None = None,
+) -> dict[str, Any]:
     """The submission line for one topic, already normalised (so it passes ``ragnarok validate``)."""
     if year not in YEARS:
         raise ValueError(f"unknown track year {year}; expected one of {YEARS}")
     references, sentences = normalise(answer.references, answer.answer, MAX_REFERENCES[year])
     body = [s.model_dump(mode="json") for s in sentences]
     if year == 2024:
-        return {"run_id": run_id, "topic_id": str(answer.topic_id), "topic": topic_text, "references": references,
-                "response_length": sum(word_count(s.text) for s in sentences), "answer": body}
+        return {
+            "run_id": run_id,
+            "topic_id": str(answer.topic_id),
+            "topic": topic_text,
+            "references": references,
+            "response_length": sum(word_count(s.text) for s in sentences),
+            "answer": body,
+        }
     if run_type not in RUN_TYPES:
         raise ValueError(f"run type must be one of {RUN_TYPES}, got {run_type!r}")
-    metadata = {"team_id": team_id or run_id, "run_id": run_id, "type": run_type,
-                "narrative_id": str(answer.topic_id), "narrative": topic_text}
+    metadata = {
+        "team_id": team_id or run_id,
+        "run_id": run_id,
+        "type": run_type,
+        "narrative_id": str(answer.topic_id),
+        "narrative": topic_text,
+    }
     if prompt:
         metadata["prompt"] = prompt
     return {"metadata": metadata, "references": references, "answer": body}

@@ -51,6 +51,8 @@ class RunLine2025(_Line):
     """One topic's answer in a TREC RAG 2025 submission."""
 
     metadata: Metadata2025
-    references: list[str] = Field(default_factory=list, description=f"Segment ids; the validator keeps the "
-                                  f"first {MAX_REFERENCES[2025]} unique ones.")
+    references: list[str] = Field(
+        default_factory=list,
+        description=f"Segment ids; the validator keeps the first {MAX_REFERENCES[2025]} unique ones.",
+    )
     answer: list[Sentence] = Field(default_factory=list)

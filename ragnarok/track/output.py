@@ -33,8 +33,12 @@ class JsonLinesLog:
     belongs to another run (another run id, another format), or None when it belongs to this one: opening a
     file with such a line fails, and the file is left as it was."""
 
-    def __init__(self, path: str | Path, topic_of: Callable[[dict[str, Any]], str | None],
-                 foreign: Callable[[dict[str, Any]], str | None] | None = None):
+    def __init__(
+        self,
+        path: str | Path,
+        topic_of: Callable[[dict[str, Any]], str | None],
+        foreign: Callable[[dict[str, Any]], str | None] | None = None,
+    ):
         self.path = Path(path)
         self.topic_of, self.foreign = topic_of, foreign
         self.done: set[str] = set()
@@ -74,8 +78,9 @@ class JsonLinesLog:
             except ValueError:
                 record = None
             if not isinstance(record, dict):
-                raise OutputError(f"{self.path}:{n} is not a JSON object line; not resuming into it "
-                                  "(give another --output)")
+                raise OutputError(
+                    f"{self.path}:{n} is not a JSON object line; not resuming into it (give another --output)"
+                )
             why = self.foreign(record) if self.foreign is not None else None
             if why:
                 raise OutputError(f"{self.path}:{n} {why}")
@@ -169,5 +174,5 @@ def in_topic_order(path: str | Path, order: list[str], topic_of: Callable[[dict[
     if ordered == lines:
         return False
     with writing():  # not cut by an interrupt half-way (ragnarok.runtime.interrupt)
-        atomic_write(path, b"".join(line + b"\n" for line in ordered) + data[len(complete):])
+        atomic_write(path, b"".join(line + b"\n" for line in ordered) + data[len(complete) :])
     return True

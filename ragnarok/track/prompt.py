@@ -29,8 +29,10 @@ def rendered_prompt(pipeline: Pipeline, settings: Settings, topic: str, candidat
         if config.max_contexts is not None:
             candidates = candidates[: config.max_contexts]
         if config.backend == "extractive":
-            return (f"none: the extractive generator prompts no model; it answers with sentences of the top "
-                    f"{len(candidates)} segments that match the topic: {topic}")
+            return (
+                f"none: the extractive generator prompts no model; it answers with sentences of the top "
+                f"{len(candidates)} segments that match the topic: {topic}"
+            )
         template = sized(get_template(stage.template or config.template or settings.default_template), config)
         messages = build_messages(template, topic, candidates, config.prompt_budget())
     return as_text(messages)

@@ -39,9 +39,11 @@ def check_same(log: Path, made: dict[str, str | None]) -> str | None:
         raise OutputError(f"cannot read {path}: {exc}; give another --output, or --restart") from None
     changed = [f"{key} `{before.get(key)}` -> `{made[key]}`" for key in made if before.get(key) != made[key]]
     if changed:
-        raise OutputError(f"{log} holds answers of another pipeline ({'; '.join(changed)}): resuming would mix "
-                          "them; give another --output, the same --pipeline and --index, or --restart to move "
-                          "the old output aside and start over")
+        raise OutputError(
+            f"{log} holds answers of another pipeline ({'; '.join(changed)}): resuming would mix "
+            "them; give another --output, the same --pipeline and --index, or --restart to move "
+            "the old output aside and start over"
+        )
     return None
 
 
@@ -57,6 +59,7 @@ def move_aside(output: Path, log: Path) -> list[tuple[Path, Path]]:
     """Rename the existing files of one run (``output``, its ``log`` when another file, the log's record) to
     ``NAME.old`` (or ``.old2``, ...: the first suffix none of them has yet, so nothing is overwritten; the record
     follows its log: ``run.jsonl.old.pipeline.json``); returns (old name, new name) pairs."""
+
     def targets(n: int) -> list[tuple[Path, Path]]:
         old = f".old{n if n > 1 else ''}"
         pairs = {output: output.with_name(output.name + old), log: log.with_name(log.name + old)}

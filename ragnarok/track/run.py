@@ -34,14 +34,7 @@ from ragnarok.core.topics import Topic
 from ragnarok.core.trec import format_run_lines
 from ragnarok.core.types import Query, RagAnswer, Request
 from ragnarok.runtime.progress import LineProgress
-from ragnarok.service.batch import (
-    AdaptiveLimit,
-    PipelineRefused,
-    describe,
-    local_services,
-    refusal,
-    with_retries,
-)
+from ragnarok.service.batch import AdaptiveLimit, PipelineRefused, describe, local_services, refusal, with_retries
 from ragnarok.service.gateway import GIVEN, PipelineRun, PipelineRunner, StageError
 from ragnarok.track.formats import answer_record, record_run_id, record_topic, record_year
 from ragnarok.track.output import JsonLinesLog, atomic_write, in_topic_order, read_records
@@ -105,13 +98,7 @@ def check_names(pipeline: Pipeline, settings: Settings, index: str | None = None
     Raises :class:`~ragnarok.core.registry.UnknownComponentError` naming the component and what is available."""
     from ragnarok.core.model_paths import looks_like_path  # noqa: PLC0415
     from ragnarok.core.registry import UnknownComponentError, lookup  # noqa: PLC0415
-    from ragnarok.stages.components import (  # noqa: PLC0415 - the registry
-        PASSAGE_STAGES,
-        QUERY_STAGES,
-        RERANKERS,
-        RETRIEVERS,
-        model_choices,
-    )
+    from ragnarok.stages.components import PASSAGE_STAGES, QUERY_STAGES, RERANKERS, RETRIEVERS, model_choices  # noqa: PLC0415 - the registry
     from ragnarok.stages.generate.prompts import load_templates  # noqa: PLC0415
 
     for q in pipeline.query:  # query stages run in the gateway
@@ -125,8 +112,13 @@ def check_names(pipeline: Pipeline, settings: Settings, index: str | None = None
                 from ragnarok.stages.retrieve.prebuilt import check_name  # noqa: PLC0415
 
                 check_name(source.arg.removeprefix("prebuilt:").split(":")[0])  # a catalogue name, or a set's
-            elif choices is not None and source.arg and not looks_like_path(source.arg) \
-                    and source.arg not in choices and source.arg not in choices.values():
+            elif (
+                choices is not None
+                and source.arg
+                and not looks_like_path(source.arg)
+                and source.arg not in choices
+                and source.arg not in choices.values()
+            ):
                 raise UnknownComponentError("embedding model", source.arg, list(choices))
         for stage in pipeline.rerank:
             # passage stages run in the gateway; a query stage written here is named as such by the gateway
@@ -150,16 +142,25 @@ def check_names(pipeline: Pipeline, settings: Settings, index: str | None = None
             raise UnknownComponentError("prompt template", template, sorted(templates))
 
 
-def _record(task: str, result: RagAnswer | Request, topic: Topic, options: TrackOptions,
-            prompt: str | None = None) -> dict[str, Any]:
+def _record(
+    task: str, result: RagAnswer | Request, topic: Topic, options: TrackOptions, prompt: str | None = None
+) -> dict[str, Any]:
     if task == "r":
         assert isinstance(result, Request)
-        request = result.model_copy(update={"query": Query(text=topic.text, qid=topic.qid),
-                                            "candidates": result.candidates[:R_DEPTH]})
+        request = result.model_copy(
+            update={"query": Query(text=topic.text, qid=topic.qid), "candidates": result.candidates[:R_DEPTH]}
+        )
         return request.model_dump(mode="json", exclude_none=True)  # pure rank_llm Request: AG-only runs read it
     assert isinstance(result, RagAnswer)
-    return answer_record(result, year=options.year, run_id=options.run_id, topic_text=topic.text,
-                         team_id=options.team_id, run_type=options.run_type, prompt=prompt)
+    return answer_record(
+        result,
+        year=options.year,
+        run_id=options.run_id,
+        topic_text=topic.text,
+        team_id=options.team_id,
+        run_type=options.run_type,
+        prompt=prompt,
+    )
 
 
 def _r_topic(record: dict[str, Any]) -> str | None:
@@ -175,8 +176,7 @@ def _foreign(options: TrackOptions) -> Callable[[dict[str, Any]], str | None]:
     def why(record: dict[str, Any]) -> str | None:
         year = record_year(record)
         if year != options.year:
-            return (f"is a {year}-format line, not --year {options.year}; "
-                    f"give another --output or the same --year")
+            return f"is a {year}-format line, not --year {options.year}; give another --output or the same --year"
         run_id = record_run_id(record)
         if run_id != options.run_id:
             return f"holds run {run_id!r}, not {options.run_id!r}; give another --output or the same --run-id"
@@ -184,8 +184,9 @@ def _foreign(options: TrackOptions) -> Callable[[dict[str, Any]], str | None]:
         if isinstance(meta, dict):
             for key, mine, flag in (("team_id", team, "--team-id"), ("type", options.run_type, "--run-type")):
                 if meta.get(key) != mine:
-                    return (f"has metadata.{key} {meta.get(key)!r}, not {mine!r}; "
-                            f"give another --output or the same {flag}")
+                    return (
+                        f"has metadata.{key} {meta.get(key)!r}, not {mine!r}; give another --output or the same {flag}"
+                    )
         return None
 
     return why
@@ -201,8 +202,13 @@ def prepare_demo_index(pipeline: Pipeline, settings: Settings, index: str | None
         ensure_demo_index(settings, dense_model="minilm" if dense else None)
 
 
-async def run_track(pipeline: Pipeline, topics: Sequence[Topic], settings: Settings, options: TrackOptions,
-                    requests: dict[str, Request] | None = None) -> Summary:
+async def run_track(
+    pipeline: Pipeline,
+    topics: Sequence[Topic],
+    settings: Settings,
+    options: TrackOptions,
+    requests: dict[str, Request] | None = None,
+) -> Summary:
     """Run every topic not yet in the output; see the module docstring."""
     if options.task == "rag" and pipeline.generate is None:
         raise ValueError(f"the rag task needs a generator: end the pipeline with one (`{pipeline} | extractive`)")
@@ -231,12 +237,19 @@ async def run_track(pipeline: Pipeline, topics: Sequence[Topic], settings: Setti
         if options.progress or (options.progress is None and os.isatty(2)):
             bar = tqdm(total=len(topics), initial=summary.skipped, unit="topic", desc=options.run_id)
         else:  # not on a terminal: a line per tenth of the topics, with the time left (--no-progress: none)
-            bar = LineProgress(len(topics), options.run_id, initial=summary.skipped,
-                               file=sys.stderr if options.progress is None else io.StringIO())
+            bar = LineProgress(
+                len(topics),
+                options.run_id,
+                initial=summary.skipped,
+                file=sys.stderr if options.progress is None else io.StringIO(),
+            )
 
         def lowered(old: int, new: int) -> None:
-            tqdm.write(f"note: {'a stage timed out' if new < old else 'no timeouts lately'}: "
-                       f"{new} topics in flight at once (was {old})", file=sys.stderr)
+            tqdm.write(
+                f"note: {'a stage timed out' if new < old else 'no timeouts lately'}: "
+                f"{new} topics in flight at once (was {old})",
+                file=sys.stderr,
+            )
 
         limit = AdaptiveLimit(options.concurrency, lowered)
         recorded: list[bool] = []
@@ -317,8 +330,9 @@ def read_requests(path: str | Path) -> dict[str, Request]:
         except ValidationError as exc:  # its first line says only "1 validation error for Request": the error
             error = exc.errors()[0]
             where = ".".join(str(part) for part in error["loc"])
-            raise ValueError(f"{path}:{n}: not a rank_llm Request line ({where + ': ' if where else ''}"
-                             f"{error['msg']})") from None
+            raise ValueError(
+                f"{path}:{n}: not a rank_llm Request line ({where + ': ' if where else ''}{error['msg']})"
+            ) from None
         qid = str(request.query.qid)
         if qid in out:
             raise ValueError(f"{path}:{n}: topic {qid!r} is given twice")

@@ -20,14 +20,7 @@ from typing import Any, Literal
 
 from ragnarok.core.types import cut_words, word_count
 from ragnarok.runtime.quoting import quote
-from ragnarok.track.formats import (
-    MAX_REFERENCES,
-    MAX_WORDS,
-    RUN_TYPES,
-    record_run_id,
-    record_topic,
-    record_year,
-)
+from ragnarok.track.formats import MAX_REFERENCES, MAX_WORDS, RUN_TYPES, record_run_id, record_topic, record_year
 from ragnarok.track.output import atomic_write
 
 V21_SEGMENT = re.compile(r"^msmarco_v2\.1_doc_\d+_\d+#\d+_\d+$")
@@ -42,13 +35,15 @@ def differs(text: str, expected: str) -> str:
     start = max(0, at - WINDOW)
 
     def window(s: str) -> str:
-        return ("..." if start else "") + repr(s[start:at + WINDOW]) + ("..." if len(s) > at + WINDOW else "")
+        return ("..." if start else "") + repr(s[start : at + WINDOW]) + ("..." if len(s) > at + WINDOW else "")
 
     def char(s: str) -> str:
         return repr(s[at]) if at < len(s) else "the end"
 
-    return (f"at offset {at} ({char(text)} vs {char(expected)}; lengths {len(text)} and {len(expected)}): "
-            f"{window(text)} vs the file's {window(expected)}")
+    return (
+        f"at offset {at} ({char(text)} vs {char(expected)}; lengths {len(text)} and {len(expected)}): "
+        f"{window(text)} vs the file's {window(expected)}"
+    )
 
 
 @dataclass(frozen=True)
@@ -86,8 +81,10 @@ class Validation:
 
     def summary(self) -> str:
         verdict = "valid" if self.ok else "INVALID"
-        return (f"{self.path}: {verdict} TREC RAG {self.year or '?'} run, {self.lines} lines, "
-                f"{len(self.errors)} errors, {len(self.warnings)} warnings")
+        return (
+            f"{self.path}: {verdict} TREC RAG {self.year or '?'} run, {self.lines} lines, "
+            f"{len(self.errors)} errors, {len(self.warnings)} warnings"
+        )
 
 
 class _Checker:
@@ -101,13 +98,16 @@ class _Checker:
         if not self.not_v21:
             return
         refs, (line, _, first) = sum(count for _, count, _ in self.not_v21), self.not_v21[0]
-        self.add("error", f"{refs} references in {len(self.not_v21)} answers are not MS MARCO V2.1 segment ids "
-                          f"(msmarco_v2.1_doc_<a>_<b>#<c>_<d>), as the official checkers count them; the first, "
-                          f"{quote(first, 60)}, on line {line} (--no-v21 allows other docids, for demo runs)")
+        self.add(
+            "error",
+            f"{refs} references in {len(self.not_v21)} answers are not MS MARCO V2.1 segment ids "
+            f"(msmarco_v2.1_doc_<a>_<b>#<c>_<d>), as the official checkers count them; the first, "
+            f"{quote(first, 60)}, on line {line} (--no-v21 allows other docids, for demo runs)",
+        )
 
-
-    def add(self, level: Literal["error", "warning"], message: str, line: int | None = None,
-            topic: str | None = None) -> None:
+    def add(
+        self, level: Literal["error", "warning"], message: str, line: int | None = None, topic: str | None = None
+    ) -> None:
         self.result.problems.append(Problem(level, message, line, topic))
 
     def fields(self, n: int, record: dict[str, Any], year: int) -> bool:
@@ -124,27 +124,32 @@ class _Checker:
                     return False
             for key in OPTIONAL_METADATA:  # optional for the official checker: a warning when missing
                 if key not in meta:
-                    self.add("warning", f"optional field {key!r} is missing from metadata", n,
-                             record_topic(record))
+                    self.add("warning", f"optional field {key!r} is missing from metadata", n, record_topic(record))
             if "type" in meta and meta["type"] not in RUN_TYPES:
                 got = quote(meta["type"]) if isinstance(meta["type"], str) else f"a {type(meta['type']).__name__}"
-                self.add("error", f"metadata.type must be one of {', '.join(RUN_TYPES)}, got {got}", n,
-                         record_topic(record))
+                self.add(
+                    "error", f"metadata.type must be one of {', '.join(RUN_TYPES)}, got {got}", n, record_topic(record)
+                )
             for key in ("narrative", "prompt"):
                 if key in meta and not isinstance(meta[key], str):
                     self.add("error", f"metadata.{key} must be a string", n, record_topic(record))
         for key, kind in required.items():
             value = where.get(key)
             if value is None or not isinstance(value, kind) or isinstance(value, bool):
-                self.add("error", f"{key} is missing or not a {getattr(kind, '__name__', kind)}", n,
-                         record_topic(record))
+                self.add(
+                    "error", f"{key} is missing or not a {getattr(kind, '__name__', kind)}", n, record_topic(record)
+                )
                 return False
         for i, sentence in enumerate(record["answer"]):
-            if not (isinstance(sentence, dict) and isinstance(sentence.get("text"), str)
-                    and isinstance(sentence.get("citations"), list)
-                    and all(isinstance(c, int) and not isinstance(c, bool) for c in sentence["citations"])):
-                self.add("error", f"answer[{i}] must be {{text: string, citations: [integers]}}", n,
-                         record_topic(record))
+            if not (
+                isinstance(sentence, dict)
+                and isinstance(sentence.get("text"), str)
+                and isinstance(sentence.get("citations"), list)
+                and all(isinstance(c, int) and not isinstance(c, bool) for c in sentence["citations"])
+            ):
+                self.add(
+                    "error", f"answer[{i}] must be {{text: string, citations: [integers]}}", n, record_topic(record)
+                )
                 return False
         if not all(isinstance(r, str) for r in record["references"]):
             self.add("error", "references must be segment id strings", n, record_topic(record))
@@ -172,8 +177,9 @@ class _Checker:
                 self.add("error", f"answer[{i}] repeats a citation: {cites}", n, topic)
         words = sum(word_count(s["text"]) for s in record["answer"])
         if "response_length" in record and record["response_length"] != words:
-            self.add("error", f"response_length is {record['response_length']} but the answer has {words} words",
-                     n, topic)
+            self.add(
+                "error", f"response_length is {record['response_length']} but the answer has {words} words", n, topic
+            )
         if words > MAX_WORDS:
             self.add("error", f"answer has {words} words; at most {MAX_WORDS} (--fix trims it)", n, topic)
         if not record["answer"]:
@@ -197,7 +203,7 @@ class NotASubmission(ValueError):
 
 def _is_trec_ranking(raw: bytes, sample: int = 20) -> bool:
     """Whether the file's first lines are a TREC run's six columns: ``qid Q0 docid rank score tag``."""
-    lines = [line for line in raw[:1 << 16].split(b"\n")[:sample + 1] if line.strip()][:sample]
+    lines = [line for line in raw[: 1 << 16].split(b"\n")[: sample + 1] if line.strip()][:sample]
     if not lines or lines[0].lstrip().startswith((b"{", b"[")):
         return False
     for line in lines[:-1] if len(lines) > 1 else lines:  # the last may be cut at the sample's end
@@ -212,8 +218,9 @@ def _is_trec_ranking(raw: bytes, sample: int = 20) -> bool:
     return True
 
 
-def validate(path: str | Path, topics: dict[str, str] | None = None, year: int | None = None,
-             v21: bool | None = None) -> Validation:
+def validate(
+    path: str | Path, topics: dict[str, str] | None = None, year: int | None = None, v21: bool | None = None
+) -> Validation:
     """Check every line of a submission. ``topics`` (id -> text) enables the topic checks; ``year`` forces
     the format (default: from the first line); ``v21`` forces the segment-id check (default: on when any
     reference looks like an MS MARCO V2.1 segment)."""
@@ -224,8 +231,10 @@ def validate(path: str | Path, topics: dict[str, str] | None = None, year: int |
     except OSError as exc:
         raise OSError(f"cannot read {path}: {exc.strerror or exc}") from None
     if _is_trec_ranking(raw):
-        raise NotASubmission(f"{path} is a TREC ranking file (qid Q0 docid rank score tag), not a RAG answer "
-                             "submission (JSONL): score a ranking with `ragnarok eval QRELS RUN`")
+        raise NotASubmission(
+            f"{path} is a TREC ranking file (qid Q0 docid rank score tag), not a RAG answer "
+            "submission (JSONL): score a ranking with `ragnarok eval QRELS RUN`"
+        )
     for n, line in enumerate(raw.split(b"\n"), start=1):
         if not line.strip():
             continue
@@ -242,8 +251,12 @@ def validate(path: str | Path, topics: dict[str, str] | None = None, year: int |
     if result.year is None and result.records:
         result.year = record_year(result.records[0][1])
     if v21 is None:
-        v21 = any(str(r).startswith("msmarco_v2.1_doc_") for _, rec in result.records
-                  for r in (rec.get("references") or []) if isinstance(rec.get("references"), list))
+        v21 = any(
+            str(r).startswith("msmarco_v2.1_doc_")
+            for _, rec in result.records
+            for r in (rec.get("references") or [])
+            if isinstance(rec.get("references"), list)
+        )
     check = _Checker(result, topics, v21)
     run_ids: Counter[str] = Counter()
     seen: dict[str, int] = {}
@@ -268,8 +281,11 @@ def validate(path: str | Path, topics: dict[str, str] | None = None, year: int |
     if topics is not None:
         missing = [t for t in topics if t not in seen]
         if missing:
-            check.add("warning", f"{len(missing)} of {len(topics)} topics have no answer: "
-                                 f"{', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''}")
+            check.add(
+                "warning",
+                f"{len(missing)} of {len(topics)} topics have no answer: "
+                f"{', '.join(missing[:10])}{' ...' if len(missing) > 10 else ''}",
+            )
     if result.lines == 0:
         check.add("error", "the run is empty: no answer lines")
     return result
@@ -288,10 +304,16 @@ class Fixed:
     narratives_added: int = 0
 
     def __str__(self) -> str:
-        parts = [f"{n} {what}" for n, what in ((self.citations_dropped, "out-of-range citations dropped"),
-                                                (self.references_dropped, "repeated or surplus references dropped"),
-                                                (self.sentences_dropped, "sentences dropped from over-long answers"),
-                                                (self.narratives_added, "narratives added")) if n]
+        parts = [
+            f"{n} {what}"
+            for n, what in (
+                (self.citations_dropped, "out-of-range citations dropped"),
+                (self.references_dropped, "repeated or surplus references dropped"),
+                (self.sentences_dropped, "sentences dropped from over-long answers"),
+                (self.narratives_added, "narratives added"),
+            )
+            if n
+        ]
         return f"{self.lines} lines changed" + "".join(f", {p}" for p in parts)
 
 

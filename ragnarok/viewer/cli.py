@@ -14,25 +14,41 @@ from ragnarok.viewer.model import load_view, terminal
 
 @fails_cleanly
 def view(
-    runs: Annotated[Optional[list[Path]], typer.Argument(
-        metavar="[RUN [RUN2]]", help="One or two runs (JSONL, the 2024 or 2025 format).")] = None,
-    nuggets: Annotated[Optional[Path], typer.Option(help="Nugget file (ours or nuggetizer's): each "
-                                                         "topic's nuggets, labelled if assigned.")] = None,
-    assignments: Annotated[Optional[Path], typer.Option(
-        help="Assigned nuggets (eval-rag --assignments, nuggetizer's assign output): labels and "
-             "scores.")] = None,
-    topics: Annotated[Optional[str], typer.Option(help="Topic ids (comma-separated), or a topic set or "
-                                                       "file: only those topics.")] = None,
-    html: Annotated[Optional[Path], typer.Option(
-        help="Write one self-contained HTML page here instead (score bars, filters, two runs side by "
-             "side).")] = None,
-    index: Annotated[Optional[str], typer.Option(help="Index name or Lucene index directory the cited "
-                                                      "segments are read from (default: settings').")] = None,
-    experiment: Annotated[Optional[Path], typer.Option(
-        help="An experiment's per-topic scores (ragnarok compare --save FILE, JSON or CSV): the topics where "
-             "its pipelines differ most, instead of runs.")] = None,
-    metric: Annotated[Optional[str], typer.Option(help="With --experiment: the metric (default: its "
-                                                       "first).")] = None,
+    runs: Annotated[
+        Optional[list[Path]],
+        typer.Argument(metavar="[RUN [RUN2]]", help="One or two runs (JSONL, the 2024 or 2025 format)."),
+    ] = None,
+    nuggets: Annotated[
+        Optional[Path],
+        typer.Option(help="Nugget file (ours or nuggetizer's): each topic's nuggets, labelled if assigned."),
+    ] = None,
+    assignments: Annotated[
+        Optional[Path],
+        typer.Option(help="Assigned nuggets (eval-rag --assignments, nuggetizer's assign output): labels and scores."),
+    ] = None,
+    topics: Annotated[
+        Optional[str], typer.Option(help="Topic ids (comma-separated), or a topic set or file: only those topics.")
+    ] = None,
+    html: Annotated[
+        Optional[Path],
+        typer.Option(
+            help="Write one self-contained HTML page here instead (score bars, filters, two runs side by side)."
+        ),
+    ] = None,
+    index: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Index name or Lucene index directory the cited segments are read from (default: settings')."
+        ),
+    ] = None,
+    experiment: Annotated[
+        Optional[Path],
+        typer.Option(
+            help="An experiment's per-topic scores (ragnarok compare --save FILE, JSON or CSV): the topics where "
+            "its pipelines differ most, instead of runs."
+        ),
+    ] = None,
+    metric: Annotated[Optional[str], typer.Option(help="With --experiment: the metric (default: its first).")] = None,
 ) -> None:
     """Show a run for people: each topic's answer, its citations resolved to the cited segments' text, and
     nugget labels; give two runs to compare them."""
@@ -51,9 +67,14 @@ def view(
     if nuggets is not None and assignments is not None:
         raise ValueError("give --nuggets or --assignments, not both (assignments carry their nuggets)")
     settings = get_settings()
-    loaded = load_view(runs, topics, nuggets, assignments,
-                       lambda: lucene_segments(index_dir(settings, index)),
-                       lambda source: [t.qid for t in resolve_topics(source, settings)])
+    loaded = load_view(
+        runs,
+        topics,
+        nuggets,
+        assignments,
+        lambda: lucene_segments(index_dir(settings, index)),
+        lambda source: [t.qid for t in resolve_topics(source, settings)],
+    )
     if html is None:
         typer.echo(terminal(loaded), nl=False)
         return
@@ -75,8 +96,11 @@ def _experiment(path: Path, metric: str | None, topics: str | None, with_runs: b
     if topics is not None:
         pieces = [p.strip() for p in topics.split(",") if p.strip()]
         known = set(frame["qid"])
-        qids = pieces if pieces and all(p in known for p in pieces) else \
-            [q for q in _topic_set(topics, resolve_topics) if q in known]
+        qids = (
+            pieces
+            if pieces and all(p in known for p in pieces)
+            else [q for q in _topic_set(topics, resolve_topics) if q in known]
+        )
         if not qids:
             raise ValueError(f"none of the topics {topics!r:.80} is in the experiment")
     typer.echo(differences(frame, metric, qids), nl=False)

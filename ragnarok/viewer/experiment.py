@@ -18,13 +18,18 @@ def read_experiment(path: Path) -> Any:
     import pandas as pd  # noqa: PLC0415
 
     try:
-        frame = pd.read_json(path, orient="records", dtype={"qid": str}) if path.suffix == ".json" else \
-            pd.read_csv(path, dtype={"qid": str, "name": str})
+        frame = (
+            pd.read_json(path, orient="records", dtype={"qid": str})
+            if path.suffix == ".json"
+            else pd.read_csv(path, dtype={"qid": str, "name": str})
+        )
     except (ValueError, OSError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: cannot be read as an experiment's per-topic scores: {exc}") from None
     if list(frame.columns) != COLUMNS or frame.empty:
-        raise ValueError(f"{path}: not an experiment's per-topic scores (columns {', '.join(COLUMNS)}; "
-                         "`ragnarok compare --save FILE` writes them)")
+        raise ValueError(
+            f"{path}: not an experiment's per-topic scores (columns {', '.join(COLUMNS)}; "
+            "`ragnarok compare --save FILE` writes them)"
+        )
     return frame
 
 
@@ -40,8 +45,7 @@ def differences(frame: Any, metric: str | None = None, qids: Sequence[str] | Non
     table = table[names]
     if qids is not None:
         table = table[table.index.isin(list(qids))]
-    spread = (table[names[1:]].sub(table[names[0]], axis=0).abs().max(axis=1) if len(names) > 1
-              else table[names[0]] * 0)
+    spread = table[names[1:]].sub(table[names[0]], axis=0).abs().max(axis=1) if len(names) > 1 else table[names[0]] * 0
     shown = table.loc[spread.sort_values(ascending=False, kind="stable").index[:limit]]
     head = [f"{metric}: the {len(shown)} of {len(table)} topics where {names[0]} and the others differ most"]
     cells = [["topic", *names]] + [[str(q), *(f"{v:.4f}" for v in row)] for q, row in shown.iterrows()]

@@ -34,6 +34,7 @@ class Run:
 @dataclass(frozen=True)
 class Labels:
     """One topic's nuggets for one run: labelled when they carry assignments."""
+
     nuggets: list[Nugget]
 
     @property
@@ -44,8 +45,7 @@ class Labels:
     def scores(self) -> dict[str, float] | None:
         if not self.assessed:
             return None
-        return nugget_scores([n.model_copy(update={"assignment": n.assignment or "not_support"})
-                              for n in self.nuggets])
+        return nugget_scores([n.model_copy(update={"assignment": n.assignment or "not_support"}) for n in self.nuggets])
 
 
 @dataclass
@@ -94,9 +94,11 @@ def read_run(path: Path) -> Run:
     except ValueError as exc:
         hint = ""
         if isinstance(first, dict) and "nuggets" in first and "qid" in first:
-            hint = ("; it looks like a nugget file: give it with --assignments" if
-                    any(isinstance(n, dict) and "assignment" in n for n in first["nuggets"] or [])
-                    else "; it looks like a nugget file: give it with --nuggets")
+            hint = (
+                "; it looks like a nugget file: give it with --assignments"
+                if any(isinstance(n, dict) and "assignment" in n for n in first["nuggets"] or [])
+                else "; it looks like a nugget file: give it with --nuggets"
+            )
         raise ValueError(f"{exc}: not a TREC RAG run (2024 or 2025 format){hint}") from None
     meta = first.get("metadata")
     run_id = (meta if isinstance(meta, dict) else first).get("run_id") or path.stem
@@ -113,8 +115,7 @@ def read_assignments(path: Path, runs: list[Run]) -> list[dict[str, Labels]]:
         tag = data.get("run_id", data.get("variant"))
         tagged.setdefault(None if tag is None else str(tag), {})[topic.qid] = Labels(topic.nuggets)
     if not any(labels.assessed for group in tagged.values() for labels in group.values()):
-        raise ValueError(f"{path}: no nugget carries an assignment; a nugget file without labels goes to "
-                         "--nuggets")
+        raise ValueError(f"{path}: no nugget carries an assignment; a nugget file without labels goes to --nuggets")
     out = []
     for run in runs:
         names = {run.run_id, run.name, run.path.stem}
@@ -123,8 +124,10 @@ def read_assignments(path: Path, runs: list[Run]) -> list[dict[str, Labels]]:
             chosen = tagged.get(None) or (next(iter(tagged.values())) if len(tagged) == 1 else {})
         out.append(chosen)
     if not any(set(group) & set(run.answers) for group, run in zip(out, runs)):
-        raise ValueError(f"{path}: no assignment is for a topic and run given (tags: "
-                         f"{', '.join(sorted(str(t) for t in tagged))[:200]})")
+        raise ValueError(
+            f"{path}: no assignment is for a topic and run given (tags: "
+            f"{', '.join(sorted(str(t) for t in tagged))[:200]})"
+        )
     return out
 
 
@@ -149,16 +152,25 @@ def chosen_topics(topics: str | None, runs: list[Run], resolve: Callable[[str], 
     for piece in pieces:
         if piece not in answered:
             near = suggest(piece, answered)
-            hint = f"; did you mean {near}?" if near else \
-                " (--topics takes topic ids, comma-separated, or a topic set or file)"
-            raise ValueError(f"topic {quote(piece)} is not in {runs[0].name}"
-                             f"{' or ' + runs[1].name if len(runs) > 1 else ''}{hint}")
+            hint = (
+                f"; did you mean {near}?"
+                if near
+                else " (--topics takes topic ids, comma-separated, or a topic set or file)"
+            )
+            raise ValueError(
+                f"topic {quote(piece)} is not in {runs[0].name}{' or ' + runs[1].name if len(runs) > 1 else ''}{hint}"
+            )
     return list(dict.fromkeys(pieces))
 
 
-def load_view(paths: list[Path], topics: str | None, nuggets: Path | None, assignments: Path | None,
-              segment_text: Callable[[], Callable[[str], str | None]],
-              resolve: Callable[[str], list[str]]) -> View:
+def load_view(
+    paths: list[Path],
+    topics: str | None,
+    nuggets: Path | None,
+    assignments: Path | None,
+    segment_text: Callable[[], Callable[[str], str | None]],
+    resolve: Callable[[str], list[str]],
+) -> View:
     """Everything the page or the terminal shows: bad input fails before the index is opened."""
     runs = [read_run(path) for path in paths]
     if len(runs) == 2 and runs[0].name == runs[1].name:
@@ -187,14 +199,19 @@ def load_view(paths: list[Path], topics: str | None, nuggets: Path | None, assig
 
 
 def _wrap(text: str, indent: str, first: str = "") -> list[str]:
-    lines = textwrap.wrap(" ".join(text.split()), WIDTH, initial_indent=indent + first,
-                          subsequent_indent=indent + " " * len(first), break_on_hyphens=False)
+    lines = textwrap.wrap(
+        " ".join(text.split()),
+        WIDTH,
+        initial_indent=indent + first,
+        subsequent_indent=indent + " " * len(first),
+        break_on_hyphens=False,
+    )
     return lines or [indent + first.rstrip()]
 
 
 def _snippet(text: str) -> str:
     text = " ".join(text.split())
-    return text if len(text) <= SNIPPET else text[:SNIPPET - 1].rstrip() + "…"
+    return text if len(text) <= SNIPPET else text[: SNIPPET - 1].rstrip() + "…"
 
 
 def score_line(scores: dict[str, float]) -> str:
@@ -223,8 +240,13 @@ def topic_text(view: View, qid: str) -> list[str]:
                     lines.append(f"       [{c}] (no such reference: the run has {len(answer.references)})")
                     continue
                 text = view.segments.get(docid)
-                shown = "(not in the index)" if text is None else "(shown above)" if docid in shown_above \
+                shown = (
+                    "(not in the index)"
+                    if text is None
+                    else "(shown above)"
+                    if docid in shown_above
                     else _snippet(text)
+                )
                 shown_above.add(docid)
                 lines += _wrap(f"{docid}: {shown}", "       ", f"[{c}] ")
         if (topic := labels.get(qid)) is not None:
@@ -237,8 +259,7 @@ def topic_text(view: View, qid: str) -> list[str]:
 
 
 def terminal(view: View) -> str:
-    head = [f"{run.name}: TREC RAG {run.year} run {run.run_id!r}, {len(run.answers)} topics"
-            for run in view.runs]
+    head = [f"{run.name}: TREC RAG {run.year} run {run.run_id!r}, {len(run.answers)} topics" for run in view.runs]
     body = [line for qid in view.qids for line in ["", *topic_text(view, qid)]]
     return "\n".join(head + body) + "\n"
 
@@ -251,13 +272,22 @@ def view_json(view: View) -> str:
         entries = []
         for run, labels in zip(view.runs, view.labels):
             answer, topic = run.answers.get(qid), labels.get(qid)
-            entries.append(None if answer is None else {
-                "s": [[text, cs] for text, cs in answer.sentences], "r": answer.references,
-                "n": [[n.text, n.importance, n.assignment] for n in topic.nuggets] if topic else None,
-                "sc": topic.scores if topic else None})
+            entries.append(
+                None
+                if answer is None
+                else {
+                    "s": [[text, cs] for text, cs in answer.sentences],
+                    "r": answer.references,
+                    "n": [[n.text, n.importance, n.assignment] for n in topic.nuggets] if topic else None,
+                    "sc": topic.scores if topic else None,
+                }
+            )
         query = next((a.query for r in view.runs if (a := r.answers.get(qid)) and a.query), "")
         topics.append({"q": qid, "t": query, "d": view.differs(qid), "a": entries})
-    data = {"runs": [{"name": r.name, "year": r.year, "id": r.run_id} for r in view.runs],
-            "docs": view.segments, "topics": topics}
+    data = {
+        "runs": [{"name": r.name, "year": r.year, "id": r.run_id} for r in view.runs],
+        "docs": view.segments,
+        "topics": topics,
+    }
     text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")

@@ -76,14 +76,16 @@ class TorchBackend:
         local = local or cached
         from sentence_transformers import SentenceTransformer  # noqa: PLC0415 - heavy, on first use
 
-        self._st = SentenceTransformer(self.path, device=self.device, local_files_only=local,
-                                       trust_remote_code=self.trust_remote_code)
+        self._st = SentenceTransformer(
+            self.path, device=self.device, local_files_only=local, trust_remote_code=self.trust_remote_code
+        )
         getter = getattr(self._st, "get_embedding_dimension", None) or self._st.get_sentence_embedding_dimension
         self.dim = int(getter())
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        return self._st.encode(texts, batch_size=len(texts), normalize_embeddings=True, convert_to_numpy=True,
-                               show_progress_bar=False).astype(np.float32, copy=False)
+        return self._st.encode(
+            texts, batch_size=len(texts), normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+        ).astype(np.float32, copy=False)
 
 
 def _in_hub_cache(name: str) -> bool:
@@ -120,14 +122,21 @@ def _layout(path: str | Path) -> _Layout:
         raise NotExportableError(f"{path}: modules {kinds} are not Transformer, Pooling[, Normalize]")
     pooling_dir = root / modules[1].get("path", "1_Pooling")
     pooling = json.loads((pooling_dir / "config.json").read_text())
-    mode = "mean" if pooling.get("pooling_mode_mean_tokens") else "cls" if pooling.get("pooling_mode_cls_token") \
-        else None
-    others = [k for k, v in pooling.items() if k.startswith("pooling_mode") and v and k not in
-              ("pooling_mode_mean_tokens", "pooling_mode_cls_token")]
+    mode = (
+        "mean" if pooling.get("pooling_mode_mean_tokens") else "cls" if pooling.get("pooling_mode_cls_token") else None
+    )
+    others = [
+        k
+        for k, v in pooling.items()
+        if k.startswith("pooling_mode") and v and k not in ("pooling_mode_mean_tokens", "pooling_mode_cls_token")
+    ]
     if mode is None or others:
         raise NotExportableError(f"{path}: only mean or CLS pooling is exported, not {others or 'none'}")
-    config = json.loads((root / "sentence_bert_config.json").read_text()) \
-        if (root / "sentence_bert_config.json").is_file() else {}
+    config = (
+        json.loads((root / "sentence_bert_config.json").read_text())
+        if (root / "sentence_bert_config.json").is_file()
+        else {}
+    )
     return _Layout(root, int(config.get("max_seq_length") or 512), mode, "Normalize" in kinds)
 
 
@@ -160,9 +169,16 @@ def export_onnx(path: str | Path, cache_dir: Path) -> Path:
         package_root = str(Path(__file__).resolve().parents[3])  # this ragnarok, installed or a checkout
         path_dirs = [package_root, os.environ.get("PYTHONPATH")]
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, path_dirs))}
-        code = "import sys; from ragnarok.stages.embed.backends import export_here; export_here(sys.argv[1], sys.argv[2])"
-        done = subprocess.run([sys.executable, "-c", code, str(layout.path), str(tmp)], env=env,
-                              capture_output=True, text=True, timeout=EXPORT_TIMEOUT_S)
+        code = (
+            "import sys; from ragnarok.stages.embed.backends import export_here; export_here(sys.argv[1], sys.argv[2])"
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(layout.path), str(tmp)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=EXPORT_TIMEOUT_S,
+        )
         if done.returncode != 0 or not tmp.is_file():
             tmp.unlink(missing_ok=True)
             why = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
@@ -184,18 +200,24 @@ def export_here(path: str, tmp: str) -> None:
             self.model = AutoModel.from_pretrained(path, local_files_only=True, attn_implementation="eager")
 
         def forward(self, input_ids: Any, attention_mask: Any, token_type_ids: Any) -> Any:
-            return self.model(input_ids=input_ids, attention_mask=attention_mask,
-                              token_type_ids=token_type_ids).last_hidden_state
+            return self.model(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
 
     model = Transformer().eval()
-    example = {name: torch.ones((2, 8), dtype=torch.long)
-               for name in ("input_ids", "attention_mask", "token_type_ids")}
+    example = {name: torch.ones((2, 8), dtype=torch.long) for name in ("input_ids", "attention_mask", "token_type_ids")}
     dynamic = {name: {0: "batch", 1: "tokens"} for name in example}
     with torch.no_grad():
-        torch.onnx.export(model, tuple(example.values()), tmp, input_names=list(example),
-                          output_names=["last_hidden_state"],
-                          dynamic_axes={**dynamic, "last_hidden_state": {0: "batch", 1: "tokens"}},
-                          opset_version=ONNX_OPSET, dynamo=False)
+        torch.onnx.export(
+            model,
+            tuple(example.values()),
+            tmp,
+            input_names=list(example),
+            output_names=["last_hidden_state"],
+            dynamic_axes={**dynamic, "last_hidden_state": {0: "batch", 1: "tokens"}},
+            opset_version=ONNX_OPSET,
+            dynamo=False,
+        )
 
 
 def quantize_int8(model: Path) -> Path:
@@ -282,12 +304,16 @@ def _cuda() -> bool:
 @lru_cache(maxsize=1)
 def gpu_driver() -> bool:
     """An NVIDIA or AMD (ROCm) driver, WSL's GPU device or a CUDA driver library is present (Windows: assumed)."""
-    return os.name == "nt" or any(Path(p).exists() for p in ("/proc/driver/nvidia", "/dev/kfd", "/dev/dxg")) \
+    return (
+        os.name == "nt"
+        or any(Path(p).exists() for p in ("/proc/driver/nvidia", "/dev/kfd", "/dev/dxg"))
         or ctypes.util.find_library("cuda") is not None
+    )
 
 
-def load_backend(path: str, backend: str, cache_dir: Path, device: str | None = None,
-                 trust_remote_code: bool = False) -> EncoderBackend:
+def load_backend(
+    path: str, backend: str, cache_dir: Path, device: str | None = None, trust_remote_code: bool = False
+) -> EncoderBackend:
     """The backend ``backend`` for the model at ``path``: ``auto`` is ONNX on CPU for a model it can export
     (a failed export falls back to PyTorch, logged), PyTorch on a GPU or for any other model."""
     if backend not in BACKENDS:

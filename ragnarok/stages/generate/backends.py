@@ -17,9 +17,12 @@ GENERATOR_BACKENDS: Registry[Generator] = Registry("generator backend")
 
 def _extractive(config: GeneratorConfig) -> Generator:
     """``model``: the similarity (minilm, bm25); ``max_answer_words`` and ``max_contexts`` as configured."""
-    return ExtractiveGenerator(name=config.name, max_words=config.max_answer_words or 150,
-                               max_contexts=config.max_contexts or 10,
-                               similarity="bm25" if config.model == "bm25" else "minilm")
+    return ExtractiveGenerator(
+        name=config.name,
+        max_words=config.max_answer_words or 150,
+        max_contexts=config.max_contexts or 10,
+        similarity="bm25" if config.model == "bm25" else "minilm",
+    )
 
 
 GENERATOR_BACKENDS.register("openai", OpenAIChatGenerator, "OpenAI or any OpenAI-compatible server (vLLM, llama.cpp)")

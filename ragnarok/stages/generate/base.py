@@ -44,7 +44,6 @@ MIN_ATTEMPT_S = 0.05
 MAX_BACKEND_THREADS = 64
 
 
-
 class GenerationError(RuntimeError):
     """A backend failed: the API answers 502 (or 504 when ``timeout``), naming backend and cause.
     The cause is redacted here: no configured key value survives into a message, an answer or a log."""
@@ -63,8 +62,15 @@ class BackendError(RuntimeError):
     """One failed attempt: ``cause`` says what came back (quoted, redacted); ``retryable`` for 429, 5xx,
     timeouts and connection errors; ``retry_after`` the seconds the backend asked us to wait, if it did."""
 
-    def __init__(self, cause: str, *, timeout: bool = False, retryable: bool = False,
-                 retry_after: float | None = None, kind: str | None = None):
+    def __init__(
+        self,
+        cause: str,
+        *,
+        timeout: bool = False,
+        retryable: bool = False,
+        retry_after: float | None = None,
+        kind: str | None = None,
+    ):
         self.cause, self.timeout, self.retryable = redact(cause), timeout, retryable
         self.retry_after = retry_after
         self.kind = kind  # its cause in ragnarok_backend_failures, when its message does not say it
@@ -119,9 +125,13 @@ class Guard:
 
     @classmethod
     def of(cls, config: GeneratorConfig, **overrides: Any) -> Guard:
-        values = {"max_concurrency": config.max_concurrency, "max_retries": config.max_retries,
-                  "timeout_s": config.timeout_s, "deadline_s": config.deadline_s,
-                  "slot_wait_s": config.slot_wait_s}
+        values = {
+            "max_concurrency": config.max_concurrency,
+            "max_retries": config.max_retries,
+            "timeout_s": config.timeout_s,
+            "deadline_s": config.deadline_s,
+            "slot_wait_s": config.slot_wait_s,
+        }
         return cls(config.name, **{**values, **overrides})
 
     def budget(self) -> Budget:
@@ -163,8 +173,11 @@ class Guard:
         if budget.left() < MIN_ATTEMPT_S:
             self._slots.release()
             metrics.backend_failure(self.name, "timeout")
-            raise GenerationError(self.name, "busy: the first token was due before a slot freed "
-                                  f"({self.slots} calls in flight)", timeout=True)
+            raise GenerationError(
+                self.name,
+                f"busy: the first token was due before a slot freed ({self.slots} calls in flight)",
+                timeout=True,
+            )
         try:
             yield
         finally:
@@ -211,8 +224,7 @@ class Guard:
         except NotInTime:
             cause = f"no answer within {budget.total_s:g} s"
             metrics.backend_failure(self.name, "timeout")
-            log.warning("generator %r failed after %.0f ms: %s", self.name, (time.monotonic() - start) * 1000,
-                        cause)
+            log.warning("generator %r failed after %.0f ms: %s", self.name, (time.monotonic() - start) * 1000, cause)
             raise GenerationError(self.name, cause, timeout=True) from None
         finally:
             _budget.reset(token)
@@ -253,8 +265,7 @@ class Guard:
                 return attempt(min(self.timeout_s, left))
 
         def stop(state: RetryCallState) -> bool:  # no retries left, or no time for one after the wait
-            return (state.attempt_number > self.max_retries
-                    or budget.left() - self._wait(state) < MIN_ATTEMPT_S)
+            return state.attempt_number > self.max_retries or budget.left() - self._wait(state) < MIN_ATTEMPT_S
 
         retryable = retry_if_exception(lambda exc: isinstance(exc, BackendError) and exc.retryable)
         retrying = Retrying(stop=stop, wait=self._wait, retry=retryable, reraise=True)
@@ -268,13 +279,14 @@ class Guard:
                 cause = f"no answer within {budget.total_s:g} s"
             elif exc.retryable and attempts <= self.max_retries:  # retries were left: the deadline ended them
                 deadline = f"the {budget.total_s:g} s deadline"
-                cause += (f" (it asked to retry after {exc.retry_after:g} s, past {deadline})"
-                          if exc.retry_after is not None
-                          else f" (no time left for a retry within {deadline})")
+                cause += (
+                    f" (it asked to retry after {exc.retry_after:g} s, past {deadline})"
+                    if exc.retry_after is not None
+                    else f" (no time left for a retry within {deadline})"
+                )
             if attempts > 1:
                 cause += f" ({attempts} attempts)"
-            log.warning("generator %r failed after %.0f ms: %s", self.name, (time.monotonic() - start) * 1000,
-                        cause)
+            log.warning("generator %r failed after %.0f ms: %s", self.name, (time.monotonic() - start) * 1000, cause)
             raise GenerationError(self.name, cause, exc.timeout) from None
 
 

@@ -23,8 +23,7 @@ def _stop_with_messages(messages: Messages, *_: Any, **__: Any) -> Any:
     raise _Captured({"messages": messages})
 
 
-def sent_request(generator: Any, topic: Query, candidates: list[Candidate],
-                 template: PromptTemplate) -> dict[str, Any]:
+def sent_request(generator: Any, topic: Query, candidates: list[Candidate], template: PromptTemplate) -> dict[str, Any]:
     """``{"messages": [...]}`` as ``generator`` would send them (plus ``documents`` for a backend that sends
     the contexts apart, Cohere's). ``ValueError`` for a generator that prompts no model. ``generator`` must be
     an instance of its own (its calls are replaced)."""
@@ -45,5 +44,6 @@ def sent_request(generator: Any, topic: Query, candidates: list[Candidate],
         generator.generate(topic, candidates, template)
     except _Captured as captured:
         return captured.sent
-    raise ValueError(f"the generator {getattr(generator, 'name', generator)!r} prompts no model: it has no "
-                     "messages to show")
+    raise ValueError(
+        f"the generator {getattr(generator, 'name', generator)!r} prompts no model: it has no messages to show"
+    )

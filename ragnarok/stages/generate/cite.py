@@ -41,7 +41,9 @@ _THINK_OPEN = re.compile(r"<think>.*", re.S | re.I)  # never closed: the model r
 _REFS_WORD = r"(?:references|sources|bibliography|citations|works\s+cited|reference\s+list)"
 _REFS_HEADING = re.compile(
     rf"^\s*(?:#{{1,6}}\s*)?(?:\*\*)?\s*{_REFS_WORD}\s*(?:\*\*)?\s*:?\s*(?:\*\*)?\s*$"  # a heading line
-    rf"|^\s*(?:\*\*)?{_REFS_WORD}\s*(?:\*\*)?\s*:", re.I)  # or "Sources: [1] …"
+    rf"|^\s*(?:\*\*)?{_REFS_WORD}\s*(?:\*\*)?\s*:",
+    re.I,
+)  # or "Sources: [1] …"
 _HEADING = re.compile(r"^\s*#{1,6}\s+")
 _ALL_BOLD = re.compile(r"^\s*\*\*([^*]+)\*\*\s*:?\s*$")
 _LIST_PREFIX = re.compile(r"^\s*(?:[-*•>]\s+|\d{1,2}[.)]\s+(?=\D))")
@@ -106,7 +108,7 @@ def clean(text: str) -> str:
         if bold := _ALL_BOLD.match(line):
             body = bold.group(1)
         elif heading := _HEADING.match(line):
-            body = line[heading.end():].strip().strip("#")
+            body = line[heading.end() :].strip().strip("#")
         if body is not None:
             if not _SENTENCE_END.search(body.replace("**", "")) and not _GROUP.search(body):
                 continue  # a label such as "## Background" or "**Key findings:**"
@@ -149,7 +151,7 @@ def _split(text: str) -> list[tuple[str, list[int]]]:
             leading = _LEADING.match(raw)
             if leading and out:
                 out[-1][1].extend(_markers(leading.group(0)))
-                raw = raw[leading.end():]
+                raw = raw[leading.end() :]
             numbers, sentence = _markers(raw), _tidy(raw)
             if re.search(r"\w", sentence) and not _ORPHAN_MARKER.match(sentence):  # "2." of a list, mid-line
                 out.append((sentence, numbers))
@@ -182,8 +184,9 @@ def truncate(sentences: list[tuple[str, list[int]]], max_words: int) -> list[tup
     return _truncate(sentences, max_words)
 
 
-def to_references(sentences: list[tuple[str, list[int]]], docids: list[str],
-                  max_references: int = 20) -> tuple[list[str], list[CitedSentence]]:
+def to_references(
+    sentences: list[tuple[str, list[int]]], docids: list[str], max_references: int = 20
+) -> tuple[list[str], list[CitedSentence]]:
     """Step 4: 1-based numbers into ``docids`` become 0-based indices into the cited ``references``."""
     references: list[str] = []
     position: dict[str, int] = {}
@@ -205,7 +208,8 @@ def to_references(sentences: list[tuple[str, list[int]]], docids: list[str],
     return references, answer
 
 
-def postprocess(text: str, docids: list[str], max_words: int = 400,
-                max_references: int = 20) -> tuple[list[str], list[CitedSentence]]:
+def postprocess(
+    text: str, docids: list[str], max_words: int = 400, max_references: int = 20
+) -> tuple[list[str], list[CitedSentence]]:
     """``(references, answer)`` from raw model output; see the module docstring for the rules."""
     return to_references(truncate(sentences(text), max_words), docids, max_references)

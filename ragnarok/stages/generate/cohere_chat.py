@@ -121,8 +121,9 @@ def to_spans(citations: list[Citation]) -> list[Span]:
     return spans
 
 
-def cited_answer(text: str, spans: list[Span], docids: list[str],
-                 max_words: int) -> tuple[list[str], list[CitedSentence]]:
+def cited_answer(
+    text: str, spans: list[Span], docids: list[str], max_words: int
+) -> tuple[list[str], list[CitedSentence]]:
     """``(references, sentences)`` of Cohere's text and span citations: markers placed, then post-processed."""
     # masked after the spans are placed (they count characters): a key the backend echoes never reaches an answer
     return postprocess(redact(spans_to_markers(text, spans)), docids, max_words=max_words)
@@ -136,8 +137,9 @@ def chat_answer(data: object) -> tuple[str, list[Citation]]:
         message = ChatAnswer.model_validate(data).message
     except ValidationError as exc:
         where = ".".join(map(str, exc.errors()[0]["loc"])) or "the body"
-        raise BackendError(f"HTTP 200 but not a Cohere chat answer ({where}: {exc.errors()[0]['msg']}): "
-                           f"{quote(json.dumps(data))}") from None
+        raise BackendError(
+            f"HTTP 200 but not a Cohere chat answer ({where}: {exc.errors()[0]['msg']}): {quote(json.dumps(data))}"
+        ) from None
     text = "".join(part.text for part in message.content if part.text)
     if not text.strip():
         raise BackendError("the model's answer is empty")
@@ -173,8 +175,9 @@ class CohereGenerator(ApiGenerator):
     def _make_client(self) -> httpx.Client:
         return backend_client(self.config.max_concurrency)
 
-    def request(self, topic: str, candidates: list[Candidate],
-                template: PromptTemplate) -> tuple[str, dict[str, str], dict[str, Any]]:
+    def request(
+        self, topic: str, candidates: list[Candidate], template: PromptTemplate
+    ) -> tuple[str, dict[str, str], dict[str, Any]]:
         """The URL, headers and body of a chat call (``documents`` numbered ``1..n``)."""
         url = f"{(self.config.base_url or COHERE_URL).rstrip('/')}/v2/chat"
         headers = {"authorization": f"Bearer {self.api_key()}"}
@@ -183,23 +186,22 @@ class CohereGenerator(ApiGenerator):
             for i, c in enumerate(candidates)
         ]
         body: dict[str, Any] = {
-            "model": self.config.model, "documents": documents, "max_tokens": self.config.max_tokens,
+            "model": self.config.model,
+            "documents": documents,
+            "max_tokens": self.config.max_tokens,
             "temperature": self.config.temperature,
             "messages": [{"role": "system", "content": template.system}, {"role": "user", "content": topic}],
         }
         return url, headers, body
 
-    def chat(self, topic: str, candidates: list[Candidate],
-             template: PromptTemplate) -> tuple[str, list[Citation]]:
+    def chat(self, topic: str, candidates: list[Candidate], template: PromptTemplate) -> tuple[str, list[Citation]]:
         client = self._http()
         url, headers, body = self.request(topic, candidates, template)
-        return self.guard.call(lambda timeout_s: chat_answer(post_json(client, url, body, headers,
-                                                                       timeout_s)))
+        return self.guard.call(lambda timeout_s: chat_answer(post_json(client, url, body, headers, timeout_s)))
 
     def generate(self, topic: Query, candidates: list[Candidate], template: PromptTemplate) -> RagAnswer:
         text, citations = self.chat(topic.text, candidates, template)
-        references, answer = cited_answer(text, to_spans(citations), [c.docid for c in candidates],
-                                          template.max_words)
+        references, answer = cited_answer(text, to_spans(citations), [c.docid for c in candidates], template.max_words)
         return RagAnswer.build(str(topic.qid), topic.text, references, answer)
 
     def _event_part(self, model: type[M], event: ChatStreamEvent | None, data: Any) -> M:
@@ -211,19 +213,25 @@ class CohereGenerator(ApiGenerator):
             where = ".".join(map(str, exc.errors()[0]["loc"])) or "the event"
             if event is not None:
                 where = f"{event.type}: delta.message.{where}"
-            raise GenerationError(self.name, f"a streamed event is not a Cohere chat stream event ({where}: "
-                                  f"{exc.errors()[0]['msg']}): {quote(json.dumps(data))}") from None
+            raise GenerationError(
+                self.name,
+                f"a streamed event is not a Cohere chat stream event ({where}: "
+                f"{exc.errors()[0]['msg']}): {quote(json.dumps(data))}",
+            ) from None
 
-    async def _stream_items(self, url: str, headers: dict[str, str], body: dict[str, Any],
-                            first_by: float) -> AsyncIterator[str | _Cited | Finish]:
+    async def _stream_items(
+        self, url: str, headers: dict[str, str], body: dict[str, Any], first_by: float
+    ) -> AsyncIterator[str | _Cited | Finish]:
         """Cohere's stream as text pieces, span citations, then a :class:`Finish` (``message-end``: its usage is
         counted); :class:`GenerationError` for an event of another shape, or a stream that ends before it."""
-        events = stream_events(self.guard, url, {**body, "stream": True}, headers, deadlines(self.config)[0],
-                               first_by)
+        events = stream_events(self.guard, url, {**body, "stream": True}, headers, deadlines(self.config)[0], first_by)
         async with aclosing(events):  # closed here, however this ends: its HTTP stream and its slot with it
             async for event, data in events:
-                parsed = self._event_part(ChatStreamEvent, None, {"type": event, **data} if isinstance(data, dict)
-                                          and "type" not in data else data)
+                parsed = self._event_part(
+                    ChatStreamEvent,
+                    None,
+                    {"type": event, **data} if isinstance(data, dict) and "type" not in data else data,
+                )
                 if parsed.type == "content-delta":
                     if text := self._event_part(_ContentDelta, parsed, data).content.text:
                         yield text
@@ -240,8 +248,9 @@ class CohereGenerator(ApiGenerator):
                     return
         raise GenerationError(self.name, "the stream ended before its message-end event")
 
-    async def astream(self, topic: Query, candidates: list[Candidate],
-                      template: PromptTemplate) -> AsyncIterator[StreamEvent]:
+    async def astream(
+        self, topic: Query, candidates: list[Candidate], template: PromptTemplate
+    ) -> AsyncIterator[StreamEvent]:
         """:meth:`generate`, streamed (see the module docstring): the same call with ``"stream": true``, its
         sentences as they are complete, and ``done`` with the answer :meth:`generate` gives."""
         start = time.monotonic()  # timeout_s counts from here
@@ -263,8 +272,9 @@ class CohereGenerator(ApiGenerator):
         assembler = SentenceAssembler(process, build)
         yield references_event(candidates)
         first_by = start + deadlines(self.config)[0]
-        items = deadlined(self._stream_items(url, headers, body, first_by), self.name, *deadlines(self.config),
-                          start=start)
+        items = deadlined(
+            self._stream_items(url, headers, body, first_by), self.name, *deadlines(self.config), start=start
+        )
         try:
             async for item in items:
                 if isinstance(item, Finish):

@@ -80,22 +80,28 @@ class ExtractiveGenerator:
         pairs = [(pool[i][0], [pool[i][1]] if pool[i][1] else []) for i, _ in ordered]  # 0: cites nothing
         references, answer = to_references(pairs, [c.docid for c in candidates])
         built = GeneratedAnswer.build(str(topic.qid), topic.text, references, answer)
-        built.notes = {"contexts": len(candidates), "sentences_considered": len(pool),
-                       "similarity": self.similarity, "citations": "produced" if pairs else "none",
-                       "unpunctuated": relaxed}
+        built.notes = {
+            "contexts": len(candidates),
+            "sentences_considered": len(pool),
+            "similarity": self.similarity,
+            "citations": "produced" if pairs else "none",
+            "unpunctuated": relaxed,
+        }
         if fallback:
             built.notes["fallback"] = fallback
         return built
 
-    def _fallback(self, candidates: list[Candidate], pool: list[tuple[str, int, int]], budget: int
-                  ) -> tuple[list[tuple[str, int, int]], list[tuple[int, float]], str]:
+    def _fallback(
+        self, candidates: list[Candidate], pool: list[tuple[str, int, int]], budget: int
+    ) -> tuple[list[tuple[str, int, int]], list[tuple[int, float]], str]:
         """No sentence matched the topic: the best-ranked segment's first prose sentences (up to
         ``FALLBACK_SENTENCES`` within the budget; ``pool``: the punctuated sentences, empty when there are none),
         else its first run of words, else the start of the first text there is, else a sentence saying there is
         none (citing nothing). Returns the pool, the chosen ``(index, relevance)`` and why (the trace shows it)."""
-        for strict, why in ((True, "no sentence matched the topic: the best segment's first sentences"),
-                            (False, "no sentence matched the topic and none is punctuated: the best segment's "
-                                    "first run of words")):
+        for strict, why in (
+            (True, "no sentence matched the topic: the best segment's first sentences"),
+            (False, "no sentence matched the topic and none is punctuated: the best segment's first run of words"),
+        ):
             options = pool if strict else self._pool(candidates, strict=False)
             if options:
                 top = min(number for _, number, _ in options)
@@ -160,8 +166,9 @@ class ExtractiveGenerator:
             redundancy = np.maximum(redundancy, similar[i])
             # what the answer checks count as a repeated sentence (finish.repeats), or one that says a part of
             # the other (all its content words in the other's)
-            repeat = np.array([near(words_of[i], w) or (bool(b) and (b <= bags[i] or bags[i] <= b))
-                               for b, w in zip(bags, words_of)])
+            repeat = np.array(
+                [near(words_of[i], w) or (bool(b) and (b <= bags[i] or bags[i] <= b)) for b, w in zip(bags, words_of)]
+            )
             available &= (words <= left) & (similar[i] < 0.9) & ~repeat
             available[i] = False
         return chosen

@@ -27,7 +27,8 @@ _WORD = re.compile(r"[a-z0-9]+")
 STOP = frozenset(
     "a an and are as at be by can do does for from how i in is it its of on or that the this to what when "
     "where which who why with you your my me we will would should could may might has have had was were been "
-    "not no so if then than there their these those into about also use used using".split())
+    "not no so if then than there their these those into about also use used using".split()
+)
 #: A context supports a sentence when it holds at least this IDF-weighted share of its content words.
 SUPPORTED = 0.4
 #: A cited context below this share does not support its sentence: the citation is wrong.
@@ -60,8 +61,9 @@ def terms(text: str) -> list[str]:
 @lru_cache(maxsize=65536)  # sentences are read several times per answer, and again across answers
 def _terms(text: str) -> tuple[str, ...]:
     words = _WORD.findall(text.lower())
-    return tuple(w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w
-                 for w in words if w not in STOP)
+    return tuple(
+        w[:-1] if len(w) > 3 and w.endswith("s") and not w.endswith("ss") else w for w in words if w not in STOP
+    )
 
 
 def word_set(sentence: str) -> set[str]:
@@ -118,8 +120,9 @@ class Lexicon:
         return [self.coverage(sentence, bag) for bag in self.contexts]
 
 
-def attribute(sentences: Numbered, contexts: Sequence[str],
-              mode: Literal["off", "missing", "check"] = "check") -> tuple[Numbered, dict[str, int]]:
+def attribute(
+    sentences: Numbered, contexts: Sequence[str], mode: Literal["off", "missing", "check"] = "check"
+) -> tuple[Numbered, dict[str, int]]:
     """Citations attached after the fact (see the module docstring): a sentence that cites nothing gets the
     context that supports it best (when one supports it: ``SUPPORTED``); with ``check``, a citation of a context
     below ``WRONG`` is removed, and a sentence left without one gets the best context instead. Numbers are

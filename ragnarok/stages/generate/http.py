@@ -60,8 +60,11 @@ def error_message(body: bytes) -> str:
         return quote(text.strip())
     if isinstance(data, dict):
         error = data.get("error")
-        for found in (error.get("message") if isinstance(error, dict) else error, data.get("message"),
-                      data.get("detail")):
+        for found in (
+            error.get("message") if isinstance(error, dict) else error,
+            data.get("message"),
+            data.get("detail"),
+        ):
             if found:
                 return quote(found if isinstance(found, str) else json.dumps(found))
     return quote(text.strip())
@@ -87,8 +90,9 @@ def _read(response: httpx.Response, deadline: float, timeout_s: float) -> bytes:
             chunks.append(chunk)
             size += len(chunk)
             if time.monotonic() >= deadline:
-                raise BackendError(f"no answer within {timeout_s:.3g} s (the body was still arriving)",
-                                   timeout=True, retryable=True)
+                raise BackendError(
+                    f"no answer within {timeout_s:.3g} s (the body was still arriving)", timeout=True, retryable=True
+                )
             if size > MAX_BODY_BYTES:
                 raise BackendError(f"the answer is over {MAX_BODY_BYTES:,} bytes")
         if time.monotonic() >= deadline:  # the watchdog ended a body without a declared end
@@ -117,8 +121,7 @@ class _Interruptible:
         self._unregister: Any = None
 
     def trace(self, event: str, info: dict[str, Any]) -> None:
-        if self.token is None or event not in ("connection.connect_tcp.complete",
-                                               "connection.start_tls.complete"):
+        if self.token is None or event not in ("connection.connect_tcp.complete", "connection.start_tls.complete"):
             return
         stream = info.get("return_value")
         sock = stream.get_extra_info("socket") if stream is not None else None
@@ -132,8 +135,7 @@ class _Interruptible:
             self._unregister = None
 
 
-def post_json(client: httpx.Client, url: str, body: dict[str, Any], headers: dict[str, str],
-              timeout_s: float) -> Any:
+def post_json(client: httpx.Client, url: str, body: dict[str, Any], headers: dict[str, str], timeout_s: float) -> Any:
     """POST ``body`` to ``url`` and return the JSON answer, all within ``timeout_s``; a 4xx/5xx, a body that
     is not JSON, or no answer in time raise :class:`BackendError`; the current cancel token cancelled
     meanwhile ends the exchange at once and raises its error (:class:`~ragnarok.runtime.cancel.Cancelled`)."""
@@ -142,30 +144,38 @@ def post_json(client: httpx.Client, url: str, body: dict[str, Any], headers: dic
     interruptible = _Interruptible()
     try:
         # each operation (connect, send, wait for the headers) gets the whole time: it is all there is left
-        with client.stream("POST", url, json=body, headers=headers, timeout=timeout_s,
-                           extensions={"trace": interruptible.trace}) as response:
+        with client.stream(
+            "POST", url, json=body, headers=headers, timeout=timeout_s, extensions={"trace": interruptible.trace}
+        ) as response:
             raw = _read(response, deadline, timeout_s)
     except httpx.TransportError as exc:
         cancel.check()  # cut because the request was cancelled: its error, never retried
         if isinstance(exc, httpx.TimeoutException) or time.monotonic() >= deadline:  # or the watchdog cut it
             raise BackendError(f"no answer within {timeout_s:.3g} s", timeout=True, retryable=True) from None
         problem = str(exc) or type(exc).__name__
-        cause = (f"cannot reach {where}: {problem}" if isinstance(exc, httpx.ConnectError)
-                 else f"the connection to {where} broke: {problem}")
+        cause = (
+            f"cannot reach {where}: {problem}"
+            if isinstance(exc, httpx.ConnectError)
+            else f"the connection to {where} broke: {problem}"
+        )
         raise BackendError(cause, retryable=True) from None
     finally:
         interruptible.close()
     cancel.check()  # a body cut short by the cancellation, however it ended
     status = response.status_code
     if status >= 400:
-        raise BackendError(f"HTTP {status}: {error_message(raw)}", retryable=status == 429 or status >= 500,
-                           retry_after=retry_after_s(response.headers))
+        raise BackendError(
+            f"HTTP {status}: {error_message(raw)}",
+            retryable=status == 429 or status >= 500,
+            retry_after=retry_after_s(response.headers),
+        )
     try:
         data = json.loads(raw)
     except (ValueError, RecursionError):
         kind = response.headers.get("content-type", "no content-type")
-        raise BackendError(f"HTTP {status} but the body is not JSON ({kind}): "
-                           f"{quote(raw.decode('utf-8', errors='replace'))}") from None
+        raise BackendError(
+            f"HTTP {status} but the body is not JSON ({kind}): {quote(raw.decode('utf-8', errors='replace'))}"
+        ) from None
     if where := lone_surrogate(data, raw):
         raise BackendError(f"HTTP {status} but the answer is not valid Unicode text: a lone surrogate in {where}")
     return data

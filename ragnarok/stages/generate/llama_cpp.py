@@ -30,13 +30,7 @@ import anyio.to_thread
 from ragnarok.core.meter import add_tokens, calling
 from ragnarok.core.types import Candidate, Query, RagAnswer, word_count
 from ragnarok.runtime import metrics
-from ragnarok.stages.generate.base import (
-    BackendError,
-    GenerationError,
-    GeneratorConfig,
-    GeneratorUnavailable,
-    Guard,
-)
+from ragnarok.stages.generate.base import BackendError, GenerationError, GeneratorConfig, GeneratorUnavailable, Guard
 from ragnarok.stages.generate.cite import sentences
 from ragnarok.stages.generate.finish import GeneratedAnswer, repeats, whole_sentences
 from ragnarok.stages.generate.llama_owner import LlamaOwner, completion
@@ -110,8 +104,9 @@ class LlamaCppGenerator:
         self._check()
         from llama_cpp import Llama  # noqa: PLC0415
 
-        return Llama(model_path=str(self.model_path()), n_ctx=self.config.context_tokens, n_threads=2, seed=0,
-                     verbose=False)
+        return Llama(
+            model_path=str(self.model_path()), n_ctx=self.config.context_tokens, n_threads=2, seed=0, verbose=False
+        )
 
     def load(self) -> None:
         """Load the model now (in its owner thread), rather than on the first answer."""
@@ -139,11 +134,13 @@ class LlamaCppGenerator:
         """The model's whole answer (up to ``max_tokens``), for any prompt."""
         return self.stream(messages)[0]
 
-    def stream(self, messages: Messages, max_words: int | None = None,
-               stop_repeats: bool = False) -> tuple[str, dict[str, Any]]:
+    def stream(
+        self, messages: Messages, max_words: int | None = None, stop_repeats: bool = False
+    ) -> tuple[str, dict[str, Any]]:
         """The model's answer, streamed, and notes on how it went: it stops once the sentence being written
         cannot fit ``max_words`` words, or (``stop_repeats``) when a sentence repeats an earlier one, or at
         ``max_tokens``, and is then cut after its last whole sentence."""
+
         def call(timeout_s: float) -> tuple[str, dict[str, Any]]:
             start = time.monotonic()
             deadline = start + timeout_s
@@ -179,8 +176,11 @@ class LlamaCppGenerator:
             if state["late"]:
                 raise BackendError(f"no answer within {timeout_s:.3g} s", timeout=True)
             add_tokens(self.count_tokens(" ".join(m["content"] for m in messages)), state["tokens"])
-            notes.update(completion_tokens=state["tokens"], first_token_ms=round((state["first"] or 0.0) * 1000),
-                         generate_ms=round((time.monotonic() - start) * 1000))
+            notes.update(
+                completion_tokens=state["tokens"],
+                first_token_ms=round((state["first"] or 0.0) * 1000),
+                generate_ms=round((time.monotonic() - start) * 1000),
+            )
             text = stopper.text if notes["stop"] == "end" else whole_sentences(stopper.text)
             return text, notes
 
@@ -195,8 +195,9 @@ class LlamaCppGenerator:
             notes.update(found)
             return text
 
-        answer = answer_with_llm(complete, topic, candidates, template, self.config.prompt_budget(),
-                                 self.count_tokens, self.config)
+        answer = answer_with_llm(
+            complete, topic, candidates, template, self.config.prompt_budget(), self.count_tokens, self.config
+        )
         if isinstance(answer, GeneratedAnswer) and answer.notes is not None:
             answer.notes.update(notes)
         return answer
@@ -205,8 +206,9 @@ class LlamaCppGenerator:
         """``fn(*args)`` in one of the backend's own worker threads; a cancelled caller waits for it to end."""
         return await anyio.to_thread.run_sync(fn, *args, limiter=self.guard.threads)
 
-    async def _pieces(self, messages: Messages, prompt_tokens: int, max_words: int,
-                      notes: dict[str, Any]) -> AsyncIterator[str | Finish]:
+    async def _pieces(
+        self, messages: Messages, prompt_tokens: int, max_words: int, notes: dict[str, Any]
+    ) -> AsyncIterator[str | Finish]:
         """The model's answer as :meth:`stream` writes it, a piece at a time, then a :class:`Finish`
         (``length`` when it stopped early: the answer is cut after its last whole sentence); ``notes`` get
         what :meth:`stream`'s notes say. The owner thread writes the chunks into a queue this loop reads;
@@ -260,12 +262,17 @@ class LlamaCppGenerator:
             cancel.set()  # the owner stops at its next token and closes the model's generator there
             with calling(self.name):
                 add_tokens(prompt_tokens, tokens)
-        notes.update(found, completion_tokens=tokens, first_token_ms=round((first or 0.0) * 1000),
-                     generate_ms=round((time.monotonic() - start) * 1000))
+        notes.update(
+            found,
+            completion_tokens=tokens,
+            first_token_ms=round((first or 0.0) * 1000),
+            generate_ms=round((time.monotonic() - start) * 1000),
+        )
         yield Finish(None if found["stop"] == "end" else "length")
 
-    async def astream(self, topic: Query, candidates: list[Candidate],
-                      template: PromptTemplate) -> AsyncIterator[StreamEvent]:
+    async def astream(
+        self, topic: Query, candidates: list[Candidate], template: PromptTemplate
+    ) -> AsyncIterator[StreamEvent]:
         """:meth:`generate`, streamed (:mod:`ragnarok.stages.generate.streaming`): the same prompt, the same stops,
         and ``done`` with the answer :meth:`generate` gives (its notes too, timings aside). The backend's one
         slot is held while the model writes, and freed when the stream is closed."""

@@ -64,8 +64,13 @@ class LlamaOwner:
         return self._llm is not None
 
 
-def completion(llm: Any, messages: list[dict[str, str]], sampling: dict[str, Any], cancel: threading.Event,
-               emit: Callable[[dict[str, Any]], bool]) -> None:
+def completion(
+    llm: Any,
+    messages: list[dict[str, str]],
+    sampling: dict[str, Any],
+    cancel: threading.Event,
+    emit: Callable[[dict[str, Any]], bool],
+) -> None:
     """One streamed chat completion, in the owner thread, from an empty cache (so that the same prompt gets the
     same answer whatever came before: llama-cpp-python would reuse the evaluation of the prompt prefix it still
     holds, and evaluate a prompt it holds whole again from its last token, which gives other logits). Each chunk

@@ -21,8 +21,10 @@ from ragnarok.stages.generate.prompts import PromptTemplate, build_messages
 
 Messages = list[dict[str, str]]
 #: ``notes["fallback"]`` of an answer that ``uncited="no_answer"`` replaced.
-UNCITED_FALLBACK = ("no sentence of the model's answer cites a context or is supported by one: the answer says "
-                    "the contexts do not hold the answer")
+UNCITED_FALLBACK = (
+    "no sentence of the model's answer cites a context or is supported by one: the answer says "
+    "the contexts do not hold the answer"
+)
 
 
 def sized(template: PromptTemplate, config: GeneratorConfig | None) -> PromptTemplate:
@@ -32,8 +34,9 @@ def sized(template: PromptTemplate, config: GeneratorConfig | None) -> PromptTem
     return template.model_copy(update={"max_words": config.max_answer_words})
 
 
-def _pairs(text: str, candidates: list[Candidate], max_words: int, config: GeneratorConfig | None,
-           notes: dict[str, Any]) -> list[tuple[str, list[int]]]:
+def _pairs(
+    text: str, candidates: list[Candidate], max_words: int, config: GeneratorConfig | None, notes: dict[str, Any]
+) -> list[tuple[str, list[int]]]:
     """Sentences with 1-based citations: repeats dropped, the word cap, attribution (``notes`` say what)."""
     pairs = sentences(text)
     if config is None or config.drop_repeats:
@@ -51,15 +54,22 @@ def _pairs(text: str, candidates: list[Candidate], max_words: int, config: Gener
     return pairs
 
 
-def postprocessed(text: str, candidates: list[Candidate], max_words: int,
-                  config: GeneratorConfig | None = None) -> tuple[list[str], list[CitedSentence]]:
+def postprocessed(
+    text: str, candidates: list[Candidate], max_words: int, config: GeneratorConfig | None = None
+) -> tuple[list[str], list[CitedSentence]]:
     """``(references, sentences)`` of model output as :func:`finish` makes them (a streamed answer's text so
     far: :mod:`ragnarok.stages.generate.streaming`)."""
     return to_references(_pairs(text, candidates, max_words, config, {}), [c.docid for c in candidates])
 
 
-def finish(text: str, topic: Query, candidates: list[Candidate], max_words: int,
-           config: GeneratorConfig | None = None, notes: dict[str, Any] | None = None) -> RagAnswer:
+def finish(
+    text: str,
+    topic: Query,
+    candidates: list[Candidate],
+    max_words: int,
+    config: GeneratorConfig | None = None,
+    notes: dict[str, Any] | None = None,
+) -> RagAnswer:
     """Model output -> a cited answer: sentences, repeats dropped, the word cap, attribution, references."""
     notes = dict(notes or {})
     pairs = _pairs(text, candidates, max_words, config, notes)
@@ -71,8 +81,7 @@ def finish(text: str, topic: Query, candidates: list[Candidate], max_words: int,
     return built
 
 
-def _extractive_instead(topic: Query, candidates: list[Candidate], max_words: int,
-                        notes: dict[str, Any]) -> RagAnswer:
+def _extractive_instead(topic: Query, candidates: list[Candidate], max_words: int, notes: dict[str, Any]) -> RagAnswer:
     """The extractive baseline's answer (BM25 similarity: no model to load) when the model wrote no sentence;
     the notes (the /rag trace) say so."""
     from ragnarok.stages.generate.extractive import ExtractiveGenerator  # noqa: PLC0415
@@ -80,8 +89,11 @@ def _extractive_instead(topic: Query, candidates: list[Candidate], max_words: in
 
     template = get_template("ragnarok").model_copy(update={"max_words": max_words})
     answer = ExtractiveGenerator(similarity="bm25").generate(topic, candidates, template)
-    answer.notes = {**notes, **getattr(answer, "notes", {}),  # type: ignore[attr-defined]
-                    "fallback": "the model wrote no sentence (only code or markup): the extractive answer"}
+    answer.notes = {
+        **notes,
+        **getattr(answer, "notes", {}),  # type: ignore[attr-defined]
+        "fallback": "the model wrote no sentence (only code or markup): the extractive answer",
+    }
     return answer
 
 

@@ -76,8 +76,9 @@ def completion_text(data: object) -> str:
         choices = ChatCompletion.model_validate(data).choices
     except ValidationError as exc:
         where = ".".join(map(str, exc.errors()[0]["loc"])) or "the body"
-        raise BackendError(f"HTTP 200 but not a chat completion ({where}: {exc.errors()[0]['msg']}): "
-                           f"{quote(json.dumps(data))}") from None
+        raise BackendError(
+            f"HTTP 200 but not a chat completion ({where}: {exc.errors()[0]['msg']}): {quote(json.dumps(data))}"
+        ) from None
     if not choices:
         raise BackendError("HTTP 200 but the chat completion has no choices")
     choice = choices[0]
@@ -101,8 +102,11 @@ def chunk_text(data: object, generator: str) -> tuple[str, str | None]:
         choices = ChatChunk.model_validate(data).choices
     except ValidationError as exc:
         where = ".".join(map(str, exc.errors()[0]["loc"])) or "the event"
-        raise GenerationError(generator, f"a streamed event is not a chat completion chunk ({where}: "
-                              f"{exc.errors()[0]['msg']}): {quote(json.dumps(data))}") from None
+        raise GenerationError(
+            generator,
+            f"a streamed event is not a chat completion chunk ({where}: "
+            f"{exc.errors()[0]['msg']}): {quote(json.dumps(data))}",
+        ) from None
     if not choices:  # the usage-only last chunk
         return "", None
     delta = choices[0].delta
@@ -126,8 +130,10 @@ class OpenAIChatGenerator(ApiGenerator):
         key = self.api_key()
         if self.config.backend == "azure":
             base = (self.config.base_url or "").rstrip("/")
-            url = (f"{base}/openai/deployments/{self.config.model}/chat/completions"
-                   f"?api-version={self.config.api_version or '2024-06-01'}")
+            url = (
+                f"{base}/openai/deployments/{self.config.model}/chat/completions"
+                f"?api-version={self.config.api_version or '2024-06-01'}"
+            )
             return url, {"api-key": key}
         url = f"{(self.config.base_url or OPENAI_URL).rstrip('/')}/chat/completions"
         return url, ({"authorization": f"Bearer {key}"} if key else {})
@@ -140,8 +146,7 @@ class OpenAIChatGenerator(ApiGenerator):
         for name in ("frequency_penalty", "presence_penalty", "repeat_penalty"):  # repeat_penalty: llama.cpp's
             if getattr(c, name) is not None:
                 body[name] = getattr(c, name)
-        return self.guard.call(lambda timeout_s: completion_text(post_json(client, url, body, headers,
-                                                                           timeout_s)))
+        return self.guard.call(lambda timeout_s: completion_text(post_json(client, url, body, headers, timeout_s)))
 
     async def stream_text(self, messages: Messages, first_by: float | None = None) -> AsyncIterator[str | Finish]:
         """The answer's text as the server writes it (``stream: true``; OpenAI's chat completion chunks), then
@@ -150,9 +155,14 @@ class OpenAIChatGenerator(ApiGenerator):
         self._http()  # unavailable (no key): GeneratorUnavailable before anything is sent
         url, headers = self.endpoint()
         c = self.config
-        body: dict[str, Any] = {"model": c.model, "messages": messages, "max_tokens": c.max_tokens,
-                                "temperature": c.temperature, "stream": True,
-                                "stream_options": {"include_usage": True}}
+        body: dict[str, Any] = {
+            "model": c.model,
+            "messages": messages,
+            "max_tokens": c.max_tokens,
+            "temperature": c.temperature,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
         for name in ("frequency_penalty", "presence_penalty", "repeat_penalty"):
             if getattr(c, name) is not None:
                 body[name] = getattr(c, name)
@@ -176,13 +186,15 @@ class OpenAIChatGenerator(ApiGenerator):
                 if piece:
                     yield piece
         if not ended and reason is None:  # the connection closed mid-answer: no partial text as the answer
-            raise GenerationError(self.name, "the stream ended before the answer did (no finish_reason, "
-                                  "no [DONE])", kind="connection")
+            raise GenerationError(
+                self.name, "the stream ended before the answer did (no finish_reason, no [DONE])", kind="connection"
+            )
         yield Finish(reason)
 
     def astream(self, topic: Query, candidates: list[Candidate], template: PromptTemplate) -> AsyncIterator[Any]:
         return stream_llm(self.stream_text, topic, candidates, template, self.config.prompt_budget(), self.config)
 
     def generate(self, topic: Query, candidates: list[Candidate], template: PromptTemplate) -> RagAnswer:
-        return answer_with_llm(self.complete, topic, candidates, template, self.config.prompt_budget(),
-                               config=self.config)
+        return answer_with_llm(
+            self.complete, topic, candidates, template, self.config.prompt_budget(), config=self.config
+        )

@@ -43,8 +43,10 @@ def approx_tokens(text: str) -> int:
 
 
 def _check(template: PromptTemplate) -> None:
-    for field, text, allowed, required in (("user", template.user, USER_FIELDS, ("topic", "contexts")),
-                                           ("context_format", template.context_format, CONTEXT_FIELDS, ())):
+    for field, text, allowed, required in (
+        ("user", template.user, USER_FIELDS, ("topic", "contexts")),
+        ("context_format", template.context_format, CONTEXT_FIELDS, ()),
+    ):
         try:
             names = {name for _, name, _, _ in string.Formatter().parse(text) if name is not None}
             text.format(**allowed)
@@ -72,8 +74,7 @@ def _load_dir(directory: Path) -> dict[str, PromptTemplate]:
     for path in sorted(Path(directory).glob("*.yaml")) + sorted(Path(directory).glob("*.yml")):
         template = _load_file(path)
         if template.name in files:
-            raise ValueError(f"prompt template {path}: name {template.name!r} is also used by "
-                             f"{files[template.name]}")
+            raise ValueError(f"prompt template {path}: name {template.name!r} is also used by {files[template.name]}")
         templates[template.name], files[template.name] = template, path
     return templates
 
@@ -132,9 +133,13 @@ def _share(costs: list[int], available: int) -> int:
     return max(costs, default=0)
 
 
-def build_messages(template: PromptTemplate, topic: str, candidates: list[Candidate],
-                   max_prompt_tokens: int = 3000,
-                   count_tokens: Callable[[str], int] | None = None) -> Messages:
+def build_messages(
+    template: PromptTemplate,
+    topic: str,
+    candidates: list[Candidate],
+    max_prompt_tokens: int = 3000,
+    count_tokens: Callable[[str], int] | None = None,
+) -> Messages:
     """OpenAI chat messages (system, user) for ``topic`` over ``candidates``, numbered from 1 in order, within
     ``max_prompt_tokens`` as counted by ``count_tokens`` (default ``approx_tokens``)."""
     count = count_tokens or approx_tokens
@@ -142,10 +147,11 @@ def build_messages(template: PromptTemplate, topic: str, candidates: list[Candid
     titles = [_sanitize(c.doc.title or "") for c in candidates]
 
     def render(segment_texts: list[str]) -> Messages:
-        contexts = "\n".join(template.format_context(i, title, text, c.docid) for i, (title, text, c)
-                             in enumerate(zip(titles, segment_texts, candidates), start=1))
-        user = template.user.format(topic=topic, contexts=contexts, n=len(candidates),
-                                    max_words=template.max_words)
+        contexts = "\n".join(
+            template.format_context(i, title, text, c.docid)
+            for i, (title, text, c) in enumerate(zip(titles, segment_texts, candidates), start=1)
+        )
+        user = template.user.format(topic=topic, contexts=contexts, n=len(candidates), max_words=template.max_words)
         return [{"role": "system", "content": template.system}, {"role": "user", "content": user}]
 
     def size(messages: Messages) -> int:

@@ -65,16 +65,16 @@ class GenerationService:
         config = self.configs.get(generator)
         return get_template(template or (config.template if config else None) or self.settings.default_template)
 
-    def generate(self, topic: Query, request: Request, generator: str, template: str | None,
-                 k: int) -> RagAnswer:
+    def generate(self, topic: Query, request: Request, generator: str, template: str | None, k: int) -> RagAnswer:
         chosen, prompt = self.get(generator), self.template(generator, template)
         candidates = request.candidates[:k]
         if not candidates:
             return no_context_answer(topic)
         return chosen.generate(topic, candidates, prompt)
 
-    async def agenerate(self, topic: Query, request: Request, generator: str, template: str | None,
-                        k: int) -> RagAnswer:
+    async def agenerate(
+        self, topic: Query, request: Request, generator: str, template: str | None, k: int
+    ) -> RagAnswer:
         """:meth:`generate` for the event loop: the request's deadline starts, and it waits for a slot of the
         backend, here, without a thread; only a request that holds a slot gets a worker thread, one of the
         backend's own (:meth:`Guard.run`). So a backend that hangs holds at most its own threads (as many as
@@ -89,8 +89,9 @@ class GenerationService:
             return await anyio.to_thread.run_sync(chosen.generate, topic, candidates, prompt)
         return await guard.run(chosen.generate, topic, candidates, prompt)
 
-    async def astream(self, topic: Query, request: Request, generator: str, template: str | None,
-                      k: int) -> AsyncIterator[StreamEvent]:
+    async def astream(
+        self, topic: Query, request: Request, generator: str, template: str | None, k: int
+    ) -> AsyncIterator[StreamEvent]:
         """:meth:`agenerate`, streamed (:mod:`ragnarok.stages.generate.streaming`): a backend that streams gives its
         text as it is written, any other (extractive) its answer's sentences at once; ``done`` carries the
         answer :meth:`agenerate` returns."""
@@ -113,16 +114,22 @@ class GenerationService:
         """Every generator and whether it can run here now. Self-hosted servers are probed all at once, each
         within ``generator_probe_timeout_s``, and what a probe found is kept ``generator_probe_cache_s``."""
         reasons = await anyio.to_thread.run_sync(  # may import llama_cpp the first time
-            lambda: {name: self.get(name).availability() for name in self.configs})
+            lambda: {name: self.get(name).availability() for name in self.configs}
+        )
         async with httpx.AsyncClient() as client, anyio.create_task_group() as group:
             for name, config in self.configs.items():
                 if reasons[name] is None and config.base_url and config.backend == "openai":
                     group.start_soon(self._probe_into, reasons, client, config)
-        return [GeneratorInfo(name, c.backend, c.model, reasons[name] is None, reasons[name] or "",
-                              c.description, c.costs_money) for name, c in sorted(self.configs.items())]
+        return [
+            GeneratorInfo(
+                name, c.backend, c.model, reasons[name] is None, reasons[name] or "", c.description, c.costs_money
+            )
+            for name, c in sorted(self.configs.items())
+        ]
 
-    async def _probe_into(self, reasons: dict[str, str | None], client: httpx.AsyncClient,
-                          config: GeneratorConfig) -> None:
+    async def _probe_into(
+        self, reasons: dict[str, str | None], client: httpx.AsyncClient, config: GeneratorConfig
+    ) -> None:
         reasons[config.name] = await self._probe(client, config)
 
     async def _probe(self, client: httpx.AsyncClient, config: GeneratorConfig) -> str | None:

@@ -36,8 +36,11 @@ async def _error_of(response: httpx.Response) -> BackendError:
         if len(raw) > 64 * 1024:
             break
     status = response.status_code
-    return BackendError(f"HTTP {status}: {error_message(raw)}", retryable=status == 429 or status >= 500,
-                        retry_after=retry_after_s(response.headers))
+    return BackendError(
+        f"HTTP {status}: {error_message(raw)}",
+        retryable=status == 429 or status >= 500,
+        retry_after=retry_after_s(response.headers),
+    )
 
 
 async def _whole(response: httpx.Response) -> Any:
@@ -56,8 +59,9 @@ async def _whole(response: httpx.Response) -> Any:
     return data
 
 
-async def _attempt(client: httpx.AsyncClient, url: str, body: dict[str, Any],
-                   headers: dict[str, str]) -> AsyncIterator[tuple[str, Any]]:
+async def _attempt(
+    client: httpx.AsyncClient, url: str, body: dict[str, Any], headers: dict[str, str]
+) -> AsyncIterator[tuple[str, Any]]:
     """One attempt: ``(event, data)`` pairs, ``data`` parsed JSON (or the raw text ``[DONE]``); a server that
     answers JSON instead of a stream gives one pair, ``("whole", its answer)``."""
     where = httpx.URL(url).copy_with(query=None)
@@ -91,13 +95,22 @@ async def _attempt(client: httpx.AsyncClient, url: str, body: dict[str, Any],
         raise BackendError(f"{where} did not answer in time", timeout=True, retryable=True) from None
     except httpx.TransportError as exc:
         problem = str(exc) or type(exc).__name__
-        cause = (f"cannot reach {where}: {problem}" if isinstance(exc, httpx.ConnectError)
-                 else f"the connection to {where} broke: {problem}")
+        cause = (
+            f"cannot reach {where}: {problem}"
+            if isinstance(exc, httpx.ConnectError)
+            else f"the connection to {where} broke: {problem}"
+        )
         raise BackendError(cause, retryable=True) from None
 
 
-async def stream_events(guard: Guard, url: str, body: dict[str, Any], headers: dict[str, str],
-                        connect_s: float, first_by: float | None = None) -> AsyncIterator[tuple[str, Any]]:
+async def stream_events(
+    guard: Guard,
+    url: str,
+    body: dict[str, Any],
+    headers: dict[str, str],
+    connect_s: float,
+    first_by: float | None = None,
+) -> AsyncIterator[tuple[str, Any]]:
     """The backend's events, retried before the first one (see the module docstring); a failure is a
     :class:`GenerationError` naming the backend. ``first_by`` (a ``time.monotonic()``): when the first event
     is due; no attempt starts with less than ``MIN_ATTEMPT_S`` left of it (nor the wait for a slot)."""
@@ -119,11 +132,14 @@ async def stream_events(guard: Guard, url: str, body: dict[str, Any], headers: d
                 if started or not exc.retryable or attempt > guard.max_retries:  # counted once, after retries
                     cause = exc.kind or metrics.failure_cause(exc.cause, exc.timeout, exc.retryable)
                     metrics.backend_failure(guard.name, cause)
-                    log.warning("generator %r: the stream failed (%s, attempt %d): %s", guard.name, cause, attempt,
-                                exc.cause)
+                    log.warning(
+                        "generator %r: the stream failed (%s, attempt %d): %s", guard.name, cause, attempt, exc.cause
+                    )
                     suffix = f" ({attempt} attempts)" if attempt > 1 else ""
                     error = GenerationError(guard.name, exc.cause + suffix, exc.timeout)
                     error.reported = True  # type: ignore[attr-defined] # (streaming.reported: not twice)
                     raise error from None
-                wait = exc.retry_after if exc.retry_after is not None else min(8.0, guard.backoff_s * 2 ** (attempt - 1))
+                wait = (
+                    exc.retry_after if exc.retry_after is not None else min(8.0, guard.backoff_s * 2 ** (attempt - 1))
+                )
                 await anyio.sleep(wait)

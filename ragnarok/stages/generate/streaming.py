@@ -68,9 +68,11 @@ class StreamDeadline(GenerationError):
 
     def __init__(self, generator: str, deadline: str, seconds: float):
         self.deadline = deadline
-        what = {"first_token": f"no first token within {seconds:g} s (first_token_s)",
-                "stall": f"no token for {seconds:g} s (stall_s)",
-                "total": f"the answer took over {seconds:g} s (timeout_s)"}[deadline]
+        what = {
+            "first_token": f"no first token within {seconds:g} s (first_token_s)",
+            "stall": f"no token for {seconds:g} s (stall_s)",
+            "total": f"the answer took over {seconds:g} s (timeout_s)",
+        }[deadline]
         super().__init__(generator, what, timeout=True)
 
 
@@ -80,8 +82,14 @@ def deadlines(config: GeneratorConfig) -> tuple[float, float, float]:
     return (min(config.first_token_s or total, total), min(config.stall_s or total, total), total)
 
 
-async def deadlined(pieces: AsyncIterator[Any], generator: str, first_token_s: float, stall_s: float,
-                    total_s: float, start: float | None = None) -> AsyncIterator[Any]:
+async def deadlined(
+    pieces: AsyncIterator[Any],
+    generator: str,
+    first_token_s: float,
+    stall_s: float,
+    total_s: float,
+    start: float | None = None,
+) -> AsyncIterator[Any]:
     """``pieces`` within the three deadlines (see the module docstring), the total counted from ``start`` (a
     ``time.monotonic()``; default: now), the time the stream was asked for; the source is closed on the way
     out, however the consumer stops (a deadline, an error, a client that went away). A failure is counted and
@@ -100,8 +108,12 @@ async def deadlined(pieces: AsyncIterator[Any], generator: str, first_token_s: f
                 return
             except TimeoutError:
                 which = "total" if wait >= left else ("first_token" if first else "stall")
-                raise reported(StreamDeadline(generator, which, {"first_token": first_token_s, "stall": stall_s,
-                                                                 "total": total_s}[which]), chars) from None
+                raise reported(
+                    StreamDeadline(
+                        generator, which, {"first_token": first_token_s, "stall": stall_s, "total": total_s}[which]
+                    ),
+                    chars,
+                ) from None
             except GenerationError as exc:
                 raise reported(exc, chars) from None
             if isinstance(piece, str) and piece:
@@ -120,8 +132,9 @@ def reported(exc: GenerationError, chars: int = 0, kind: str | None = None) -> G
     if not getattr(exc, "reported", False):
         cause = kind or getattr(exc, "kind", None) or metrics.failure_cause(exc.cause, exc.timeout)
         metrics.backend_failure(exc.generator, cause)
-        log.warning("generator %r: the stream failed (%s) after %d characters: %s", exc.generator, cause, chars,
-                    exc.cause)
+        log.warning(
+            "generator %r: the stream failed (%s) after %d characters: %s", exc.generator, cause, chars, exc.cause
+        )
         exc.reported = True  # type: ignore[attr-defined]
     return exc
 
@@ -162,16 +175,31 @@ class SentenceAssembler:
         self.secrets = secrets()
 
     @classmethod
-    def for_llm(cls, topic: Query, candidates: list[Candidate], max_words: int, config: GeneratorConfig | None,
-                notes: dict[str, Any] | None = None) -> SentenceAssembler:
+    def for_llm(
+        cls,
+        topic: Query,
+        candidates: list[Candidate],
+        max_words: int,
+        config: GeneratorConfig | None,
+        notes: dict[str, Any] | None = None,
+    ) -> SentenceAssembler:
         """The post-processing of every prompt-based backend (:func:`~ragnarok.stages.generate.llm.finish`)."""
-        return cls(lambda text: postprocessed(text, candidates, max_words, config),
-                   lambda text: finish(text, topic, candidates, max_words, config, notes))
+        return cls(
+            lambda text: postprocessed(text, candidates, max_words, config),
+            lambda text: finish(text, topic, candidates, max_words, config, notes),
+        )
 
     @staticmethod
     def _sentence(index: int, references: list[str], sentence: CitedSentence) -> StreamEvent:
-        return StreamEvent("sentence", {"index": index, "text": sentence.text, "citations": sentence.citations,
-                                        "docids": [references[i] for i in sentence.citations]})
+        return StreamEvent(
+            "sentence",
+            {
+                "index": index,
+                "text": sentence.text,
+                "citations": sentence.citations,
+                "docids": [references[i] for i in sentence.citations],
+            },
+        )
 
     def feed(self, piece: str, boundary: bool = False) -> list[StreamEvent]:
         """The events for a new piece of text: its ``delta``, then any sentence it completed (looked for when
@@ -181,7 +209,7 @@ class SentenceAssembler:
         visible = redact(self.text)
         upto = max(self.delta_sent, len(visible) - _secret_start(visible, self.secrets))
         if upto > self.delta_sent:
-            events.append(StreamEvent("delta", {"text": visible[self.delta_sent:upto]}))
+            events.append(StreamEvent("delta", {"text": visible[self.delta_sent : upto]}))
             self.delta_sent = upto
         # a sentence can only have ended since the last look if a sentence end (or a citation) arrived
         self.dirty = self.dirty or boundary or any(ch in _BOUNDARY for ch in piece)
@@ -198,8 +226,7 @@ class SentenceAssembler:
         """The last events (the held-back text, the sentences not yet sent) and the whole answer, built from
         the whole text as the non-streamed answer is (``length``: cut at the last whole sentence)."""
         visible = redact(self.text)
-        events = [StreamEvent("delta", {"text": visible[self.delta_sent:]})] if len(visible) > self.delta_sent \
-            else []
+        events = [StreamEvent("delta", {"text": visible[self.delta_sent :]})] if len(visible) > self.delta_sent else []
         self.delta_sent = len(visible)
         answer = self.build(whole_sentences(visible) if reason == "length" else visible)
         events += [self._sentence(i, answer.references, s) for i, s in enumerate(answer.answer) if i >= self.sent]
@@ -210,8 +237,13 @@ def references_event(candidates: list[Candidate]) -> StreamEvent:
     return StreamEvent("references", {"docids": [c.docid for c in candidates]})
 
 
-async def assemble(pieces: AsyncIterator[Any], assembler: SentenceAssembler, config: GeneratorConfig,
-                   empty_is_error: bool = True, start: float | None = None) -> AsyncIterator[StreamEvent]:
+async def assemble(
+    pieces: AsyncIterator[Any],
+    assembler: SentenceAssembler,
+    config: GeneratorConfig,
+    empty_is_error: bool = True,
+    start: float | None = None,
+) -> AsyncIterator[StreamEvent]:
     """A backend's pieces of text (then a :class:`Finish`), within its deadlines, as ``delta`` and ``sentence``
     events, then the last ones and ``done``. No text at all is a :class:`GenerationError` (as the non-streamed
     answer's is) unless ``empty_is_error`` is off (the embedded model: its empty answer is the extractive one)."""
@@ -234,10 +266,15 @@ async def assemble(pieces: AsyncIterator[Any], assembler: SentenceAssembler, con
     yield StreamEvent("done", answer)
 
 
-async def stream_llm(stream_text: Callable[[Messages, float], AsyncIterator[Any]], topic: Query,
-                     candidates: list[Candidate], template: PromptTemplate, max_prompt_tokens: int,
-                     config: GeneratorConfig, count_tokens: Callable[[str], int] | None = None,
-                     ) -> AsyncIterator[StreamEvent]:
+async def stream_llm(
+    stream_text: Callable[[Messages, float], AsyncIterator[Any]],
+    topic: Query,
+    candidates: list[Candidate],
+    template: PromptTemplate,
+    max_prompt_tokens: int,
+    config: GeneratorConfig,
+    count_tokens: Callable[[str], int] | None = None,
+) -> AsyncIterator[StreamEvent]:
     """:func:`~ragnarok.stages.generate.llm.answer_with_llm`, streamed: the same prompt, the same answer at the end."""
     start = time.monotonic()  # the prompt's making counts in timeout_s too
     if config.max_contexts is not None:
@@ -245,8 +282,7 @@ async def stream_llm(stream_text: Callable[[Messages, float], AsyncIterator[Any]
     template = sized(template, config)
     messages = build_messages(template, topic.text, candidates, max_prompt_tokens, count_tokens)
     yield references_event(candidates)
-    assembler = SentenceAssembler.for_llm(topic, candidates, template.max_words, config,
-                                          {"contexts": len(candidates)})
+    assembler = SentenceAssembler.for_llm(topic, candidates, template.max_words, config, {"contexts": len(candidates)})
     events = assemble(stream_text(messages, start + deadlines(config)[0]), assembler, config, start=start)
     try:
         async for event in events:
@@ -260,8 +296,15 @@ async def answer_events(answer: RagAnswer, candidates: list[Candidate]) -> Async
     yield references_event(candidates)
     for index, sentence in enumerate(answer.answer):
         yield StreamEvent("delta", {"text": (" " if index else "") + sentence.text})
-        yield StreamEvent("sentence", {"index": index, "text": sentence.text, "citations": sentence.citations,
-                                       "docids": [answer.references[i] for i in sentence.citations]})
+        yield StreamEvent(
+            "sentence",
+            {
+                "index": index,
+                "text": sentence.text,
+                "citations": sentence.citations,
+                "docids": [answer.references[i] for i in sentence.citations],
+            },
+        )
     yield StreamEvent("done", answer)
 
 

@@ -18,8 +18,7 @@ class NotInTime(Exception):
     """The work did not end within the deadline (it may still be running: it gives back what it holds)."""
 
 
-async def within(fn: Callable[[], T], seconds: float, limiter: anyio.CapacityLimiter,
-                 release: Callable[[], None]) -> T:
+async def within(fn: Callable[[], T], seconds: float, limiter: anyio.CapacityLimiter, release: Callable[[], None]) -> T:
     """``fn()`` in one of ``limiter``'s worker threads, waited for at most ``seconds`` (then :class:`NotInTime`,
     at once); ``release()`` is called once, when the wait is over and ``fn`` has ended or will never start.
     A cancellation of the waiter (a client gone) leaves the thread the same way."""

@@ -55,6 +55,11 @@ def change(before: Request, after: Request) -> Detail:
     """Candidates dropped and added (by id), and the text length before and after."""
     old = {c.docid for c in before.candidates}
     new = {c.docid for c in after.candidates}
-    return {"in": len(before.candidates), "out": len(after.candidates),
-            "dropped": len(old - new), "added": len(new - old),
-            "chars_before": text_chars(before), "chars_after": text_chars(after)}
+    return {
+        "in": len(before.candidates),
+        "out": len(after.candidates),
+        "dropped": len(old - new),
+        "added": len(new - old),
+        "chars_before": text_chars(before),
+        "chars_after": text_chars(after),
+    }

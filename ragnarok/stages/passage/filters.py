@@ -23,7 +23,7 @@ MAX_PAIRS = 200_000
 
 def _shingles(text: str, n: int = 3) -> set[str]:
     words = re.findall(r"\w+", text.lower())
-    return {" ".join(words[i:i + n]) for i in range(max(1, len(words) - n + 1))} if words else set()
+    return {" ".join(words[i : i + n]) for i in range(max(1, len(words) - n + 1))} if words else set()
 
 
 @dataclass
@@ -83,8 +83,7 @@ class Cutoff:
             out = request.model_copy(update={"candidates": request.candidates[:k]})
             return out, change(request, out)
         low, high = min(scores), max(scores)
-        keep = [c for c in request.candidates
-                if high == low or (c.score - low) / (high - low) >= self.threshold]
+        keep = [c for c in request.candidates if high == low or (c.score - low) / (high - low) >= self.threshold]
         out = request.model_copy(update={"candidates": (keep or request.candidates[:1])[:k]})
         return out, {**change(request, out), "threshold_score": low + self.threshold * (high - low)}
 

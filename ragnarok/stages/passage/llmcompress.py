@@ -54,26 +54,38 @@ MAX_WRITE_TEXTS = 8
 MAX_WRITE_CHARS = 12_000
 
 Messages = list[dict[str, str]]
-_SYSTEM = ("You condense passages for a question. Keep only what the passages say that helps answer the "
-           "question, in plain sentences. Add nothing the passages do not say.")
+_SYSTEM = (
+    "You condense passages for a question. Keep only what the passages say that helps answer the "
+    "question, in plain sentences. Add nothing the passages do not say."
+)
 
 
 def summarize_messages(query: str, texts: list[str]) -> Messages:
     """Summarise ``texts`` (segments or summaries) for ``query``."""
     body = "\n\n".join(" ".join(t.split()) for t in texts)
-    return [{"role": "system", "content": _SYSTEM},
-            {"role": "user", "content": f"Question: {query}\n\nPassages:\n{body}\n\n"
-                                        "Summary of what the passages say that helps answer the question:"}]
+    return [
+        {"role": "system", "content": _SYSTEM},
+        {
+            "role": "user",
+            "content": f"Question: {query}\n\nPassages:\n{body}\n\n"
+            "Summary of what the passages say that helps answer the question:",
+        },
+    ]
 
 
 def refine_messages(query: str, summary: str, text: str) -> Messages:
     """Rewrite the running ``summary`` with what ``text`` adds for ``query``."""
-    return [{"role": "system", "content": _SYSTEM},
-            {"role": "user", "content": f"Question: {query}\n\nSummary so far:\n{' '.join(summary.split())}\n\n"
-                                        f"New passage:\n{' '.join(text.split())}\n\n"
-                                        "Rewrite the summary so that it also keeps what the new passage says that "
-                                        "helps answer the question. If the new passage adds nothing, repeat the "
-                                        "summary unchanged.\nSummary:"}]
+    return [
+        {"role": "system", "content": _SYSTEM},
+        {
+            "role": "user",
+            "content": f"Question: {query}\n\nSummary so far:\n{' '.join(summary.split())}\n\n"
+            f"New passage:\n{' '.join(text.split())}\n\n"
+            "Rewrite the summary so that it also keeps what the new passage says that "
+            "helps answer the question. If the new passage adds nothing, repeat the "
+            "summary unchanged.\nSummary:",
+        },
+    ]
 
 
 def parse_summary(raw: str) -> str:
@@ -140,14 +152,16 @@ class LLMCompress:
     @classmethod
     def create(cls, arg: str | None = None) -> LLMCompress:
         if not arg:
-            raise ComponentArgumentError("llmcompress names its generator: llmcompress:GENERATOR[:MODE]@k "
-                                         f"(MODE: {', '.join(MODES)})")
+            raise ComponentArgumentError(
+                f"llmcompress names its generator: llmcompress:GENERATOR[:MODE]@k (MODE: {', '.join(MODES)})"
+            )
         generator, _, mode = arg.partition(":")
         if not generator:
             raise ComponentArgumentError(f"llmcompress names its generator first, got {quote(arg, 40)}")
         if mode and mode not in MODES:
-            raise ComponentArgumentError(f"llmcompress:GENERATOR:MODE takes a mode of {', '.join(MODES)}, "
-                                         f"got {quote(mode, 40)}")
+            raise ComponentArgumentError(
+                f"llmcompress:GENERATOR:MODE takes a mode of {', '.join(MODES)}, got {quote(mode, 40)}"
+            )
         return cls(generator=generator, mode=mode or "select")
 
     @property
@@ -164,10 +178,19 @@ class LLMCompress:
                 else:
                     out, extra = await self._summarize(top, ctx, calls)
         except TimeoutError:
-            raise StageError(self.label, 504, f"{self.mode} did not finish within {self.deadline_s:g} s "
-                                              f"({calls.made} generator calls made)") from None
-        return out, {**change(top, out), "mode": self.mode, **extra, "calls": calls.made, "cached": calls.cached,
-                     "llm_ms": round(sum(calls.ms), 1)}
+            raise StageError(
+                self.label,
+                504,
+                f"{self.mode} did not finish within {self.deadline_s:g} s ({calls.made} generator calls made)",
+            ) from None
+        return out, {
+            **change(top, out),
+            "mode": self.mode,
+            **extra,
+            "calls": calls.made,
+            "cached": calls.cached,
+            "llm_ms": round(sum(calls.ms), 1),
+        }
 
     async def _write(self, ctx: StageContext, calls: _Calls, fields: dict[str, Any]) -> dict[str, Any]:
         calls.made += 1
@@ -179,22 +202,31 @@ class LLMCompress:
 
     async def _select(self, top: Request, ctx: StageContext, calls: _Calls) -> tuple[Request, Detail]:
         split = [sentences(c.doc.segment or "") for c in top.candidates]
-        asked = [i for i, s in enumerate(split) if s][:self.max_calls]
-        answers = dict(zip(asked, await asyncio.gather(*(
-            self._write(ctx, calls, {"task": "select", "sentences": split[i]}) for i in asked))))
+        asked = [i for i, s in enumerate(split) if s][: self.max_calls]
+        answers = dict(
+            zip(
+                asked,
+                await asyncio.gather(
+                    *(self._write(ctx, calls, {"task": "select", "sentences": split[i]}) for i in asked)
+                ),
+            )
+        )
         out_cands, dropped = [], 0
         for i, (c, sents) in enumerate(zip(top.candidates, split)):
             if i not in answers:  # no text, or past the call cap: the segment stays whole
                 out_cands.append(c)
                 continue
-            chosen = sorted({int(j) for j in answers[i].get("items", [])
-                             if str(j).isdigit() and 0 <= int(j) < len(sents)})
+            chosen = sorted(
+                {int(j) for j in answers[i].get("items", []) if str(j).isdigit() and 0 <= int(j) < len(sents)}
+            )
             chosen = chosen or list(range(len(sents)))  # nothing usable picked: the segment stays whole
             dropped += len(sents) - len(chosen)
             out_cands.append(_with_text(c, [sents[j] for j in chosen]))
         skipped = sum(1 for i, s in enumerate(split) if s and i not in answers)
-        return top.model_copy(update={"candidates": out_cands}), {"sentences_dropped": dropped,
-                                                                   "segments_skipped": skipped}
+        return top.model_copy(update={"candidates": out_cands}), {
+            "sentences_dropped": dropped,
+            "segments_skipped": skipped,
+        }
 
     async def _summarize(self, top: Request, ctx: StageContext, calls: _Calls) -> tuple[Request, Detail]:
         chunks, cut = pack(top.candidates)
@@ -209,8 +241,11 @@ class LLMCompress:
         steps: list[int] = []
         if self.mode == "refine":
             for chunk in chunks:
-                fields = {"task": "refine", "summary": summary, "texts": [chunk.text]} if summary else \
-                    {"task": "summarize", "texts": [chunk.text]}
+                fields = (
+                    {"task": "refine", "summary": summary, "texts": [chunk.text]}
+                    if summary
+                    else {"task": "summarize", "texts": [chunk.text]}
+                )
                 new = parse_summary(str(((await self._write(ctx, calls, fields)).get("items") or [""])[0]))
                 if new and new != summary:
                     summary = new
@@ -220,15 +255,22 @@ class LLMCompress:
             level = await self._level(ctx, calls, [([c.text], c.ids) for c in chunks])
             steps.append(len(level))
             while len(level) > 1:
-                groups = [level[i:i + FAN_IN] for i in range(0, len(level), FAN_IN)]
-                level = await self._level(ctx, calls, [([s for s, _ in g], [d for _, ids in g for d in ids])
-                                                       for g in groups])
+                groups = [level[i : i + FAN_IN] for i in range(0, len(level), FAN_IN)]
+                level = await self._level(
+                    ctx, calls, [([s for s, _ in g], [d for _, ids in g for d in ids]) for g in groups]
+                )
                 steps.append(len(level))
             if level:
                 summary, derived = level[0]
-        detail: Detail = {"chunks": len(chunks), "chunks_skipped": len(skipped),
-                          "segments_skipped": sum(len(c.ids) for c in skipped), "chars_cut": cut,
-                          "steps": steps, "derived_from": derived, "fallback": not summary}
+        detail: Detail = {
+            "chunks": len(chunks),
+            "chunks_skipped": len(skipped),
+            "segments_skipped": sum(len(c.ids) for c in skipped),
+            "chars_cut": cut,
+            "steps": steps,
+            "derived_from": derived,
+            "fallback": not summary,
+        }
         if not summary:
             return top, detail
         best = top.candidates[0]
@@ -236,11 +278,13 @@ class LLMCompress:
         out = top.model_copy(update={"candidates": [best.model_copy(update={"doc": doc})]})
         return out, detail
 
-    async def _level(self, ctx: StageContext, calls: _Calls,
-                     groups: list[tuple[list[str], list[str]]]) -> list[tuple[str, list[str]]]:
+    async def _level(
+        self, ctx: StageContext, calls: _Calls, groups: list[tuple[list[str], list[str]]]
+    ) -> list[tuple[str, list[str]]]:
         """One level of the tree: each group of texts summarised (in parallel); empty summaries dropped."""
-        answers = await asyncio.gather(*(self._write(ctx, calls, {"task": "summarize", "texts": texts})
-                                         for texts, _ in groups))
+        answers = await asyncio.gather(
+            *(self._write(ctx, calls, {"task": "summarize", "texts": texts}) for texts, _ in groups)
+        )
         out = []
         for (_, ids), answer in zip(groups, answers):
             if text := parse_summary(str((answer.get("items") or [""])[0])):

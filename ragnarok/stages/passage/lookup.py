@@ -36,9 +36,12 @@ class SegmentLookup:
 
                 reader = autoclass("org.apache.lucene.index.DirectoryReader").open(
                     autoclass("org.apache.lucene.store.FSDirectory").open(
-                        autoclass("java.io.File")(self.source).toPath()))
+                        autoclass("java.io.File")(self.source).toPath()
+                    )
+                )
                 self._searcher = autoclass("org.apache.lucene.search.IndexSearcher")(
-                    cast("org.apache.lucene.index.IndexReader", reader))
+                    cast("org.apache.lucene.index.IndexReader", reader)
+                )
         return self._searcher
 
     def lookup(self, prefixes: list[str]) -> dict[str, Candidate]:
@@ -47,6 +50,7 @@ class SegmentLookup:
             return {}
         searcher = self._load()
         from jnius import autoclass
+
         prefix_query = autoclass("org.apache.lucene.search.PrefixQuery")
         term = autoclass("org.apache.lucene.index.Term")
         stored = searcher.storedFields()

@@ -51,7 +51,7 @@ def union(pieces: list[Piece]) -> list[tuple[int, int, str]]:
         if spans and p.start <= spans[-1][1]:
             start, end, text = spans[-1]
             if p.end > end:
-                spans[-1] = (start, p.end, text + p.text[end - p.start:])
+                spans[-1] = (start, p.end, text + p.text[end - p.start :])
         else:
             spans.append((p.start, p.end, p.text))
     return spans

@@ -47,8 +47,14 @@ def _merge_in_order(cands: list[Candidate], spans_of: dict[str, list[Piece]]) ->
             continue
         base = pieces[0].base
         lo, hi = min(p.start for p in pieces), max(p.end for p in pieces)
-        target = next((entry for entry in open_spans.get(base, [])
-                       if lo <= max(p.end for p in entry[1]) and min(p.start for p in entry[1]) <= hi), None)
+        target = next(
+            (
+                entry
+                for entry in open_spans.get(base, [])
+                if lo <= max(p.end for p in entry[1]) and min(p.start for p in entry[1]) <= hi
+            ),
+            None,
+        )
         if target is None:
             open_spans.setdefault(base, []).append((len(out), list(pieces), [c.docid]))
             out.append(c)
@@ -82,17 +88,27 @@ class Neighbours:
 
     async def apply(self, request: Request, k: int, ctx: StageContext) -> tuple[Request, Detail]:
         own = {c.docid: p for c in request.candidates if (p := piece(c)) is not None}
-        wanted = {prefix(p.base, m): (p.base, m) for p in own.values()
-                  for m in range(max(0, p.n - self.width), p.n + self.width + 1) if m != p.n}
+        wanted = {
+            prefix(p.base, m): (p.base, m)
+            for p in own.values()
+            for m in range(max(0, p.n - self.width), p.n + self.width + 1)
+            if m != p.n
+        }
         wanted = {key: v for key, v in wanted.items() if not any((q.base, q.n) == v for q in own.values())}
         fetched = await _fetch(wanted, ctx)
         known = {(p.base, p.n): p for p in own.values()} | fetched
-        spans_of = {docid: [known[(p.base, m)] for m in range(p.n - self.width, p.n + self.width + 1)
-                            if (p.base, m) in known] for docid, p in own.items()}
+        spans_of = {
+            docid: [known[(p.base, m)] for m in range(p.n - self.width, p.n + self.width + 1) if (p.base, m) in known]
+            for docid, p in own.items()
+        }
         ranking, merged = _merge_in_order(request.candidates, spans_of)
         out = request.model_copy(update={"candidates": ranking[:k]})
-        return out, {**change(request, out), "fetched": len(fetched), "merged": merged,
-                     "unplaced": len(request.candidates) - len(own)}
+        return out, {
+            **change(request, out),
+            "fetched": len(fetched),
+            "merged": merged,
+            "unplaced": len(request.candidates) - len(own),
+        }
 
 
 @dataclass
@@ -126,8 +142,12 @@ class AutoMerge:
             groups.append(run)
         groups = [g for g in groups if len(g) >= self.minimum]
         have = {(p.base, p.n) for p in own.values()}
-        wanted = {prefix(g[0].base, m): (g[0].base, m) for g in groups
-                  for m in range(g[0].n, g[-1].n + 1) if (g[0].base, m) not in have}
+        wanted = {
+            prefix(g[0].base, m): (g[0].base, m)
+            for g in groups
+            for m in range(g[0].n, g[-1].n + 1)
+            if (g[0].base, m) not in have
+        }
         fetched = await _fetch(wanted, ctx)
         known = {(p.base, p.n): p for p in own.values()} | fetched
         spans_of: dict[str, list[Piece]] = {}

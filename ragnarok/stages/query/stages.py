@@ -50,8 +50,10 @@ class QueryStageDef:
     default_n: int = 3
 
     def messages(self, query: str, n: int) -> Messages:
-        return [{"role": "system", "content": self.system},
-                {"role": "user", "content": self.user.format(query=query, n=n)}]
+        return [
+            {"role": "system", "content": self.system},
+            {"role": "user", "content": self.user.format(query=query, n=n)},
+        ]
 
     def parse(self, raw: str, query: str, n: int) -> list[str]:
         """The generated queries (``lines``) or the passage, cleaned; possibly empty."""
@@ -62,7 +64,7 @@ class QueryStageDef:
         seen = {_norm(query)}
         out: list[str] = []
         for line in text.splitlines():
-            line = _BULLET.sub("", line).strip().strip('"“”\'').strip()
+            line = _BULLET.sub("", line).strip().strip("\"“”'").strip()
             line = " ".join(line.split())[:MAX_LINE_CHARS]
             if len(line) < 3 or _norm(line) in seen or line.endswith(":"):
                 continue
@@ -99,14 +101,22 @@ _PASSAGE_USER = "Write a passage of 3 to 5 sentences that answers the question.\
 HYDE = QueryStageDef("hyde", _PASSAGE_SYSTEM, _PASSAGE_USER, lines=False, max_tokens=160)
 QUERY2DOC = QueryStageDef("query2doc", _PASSAGE_SYSTEM, _PASSAGE_USER, lines=False, max_tokens=160)
 MULTIQUERY = QueryStageDef(
-    "multiquery", "You rewrite search queries.",
+    "multiquery",
+    "You rewrite search queries.",
     "Write {n} different search queries that ask for the same information as the query below. "
-    "Write one query per line and nothing else.\nQuery: {query}\nQueries:", lines=True, max_tokens=160)
+    "Write one query per line and nothing else.\nQuery: {query}\nQueries:",
+    lines=True,
+    max_tokens=160,
+)
 DECOMPOSE = QueryStageDef(
-    "decompose", "You break complex questions into simple ones.",
+    "decompose",
+    "You break complex questions into simple ones.",
     "Break the question below into at most {n} simpler sub-questions that together answer it. "
     "Write one sub-question per line and nothing else.\nQuestion: {query}\nSub-questions:",
-    lines=True, max_tokens=160, default_n=3)
+    lines=True,
+    max_tokens=160,
+    default_n=3,
+)
 
 
 #: The LLM compressor's task: which numbered sentences of a segment help answer the query.
@@ -116,10 +126,15 @@ MAX_SELECT_SENTENCES = 60
 
 def select_messages(query: str, sentences: list[str]) -> Messages:
     listing = "\n".join(f"[{i + 1}] {' '.join(s.split())[:600]}" for i, s in enumerate(sentences))
-    return [{"role": "system", "content": "You select evidence. Answer with sentence numbers only."},
-            {"role": "user", "content": f"Question: {query}\n\nSentences:\n{listing}\n\n"
-                                        "Which sentences help answer the question? Answer with their numbers, "
-                                        "separated by commas, and nothing else."}]
+    return [
+        {"role": "system", "content": "You select evidence. Answer with sentence numbers only."},
+        {
+            "role": "user",
+            "content": f"Question: {query}\n\nSentences:\n{listing}\n\n"
+            "Which sentences help answer the question? Answer with their numbers, "
+            "separated by commas, and nothing else.",
+        },
+    ]
 
 
 def parse_selection(raw: str, count: int) -> list[int]:

@@ -52,11 +52,14 @@ class TextWriter:
         config = self.configs[generator]
         if config.backend not in WRITING_BACKENDS:
             usable = sorted(n for n, c in self.configs.items() if c.backend in WRITING_BACKENDS)
-            raise ComponentArgumentError(f"generator {generator!r} ({config.backend}) writes no free text; "
-                                         f"a query stage or LLM compressor needs one of: {', '.join(usable)}")
+            raise ComponentArgumentError(
+                f"generator {generator!r} ({config.backend}) writes no free text; "
+                f"a query stage or LLM compressor needs one of: {', '.join(usable)}"
+            )
         capped = config.model_copy(update={"max_tokens": min(config.max_tokens, max_tokens)})
-        return self._instances.get((generator, capped.max_tokens),
-                                   lambda: GENERATOR_BACKENDS.create(config.backend, config=capped))
+        return self._instances.get(
+            (generator, capped.max_tokens), lambda: GENERATOR_BACKENDS.create(config.backend, config=capped)
+        )
 
     @staticmethod
     def key(generator: str, messages: Messages, max_tokens: int) -> str:

@@ -17,8 +17,11 @@ import numpy as np
 from ragnarok.stages.rerank.pointwise import PointwiseReranker, device_auto
 
 #: Checkpoints a request may name as ``crossencoder:NAME`` besides the configured ones.
-KNOWN = {"minilm-l6": "cross-encoder/ms-marco-MiniLM-L-6-v2", "bge-base": "BAAI/bge-reranker-base",
-         "bge-v2-m3": "BAAI/bge-reranker-v2-m3"}
+KNOWN = {
+    "minilm-l6": "cross-encoder/ms-marco-MiniLM-L-6-v2",
+    "bge-base": "BAAI/bge-reranker-base",
+    "bge-v2-m3": "BAAI/bge-reranker-v2-m3",
+}
 
 
 def _labels(config: Mapping[str, Any]) -> int:
@@ -36,11 +39,14 @@ class CrossEncoderReranker(PointwiseReranker):
 
     def check_architecture(self, config: Mapping[str, Any]) -> str | None:
         architectures = config.get("architectures") or []
-        if config.get("is_encoder_decoder") or (architectures and not any(
-                a.endswith("ForSequenceClassification") for a in architectures)):
+        if config.get("is_encoder_decoder") or (
+            architectures and not any(a.endswith("ForSequenceClassification") for a in architectures)
+        ):
             what = f"{config.get('model_type') or 'unknown'} model ({', '.join(architectures) or 'no architectures'})"
-            return f"holds a {what}; crossencoder needs a sequence-classification checkpoint (e.g. " \
-                   "BertForSequenceClassification)"
+            return (
+                f"holds a {what}; crossencoder needs a sequence-classification checkpoint (e.g. "
+                "BertForSequenceClassification)"
+            )
         if _labels(config) not in (1, 2):
             return f"has {_labels(config)} output labels; a cross-encoder reranker has 1 (a relevance logit) or 2"
         return None
@@ -50,15 +56,25 @@ class CrossEncoderReranker(PointwiseReranker):
         from sentence_transformers import CrossEncoder  # noqa: PLC0415
 
         local = self.local_only()
-        model = CrossEncoder(self.checkpoint, max_length=self.max_length, device=device_auto(self.device),
-                             local_files_only=local, activation_fn=torch.nn.Identity())
+        model = CrossEncoder(
+            self.checkpoint,
+            max_length=self.max_length,
+            device=device_auto(self.device),
+            local_files_only=local,
+            activation_fn=torch.nn.Identity(),
+        )
         return model
 
     def score_batch(self, model: Any, query: str, docs: list[str]) -> np.ndarray:
         import torch  # noqa: PLC0415
 
-        logits = model.predict([(query, d) for d in docs], batch_size=len(docs), show_progress_bar=False,
-                               activation_fn=torch.nn.Identity(), convert_to_numpy=True)
+        logits = model.predict(
+            [(query, d) for d in docs],
+            batch_size=len(docs),
+            show_progress_bar=False,
+            activation_fn=torch.nn.Identity(),
+            convert_to_numpy=True,
+        )
         logits = np.asarray(logits, dtype=np.float64)
         if logits.ndim == 2:  # two labels: not relevant, relevant
             logits = logits[:, -1] - logits[:, 0]

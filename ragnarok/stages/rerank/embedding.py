@@ -34,13 +34,16 @@ def check_work(request: Request, max_candidates: int, max_chars: int) -> None:
     query and every candidate's text): :class:`TooMuchWork` naming the limit and its setting."""
     n = len(request.candidates)
     if n > max_candidates:
-        raise TooMuchWork(f"{n:,} candidates; a CPU rerank takes at most {max_candidates:,} per request "
-                          "(RAGNAROK_CPU_RERANK_MAX_CANDIDATES)")
-    chars = len(request.query.text) + sum(len(c.doc.title or "") + len(c.doc.segment or "")
-                                          for c in request.candidates)
+        raise TooMuchWork(
+            f"{n:,} candidates; a CPU rerank takes at most {max_candidates:,} per request "
+            "(RAGNAROK_CPU_RERANK_MAX_CANDIDATES)"
+        )
+    chars = len(request.query.text) + sum(len(c.doc.title or "") + len(c.doc.segment or "") for c in request.candidates)
     if chars > max_chars:
-        raise TooMuchWork(f"{chars:,} characters of query and candidate text; a CPU rerank encodes at most "
-                          f"{max_chars:,} per request (RAGNAROK_CPU_RERANK_MAX_CHARS)")
+        raise TooMuchWork(
+            f"{chars:,} characters of query and candidate text; a CPU rerank encodes at most "
+            f"{max_chars:,} per request (RAGNAROK_CPU_RERANK_MAX_CHARS)"
+        )
 
 
 @dataclass

@@ -21,10 +21,12 @@ from ragnarok.stages.generate.base import GenerationError, GeneratorConfig, Gene
 from ragnarok.stages.generate.openai_compat import OpenAIChatGenerator
 from ragnarok.stages.rerank.base import RerankError, RerankerUnavailable, reordered
 
-RANKGPT_SYSTEM = ("You are RankGPT, an intelligent assistant that can rank passages based on their relevancy "
-                  "to the query.")
-RANKZEPHYR_SYSTEM = ("You are RankLLM, an intelligent assistant that can rank passages based on their relevancy "
-                     "to the query.")
+RANKGPT_SYSTEM = (
+    "You are RankGPT, an intelligent assistant that can rank passages based on their relevancy to the query."
+)
+RANKZEPHYR_SYSTEM = (
+    "You are RankLLM, an intelligent assistant that can rank passages based on their relevancy to the query."
+)
 _INT = re.compile(r"\d+")
 
 
@@ -99,12 +101,14 @@ def ranking_messages(query: str, passages: list[str], system: str = RANKGPT_SYST
     """The RankGPT / RankZephyr prompt for one window of passages."""
     n = len(passages)
     listed = "\n".join(f"[{i}] {p}" for i, p in enumerate(passages, start=1))
-    user = (f"I will provide you with {n} passages, each indicated by a numerical identifier []. Rank the "
-            f"passages based on their relevance to the search query: {query}.\n\n{listed}\n\n"
-            f"Search Query: {query}.\nRank the {n} passages above based on their relevance to the search "
-            f"query. All the passages should be included and listed using identifiers, in descending order "
-            f"of relevance. The output format should be [] > [], e.g., [4] > [2]. Only respond with the "
-            f"ranking results, do not say any word or explain.")
+    user = (
+        f"I will provide you with {n} passages, each indicated by a numerical identifier []. Rank the "
+        f"passages based on their relevance to the search query: {query}.\n\n{listed}\n\n"
+        f"Search Query: {query}.\nRank the {n} passages above based on their relevance to the search "
+        f"query. All the passages should be included and listed using identifiers, in descending order "
+        f"of relevance. The output format should be [] > [], e.g., [4] > [2]. Only respond with the "
+        f"ranking results, do not say any word or explain."
+    )
     return [{"role": "system", "content": system}, {"role": "user", "content": user}]
 
 
@@ -127,15 +131,33 @@ class ListwiseReranker:
         window_bounds(1, self.window, self.stride)  # validates window and stride
 
     @classmethod
-    def from_endpoint(cls, name: str, base_url: str | None, model: str, api_key_env: str | None = None,
-                      timeout_s: float = 60.0, max_retries: int = 2, max_concurrency: int = 4,
-                      max_tokens: int = 256, **options: object) -> "ListwiseReranker":
+    def from_endpoint(
+        cls,
+        name: str,
+        base_url: str | None,
+        model: str,
+        api_key_env: str | None = None,
+        timeout_s: float = 60.0,
+        max_retries: int = 2,
+        max_concurrency: int = 4,
+        max_tokens: int = 256,
+        **options: object,
+    ) -> "ListwiseReranker":
         """A reranker over ``base_url`` (None: api.openai.com) serving ``model``; the API key is read from the
         environment variable ``api_key_env`` (None: local servers, which take any key). ``max_tokens`` bounds
         each answer (a window of 20 needs about 100); ``options`` are the reranker's fields (window, passes...)."""
-        config = GeneratorConfig(name=name, backend="openai", base_url=base_url, model=model,
-                                 api_key_env=api_key_env, timeout_s=timeout_s, max_retries=max_retries,
-                                 max_concurrency=max_concurrency, max_tokens=max_tokens, temperature=0.0)
+        config = GeneratorConfig(
+            name=name,
+            backend="openai",
+            base_url=base_url,
+            model=model,
+            api_key_env=api_key_env,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            max_concurrency=max_concurrency,
+            max_tokens=max_tokens,
+            temperature=0.0,
+        )
         return cls(name, OpenAIChatGenerator(config), **options)  # type: ignore[arg-type]
 
     def availability(self) -> str | None:
@@ -159,8 +181,12 @@ class ListwiseReranker:
         order = list(range(len(candidates)))
         for _ in range(self.passes):
             previous = order
-            order = sweep(order, lambda chunk: self.rank_window(request.query.text, [candidates[i] for i in chunk]),
-                          self.window, self.stride)
+            order = sweep(
+                order,
+                lambda chunk: self.rank_window(request.query.text, [candidates[i] for i in chunk]),
+                self.window,
+                self.stride,
+            )
             if order == previous:  # a pass that changes nothing would be repeated identically
                 break
         return reordered(request, order, k)

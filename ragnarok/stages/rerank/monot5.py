@@ -50,8 +50,9 @@ class MonoT5Reranker(PointwiseReranker):
     def check_architecture(self, config: Mapping[str, Any]) -> str | None:
         model_type = config.get("model_type")
         architectures = config.get("architectures") or []
-        if model_type in T5_TYPES and (not architectures or any(a.endswith("ForConditionalGeneration")
-                                                                  for a in architectures)):
+        if model_type in T5_TYPES and (
+            not architectures or any(a.endswith("ForConditionalGeneration") for a in architectures)
+        ):
             return None
         what = f"{model_type or 'unknown'} model ({', '.join(architectures) or 'no architectures listed'})"
         return f"holds a {what}; monot5 needs a T5 checkpoint (T5ForConditionalGeneration)"
@@ -67,8 +68,15 @@ class MonoT5Reranker(PointwiseReranker):
         model = AutoModelForSeq2SeqLM.from_pretrained(self.checkpoint, local_files_only=local, dtype=dtype)
         model = model.to(device).eval()
         eos = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
-        return _Loaded(model, tokenizer, device, _single_token(tokenizer, "true"), _single_token(tokenizer, "false"),
-                       tokenizer.encode("Relevant:", add_special_tokens=False), eos)
+        return _Loaded(
+            model,
+            tokenizer,
+            device,
+            _single_token(tokenizer, "true"),
+            _single_token(tokenizer, "false"),
+            tokenizer.encode("Relevant:", add_special_tokens=False),
+            eos,
+        )
 
     def input_ids(self, m: _Loaded, query: str, docs: list[str]) -> list[list[int]]:
         """``Query: q Document: d Relevant:</s>`` per document, query and document cut to fit ``max_length``."""
@@ -76,8 +84,7 @@ class MonoT5Reranker(PointwiseReranker):
         head = encode(f"Query: {query}", add_special_tokens=False)["input_ids"][: self.max_length // 4]
         head += encode("Document:", add_special_tokens=False)["input_ids"]
         budget = max(0, self.max_length - len(head) - len(m.suffix) - len(m.eos))
-        bodies = encode(docs, add_special_tokens=False, truncation=True,
-                        max_length=max(1, budget))["input_ids"]
+        bodies = encode(docs, add_special_tokens=False, truncation=True, max_length=max(1, budget))["input_ids"]
         return [head + body[:budget] + m.suffix + m.eos for body in bodies]
 
     def score_batch(self, model: _Loaded, query: str, docs: list[str]) -> np.ndarray:
@@ -94,7 +101,10 @@ class MonoT5Reranker(PointwiseReranker):
         start = model.model.config.decoder_start_token_id or 0
         decoder = torch.full((len(rows), 1), start, dtype=torch.long)
         with torch.inference_mode():
-            logits = model.model(input_ids=ids.to(model.device), attention_mask=mask.to(model.device),
-                                 decoder_input_ids=decoder.to(model.device)).logits[:, 0, :]
+            logits = model.model(
+                input_ids=ids.to(model.device),
+                attention_mask=mask.to(model.device),
+                decoder_input_ids=decoder.to(model.device),
+            ).logits[:, 0, :]
             pair = logits[:, [model.false_id, model.true_id]].float()
             return torch.log_softmax(pair, dim=-1)[:, 1].cpu().numpy().astype(np.float64)

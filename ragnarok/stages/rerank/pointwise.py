@@ -34,8 +34,12 @@ from ragnarok.runtime.quoting import quote
 from ragnarok.stages.rerank.base import RerankError, RerankerUnavailable, reordered
 from ragnarok.stages.rerank.embedding import candidate_texts
 
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
-                "pytorch_model.bin.index.json")
+WEIGHT_FILES = (
+    "model.safetensors",
+    "model.safetensors.index.json",
+    "pytorch_model.bin",
+    "pytorch_model.bin.index.json",
+)
 
 
 def on_disk(name: str) -> bool:
@@ -90,13 +94,17 @@ def missing(checkpoint: str, allow_downloads: bool = True) -> str | None:
     if _hub_file(checkpoint, "config.json") is not None:
         return None
     if not allow_downloads:
-        return (f"the weights of {checkpoint} are not on this machine (not in the Hugging Face cache) and this "
-                "server downloads no model (RAGNAROK_ALLOW_DOWNLOADS=1 lets it): download them where there is "
-                f"network (`huggingface-cli download {checkpoint}`)")
+        return (
+            f"the weights of {checkpoint} are not on this machine (not in the Hugging Face cache) and this "
+            "server downloads no model (RAGNAROK_ALLOW_DOWNLOADS=1 lets it): download them where there is "
+            f"network (`huggingface-cli download {checkpoint}`)"
+        )
     if offline():
-        return (f"the weights of {checkpoint} are not on this machine (not in the Hugging Face cache) and downloads "
-                "are off (HF_HUB_OFFLINE=1): download them where there is network "
-                f"(`huggingface-cli download {checkpoint}`) or name a local model directory")
+        return (
+            f"the weights of {checkpoint} are not on this machine (not in the Hugging Face cache) and downloads "
+            "are off (HF_HUB_OFFLINE=1): download them where there is network "
+            f"(`huggingface-cli download {checkpoint}`) or name a local model directory"
+        )
     return None  # a configured name, downloaded on first use
 
 
@@ -177,8 +185,9 @@ class PointwiseReranker:
                 try:
                     self._model = self.load()
                 except (OSError, ValueError, KeyError, RuntimeError) as exc:  # missing files, no network, bad files
-                    raise RerankerUnavailable(f"reranker {self.name!r} cannot load {self.checkpoint}: "
-                                              f"{type(exc).__name__}: {str(exc)[:300]}") from None
+                    raise RerankerUnavailable(
+                        f"reranker {self.name!r} cannot load {self.checkpoint}: {type(exc).__name__}: {str(exc)[:300]}"
+                    ) from None
         return self._model
 
     def scores(self, query: str, docs: list[str]) -> np.ndarray:
@@ -187,7 +196,7 @@ class PointwiseReranker:
         out = np.zeros(len(docs), dtype=np.float64)
         order = sorted(range(len(docs)), key=lambda i: -len(docs[i]))
         for start in range(0, len(order), self.batch_size):
-            rows = order[start:start + self.batch_size]
+            rows = order[start : start + self.batch_size]
             cancel.check()
             with self._model_lock.hold():
                 try:

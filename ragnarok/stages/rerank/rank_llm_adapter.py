@@ -43,9 +43,10 @@ def to_rank_llm(request: Request) -> Any:
     from rank_llm.data import Request as RLRequest  # noqa: PLC0415
 
     data = request.model_dump(mode="json", exclude_none=True)
-    return RLRequest(query=Query(text=data["query"]["text"], qid=data["query"].get("qid", "")),
-                     candidates=[Candidate(docid=c["docid"], score=c["score"], doc=c.get("doc", {}))
-                                 for c in data["candidates"]])
+    return RLRequest(
+        query=Query(text=data["query"]["text"], qid=data["query"].get("qid", "")),
+        candidates=[Candidate(docid=c["docid"], score=c["score"], doc=c.get("doc", {})) for c in data["candidates"]],
+    )
 
 
 def from_rank_llm(result: Any, request: Request, k: int) -> Request:
@@ -119,8 +120,9 @@ class RankLLMReranker:
 
             current = to_rank_llm(request)
             for _ in range(self.passes):
-                result = reranker.rerank(current, rank_start=0, rank_end=n, window_size=min(self.window, n),
-                                         stride=self.stride)
+                result = reranker.rerank(
+                    current, rank_start=0, rank_end=n, window_size=min(self.window, n), stride=self.stride
+                )
                 current = RLRequest(query=result.query, candidates=list(result.candidates))
             return from_rank_llm(current, request, k)
         except Exception as exc:  # noqa: BLE001 - surface any model failure as a stage error naming it

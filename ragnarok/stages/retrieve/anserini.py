@@ -59,13 +59,15 @@ class LuceneSearcher:
             raise TypeError("RM3 needs an index with document vectors (-storeDocvectors)")
         self.object.set_rm3(None, int(fb_terms), int(fb_docs), float(original_query_weight), False, True)
 
-    def set_rocchio(self, top_fb_terms: int = 10, top_fb_docs: int = 10, alpha: float = 1.0,
-                    beta: float = 0.75) -> None:
+    def set_rocchio(
+        self, top_fb_terms: int = 10, top_fb_docs: int = 10, alpha: float = 1.0, beta: float = 0.75
+    ) -> None:
         if not self._has_docvectors():
             raise TypeError("Rocchio needs an index with document vectors (-storeDocvectors)")
         # bottom terms/docs 10/10 and gamma 0 (no negative feedback): pyserini's defaults
-        self.object.set_rocchio(None, int(top_fb_terms), int(top_fb_docs), 10, 10, float(alpha), float(beta),
-                                0.0, False, False)
+        self.object.set_rocchio(
+            None, int(top_fb_terms), int(top_fb_docs), 10, 10, float(alpha), float(beta), 0.0, False, False
+        )
 
     def search(self, q: str, k: int = 10) -> list[Any]:
         """Anserini ``ScoredDoc`` hits: ``.docid``, ``.score``, ``.lucene_document``."""
@@ -106,7 +108,8 @@ def _json_mapper() -> Any:
                 mapper = autoclass("com.fasterxml.jackson.databind.ObjectMapper")()
                 # Boolean("true"): a Python True would be passed as an Integer
                 mapper.configOverride(autoclass("org.apache.lucene.document.Document")).setIsIgnoredType(
-                    autoclass("java.lang.Boolean")("true"))
+                    autoclass("java.lang.Boolean")("true")
+                )
                 _mapper = mapper
             except JavaException:
                 _mapper = False

@@ -45,8 +45,14 @@ class BatchStats:
 class SearchBatcher:
     """Searches submitted from any thread, run in batches of at most ``max_batch`` queries."""
 
-    def __init__(self, search_one: SearchOne, search_many: SearchMany, workers: int = 2, max_batch: int = 32,
-                 name: str = "search"):
+    def __init__(
+        self,
+        search_one: SearchOne,
+        search_many: SearchMany,
+        workers: int = 2,
+        max_batch: int = 32,
+        name: str = "search",
+    ):
         if workers < 1 or max_batch < 1:
             raise ValueError("workers and max_batch must be at least 1")
         self.search_one, self.search_many = search_one, search_many
@@ -64,8 +70,10 @@ class SearchBatcher:
             if self._closed:
                 raise RuntimeError(f"the {self.name} batcher is closed")
             if not self._threads:
-                self._threads = [threading.Thread(target=self._work, name=f"{self.name}-batcher-{n}", daemon=True)
-                                 for n in range(self.workers)]
+                self._threads = [
+                    threading.Thread(target=self._work, name=f"{self.name}-batcher-{n}", daemon=True)
+                    for n in range(self.workers)
+                ]
                 for thread in self._threads:
                     thread.start()
             self._queue.put(job)

@@ -45,8 +45,10 @@ def parse_args(arg: str | None, feedback: str = "none") -> BM25Params:
         key, sep, raw = pair.partition("_")
         allowed = keys_for(feedback)
         if not sep or key not in allowed:
-            raise ComponentArgumentError(f"unknown BM25 parameter {quote(key, 40)} in {quote(arg, 80)}; "
-                                         f"use KEY_VALUE pairs joined by hyphens with keys {', '.join(allowed)}")
+            raise ComponentArgumentError(
+                f"unknown BM25 parameter {quote(key, 40)} in {quote(arg, 80)}; "
+                f"use KEY_VALUE pairs joined by hyphens with keys {', '.join(allowed)}"
+            )
         if key in seen:
             raise ComponentArgumentError(f"BM25 parameter {key} is given twice in {quote(arg, 80)}")
         seen.add(key)
@@ -56,8 +58,10 @@ def parse_args(arg: str | None, feedback: str = "none") -> BM25Params:
         except ValueError:
             value = math.nan
         if not (isinstance(value, (int, float)) and low <= value <= high):  # NaN fails too
-            raise ComponentArgumentError(f"BM25 parameter {key} takes a{'n integer' if kind is int else ' number'} "
-                                         f"from {low:g} to {high:g}, got {quote(raw, 40)}")
+            raise ComponentArgumentError(
+                f"BM25 parameter {key} takes a{'n integer' if kind is int else ' number'} "
+                f"from {low:g} to {high:g}, got {quote(raw, 40)}"
+            )
         changes[name] = value
     return dataclasses.replace(params, **changes)
 

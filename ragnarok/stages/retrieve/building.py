@@ -75,8 +75,16 @@ class DenseBuild:
     quiet still gets its dense index (a step is about 2 s of encoding on two cores: ~7 % of the time then).
     """
 
-    def __init__(self, lucene_dir: Path, model: str = "minilm", kind: str = "flat", batch_size: int = 64,
-                 pause_s: float = 0.0, activity: Activity | None = None, give_way_s: float = GIVE_WAY_S):
+    def __init__(
+        self,
+        lucene_dir: Path,
+        model: str = "minilm",
+        kind: str = "flat",
+        batch_size: int = 64,
+        pause_s: float = 0.0,
+        activity: Activity | None = None,
+        give_way_s: float = GIVE_WAY_S,
+    ):
         self.lucene_dir, self.model, self.kind = Path(lucene_dir), model, kind
         self.batch_size, self.pause_s = batch_size, pause_s
         self.activity, self.give_way_s = activity or REQUESTS, give_way_s
@@ -107,22 +115,30 @@ class DenseBuild:
             self.status = "done"
             return False
         self.why, self.status, self._started = reason, "building", time.monotonic()
-        self._thread = threading.Thread(target=self._run, args=(inflight or InFlight(),), daemon=True,
-                                        name=f"dense build {self.model}")
+        self._thread = threading.Thread(
+            target=self._run, args=(inflight or InFlight(),), daemon=True, name=f"dense build {self.model}"
+        )
         self._thread.start()
         return True
 
     def _run(self, inflight: InFlight) -> None:
         from ragnarok.stages.retrieve.dense_ensure import ensure_dense_index  # noqa: PLC0415
 
-        log.warning("building the dense index of %s for %s in the background (%s); BM25 answers meanwhile",
-                    self.model, self.lucene_dir, self.why)
+        log.warning(
+            "building the dense index of %s for %s in the background (%s); BM25 answers meanwhile",
+            self.model,
+            self.lucene_dir,
+            self.why,
+        )
         with inflight.token() as token:
             self._token = token
             try:
                 self._check()  # stopped before it began
-                token.run(lambda: ensure_dense_index(self.lucene_dir, self.model, self.kind,
-                                                     batch_size=self.batch_size, progress=self._progress))
+                token.run(
+                    lambda: ensure_dense_index(
+                        self.lucene_dir, self.model, self.kind, batch_size=self.batch_size, progress=self._progress
+                    )
+                )
             except Cancelled as exc:
                 self.status, self.error = "stopped", str(exc)
                 log.warning("the dense index build of %s stopped: %s", self.model, exc)
@@ -181,12 +197,16 @@ class DenseBuild:
         if self.building:
             progress = self.progress()
             retry = int(min(60, max(1, progress.eta_s if progress.eta_s is not None else 10)))
-            raise IndexBuilding(f"the dense index of {self.model} for {self.lucene_dir} is {progress.describe()}; "
-                                f"BM25 retrievers answer now", retry)
+            raise IndexBuilding(
+                f"the dense index of {self.model} for {self.lucene_dir} is {progress.describe()}; "
+                f"BM25 retrievers answer now",
+                retry,
+            )
         if self.status in ("failed", "stopped") and not self.built_since():
             raise DenseIndexNotFoundError(
                 f"the background build of the dense index of {self.model} for {self.lucene_dir} "
-                f"{self.status}: {self.error}; build it with `{rebuild_command(self.lucene_dir, self.model, self.kind)}`")
+                f"{self.status}: {self.error}; build it with `{rebuild_command(self.lucene_dir, self.model, self.kind)}`"
+            )
 
     def built_since(self) -> bool:
         """After a failed or stopped build: whether the index is there and up to date now (built by `ragnarok

@@ -39,24 +39,32 @@ from ragnarok.stages.embed.encoder import (
     resolve_model,
     shared_encoder,
 )
-from ragnarok.stages.embed.errors import (
-    DenseIndexMismatchError,
-    DenseIndexNotFoundError,
-    StaleDenseIndexError,
-)
+from ragnarok.stages.embed.errors import DenseIndexMismatchError, DenseIndexNotFoundError, StaleDenseIndexError
 from ragnarok.stages.retrieve.dense_kinds import HNSW_EF_SEARCH, HNSW_M
 
 Kind = Literal["flat", "hnsw", "hnsw-sq8", "lucene-hnsw", "auto"]
-__all__ = ["HNSW_M", "DenseIndexMismatchError", "DenseIndexNotFoundError", "StaleDenseIndexError",  # re-exported
-           "PACKAGED", "QUERY_PREFIXES", "REMOTE_MODELS", "TRUST_REMOTE_CODE", "Encoder", "download_refused",
-           "resolve_model", "shared_encoder"]
+__all__ = [
+    "HNSW_M",
+    "DenseIndexMismatchError",
+    "DenseIndexNotFoundError",
+    "StaleDenseIndexError",  # re-exported
+    "PACKAGED",
+    "QUERY_PREFIXES",
+    "REMOTE_MODELS",
+    "TRUST_REMOTE_CODE",
+    "Encoder",
+    "download_refused",
+    "resolve_model",
+    "shared_encoder",
+]
 log = logging.getLogger(__name__)
 DOC_CACHE = 20_000  # parsed segments a dense retriever keeps (a few KB each)
 
 
 def rebuild_command(lucene_dir: str | Path, model: str, kind: str = "flat") -> str:
-    return f"ragnarok index --dense {model} --from-lucene {lucene_dir}" + \
-        (f" --dense-kind {kind}" if kind not in ("flat", "auto") else "")
+    return f"ragnarok index --dense {model} --from-lucene {lucene_dir}" + (
+        f" --dense-kind {kind}" if kind not in ("flat", "auto") else ""
+    )
 
 
 def is_dense_index(path: Path) -> bool:
@@ -79,9 +87,11 @@ def stale_reason(path: Path, lucene_dir: str | Path, model: str | None = None, k
         return "it does not record which Lucene index it was built from (built by an older version)"
     now = index_identity(Path(lucene_dir))
     if {key: built_from.get(key) for key in now} != now:
-        return (f"{lucene_dir} was rebuilt after it ({built_from.get('count', '?')} segments encoded from "
-                f"{built_from.get('commit')} {str(built_from.get('sha256'))[:12]}, the index is now "
-                f"{now['commit']} {now['sha256'][:12]})")
+        return (
+            f"{lucene_dir} was rebuilt after it ({built_from.get('count', '?')} segments encoded from "
+            f"{built_from.get('commit')} {str(built_from.get('sha256'))[:12]}, the index is now "
+            f"{now['commit']} {now['sha256'][:12]})"
+        )
     if model is not None and meta.get("model") != model:
         return f"it was built with the model {meta.get('model')!r}, not {model!r}"
     if kind == "auto":
@@ -165,7 +175,8 @@ class DenseRetriever:
         if not is_dense_index(path):
             raise DenseIndexNotFoundError(
                 f"no dense index for {self.model} at {path}; build it with "
-                f"`ragnarok index --dense {self.model} --from-lucene {self.lucene_dir}`")
+                f"`ragnarok index --dense {self.model} --from-lucene {self.lucene_dir}`"
+            )
         try:
             meta = json.loads((path / "meta.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):
@@ -174,11 +185,14 @@ class DenseRetriever:
         if reason:
             raise StaleDenseIndexError(
                 f"the dense index at {path} is stale: {reason}; rebuild it with "
-                f"`{rebuild_command(self.lucene_dir, self.model, meta.get('kind', 'flat'))}`")
+                f"`{rebuild_command(self.lucene_dir, self.model, meta.get('kind', 'flat'))}`"
+            )
         if meta.get("kind", "flat") not in KINDS:
-            raise DenseIndexMismatchError(f"the dense index at {path} is of an unknown kind {meta.get('kind')!r} "
-                                          f"(this version knows {', '.join(KINDS)}); rebuild it with "
-                                          f"`{rebuild_command(self.lucene_dir, self.model)}`")
+            raise DenseIndexMismatchError(
+                f"the dense index at {path} is of an unknown kind {meta.get('kind')!r} "
+                f"(this version knows {', '.join(KINDS)}); rebuild it with "
+                f"`{rebuild_command(self.lucene_dir, self.model)}`"
+            )
         return meta
 
     def _open(self, meta: dict[str, Any]) -> tuple[Any, list[str]]:
@@ -199,8 +213,9 @@ class DenseRetriever:
         index = FaissShards.load(path, meta)
         docids = (path / "docids.txt").read_text(encoding="utf-8").splitlines()
         if index.ntotal != len(docids):
-            raise DenseIndexNotFoundError(f"corrupt dense index at {path}: {index.ntotal} vectors, "
-                                          f"{len(docids)} docids")
+            raise DenseIndexNotFoundError(
+                f"corrupt dense index at {path}: {index.ntotal} vectors, {len(docids)} docids"
+            )
         return index, docids
 
     def warm_up(self) -> None:
@@ -231,7 +246,8 @@ class DenseRetriever:
             raise DenseIndexMismatchError(
                 f"the dense index at {self.path} holds {dim}-dimensional vectors but the query encoder "
                 f"{self._meta.get('model', self.model)} gives {vector.shape[0]}-dimensional ones: build the index "
-                "with the model that encodes the queries")
+                "with the model that encodes the queries"
+            )
         if self._meta.get("kind") == "lucene-hnsw":
             return self._index.search(vector, k, self.ef_search or 0)
         k = min(k, len(self._docids))
@@ -247,11 +263,19 @@ class DenseRetriever:
         """The ranking and how many hits were dropped because the index of texts does not hold their docid
         (a prebuilt set beside a BM25 index of another collection, or of part of it)."""
         hits = self.search(query.text, k)
-        candidates = [Candidate(docid=docid, score=score, doc=doc)
-                      for docid, score in hits if (doc := self._doc(docid)) is not None]
+        candidates = [
+            Candidate(docid=docid, score=score, doc=doc)
+            for docid, score in hits
+            if (doc := self._doc(docid)) is not None
+        ]
         if dropped := len(hits) - len(candidates):
-            log.warning("%s: %d of %d hits dropped: their docids are not in the index of texts %s", self.name,
-                        dropped, len(hits), self.lucene_dir)
+            log.warning(
+                "%s: %d of %d hits dropped: their docids are not in the index of texts %s",
+                self.name,
+                dropped,
+                len(hits),
+                self.lucene_dir,
+            )
         return Request(query=query, candidates=candidates), dropped
 
     def _doc(self, docid: str) -> Doc | None:

@@ -56,10 +56,16 @@ def segments_from_lucene(lucene_dir: str | Path, with_segment: bool = False) -> 
         searcher.close()
 
 
-
-def write_dense_index(vectors: np.ndarray | Path | Rows, docids: Sequence[str], out_dir: Path, *,
-                      model: str = "minilm", kind: str = "auto", shards: int = 1,
-                      lucene_dir: Path | None = None) -> dict[str, Any]:
+def write_dense_index(
+    vectors: np.ndarray | Path | Rows,
+    docids: Sequence[str],
+    out_dir: Path,
+    *,
+    model: str = "minilm",
+    kind: str = "auto",
+    shards: int = 1,
+    lucene_dir: Path | None = None,
+) -> dict[str, Any]:
     """Write a complete dense index at ``out_dir`` from vectors computed elsewhere; returns the meta written.
 
     ``vectors``: float32 ``(n, dim)``, L2-normalised, one row per docid (an array, possibly memory-mapped, or
@@ -74,8 +80,9 @@ def write_dense_index(vectors: np.ndarray | Path | Rows, docids: Sequence[str], 
     """
     from ragnarok.runtime.index_files import index_identity, put_in_place  # noqa: PLC0415
 
-    rows = vectors if isinstance(vectors, Rows) else Rows([Path(vectors) if isinstance(vectors, (str, Path))
-                                                           else vectors])
+    rows = (
+        vectors if isinstance(vectors, Rows) else Rows([Path(vectors) if isinstance(vectors, (str, Path)) else vectors])
+    )
     out_dir = Path(out_dir)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = out_dir.with_name(f".{out_dir.name}.partial-{os.getpid()}")
@@ -90,8 +97,9 @@ def write_dense_index(vectors: np.ndarray | Path | Rows, docids: Sequence[str], 
     return meta
 
 
-def _write_index(rows: Rows, docids: list[str], tmp: Path, model: str, kind: str, shards: int,
-                 built_from: dict[str, Any] | None) -> dict[str, Any]:
+def _write_index(
+    rows: Rows, docids: list[str], tmp: Path, model: str, kind: str, shards: int, built_from: dict[str, Any] | None
+) -> dict[str, Any]:
     """The index of ``kind`` over ``rows`` into ``tmp`` (which exists), meta.json last; returns the meta."""
     import faiss  # noqa: PLC0415
 
@@ -106,8 +114,10 @@ def _write_index(rows: Rows, docids: list[str], tmp: Path, model: str, kind: str
     layout = []
     if kind == "lucene-hnsw":
         if shards != 1:
-            raise ValueError("a lucene-hnsw index is one Lucene index (its segments are searched together): "
-                             "--shards applies to the FAISS kinds")
+            raise ValueError(
+                "a lucene-hnsw index is one Lucene index (its segments are searched together): "
+                "--shards applies to the FAISS kinds"
+            )
         from ragnarok.stages.retrieve.lucene_hnsw import write_lucene_hnsw  # noqa: PLC0415
 
         write_lucene_hnsw(rows, docids, tmp / "lucene-hnsw")
@@ -121,12 +131,18 @@ def _write_index(rows: Rows, docids: list[str], tmp: Path, model: str, kind: str
         if not index.is_trained:  # hnsw-sq8: the quantiser's ranges, from rows spread over the shard
             index.train(rows.take(np.linspace(start, stop - 1, min(stop - start, SQ8_TRAIN_ROWS)).astype(int)))
         for at in range(start, stop, ADD_ROWS):
-            index.add(rows[at:min(at + ADD_ROWS, stop)])
+            index.add(rows[at : min(at + ADD_ROWS, stop)])
         faiss.write_index(index, str(tmp / shard_dir(i, shards) / "index.faiss"))
         del index
     (tmp / "docids.txt").write_text("".join(d + "\n" for d in docids), encoding="utf-8")
-    meta: dict[str, Any] = {"model": model, "dim": dim, "kind": kind, "count": count, "params": params(kind),
-                            "shards": layout}
+    meta: dict[str, Any] = {
+        "model": model,
+        "dim": dim,
+        "kind": kind,
+        "count": count,
+        "params": params(kind),
+        "shards": layout,
+    }
     if built_from is not None:
         meta["lucene"] = {**built_from, "count": count}
     (tmp / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
@@ -145,11 +161,11 @@ def _write_flat(rows: Rows, start: int, stop: int, path: Path) -> None:
     empty = faiss.serialize_index(faiss.IndexFlatIP(rows.dim)).tobytes()
     ntotal_at = 8  # fourcc (4 bytes), d (int32), then ntotal (int64)
     count = stop - start
-    header = empty[:ntotal_at] + struct.pack("<q", count) + empty[ntotal_at + 8:-8]
+    header = empty[:ntotal_at] + struct.pack("<q", count) + empty[ntotal_at + 8 : -8]
     with open(path, "wb") as out:
         out.write(header + struct.pack("<Q", count * rows.dim))  # a vector of count x dim floats
         for at in range(start, stop, ADD_ROWS):
-            out.write(rows[at:min(at + ADD_ROWS, stop)].tobytes())
+            out.write(rows[at : min(at + ADD_ROWS, stop)].tobytes())
 
 
 def disk_needed(count: int, dim: int, kind: str, sentence_store: bool) -> int:
@@ -164,20 +180,30 @@ def check_disk(where: Path, count: int, dim: int, kind: str, sentence_store: boo
     need = disk_needed(count, dim, kind, sentence_store) - done * dim * 4
     free = shutil.disk_usage(where).free
     if need > free:
-        raise OSError(f"not enough disk for the dense index of {count:,} segments at {where}: it needs about "
-                      f"{_gb(need)} (vectors {_gb(count * dim * 4)}, index, sentence store "
-                      f"{_gb(count * STORE_BYTES_PER_SEGMENT) if sentence_store else 'off'}) and {_gb(free)} is "
-                      "free; free some space, or build without --sentence-store")
+        raise OSError(
+            f"not enough disk for the dense index of {count:,} segments at {where}: it needs about "
+            f"{_gb(need)} (vectors {_gb(count * dim * 4)}, index, sentence store "
+            f"{_gb(count * STORE_BYTES_PER_SEGMENT) if sentence_store else 'off'}) and {_gb(free)} is "
+            "free; free some space, or build without --sentence-store"
+        )
 
 
 def _gb(n: float) -> str:
     return f"{n / 1e9:.1f} GB" if n >= 1e8 else f"{n / 1e6:.1f} MB"
 
 
-def build_dense_index(texts: Iterable[tuple[str, ...]], out_dir: Path, model: str = "minilm",
-                      kind: str = "auto", batch_size: int = 256, total: int | None = None,
-                      lucene_dir: Path | None = None, progress: Callable[[int], None] | None = None,
-                      sentence_store: bool = True, shards: int = 1) -> int:
+def build_dense_index(
+    texts: Iterable[tuple[str, ...]],
+    out_dir: Path,
+    model: str = "minilm",
+    kind: str = "auto",
+    batch_size: int = 256,
+    total: int | None = None,
+    lucene_dir: Path | None = None,
+    progress: Callable[[int], None] | None = None,
+    sentence_store: bool = True,
+    shards: int = 1,
+) -> int:
     """Encode ``(docid, text)`` pairs into a dense index of ``kind`` at ``out_dir``; returns their number.
     ``sentence_store``: also write the sentence store (:mod:`ragnarok.stages.embed.vectors`) in ``sentences/``:
     each text's vector and those of its prose sentences (of the segment given third, ``(docid, text,
@@ -207,19 +233,25 @@ def build_dense_index(texts: Iterable[tuple[str, ...]], out_dir: Path, model: st
     partial = partial_dir(out_dir)
     with build_lock(partial, out_dir):
         chunks = Chunks(partial)
-        done = chunks.resume({"model": model, "batch_size": batch_size, "sentence_store": sentence_store,
-                              "lucene": built_from})
+        done = chunks.resume(
+            {"model": model, "batch_size": batch_size, "sentence_store": sentence_store, "lucene": built_from}
+        )
         if total is not None:
             check_disk(out_dir.parent, total, encoder.dim, kind, sentence_store, done)
         if done:
-            print(f"resuming the dense build of {out_dir} after the {done:,} segments encoded before",
-                  file=sys.stderr, flush=True)
+            print(
+                f"resuming the dense build of {out_dir} after the {done:,} segments encoded before",
+                file=sys.stderr,
+                flush=True,
+            )
         items = iter(texts)
         skipped = sum(1 for _ in itertools.islice(items, done))
         if skipped < done:  # fewer texts than the chunks hold: not the same input
             chunks.resume({})
-            raise ValueError(f"the texts to encode are fewer ({skipped}) than a previous build of {out_dir} "
-                             f"encoded ({done}): its work was discarded; run the command again")
+            raise ValueError(
+                f"the texts to encode are fewer ({skipped}) than a previous build of {out_dir} "
+                f"encoded ({done}): its work was discarded; run the command again"
+            )
         count, pending = done, _Pending()
         shown = resolve_kind(kind, total) if total is not None else kind
         with tqdm(total=total, initial=done, desc=f"encoding ({model}, {shown})", unit="seg") as bar:

@@ -57,8 +57,10 @@ def build_lock(partial: Path, out_dir: Path) -> Iterator[None]:
             except (OSError, ValueError):
                 pid = 0
             if pid and pid != os.getpid() and pid_running(pid):
-                raise RuntimeError(f"another build of the dense index {out_dir} is running (pid {pid}); wait for "
-                                   f"it, or stop it and run this command again (it resumes)") from None
+                raise RuntimeError(
+                    f"another build of the dense index {out_dir} is running (pid {pid}); wait for "
+                    f"it, or stop it and run this command again (it resumes)"
+                ) from None
             lock.unlink(missing_ok=True)  # a dead build's lock
             continue
         with os.fdopen(fd, "w") as file:
@@ -99,8 +101,13 @@ class Chunks:
     def rows(chunk: Path) -> int:
         return int(json.loads((chunk / "meta.json").read_text(encoding="utf-8"))["rows"])
 
-    def write(self, docids: list[str], vectors: list[np.ndarray], store_keys: list[np.ndarray],
-              store_vectors: list[np.ndarray]) -> None:
+    def write(
+        self,
+        docids: list[str],
+        vectors: list[np.ndarray],
+        store_keys: list[np.ndarray],
+        store_vectors: list[np.ndarray],
+    ) -> None:
         """Save one chunk (written aside, renamed whole)."""
         from ragnarok.runtime.interrupt import writing  # noqa: PLC0415
 
@@ -156,7 +163,7 @@ class Rows:
         for i in range(len(self.blocks)):
             a, b = max(start, int(self.starts[i])), min(stop, int(self.starts[i + 1]))
             if a < b:
-                parts.append(np.array(self._block(i)[a - self.starts[i]:b - self.starts[i]], dtype=np.float32))
+                parts.append(np.array(self._block(i)[a - self.starts[i] : b - self.starts[i]], dtype=np.float32))
         if not parts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.ascontiguousarray(np.concatenate(parts) if len(parts) > 1 else parts[0])

@@ -10,9 +10,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 
-def ensure_dense_index(lucene_dir: Path, model: str, kind: str = "auto", force: bool = False,
-                       batch_size: int = 256, progress: Callable[[int, int], None] | None = None,
-                       sentence_store: bool | None = None, shards: int = 1) -> Path:
+def ensure_dense_index(
+    lucene_dir: Path,
+    model: str,
+    kind: str = "auto",
+    force: bool = False,
+    batch_size: int = 256,
+    progress: Callable[[int, int], None] | None = None,
+    sentence_store: bool | None = None,
+    shards: int = 1,
+) -> Path:
     """The dense index of ``model`` beside ``lucene_dir``, encoded from its stored segments when it is missing,
     stale (the Lucene index was rebuilt since, or it is of another kind: :func:`~ragnarok.stages.retrieve.dense.
     stale_reason`), or ``force``. ``kind``: :mod:`ragnarok.stages.retrieve.dense_kinds` (``auto``: by the number of
@@ -42,10 +49,18 @@ def ensure_dense_index(lucene_dir: Path, model: str, kind: str = "auto", force: 
         sentence_store = store_by_default(total)
     if progress is not None:
         progress(0, total)
-    build_dense_index(segments_from_lucene(lucene_dir, with_segment=True), out, model, kind,  # type: ignore[arg-type]
-                      batch_size=batch_size, total=total, lucene_dir=lucene_dir,
-                      progress=None if progress is None else lambda done: progress(done, total),
-                      sentence_store=sentence_store, shards=shards)
+    build_dense_index(
+        segments_from_lucene(lucene_dir, with_segment=True),
+        out,
+        model,
+        kind,  # type: ignore[arg-type]
+        batch_size=batch_size,
+        total=total,
+        lucene_dir=lucene_dir,
+        progress=None if progress is None else lambda done: progress(done, total),
+        sentence_store=sentence_store,
+        shards=shards,
+    )
     return out
 
 
@@ -59,12 +74,19 @@ def store_by_default(segments: int) -> bool:
     size = segments * STORE_BYTES_PER_SEGMENT / 1e6
     cost = f"~{size:,.0f} MB" if size < 1000 else f"~{size / 1000:,.1f} GB"
     if segments <= limit:
-        print(f"sentence store: on ({segments:,} segments, at most {limit:,}; {cost}, about 65 % more encoding; "
-              "--no-sentence-store leaves it out)", file=sys.stderr, flush=True)
+        print(
+            f"sentence store: on ({segments:,} segments, at most {limit:,}; {cost}, about 65 % more encoding; "
+            "--no-sentence-store leaves it out)",
+            file=sys.stderr,
+            flush=True,
+        )
         return True
-    print(f"sentence store: off ({segments:,} segments, more than {limit:,}: it would take {cost} and about 65 % "
-          "more encoding; answers encode their sentences instead; --sentence-store builds it)",
-          file=sys.stderr, flush=True)
+    print(
+        f"sentence store: off ({segments:,} segments, more than {limit:,}: it would take {cost} and about 65 % "
+        "more encoding; answers encode their sentences instead; --sentence-store builds it)",
+        file=sys.stderr,
+        flush=True,
+    )
     return False
 
 

@@ -56,8 +56,12 @@ def resolve_kind(kind: str, count: int, exact_max: int | None = None) -> str:
 def params(kind: str) -> dict[str, Any]:
     """The build and search parameters recorded in meta.json for ``kind``."""
     if kind in ("hnsw", "hnsw-sq8"):
-        return {"M": HNSW_M, "efConstruction": HNSW_EF_CONSTRUCTION, "efSearch": HNSW_EF_SEARCH,
-                **({"quantizer": "QT_8bit"} if kind == "hnsw-sq8" else {})}
+        return {
+            "M": HNSW_M,
+            "efConstruction": HNSW_EF_CONSTRUCTION,
+            "efSearch": HNSW_EF_SEARCH,
+            **({"quantizer": "QT_8bit"} if kind == "hnsw-sq8" else {}),
+        }
     if kind == "lucene-hnsw":
         return {"M": 16, "efConstruction": 100, "efSearch": HNSW_EF_SEARCH}
     return {}
@@ -85,20 +89,27 @@ def read_index(path: Path, kind: str, dim: int) -> Any:
     import faiss  # noqa: PLC0415
 
     if kind not in FAISS_CLASSES:
-        raise DenseIndexMismatchError(f"the dense index at {path.parent} records the kind {kind!r}, which this "
-                                      f"version does not know ({', '.join(KINDS)})")
+        raise DenseIndexMismatchError(
+            f"the dense index at {path.parent} records the kind {kind!r}, which this "
+            f"version does not know ({', '.join(KINDS)})"
+        )
     try:
         index = faiss.read_index(str(path), faiss.IO_FLAG_MMAP_IFC if kind == "flat" else 0)
     except RuntimeError as exc:
-        raise DenseIndexMismatchError(f"unreadable dense index file {path}: "
-                                      f"{(str(exc).strip().splitlines() or [''])[-1]}") from None
+        raise DenseIndexMismatchError(
+            f"unreadable dense index file {path}: {(str(exc).strip().splitlines() or [''])[-1]}"
+        ) from None
     found = type(index).__name__  # read_index gives the concrete class
     if found != FAISS_CLASSES[kind]:
-        raise DenseIndexMismatchError(f"the dense index at {path.parent} says it is {kind} (meta.json) but its "
-                                      f"file holds a {found}, not a {FAISS_CLASSES[kind]}: rebuild it")
+        raise DenseIndexMismatchError(
+            f"the dense index at {path.parent} says it is {kind} (meta.json) but its "
+            f"file holds a {found}, not a {FAISS_CLASSES[kind]}: rebuild it"
+        )
     if index.d != dim:
-        raise DenseIndexMismatchError(f"the dense index at {path.parent} holds {index.d}-dimensional vectors but "
-                                      f"its meta.json says {dim}: rebuild it")
+        raise DenseIndexMismatchError(
+            f"the dense index at {path.parent} holds {index.d}-dimensional vectors but "
+            f"its meta.json says {dim}: rebuild it"
+        )
     return index
 
 
@@ -114,6 +125,10 @@ def search_params(kind: str, k: int, ef_search: int) -> Any:
 def size_estimate(kind: str, count: int, dim: int) -> int:
     """Bytes the index of ``kind`` takes for ``count`` vectors of ``dim`` (the disk check's estimate)."""
     links = count * HNSW_M * 2 * 4 * 1.1  # level 0 has 2M links of 4 bytes; upper levels add ~10 %
-    per_kind = {"flat": count * dim * 4, "hnsw": count * dim * 4 + links, "hnsw-sq8": count * dim + links,
-                "lucene-hnsw": count * dim * 4 * 2.2 + links}  # JSON vectors written, then the index
+    per_kind = {
+        "flat": count * dim * 4,
+        "hnsw": count * dim * 4 + links,
+        "hnsw-sq8": count * dim + links,
+        "lucene-hnsw": count * dim * 4 * 2.2 + links,
+    }  # JSON vectors written, then the index
     return int(per_kind.get(kind, count * dim * 4))

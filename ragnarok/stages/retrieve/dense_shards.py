@@ -59,13 +59,16 @@ class FaissShards:
         for shard in shard_layout(meta):
             index = read_index(path / shard["dir"] / "index.faiss", shards.kind, shards.dim)
             if index.ntotal != shard["count"]:
-                raise DenseIndexMismatchError(f"corrupt dense index at {path}: {shard['dir']} holds "
-                                              f"{index.ntotal} vectors, meta.json says {shard['count']}")
+                raise DenseIndexMismatchError(
+                    f"corrupt dense index at {path}: {shard['dir']} holds "
+                    f"{index.ntotal} vectors, meta.json says {shard['count']}"
+                )
             shards.indexes.append(index)
             shards.starts.append(int(shard["start"]))
         if len(shards.indexes) > 1:
-            shards._pool = ThreadPoolExecutor(min(len(shards.indexes), os.cpu_count() or 1),
-                                              thread_name_prefix="dense-shard")
+            shards._pool = ThreadPoolExecutor(
+                min(len(shards.indexes), os.cpu_count() or 1), thread_name_prefix="dense-shard"
+            )
         return shards
 
     @property
@@ -81,8 +84,9 @@ class FaissShards:
 
         def one(i: int) -> tuple[np.ndarray, np.ndarray]:
             index = self.indexes[i]
-            scores, ids = index.search(query, min(wanted, int(index.ntotal)),
-                                       params=search_params(self.kind, k, ef_search))
+            scores, ids = index.search(
+                query, min(wanted, int(index.ntotal)), params=search_params(self.kind, k, ef_search)
+            )
             ids = ids[0][ids[0] >= 0]
             if exact:  # float64, row by row: the same score for a row whatever the shard boundaries
                 found = index.reconstruct_batch(ids).astype(np.float64)

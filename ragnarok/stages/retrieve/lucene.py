@@ -97,7 +97,9 @@ class LuceneRetriever:
     """A Lucene index searched with BM25 and optional pseudo-relevance feedback."""
 
     name: str
-    source: str  # an index directory, or "prebuilt:NAME" (a catalogue name, unpacked in prebuilt_dir or pyserini's cache)
+    source: (
+        str  # an index directory, or "prebuilt:NAME" (a catalogue name, unpacked in prebuilt_dir or pyserini's cache)
+    )
     feedback: Feedback = "none"
     params: BM25Params = field(default_factory=BM25Params)
     doc_cache_bytes: int = DOC_CACHE_BYTES
@@ -123,8 +125,12 @@ class LuceneRetriever:
                 if self.source.startswith("prebuilt:"):  # unpacked here, or a PrebuiltMissing at once
                     from ragnarok.stages.retrieve.prebuilt import resolve  # noqa: PLC0415
 
-                    directory = str(resolve(self.source.removeprefix("prebuilt:"),
-                                            Path(self.prebuilt_dir) if self.prebuilt_dir else None))
+                    directory = str(
+                        resolve(
+                            self.source.removeprefix("prebuilt:"),
+                            Path(self.prebuilt_dir) if self.prebuilt_dir else None,
+                        )
+                    )
                 elif not is_lucene_index(Path(self.source)):
                     raise IndexNotFoundError(f"no Lucene index at {self.source}")
                 searcher = LuceneSearcher(directory)  # Anserini's searcher alone: no torch
@@ -152,8 +158,10 @@ class LuceneRetriever:
         walking each hit's ``Document`` object from several threads gives wrong documents (pyjnius mixes up
         objects of one class across threads; docs/BENCHMARKS.md, issue 29)."""
         searcher = self._load().object
-        candidates = [Candidate(docid=docid, score=score, doc=doc_from_raw(searcher.doc_raw(number)))
-                      for number, score, docid in search_hits(searcher, query.text, k)]
+        candidates = [
+            Candidate(docid=docid, score=score, doc=doc_from_raw(searcher.doc_raw(number)))
+            for number, score, docid in search_hits(searcher, query.text, k)
+        ]
         return Request(query=query, candidates=candidates)
 
     def _json(self, query_json: bytes, hits: Sequence[Hit], head: bytes = b'{"query":', ranks: bool = False) -> bytes:
@@ -176,18 +184,23 @@ class LuceneRetriever:
                     self._docs_bytes += size
         metrics.cache_lookups("segment_json", len(entries) - misses, misses)
         if ranks:  # Anserini's REST shape: each candidate's rank after its score
-            body = b",".join(entry[0] + to_json(score) + b',"rank":' + b"%d" % rank + entry[1]  # type: ignore[index]
-                             for rank, (entry, (_, score, _)) in enumerate(zip(entries, hits, strict=True), 1))
+            body = b",".join(
+                entry[0] + to_json(score) + b',"rank":' + b"%d" % rank + entry[1]  # type: ignore[index]
+                for rank, (entry, (_, score, _)) in enumerate(zip(entries, hits, strict=True), 1)
+            )
         else:
-            body = b",".join(entry[0] + to_json(score) + entry[1]  # type: ignore[index]
-                             for entry, (_, score, _) in zip(entries, hits, strict=True))
+            body = b",".join(
+                entry[0] + to_json(score) + entry[1]  # type: ignore[index]
+                for entry, (_, score, _) in zip(entries, hits, strict=True)
+            )
         return head + query_json + b',"candidates":[' + body + b"]}"
 
     def retrieve_json(self, query: Query, k: int) -> bytes:
         """``retrieve(query, k)`` serialised, byte for byte what ``Request.model_dump_json(exclude_unset=True)``
         writes (tests/test_lucene.py), built from cached per-segment fragments."""
-        return self._json(query.model_dump_json(exclude_unset=True).encode(),
-                          search_hits(self._load().object, query.text, k))
+        return self._json(
+            query.model_dump_json(exclude_unset=True).encode(), search_hits(self._load().object, query.text, k)
+        )
 
     def submit_json(self, query: Query, k: int) -> Future[bytes]:
         """``retrieve_json(query, k)`` as a future, searched together with the queries submitted meanwhile
@@ -212,7 +225,10 @@ class LuceneRetriever:
                 self._batch = SearchBatcher(
                     lambda text, k: search_hits(self._load().object, text, k),
                     lambda texts, k: batch_search_hits(self._load().object, texts, k, self.search_threads),
-                    workers=2, max_batch=self.max_batch, name=self.name)
+                    workers=2,
+                    max_batch=self.max_batch,
+                    name=self.name,
+                )
             return self._batch
 
     def close(self) -> None:

@@ -27,8 +27,9 @@ WRITE_ROWS = 10_000  # vectors per JSON write while preparing the collection
 VECTOR_FIELD, ID_FIELD = "vector", "id"  # Anserini's field names (io.anserini.index.Constants)
 
 
-def write_lucene_hnsw(vectors: np.ndarray, docids: list[str], index_dir: Path, threads: int = 2,
-                      int8: bool = False) -> None:
+def write_lucene_hnsw(
+    vectors: np.ndarray, docids: list[str], index_dir: Path, threads: int = 2, int8: bool = False
+) -> None:
     """Index ``vectors`` (L2-normalised rows) under ``docids`` into a new Lucene HNSW index at ``index_dir``
     (which must not exist; the caller puts the finished index in place)."""
     from ragnarok.core.java import is_verbose, start_jvm  # noqa: PLC0415
@@ -41,14 +42,30 @@ def write_lucene_hnsw(vectors: np.ndarray, docids: list[str], index_dir: Path, t
     try:
         with open(collection / "vectors.jsonl", "w", encoding="utf-8") as out:
             for start in range(0, len(docids), WRITE_ROWS):
-                rows = np.asarray(vectors[start:start + WRITE_ROWS], dtype=np.float32)
-                out.writelines(json.dumps({"docid": d, "vector": v}) + "\n"
-                               for d, v in zip(docids[start:start + WRITE_ROWS], rows.tolist()))
+                rows = np.asarray(vectors[start : start + WRITE_ROWS], dtype=np.float32)
+                out.writelines(
+                    json.dumps({"docid": d, "vector": v}) + "\n"
+                    for d, v in zip(docids[start : start + WRITE_ROWS], rows.tolist())
+                )
         hnsw = params("lucene-hnsw")
-        args = ["-collection", "JsonDenseVectorCollection", "-input", str(collection), "-index", str(index_dir),
-                "-generator", "DenseVectorDocumentGenerator", "-threads", str(threads),
-                "-M", str(hnsw["M"]), "-efC", str(hnsw["efConstruction"]), *(("-quantize.int8",) if int8 else ()),
-                *(() if is_verbose() else ("-quiet",))]
+        args = [
+            "-collection",
+            "JsonDenseVectorCollection",
+            "-input",
+            str(collection),
+            "-index",
+            str(index_dir),
+            "-generator",
+            "DenseVectorDocumentGenerator",
+            "-threads",
+            str(threads),
+            "-M",
+            str(hnsw["M"]),
+            "-efC",
+            str(hnsw["efConstruction"]),
+            *(("-quantize.int8",) if int8 else ()),
+            *(() if is_verbose() else ("-quiet",)),
+        ]
         autoclass("io.anserini.index.IndexHnswDenseVectors").main(args)
     finally:
         shutil.rmtree(collection, ignore_errors=True)
@@ -67,8 +84,13 @@ class LuceneHnsw:
     (raised to ``k`` when ``k`` is larger); ``threads`` the Java threads that search the segments (default: one
     per shard, at most the cores)."""
 
-    def __init__(self, dirs: list[Path], ef_search: int | None = None, labels: list[str] | None = None,
-                 threads: int | None = None):
+    def __init__(
+        self,
+        dirs: list[Path],
+        ef_search: int | None = None,
+        labels: list[str] | None = None,
+        threads: int | None = None,
+    ):
         from ragnarok.core.java import start_jvm  # noqa: PLC0415
 
         dirs = [Path(d) for d in dirs]
@@ -86,22 +108,29 @@ class LuceneHnsw:
         readers = []
         try:
             for d in dirs:
-                readers.append(autoclass("org.apache.lucene.index.DirectoryReader").open(
-                    autoclass("org.apache.lucene.store.FSDirectory").open(autoclass("java.io.File")(str(d)).toPath())))
+                readers.append(
+                    autoclass("org.apache.lucene.index.DirectoryReader").open(
+                        autoclass("org.apache.lucene.store.FSDirectory").open(
+                            autoclass("java.io.File")(str(d)).toPath()
+                        )
+                    )
+                )
         except JavaException as exc:
             for reader in readers:
                 reader.close()
-            raise DenseIndexMismatchError(f"{labels[len(readers)]} is not a Lucene index: {_first_line(exc)}") \
-                from None
+            raise DenseIndexMismatchError(f"{labels[len(readers)]} is not a Lucene index: {_first_line(exc)}") from None
         dims = [self._dimension(reader) for reader in readers]
         for label, dim in zip(labels, dims, strict=True):
             if dim is None:
-                raise DenseIndexMismatchError(f"{label} is not a Lucene HNSW dense index (no {VECTOR_FIELD!r} "
-                                              "vector field)")
+                raise DenseIndexMismatchError(
+                    f"{label} is not a Lucene HNSW dense index (no {VECTOR_FIELD!r} vector field)"
+                )
         common = max(set(dims), key=dims.count)
         if odd := [f"{label} ({dim})" for label, dim in zip(labels, dims, strict=True) if dim != common]:
-            raise DenseIndexMismatchError(f"the shards' vectors differ in dimension: {', '.join(odd)} against "
-                                          f"{common} for the others (a shard of another encoder?)")
+            raise DenseIndexMismatchError(
+                f"the shards' vectors differ in dimension: {', '.join(odd)} against "
+                f"{common} for the others (a shard of another encoder?)"
+            )
         self.dim, self.shards, self.labels = int(common), len(dirs), labels
         self.ef_search = int(ef_search or params("lucene-hnsw")["efSearch"])
         multi = autoclass("org.apache.lucene.index.MultiReader")(readers, True)  # closes the shards with it
@@ -109,7 +138,8 @@ class LuceneHnsw:
         self._pool = autoclass("java.util.concurrent.ForkJoinPool")(threads or min(len(dirs), os.cpu_count() or 1))
         self._reader = multi
         self._searcher = autoclass("org.apache.lucene.search.IndexSearcher")(
-            cast("org.apache.lucene.index.IndexReader", multi), cast("java.util.concurrent.Executor", self._pool))
+            cast("org.apache.lucene.index.IndexReader", multi), cast("java.util.concurrent.Executor", self._pool)
+        )
 
     @staticmethod
     def _dimension(reader: Any) -> int | None:
@@ -124,13 +154,17 @@ class LuceneHnsw:
         """``(docid, cosine)`` of the ``k`` nearest, best first. Lucene scores a dot product ``d`` as
         ``(1 + d) / 2``; it is turned back into ``d`` (as FAISS's inner product gives it)."""
         if len(vector) != self.dim:
-            raise DenseIndexMismatchError(f"the Lucene HNSW index holds {self.dim}-dimensional vectors; the query "
-                                          f"vector has {len(vector)} dimensions")
+            raise DenseIndexMismatchError(
+                f"the Lucene HNSW index holds {self.dim}-dimensional vectors; the query "
+                f"vector has {len(vector)} dimensions"
+            )
         breadth = max(int(k), int(ef_search or self.ef_search))
         top = self._searcher.search(self._query(VECTOR_FIELD, [float(x) for x in vector.tolist()], breadth), int(k))
         stored = self._searcher.storedFields()  # one per call: a StoredFields is not shared between threads
-        return [(str(stored.document(hit.doc, self._fields).get(ID_FIELD)), 2.0 * float(hit.score) - 1.0)
-                for hit in top.scoreDocs]
+        return [
+            (str(stored.document(hit.doc, self._fields).get(ID_FIELD)), 2.0 * float(hit.score) - 1.0)
+            for hit in top.scoreDocs
+        ]
 
     def close(self) -> None:
         self._pool.shutdown()

@@ -30,8 +30,10 @@ from ragnarok.core.registry import UnknownComponentError
 # the BM25 index "84 GB uncompressed"); the catalogue records only the tarballs' sizes.
 UNPACKED_GB = {
     "msmarco-v2.1-doc-segmented": 84,
-    **{f"msmarco-v2.1-doc-segmented-shard{n:02d}.arctic-embed-l.hnsw-int8": gb
-       for n, gb in enumerate((56, 51, 64, 61, 58, 56, 54, 52, 58, 52))},
+    **{
+        f"msmarco-v2.1-doc-segmented-shard{n:02d}.arctic-embed-l.hnsw-int8": gb
+        for n, gb in enumerate((56, 51, 64, 61, 58, 56, 54, 52, 58, 52))
+    },
 }
 # unpacked / tarball where no size is recorded: at most the V2.1 indexes' (BM25 84 / 60 GB = 1.40; Arctic shards
 # 558 / 534 GB = 1.05; stand-ins tarred here: 1.36 and 1.13-1.19), with room to spare
@@ -94,9 +96,15 @@ def catalogue() -> dict[str, PrebuiltEntry]:
                 continue
             for item in json.loads(archive.read(member)):
                 entries[item["name"]] = PrebuiltEntry(
-                    name=item["name"], type=item.get("type", ""), filename=item["filename"], md5=item["md5"],
-                    urls=tuple(item.get("urls") or ()), compressed_bytes=int(item.get("compressed_size") or 0),
-                    corpus_index=item.get("corpus_index") or "", documents=int(item.get("documents") or 0))
+                    name=item["name"],
+                    type=item.get("type", ""),
+                    filename=item["filename"],
+                    md5=item["md5"],
+                    urls=tuple(item.get("urls") or ()),
+                    compressed_bytes=int(item.get("compressed_size") or 0),
+                    corpus_index=item.get("corpus_index") or "",
+                    documents=int(item.get("documents") or 0),
+                )
     return entries
 
 
@@ -144,22 +152,27 @@ def check_name(name: str) -> None:
     """A name from a request is a catalogue name, never a path: anything else is the one fixed 404, which echoes
     nothing."""
     if not _SAFE_NAME.match(name) or ".." in name or (name not in catalogue() and name not in sets()):
-        raise UnknownComponentError("prebuilt index", name[:200], ["a name of pyserini's prebuilt catalogue "
-                                                                   "(`ragnarok prebuilt list`)"])
+        raise UnknownComponentError(
+            "prebuilt index", name[:200], ["a name of pyserini's prebuilt catalogue (`ragnarok prebuilt list`)"]
+        )
 
 
 def missing(entries: list[PrebuiltEntry], asked: str) -> PrebuiltMissing:
     """The error for prebuilt indexes ``entries`` (the ones of ``asked`` that are not here)."""
     unpacked = sum(e.unpacked_estimate() for e in entries)
     peak = max(e.peak_bytes() for e in entries)
-    which = entries[0].name if asked == entries[0].name else \
-        f"{len(entries)} of its shards ({', '.join(shard_label(e.name) for e in entries)})"
+    which = (
+        entries[0].name
+        if asked == entries[0].name
+        else f"{len(entries)} of its shards ({', '.join(shard_label(e.name) for e in entries)})"
+    )
     return PrebuiltMissing(
         f"the prebuilt index {asked} is not on this machine: {which} missing. Download it with "
         f"`ragnarok prebuilt fetch {asked}` (or pyserini's own download), where there is network: "
         f"{gb(sum(e.compressed_bytes for e in entries))} to download, {gb(unpacked)} unpacked, "
         f"{gb(peak)} of free disk at the peak of each download (tarball and index side by side). "
-        "RAGNAROK_PREBUILT_DIR or pyserini's cache is where it is looked for")
+        "RAGNAROK_PREBUILT_DIR or pyserini's cache is where it is looked for"
+    )
 
 
 def resolve(name: str, prebuilt_dir: Path | None) -> Path:
@@ -203,15 +216,26 @@ def dense_meta(name: str, prebuilt_dir: Path | None) -> dict[str, object]:
         found = [(catalogue().get(name), resolve(name, prebuilt_dir))]  # type: ignore[list-item]
     entry, first = found[0]
     if entry is not None and entry.type not in ("hnsw", ""):
-        raise DenseIndexMismatchError(f"the prebuilt index {name} is a {entry.type} index, not a Lucene HNSW one: "
-                                      "name it as a BM25 index (prebuilt:NAME) instead")
+        raise DenseIndexMismatchError(
+            f"the prebuilt index {name} is a {entry.type} index, not a Lucene HNSW one: "
+            "name it as a BM25 index (prebuilt:NAME) instead"
+        )
     model = None
     if (first / PREBUILT_META).is_file():
         model = json.loads((first / PREBUILT_META).read_text(encoding="utf-8")).get("encoder")
     model = model or next((ours for part, ours in CATALOG_ENCODERS.items() if f".{part}." in f".{name}."), None)
     if not model:
-        raise DenseIndexMismatchError(f"the query encoder of the prebuilt index {name} is not known here: write "
-                                      f'{{"encoder": "MODEL"}} into {PREBUILT_META} beside its files')
+        raise DenseIndexMismatchError(
+            f"the query encoder of the prebuilt index {name} is not known here: write "
+            f'{{"encoder": "MODEL"}} into {PREBUILT_META} beside its files'
+        )
     labels = [shard_label(e.name) if len(found) > 1 else name for e, _ in found]
-    return {"kind": "lucene-hnsw", "dirs": [str(path) for _, path in found], "labels": labels, "model": model,
-            "dim": 0, "prebuilt": name, "ef_search": EF_SEARCH}
+    return {
+        "kind": "lucene-hnsw",
+        "dirs": [str(path) for _, path in found],
+        "labels": labels,
+        "model": model,
+        "dim": 0,
+        "prebuilt": name,
+        "ef_search": EF_SEARCH,
+    }

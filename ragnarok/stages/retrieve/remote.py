@@ -72,38 +72,49 @@ class RemoteRetriever:
             for chunk in response.iter_bytes():
                 body += chunk
                 if len(body) > MAX_ANSWER_BYTES:
-                    raise RemoteRetrievalError(f"remote index {self.base_url} answered over "
-                                               f"{MAX_ANSWER_BYTES >> 20} MB")
+                    raise RemoteRetrievalError(
+                        f"remote index {self.base_url} answered over {MAX_ANSWER_BYTES >> 20} MB"
+                    )
                 if time.monotonic() > deadline:
-                    raise RemoteTimeout(f"remote index {self.base_url} sent no whole answer within "
-                                        f"{self.timeout_s:g} s")
+                    raise RemoteTimeout(
+                        f"remote index {self.base_url} sent no whole answer within {self.timeout_s:g} s"
+                    )
             return response.status_code, bytes(body)
 
     def retrieve(self, query: Query, k: int) -> Request:
         try:
             status, content = self._get(query, k)
         except httpx.TimeoutException as exc:
-            raise RemoteTimeout(f"remote index {self.base_url} did not answer within {self.timeout_s:g} s "
-                                f"({type(exc).__name__})") from None
+            raise RemoteTimeout(
+                f"remote index {self.base_url} did not answer within {self.timeout_s:g} s ({type(exc).__name__})"
+            ) from None
         except httpx.HTTPError as exc:
-            raise RemoteRetrievalError(f"remote index {self.base_url} failed: {type(exc).__name__}: "
-                                       f"{shorten(str(exc), 200)}") from None
+            raise RemoteRetrievalError(
+                f"remote index {self.base_url} failed: {type(exc).__name__}: {shorten(str(exc), 200)}"
+            ) from None
         try:
             data = json.loads(content)
         except ValueError:
-            raise RemoteRetrievalError(f"remote index {self.base_url} answered {status} with something that is "
-                                       f"not JSON: {shorten(content[:200].decode('utf-8', 'replace'), 120)}") from None
+            raise RemoteRetrievalError(
+                f"remote index {self.base_url} answered {status} with something that is "
+                f"not JSON: {shorten(content[:200].decode('utf-8', 'replace'), 120)}"
+            ) from None
         if status != 200:
             error = data.get("error") or data.get("detail") if isinstance(data, dict) else None
-            raise RemoteRetrievalError(f"remote index {self.base_url} answered {status}: "
-                                       f"{shorten(str(error or data), 200)}")
+            raise RemoteRetrievalError(
+                f"remote index {self.base_url} answered {status}: {shorten(str(error or data), 200)}"
+            )
         if where := lone_surrogate(data, content):  # no answer could carry it as UTF-8
-            raise RemoteRetrievalError(f"remote index {self.base_url} answered text that is not valid "
-                                       f"Unicode: a lone surrogate in {where}")
+            raise RemoteRetrievalError(
+                f"remote index {self.base_url} answered text that is not valid Unicode: a lone surrogate in {where}"
+            )
         try:
-            candidates = [Candidate(docid=str(c["docid"]), score=float(c["score"]), doc=_doc(c.get("doc")))
-                          for c in data["candidates"]]
+            candidates = [
+                Candidate(docid=str(c["docid"]), score=float(c["score"]), doc=_doc(c.get("doc")))
+                for c in data["candidates"]
+            ]
         except (ValueError, KeyError, TypeError) as exc:
-            raise RemoteRetrievalError(f"remote index {self.base_url} answered in an unknown shape: "
-                                       f"{shorten(str(exc), 200)}") from None
+            raise RemoteRetrievalError(
+                f"remote index {self.base_url} answered in an unknown shape: {shorten(str(exc), 200)}"
+            ) from None
         return Request(query=query, candidates=candidates[:k])
