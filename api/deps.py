@@ -1,7 +1,7 @@
 """Dependencies, declared once as ``Annotated`` aliases so route signatures read like specifications.
 
 They are ``async`` (they only read ``app.state``): FastAPI runs a sync dependency in its thread pool, one
-thread hop each, which cost a sync route two extra hops per request (issue 18)."""
+thread hop each, which cost a sync route two extra hops per request."""
 
 from __future__ import annotations
 

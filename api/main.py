@@ -47,7 +47,7 @@ def create_app(settings: Settings | None = None, arena: bool = True, principal: 
         lifespan=_lifespan,
         # FastAPI's native OpenTelemetry off: the service reports through Prometheus (GET /metrics), request ids
         # and access lines; left on, it looked up OpenTelemetry's providers in os.environ on every request
-        # (4 % of a loaded server's GIL time, issue 41)
+        # (4 % of a loaded server's GIL time)
         telemetry={"tracing": False, "metrics": False, "logs": False},
     )
     app.state.settings = settings

@@ -1,4 +1,4 @@
-"""How long the arena's first page takes after `ragnarok serve` starts (issue 27).
+"""How long the arena's first page takes after `ragnarok serve` starts.
 
     python bench/bench_arena_first_page.py [--after 0 10]
 

@@ -1,4 +1,4 @@
-"""An arena battle of two offline pipelines: from the battle's start to both answers in and recorded (issue 29).
+"""An arena battle of two offline pipelines: from the battle's start to both answers in and recorded.
 
     RAGNAROK_DATA_DIR=/tmp/bench-data python bench/bench_battle.py [--a offline]
         [--b 'bm25+rocchio@20 | extractive'] [--topics 50]

@@ -1,5 +1,4 @@
-"""`deploy/cluster`: what nginx costs `POST /v1/retrieve`, how long a `kill -9` hurts, what an instance weighs
-(issue 39).
+"""`deploy/cluster`: what nginx costs `POST /v1/retrieve`, how long a `kill -9` hurts, what an instance weighs.
 
     python bench/bench_cluster.py [--instances 3] [--requests 400] [--clients 8,32] [--data-dir DIR]
 

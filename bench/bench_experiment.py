@@ -1,4 +1,4 @@
-"""An experiment of 5 retrieval pipelines on CACM's 52 topics against the 5 ``ragnarok search`` runs alone (issue 49).
+"""An experiment of 5 retrieval pipelines on CACM's 52 topics against the 5 ``ragnarok search`` runs alone.
 
     python bench/bench_experiment.py [--shared ../shared] [--rounds 2]
 

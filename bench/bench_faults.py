@@ -1,4 +1,4 @@
-"""Faults on the cluster under load (issue 51): one scripted scenario, one table.
+"""Faults on the cluster under load: one scripted scenario, one table.
 
     python bench/bench_faults.py [--clients 8] [--phase-s 10] [--data-dir DIR]
 

@@ -3,8 +3,8 @@
     python bench/bench_hanging.py [--seconds 10] [--hanging 44] [--clients 4] [--timeout 5] [--max-concurrency 4]
 
 ``ragnarok serve --no-dense`` runs in its own process with one more generator, ``hung``: an OpenAI-compatible
-backend that never answers (tests/fakes.py, served from this process), ``--max-concurrency`` slots (4; issue 24
-measured 64: more slots than anyio's 40 default worker threads), timeout ``--timeout``
+backend that never answers (tests/fakes.py, served from this process), ``--max-concurrency`` slots (4; a run with
+64 was measured too: more slots than anyio's 40 default worker threads), timeout ``--timeout``
 s, no retries. This process measures extractive ``/rag`` throughput (``bm25@100 | extractive``, ``--clients``
 clients in a loop over the demo topics) for ``--seconds`` with no other load, then again while ``--hanging``
 clients each keep one ``/rag`` to ``hung`` in flight (``bm25@20 | hung``: each answers 504 after the timeout or

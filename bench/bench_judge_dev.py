@@ -5,7 +5,7 @@ answer variants, gold nugget and citation-support labels).
 
 Per judge: nugget labels (3-class accuracy, Cohen's kappa, confusion matrix), citation-support labels (the
 same), per-variant mean ``all`` beside the gold-derived one, whether the variants come out in the gold
-order, the goals of issues 26 and 37, and nugget judgments per second: fresh (a fresh judge, no judgment cache,
+order, the judge's goals, and nugget judgments per second: fresh (a fresh judge, no judgment cache,
 no sentence encoded yet, no rule memoised; MiniLM and nltk loaded before the clock starts) and warm (the same
 judgments again in that process: vectors and rules memoised, still no judgment cache). A judge with ``prefetch`` (the
 proxy) is given each section's items once, inside the clock, as ``eval-rag`` prefetches once per run: its
@@ -14,7 +14,7 @@ judge's whole path -- prompts, an OpenAI-compatible HTTP server behind the gener
 with a scripted server that answers the gold labels, one reply in seven malformed first: it checks that the
 path loses nothing, not a model), or any configured LLM generator. ``--record`` writes the kappas to
 ragnarok/judge/measured.yaml, which ``eval-rag`` prints next to its scores. ``--families`` also scores each judge on
-the adversarial and paraphrase families of ``bench/judge_families.py`` (issue 37), split into the topics the
+the adversarial and paraphrase families of ``bench/judge_families.py``, split into the topics the
 rules were tuned on and held-out ones."""
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from fastapi import FastAPI, Request
-from judge_families import DEV  # the topics the proxy's thresholds were calibrated on (issue 37)
+from judge_families import DEV  # the topics the proxy's thresholds were calibrated on
 
 from ragnarok.judge.agreement import accuracy, cohen_kappa, confusion, record
 from ragnarok.judge.answers import read_answers

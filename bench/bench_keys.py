@@ -1,4 +1,4 @@
-"""What checking an API key costs per request, measured in one run (issue 24; goal: <= 0.2 ms p50).
+"""What checking an API key costs per request, measured in one run (goal: <= 0.2 ms p50).
 
     python bench/bench_keys.py [--requests 3000] [--database-url URL]
 

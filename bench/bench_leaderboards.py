@@ -1,4 +1,4 @@
-"""The arena's Leaderboards refresh at a given vote log size (issue 27: 5-6 s at 106 votes).
+"""The arena's Leaderboards refresh at a given vote log size (5-6 s at 106 votes).
 
     python bench/bench_leaderboards.py [--votes 106] [--refreshes 3]
 

@@ -1,4 +1,4 @@
-"""The R service's memory from outside, step by step (issue 41): RSS and its anonymous / file-backed split.
+"""The R service's memory from outside, step by step: RSS and its anonymous / file-backed split.
 
     python bench/bench_memory.py [--data-dir DIR] [--warmup 200] [--mixed 1000] [--clients 4] [--rag-every 50]
                                  [--idle-s 70] [--json FILE] [--server SCRIPT]

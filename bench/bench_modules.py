@@ -1,4 +1,4 @@
-"""Per-stage latency of the query and passage stages (issue 15), from the pipeline's own trace.
+"""Per-stage latency of the query and passage stages, from the pipeline's own trace.
 
     python bench/bench_modules.py [--topics 20] [--rounds 2] [--llm | --llm-only] [--only TEXT] [--data-dir DIR]
 

@@ -1,4 +1,4 @@
-"""What metrics, request ids and access lines cost ``POST /v1/retrieve`` at 8 clients (issue 28), in one run.
+"""What metrics, request ids and access lines cost ``POST /v1/retrieve`` at 8 clients, in one run.
 
     python bench/bench_observability.py [--index DIR] [--clients 8] [--seconds 10] [--rounds 6]
 

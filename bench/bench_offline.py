@@ -1,5 +1,5 @@
 """``POST /rag`` with the ``offline`` pipeline over the 50 demo topics: latency, each stage's share, the answers
-themselves (to compare before/after a change byte for byte) and the server's memory (issue 29).
+themselves (to compare before/after a change byte for byte) and the server's memory.
 
     RAGNAROK_DATA_DIR=/tmp/bench-data python bench/bench_offline.py [--rounds 2] [--pipeline offline]
         [--save answers.json | --compare answers.json]

@@ -1,4 +1,4 @@
-"""Where a ``/rag`` answer's time goes, for topics sent the first time and again (issue 41's last goal).
+"""Where a ``/rag`` answer's time goes, for topics sent the first time and again.
 
     RAGNAROK_DATA_DIR=DIR python bench/bench_rag_stages.py [--index DIR/indexes/demo] [--pipeline offline]
                                                             [--topics demo] [--k 100]

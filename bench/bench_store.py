@@ -1,4 +1,4 @@
-"""What the sentence store costs to build (issue 29): the first N segments of a Lucene index encoded into a dense
+"""What the sentence store costs to build: the first N segments of a Lucene index encoded into a dense
 index without and with its sentence store, twice each, and the store's size.
 
     RAGNAROK_DATA_DIR=/tmp/bench-data python bench/bench_store.py [--segments 500] [--index DIR]

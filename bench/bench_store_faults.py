@@ -1,4 +1,4 @@
-"""Recovery after the service's stores come back (issue 39): PostgreSQL stopped and started, Redis stopped and
+"""Recovery after the service's stores come back: PostgreSQL stopped and started, Redis stopped and
 started, and what the keyed requests get while each is gone.
 
     python bench/bench_store_faults.py [--rounds 3] [--down-s 2]

@@ -1,4 +1,4 @@
-"""Time to first token of streamed ``/rag`` answers, next to the whole answer's latency (issue 25).
+"""Time to first token of streamed ``/rag`` answers, next to the whole answer's latency.
 
     python bench/bench_stream.py [--limit 50] [--pipeline 'bm25@20 | smollm2' --pipeline offline]
 

@@ -1,4 +1,4 @@
-"""R service throughput and memory against pyserini's own batch search, in one run (issue 18).
+"""R service throughput and memory against pyserini's own batch search, in one run.
 
     python bench/bench_throughput.py [--index DIR] [--topics demo] [--k 100] [--seconds 10] [--clients 1,8,32]
                                      [--rag 20] [--rag-pipeline offline --rag-pipeline 'bm25@20 | smollm2']

@@ -1,4 +1,4 @@
-"""Adversarial and paraphrase families for the proxy judge's nugget rules (issue 37), built by templates from
+"""Adversarial and paraphrase families for the proxy judge's nugget rules, built by templates from
 the demo topics' nuggets (``topics/eval/demo.nuggets.jsonl``) and judge-dev's gold answers, plus the answers
 written by hand in ``bench/data/judge_families_written.jsonl`` (paraphrases, nuggets with their own negation,
 the question's subject swapped).

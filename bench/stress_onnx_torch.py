@@ -1,4 +1,4 @@
-"""Stress: the ONNX query encoder beside PyTorch models and the JVM, in ONE process (issue 29).
+"""Stress: the ONNX query encoder beside PyTorch models and the JVM, in ONE process.
 
     python bench/stress_onnx_torch.py [--seconds 120] [--threads 4] [--roles onnx,torch,lucene,rerank]
                                       [--order jvm,torch,onnx,rerank] [--onnx-backend onnx] [--fresh-export]

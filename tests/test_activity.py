@@ -1,4 +1,4 @@
-"""Background work gives way to requests (issue 41): the server's request middleware marks every request that is
+"""Background work gives way to requests: the server's request middleware marks every request that is
 work (a POST, Anserini's GET search), and the background dense build waits between its encoder batches while
 they come, for a bounded time per batch."""
 

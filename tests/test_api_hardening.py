@@ -66,7 +66,7 @@ def error(r, status: int) -> object:
         ({"retrieve": "bm25", "generate": ["extractive"]}, "generate"),
         ({"retrieve": "bm25", "rerank": [{"name": "mmr"}]}, "depth"),
         ({"retrieve": "bm25", "depth": 10**30}, "depth"),
-        ({"retrieve": "bm25", "nope": 1}, "(an unknown key)"),  # the caller's key is not echoed (issue 35)
+        ({"retrieve": "bm25", "nope": 1}, "(an unknown key)"),  # the caller's key is not echoed
         ({"pipeline": "bm25 | extractive", "depth": 3}, "give no other key"),
     ],
 )
@@ -384,7 +384,7 @@ def test_a_chunked_body_over_the_limit_is_413_before_it_ends(small_server):
 
 def test_a_declared_length_over_the_limit_is_413_before_any_body(small_server):
     """A Content-Length of 1 GB and a few bytes sent: the 413 comes at once, the body never read or buffered
-    (issue 41: an oversized request must not grow the process)."""
+    (an oversized request must not grow the process)."""
     host, port = small_server.removeprefix("http://").split(":")
     with socket.create_connection((host, int(port)), timeout=10) as sock:
         sock.sendall(
@@ -442,7 +442,7 @@ def test_errors_quote_the_input_short(client, path, body):
 
 
 def test_spec_errors_name_the_position_not_the_text(client):
-    """The API names the problem and where (issue 35: the spec is never echoed); the CLI shows the caret."""
+    """The API names the problem and where (the spec is never echoed); the CLI shows the caret."""
     detail = error(client.post("/rag", json={"topic": "gzip", "pipeline": "bm25@10 | " + "z" * 1_500 + " $"}), 422)
     assert detail == "unexpected character at position 1512", detail
 

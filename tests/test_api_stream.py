@@ -1,4 +1,4 @@
-"""Streamed answers over HTTP (issue 25): ``"stream": true`` on ``POST /v1/generate`` and ``POST /rag``, on a real
+"""Streamed answers over HTTP: ``"stream": true`` on ``POST /v1/generate`` and ``POST /rag``, on a real
 uvicorn against a local OpenAI-compatible server that streams from a script (tests/sse_fakes.py) and counts
 what it sent: the event sequence, ``done`` byte for byte the non-streamed body (then its ``spend``),
 deadlines, failures before and after the first byte, a client that goes away, the gateway streaming across

@@ -186,7 +186,7 @@ def test_blinded_battle_names_no_pipeline_until_the_vote(api_settings):
     assert _leaks(sent, NAMES) == []
     assert "rg-cite" in view.pane_a and "gzip" in view.pane_a and "gzip" in view.pane_b
     assert view.raw["A"]["references"] and view.raw["B"]["references"]
-    for side in ("A", "B"):  # the JSON tab shows what POST /rag returned: the cited segments too (issue 27)
+    for side in ("A", "B"):  # the JSON tab shows what POST /rag returned: the cited segments too
         assert set(view.raw[side]["segments"]) == set(view.raw[side]["references"])
         assert all(s.get("segment") for s in view.raw[side]["segments"].values())
 
@@ -208,7 +208,7 @@ def test_blinded_battle_names_no_pipeline_until_the_vote(api_settings):
     assert ">1<" in summary and panes["rag"].count("rg-votes") == 4
     assert panes["rag"].count('class="rg-provisional"') == 4 and "rg-intervals" not in panes["rag"]
     assert "Style-controlled" in panes["rag"] and "fewer than 10 votes" in panes["rag"]
-    # an unchanged log is not fitted again (issue 27: a refresh took seconds); a new vote is
+    # an unchanged log is not fitted again (a refresh took seconds); a new vote is
     calls = []
     fit = boards.compute
     boards.compute = lambda *a, **k: calls.append(1) or fit(*a, **k)

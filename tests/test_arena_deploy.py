@@ -1,4 +1,4 @@
-"""The public arena deployed as the README says (issue 35): with keys on and the default pool its own calls
+"""The public arena deployed as the README says: with keys on and the default pool its own calls
 run as the arena; the start-up warm-up never holds a slot a visitor needs and calls no paid generator the pool
 does not list; a pipeline whose recent answers miss the time budget is drawn less, and the visitor is told.
 
@@ -147,7 +147,7 @@ def test_the_first_battle_does_not_wait_behind_the_warm_up_for_a_slot(demo_setti
 def test_the_first_battle_after_start_up_gets_the_slot_the_warm_up_held(demo_settings, tmp_path, llm, slowdown):
     """As `ragnarok serve` runs it (the UI built at start-up, the warm-up on the arena's first visit), keys
     on: the first visitor's battle, over Gradio's API, comes while the warm-up's answer holds the one-slot LLM,
-    and is answered. Before that visit no warm-up answer is asked for (issue 41: start-up work)."""
+    and is answered. Before that visit no warm-up answer is asked for (start-up work)."""
     app, url = llm
     settings = demo_settings.model_copy(
         update={
@@ -335,7 +335,7 @@ def test_the_public_arena_at_420_px_with_keys(demo_settings, tmp_path, browser_c
 
 def test_an_idle_arena_does_not_poll_every_millisecond(demo_settings):
     """Gradio's queue looks for work every 1 ms when it has none (~1,100 wake-ups a second with its progress
-    loop: 4-5 % of a core on an idle server, issue 41); the arena's looks every 50 ms."""
+    loop: 4-5 % of a core on an idle server); the arena's looks every 50 ms."""
     from webui.app import build
     from webui.lazy import QUEUE_POLL_S
 

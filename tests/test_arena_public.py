@@ -1,4 +1,4 @@
-"""The public arena cannot be abused (issue 24): the pool draws only generators that cost nothing unless it
+"""The public arena cannot be abused: the pool draws only generators that cost nothing unless it
 lists a paid one; battles per client per minute and backend calls per day for the whole arena are capped; the
 client address is the TCP peer unless the peer is a trusted proxy. Over real uvicorn servers: the API with the
 arena mounted (driven through Gradio's HTTP API, as a browser's page drives it) and a counting fake paid LLM."""

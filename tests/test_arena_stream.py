@@ -1,4 +1,4 @@
-"""Streamed battles (issue 25): both panes fill as the answers are written, the votes open when both are done.
+"""Streamed battles: both panes fill as the answers are written, the votes open when both are done.
 
 Over the real API (demo index, real Lucene) with a local OpenAI-compatible server that streams its answer
 piece by piece (tests/sse_fakes.py) as a generator of the pool:

@@ -300,11 +300,11 @@ def test_generators_are_probed_at_once_and_cached(fake, tmp_path):
     assert app.state.probes["GET /hang/v1/models"] - hung_before == 4  # cached: not probed again
     assert app.state.probes["GET /v1/models"] - up_before == 1
     assert listed["up"]["available"] and not listed["hung0"]["available"]
-    # the endpoint is named, never its URL (issue 24: no internal URL in an answer)
+    # the endpoint is named, never its URL (no internal URL in an answer)
     assert listed["hung3"]["reason"] == "server <generator hung3's endpoint> did not answer GET /models within 1 s"
 
 
-# --- a deadline covers the wait for a slot (issue 51, item 2) -----------------------------------------------------
+# --- a deadline covers the wait for a slot -----------------------------------------------------
 
 
 def test_a_slot_freed_too_late_is_given_back_unused():

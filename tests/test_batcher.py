@@ -1,4 +1,4 @@
-"""Concurrent searches batched into Anserini's batch_search (issue 18): the batcher itself, and on the real demo
+"""Concurrent searches batched into Anserini's batch_search: the batcher itself, and on the real demo
 index the same hits, scores and bytes as one search at a time."""
 
 import threading

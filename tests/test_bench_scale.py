@@ -178,7 +178,7 @@ def test_tiny_run_writes_the_json_shape(tmp_path, demo_settings, slowdown):
     assert list((tmp_path / "work").iterdir()) == []  # the run's own directory removed without --keep
     from ragnarok.stages.retrieve import dense_build
 
-    if hasattr(dense_build, "write_dense_index"):  # the dense build's interface (issue 36, item 2)
+    if hasattr(dense_build, "write_dense_index"):  # the dense build's interface
         assert m["dense_p50_ms"] > 0 and m["dense_recall_at_100"] >= 0.95 and result["shards_identical"] is True
     else:
         assert "write_dense_index" in m["dense_error"] and result["shards_identical"] is None

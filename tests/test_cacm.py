@@ -63,7 +63,7 @@ def test_run_file_is_valid_trec(cacm_runs):
 
 def test_an_experiment_on_cacm_equals_search_and_eval(cacm_runs, shared_data):
     """ragnarok.Experiment of the two pipelines on CACM: Anserini's regression MAPs, the per-topic figures of the
-    CLI's run files, and a paired test (issue 49)."""
+    CLI's run files, and a paired test."""
 
     from ragnarok.core.evaluation import per_query
 

@@ -1,4 +1,4 @@
-"""Smaller CLI defects of issue 30: eval-rag's --run-name and runs over different topics, validate on a
+"""Smaller CLI defects: eval-rag's --run-name and runs over different topics, validate on a
 ranking file, outputs in topic order, the run tag of a --pipeline search, help that describes every option and
 types no flag."""
 

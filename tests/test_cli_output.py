@@ -1,5 +1,5 @@
 """``--output json`` (``--output-format json`` where ``--output`` names a file): one envelope on stdout, the human
-text on stderr, on success and on failure alike (issue 38)."""
+text on stderr, on success and on failure alike."""
 
 from __future__ import annotations
 

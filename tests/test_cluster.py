@@ -1,5 +1,5 @@
 """Three `ragnarok serve` instances behind nginx, on one PostgreSQL and one Redis, started by `deploy/cluster up`
-(issue 39): a budget shared through the proxy, arena votes recorded once each across instances (Gradio's
+: a budget shared through the proxy, arena votes recorded once each across instances (Gradio's
 sessions kept on one instance by nginx's affinity cookie), `kill -9` of an instance under load, its arena
 visitor served again, a dense index rebuilt under every instance.
 
@@ -432,7 +432,7 @@ def test_in_chromium_the_killed_instances_visitor_gets_a_new_battle(cluster, tmp
         assert "error" not in page.locator("#rg-status").inner_html().lower()
 
 
-# --- supervision, status, restart, secrets, shapes (issue 51, item 7) ----------------------------------------------
+# --- supervision, status, restart, secrets, shapes ----------------------------------------------
 
 
 def _status_lines(data: Path, env: dict) -> tuple[int, dict[str, list[str]]]:

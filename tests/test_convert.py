@@ -1,6 +1,6 @@
 """``ragnarok convert trec25-format``: 2024 answers in the 2025 format, prompts added from a file in castorini's
 shape, the output passing our validator and the official 2025 checker (restated in test_track_parity), written
-at once and never over its input (issue 38)."""
+at once and never over its input."""
 
 from __future__ import annotations
 

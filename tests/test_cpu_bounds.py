@@ -1,4 +1,4 @@
-"""CPU reranking is bounded (issue 12, item 15), with the real packaged MiniLM over real HTTP: the work a
+"""CPU reranking is bounded, with the real packaged MiniLM over real HTTP: the work a
 request may ask for (413 before anything is encoded), one batch at a time in arrival order (a small rerank is
 not stuck behind a large one), cancellation on client disconnect and deadline (504), and `ragnarok serve`
 leaving promptly on SIGTERM with work in flight."""

@@ -166,7 +166,7 @@ def test_missing_index_says_how_to_build_it(lucene_dir):
 
 
 def test_an_experiment_with_dense_and_fused_pipelines(lucene_dir, indexes):
-    """ragnarok.Experiment (issue 49) over the index directory: dense retrieval ahead of BM25 on paraphrases,
+    """ragnarok.Experiment over the index directory: dense retrieval ahead of BM25 on paraphrases,
     the fusion beside them, each topic scored."""
     import ragnarok
 

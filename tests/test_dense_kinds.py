@@ -1,4 +1,4 @@
-"""Dense index kinds at scale (issue 36): flat (memory-mapped), hnsw, hnsw-sq8, lucene-hnsw and auto, written from
+"""Dense index kinds at scale: flat (memory-mapped), hnsw, hnsw-sq8, lucene-hnsw and auto, written from
 vectors computed elsewhere (`write_dense_index`), sharded and merged by score, searched by vector; an index of
 another kind or dimension than it says is one clear error; a prebuilt Lucene HNSW index by name. Synthetic
 clustered vectors over a real tiny Lucene index (the model is not the point), MiniLM where it is."""

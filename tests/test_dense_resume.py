@@ -1,4 +1,4 @@
-"""Dense builds that take hours (issue 36): a build killed with SIGKILL resumes from its last checkpoint and gives
+"""Dense builds that take hours: a build killed with SIGKILL resumes from its last checkpoint and gives
 the same index as an uninterrupted one; a second build of the same index is refused while one runs; a build the
 disk cannot hold is refused before it starts, naming the estimate; `ragnarok index --dense-kind/--shards`."""
 

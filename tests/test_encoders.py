@@ -85,7 +85,7 @@ def test_backend_choice(tmp_path):
 @pytest.mark.skipif(gpu_driver(), reason="with a GPU driver, auto asks PyTorch (and uses it on a GPU)")
 def test_auto_on_a_cpu_runs_onnx_without_loading_torch(tmp_path):
     """``auto`` on a CPU: MiniLM runs on onnxruntime and PyTorch never loads in the process (~180 MB resident
-    for a server's life, issue 41): the GPU check does not import it, nor does the export (a child process's,
+    for a server's life): the GPU check does not import it, nor does the export (a child process's,
     here into a fresh cache)."""
     code = (
         "import sys; from ragnarok.stages.embed.backends import load_backend; from ragnarok.stages.retrieve.dense import Encoder;"

@@ -1,4 +1,4 @@
-"""Error bodies are no oracle (issue 35): an unknown index, generator or template name gets one fixed message
+"""Error bodies are no oracle: an unknown index, generator or template name gets one fixed message
 listing what is available, the same bytes whatever was sent, and a ``/rag`` spec error names the problem and
 its position, never the caller's text; so a guess at a server path, an endpoint or a key is confirmed by
 nothing (a scrubber applied to the caller's text would answer ``<data dir>/x`` or ``***`` for a right guess)."""

@@ -1,4 +1,4 @@
-"""``ragnarok eval`` (issue 35): ``--run-name a b`` is refused (a --run-name takes one name; ``b`` is not a run),
+"""``ragnarok eval``: ``--run-name a b`` is refused (a --run-name takes one name; ``b`` is not a run),
 and a run that covers only some of the qrels' topics says so on stderr, its missing topics scored 0."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``ragnarok.Experiment`` and ``ragnarok compare`` (issue 49): several pipelines on the demo's real index, their
+"""``ragnarok.Experiment`` and ``ragnarok compare``: several pipelines on the demo's real index, their
 per-topic figures equal to ``ragnarok eval``'s and ``eval-rag``'s, p-values equal to scipy's, corrections equal to
 statsmodels', a RAG experiment whose second run makes no judge call (the scripted LLM judge), a generator that
 fails on one topic (a local OpenAI-compatible server), bad input named, DataFrames from the Python API."""

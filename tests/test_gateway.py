@@ -146,5 +146,5 @@ def test_stage_failures_name_the_stage(demo_settings, tmp_path, client):
     with TestClient(create_app(unreachable, arena=False)) as c:
         r = c.post("/rag", json={"topic": "gzip", "pipeline": "bm25@5 | extractive"})
         assert r.status_code == 502 and r.json()["detail"]["stage"] == "retrieve bm25", r.text
-        # the internal URL is named, never shown (issue 24)
+        # the internal URL is named, never shown
         assert "cannot reach <retrieval service>" in r.json()["detail"]["error"] and "127.0.0.1:9" not in r.text

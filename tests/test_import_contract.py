@@ -1,4 +1,4 @@
-"""The import contract (issue 40): ``lint-imports`` keeps the layers and finds no import circle, every
+"""The import contract: ``lint-imports`` keeps the layers and finds no import circle, every
 top-level module of ragnarok is named in a layer, and the check fails on a circle or an import against the
 flow."""
 

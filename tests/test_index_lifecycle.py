@@ -1,4 +1,4 @@
-"""Index lifecycle and the command line as a newcomer meets it (issue 17): a dense index that no longer matches
+"""Index lifecycle and the command line as a newcomer meets it: a dense index that no longer matches
 its Lucene index is refused and rebuilt, `search --pipeline` uses the retrieval part, messages name the real
 problem, the JVM and Anserini are quiet unless --verbose, BM25 search never imports torch, long jobs show a bar."""
 
@@ -258,7 +258,7 @@ def test_index_a_jsonl_file_as_an_anserini_collection(tmp_path):
 
 
 def test_a_collection_rebuild_is_built_beside_and_swapped_in(tmp_path):
-    """``--collection`` builds beside INDEX and swaps it in (issue 35): rebuilt in place, nothing left beside it
+    """``--collection`` builds beside INDEX and swaps it in: rebuilt in place, nothing left beside it
     (no ``.partial``, no ``.old``), and no file of the old build left in it."""
     (tmp_path / "docs.jsonl").write_text('{"id": "a", "contents": "gzip compresses files"}\n')
     idx = tmp_path / "idx"

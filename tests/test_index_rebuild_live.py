@@ -1,4 +1,4 @@
-"""An index rebuilt under a running server (issue 30): the service notices the new commit before the next search,
+"""An index rebuilt under a running server: the service notices the new commit before the next search,
 reopens its Lucene searchers, refuses the dense index derived from the old commit as stale (503 naming the
 rebuild) until it is rebuilt, and lists dense:minilm as not built for an index that has none."""
 

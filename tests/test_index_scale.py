@@ -1,4 +1,4 @@
-"""`ragnarok index` at MS MARCO V2.1 scale (issue 36), on tiny collections with real Lucene indexes and real
+"""`ragnarok index` at MS MARCO V2.1 scale, on tiny collections with real Lucene indexes and real
 subprocesses: V2.1 segmented input indexed as it is and validated line by line; a build killed by SIGKILL
 resumes by shard and gives the same BM25 index as one uninterrupted build; a second build of the same output is
 refused; free disk is checked first; a disk that fills during the build is one clear error, the old index

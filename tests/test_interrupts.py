@@ -229,7 +229,7 @@ nodes:
     resumed = subprocess.run(cmd, cwd=tmp_path / "cwd", env=env, capture_output=True, text=True, timeout=400)
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert finished() >= 8
-    # the count goes on from what was kept (issue 35: it restarted at 1), and no pipeline ran twice (the seeded
+    # the count goes on from what was kept (it restarted at 1), and no pipeline ran twice (the seeded
     # sampler replayed its proposals: 8 trials covered 4 pipelines)
     counts = [
         line.split("[", 1)[1].split("/", 1)[0]
@@ -347,7 +347,7 @@ def test_index_stops_on_sigterm_and_leaves_the_old_index(tmp_path):
     assert_stopped(stopped, signal.SIGTERM, err_seen, "the index was not changed", "resumes")
     assert {p.name: p.read_bytes() for p in target.iterdir()} == before
     time.sleep(0.5)
-    # the build's work directory is kept for the next run to resume (issue 36), and nothing else is left
+    # the build's work directory is kept for the next run to resume, and nothing else is left
     assert (tmp_path / "index.partial" / "chunked.json").exists(), os.listdir(tmp_path)
     assert sorted(os.listdir(tmp_path)) == ["cwd", "data", "docs.jsonl", "index", "index.partial"] or sorted(
         os.listdir(tmp_path)
@@ -356,7 +356,7 @@ def test_index_stops_on_sigterm_and_leaves_the_old_index(tmp_path):
 
 def test_an_interrupted_collection_rebuild_leaves_the_live_index_as_it_was(tmp_path):
     """``ragnarok index DIR INDEX --collection ...`` builds beside INDEX and swaps it in when complete: stopped
-    half-way, INDEX holds exactly its files before (issue 35: Lucene's ``_1.*`` and ``*.tmp`` files were left in
+    half-way, INDEX holds exactly its files before (Lucene's ``_1.*`` and ``*.tmp`` files were left in
     it) and no partial index is left beside it."""
     import hashlib
 
@@ -396,7 +396,7 @@ def test_an_interrupted_collection_rebuild_leaves_the_live_index_as_it_was(tmp_p
 
 def test_the_resume_line_starts_a_line_of_its_own_after_a_progress_bar(tmp_path):
     """A tqdm bar writes its line with carriage returns, in a log file too: the resume line starts on the next
-    line, not glued to the bar (issue 35)."""
+    line, not glued to the bar."""
     script = """
 import sys, time
 from tqdm import tqdm

@@ -49,7 +49,7 @@ def test_importing_search_needs_no_openai_key():
 def test_the_heap_starts_small_on_a_large_machine():
     """On a 128 GB machine (as the JVM is told) Java's default starting heap is the whole 1 GB maximum, which
     G1 fills with young objects that stay resident; ours starts at 64 MB and grows as searching needs it, and
-    the JVM is told to give unused heap back when idle (issue 41)."""
+    the JVM is told to give unused heap back when idle."""
     env = {**os.environ, "JAVA_TOOL_OPTIONS": "-XX:MaxRAM=128g", "RAGNAROK_JVM_HEAP": "1g"}
     code = (
         "from ragnarok.core.java import start_jvm; start_jvm(); from jnius import autoclass;"

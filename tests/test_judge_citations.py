@@ -1,4 +1,4 @@
-"""Citation support's classes of error found on judge-dev (issue 37, v5): a docstring segment is read at its
+"""Citation support's classes of error found on judge-dev (v5): a docstring segment is read at its
 description, not at its name; a name spelled with or without a hyphen is the same name; a sentence that puts
 the segment's words on a function the segment never names is not supported. The segments and sentences are
 not judge-dev's."""

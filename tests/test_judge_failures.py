@@ -1,4 +1,4 @@
-"""Failed judgments (issue 26): an unreadable LLM judgment is cached as a failure and read back as one, unless
+"""Failed judgments: an unreadable LLM judgment is cached as a failure and read back as one, unless
 ``--retry-failed`` asks again; ``judge relevance`` and ``judge pairwise`` exit non-zero when the judge gave
 nothing readable."""
 

@@ -1,4 +1,4 @@
-"""The proxy judge's NLI cross-encoder (issue 37), wired on tiny 3-label checkpoints built here (no hub
+"""The proxy judge's NLI cross-encoder, wired on tiny 3-label checkpoints built here (no hub
 access): it loads from a local directory, its labels flow through the judge, the label order comes from the
 model's config (never assumed), its name is part of every cached judgment's key, and a model that is not here
 is a clear error naming the setting, when the judge is made."""

@@ -1,4 +1,4 @@
-"""Parity with the track's tools (issue 26): UMBRELA as castorini/umbrela sends and reads it (the default) beside
+"""Parity with the track's tools: UMBRELA as castorini/umbrela sends and reads it (the default) beside
 our stricter variant, and citation support as the TREC 2024 evaluation judged it (first 3 citations, ``title:
 segment`` passages) beside judging every citation. Golden values: the UMBRELA grades below are what umbrela's
 own ``parse_fewshot_response`` returns for these answers (run once against its source, commit 04a4191)."""

@@ -1,4 +1,4 @@
-"""The proxy judge's prefetch (issue 26, speed): every text a run's judgments need is encoded in one call
+"""The proxy judge's prefetch (speed): every text a run's judgments need is encoded in one call
 before judging, the judgments then only read the memo, and their labels are those without it."""
 
 from __future__ import annotations

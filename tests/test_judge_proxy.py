@@ -1,4 +1,4 @@
-"""The proxy judge (issue 26): a nugget is supported only by a well-formed statement that agrees with it.
+"""The proxy judge: a nugget is supported only by a well-formed statement that agrees with it.
 Each adversarial kind -- a word list, negation, repetition, an echo of the question, a wrong entity, an
 antonym, a wrong value -- earns nothing; correct statements and a paraphrase do. Citation support the same
 way; every proxy judgment is cached."""

@@ -147,7 +147,7 @@ def test_nuggets_pairwise_support_and_relevance_with_smollm2(smol_env, tmp_path)
     _answers(a, [("1", "gzip", "Use gzip.open to write a compressed file.")])
     _answers(b, [("1", "gzip", "I do not know.")])
     pair = CliRunner().invoke(app, ["judge", "pairwise", str(a), str(b), "--judge", "smol", "--concurrency", "1"])
-    # a 135M model may give no readable verdict: then the command says so and exits 1 (issue 26)
+    # a 135M model may give no readable verdict: then the command says so and exits 1
     assert pair.exit_code == 0 or (
         pair.exit_code == 1 and "every verdict of the judge was unreadable" in pair.output
     ), pair.output

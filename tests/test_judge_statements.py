@@ -1,4 +1,4 @@
-"""The proxy judge supports a nugget only where a sentence asserts it (issue 37): not inside a denial, a
+"""The proxy judge supports a nugget only where a sentence asserts it: not inside a denial, a
 report of what people say or ask, a doubt, a question, a "whether" or "if" clause; not when the answer also
 asserts the nugget's negation; a nugget's own negation agrees with a sentence of the same polarity; the
 question's subject and the nuggets' names must be the ones the sentence's content belongs to. One test per

@@ -1,5 +1,5 @@
 """Names and values swapped between a topic's nuggets, or a value replaced by another of its class, earn the
-proxy judge nothing (issue 37): a name or value must be the one of the clause its content is in
+proxy judge nothing: a name or value must be the one of the clause its content is in
 (:mod:`ragnarok.judge.slots`, ``entail.swapped``). One test per class; the right answer is supported in each.
 The sentences are not those of bench/judge_families.py (the rules' dev data)."""
 

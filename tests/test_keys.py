@@ -1,4 +1,4 @@
-"""API keys on a real uvicorn (issue 24): statuses, scopes, rates, budgets against a counting fake paid backend,
+"""API keys on a real uvicorn: statuses, scopes, rates, budgets against a counting fake paid backend,
 the per-request bound, spend headers and the audit log; revocation across two server processes on PostgreSQL;
 ``ragnarok keys`` and ``ragnarok serve``'s refusal to listen publicly without keys."""
 

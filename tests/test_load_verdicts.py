@@ -1,4 +1,4 @@
-"""Load is not a verdict (issue 30): a topic whose stage times out is retried (with backoff) and completes;
+"""Load is not a verdict: a topic whose stage times out is retried (with backoff) and completes;
 one that always fails is named in one readable line while the others are written; timeouts halve the topics in
 flight (not below 1). ``ragnarok search --pipeline`` and ``ragnarok run`` both."""
 

@@ -1,4 +1,4 @@
-"""Operations (issue 28): GET /metrics moves with traffic, X-Request-ID reaches every stage call and log line,
+"""Operations: GET /metrics moves with traffic, X-Request-ID reaches every stage call and log line,
 JSON log lines parse; /metrics needs the admin scope with keys; multiprocess mode adds up every process."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Unknown component names (issue 30): every spec `search` and `run` are given is checked as `/rag` checks it,
+"""Unknown component names: every spec `search` and `run` are given is checked as `/rag` checks it,
 before anything slow, and an unknown name fails with one line that suggests the closest known name; the API's
 404s for unknown components suggest it too."""
 
@@ -85,7 +85,7 @@ def test_api_404s_suggest_names(tmp_path):
 
 
 def test_saved_presets_are_listed_with_the_built_in_ones(tmp_path):
-    """GET /v1/pipelines lists the presets `ragnarok optimize` saved in the data directory (issue 30)."""
+    """GET /v1/pipelines lists the presets `ragnarok optimize` saved in the data directory."""
     from fastapi.testclient import TestClient
 
     from api.main import create_app

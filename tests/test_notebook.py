@@ -45,7 +45,7 @@ EXPERIMENTS = ROOT / "examples" / "experiments.ipynb"
 
 
 def test_the_experiments_notebook_runs(demo_settings, shared_data, monkeypatch):
-    """examples/experiments.ipynb (issue 49): five pipelines on CACM with Holm-corrected tests, per-topic gains,
+    """examples/experiments.ipynb: five pipelines on CACM with Holm-corrected tests, per-topic gains,
     two RAG pipelines on demo topics, DataFrames of results."""
     monkeypatch.setenv("RAGNAROK_SHARED", str(shared_data.parent))
     monkeypatch.setenv("RAGNAROK_EXAMPLE_DENSE", "0")  # encoding CACM takes ~5 min here: the BM25 family only

@@ -1,4 +1,4 @@
-"""The ONNX query encoder beside PyTorch models and the JVM in one process (issue 29): a shortened run of
+"""The ONNX query encoder beside PyTorch models and the JVM in one process: a shortened run of
 bench/stress_onnx_torch.py in a child process (a native crash kills the child, not the test run). Four threads
 at once for 20 s: ONNX single-query encodes, PyTorch MiniLM batches, a PyTorch cross-encoder reranking, BM25
 searches on a LuceneSearcher; every ONNX vector must equal PyTorch's within 1e-5, and no call may fail."""

@@ -1,4 +1,4 @@
-"""``ragnarok optimize`` resumed (issue 35): a resumed study continues its sampler instead of replaying it, a
+"""``ragnarok optimize`` resumed: a resumed study continues its sampler instead of replaying it, a
 proposal identical to a finished trial is neither run again nor counted in the budget, trial numbers go on, and
 an interrupted (given-back) trial is listed in the report as such; ties go to the faster pipeline; the report
 names trials by Optuna's number (from 0) in its table and plot alike, and its bars start at 0; a spec's parse

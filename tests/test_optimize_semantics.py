@@ -1,4 +1,4 @@
-"""``ragnarok optimize`` semantics (issue 30): a study is keyed by its config (a changed config starts a new
+"""``ragnarok optimize`` semantics: a study is keyed by its config (a changed config starts a new
 study, or is refused under the same explicit name, with the difference shown), every config field is checked
 before the first trial, load is not a verdict (a candidate that failed or was too slow is retried once at the
 end; the speed threshold scales with the load measured beside it), reports and presets per strategy outside

@@ -1,4 +1,4 @@
-"""Pointwise rerankers without rank_llm (issue 19): monoT5 (transformers) and cross-encoders
+"""Pointwise rerankers without rank_llm: monoT5 (transformers) and cross-encoders
 (sentence-transformers), run for real on tiny randomly initialised checkpoints built here with the
 `tokenizers` library and saved to a temp dir, loaded by path through the code users use (the registry, the
 API, `/rag`). The contract: finite scores, the output is the top-k of the input, batching gives the scores of

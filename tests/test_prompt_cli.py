@@ -1,5 +1,5 @@
 """``ragnarok prompt``: the messages it prints are those the generator sends (captured by a local
-OpenAI-compatible stub), and a bad name fails in one line with a suggestion (issue 38)."""
+OpenAI-compatible stub), and a bad name fails in one line with a suggestion."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`POST /rag` with no pipeline runs one that can run (issue 12, item 19): `offline` needs the dense MiniLM
+"""`POST /rag` with no pipeline runs one that can run: `offline` needs the dense MiniLM
 index; without it (`ragnarok serve --no-dense`) the default falls back to BM25+Rocchio, says so in a header,
 and a pipeline that asks for the missing dense index by name gets a 503 naming it and the command to build it."""
 
@@ -86,7 +86,7 @@ def test_asking_for_the_missing_dense_index_is_a_503_with_the_command(tmp_path, 
         detail = r.json()["detail"]
         assert detail["stage"] == "retrieve dense:minilm"
         command = f"ragnarok index --dense minilm --from-lucene {sparse}"
-        # the server's paths are named by placeholders in error bodies (issue 24): the index, not its directory
+        # the server's paths are named by placeholders in error bodies: the index, not its directory
         assert f"{dense_dir(sparse, 'minilm')}" not in r.text and str(tmp_path) not in r.text
         assert "no dense index for minilm at <index sparse>.dense/minilm" in detail["error"]
         assert command.replace(str(sparse), "<index sparse>") in detail["error"]

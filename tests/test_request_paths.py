@@ -1,4 +1,4 @@
-"""No request-named paths (issue 24, part 4): a request names configured models only; a path gets one 404,
+"""No request-named paths (part 4): a request names configured models only; a path gets one 404,
 the same whether or not anything is there (the file system is not even looked at), unless
 RAGNAROK_ALLOW_MODEL_PATHS=1, and then every spelling of a directory is one model (realpath) in an LRU bounded
 by count and bytes; no request reaches a model hub unless RAGNAROK_ALLOW_DOWNLOADS=1 (a counting fake hub);

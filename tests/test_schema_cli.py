@@ -1,6 +1,6 @@
 """``ragnarok schema``: the schemas are what /openapi.json says for the same bodies, real objects (run lines of
 both years, a /rag body, its answer, its stream's events, a --task r request line) validate against them, and
-the run-line schemas accept what the official checkers accept (issue 38)."""
+the run-line schemas accept what the official checkers accept."""
 
 from __future__ import annotations
 

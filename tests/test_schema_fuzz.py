@@ -1,4 +1,4 @@
-"""Schema fuzzing in the suite (issue 12): requests generated from the API's own OpenAPI spec by schemathesis,
+"""Schema fuzzing in the suite: requests generated from the API's own OpenAPI spec by schemathesis,
 valid and invalid, against the app over the demo index. No response may be a 5xx, and every response must be
 one the spec documents (status, content type, body schema).
 

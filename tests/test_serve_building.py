@@ -1,4 +1,4 @@
-"""`ragnarok serve` is up at once (issue 13, item 1): BM25 answers as soon as the Lucene demo index exists while
+"""`ragnarok serve` is up at once: BM25 answers as soon as the Lucene demo index exists while
 the dense index builds in the background; GET /v1/retrievers shows the build's progress, dense pipelines answer
 503 "building, N % done" with Retry-After, /rag's default falls back and says so; shutdown stops the build
 promptly and a killed build never leaves an index that looks complete. Real servers in their own processes."""

@@ -1,4 +1,4 @@
-"""What ``ragnarok serve`` writes and where it connects while it loads the ONNX MiniLM encoder (issue 35):
+"""What ``ragnarok serve`` writes and where it connects while it loads the ONNX MiniLM encoder:
 with ``RAGNAROK_LOG_FORMAT=json`` every line it writes is one JSON object (one worker or two); under strace it
 connects to nothing but loopback addresses and unix sockets (no telemetry, no DNS query)."""
 
@@ -117,7 +117,7 @@ def outbound(trace: Path) -> list[str]:
 
 def test_loading_the_onnx_encoder_connects_to_nothing_outside(demo_settings, tmp_path, slowdown):
     """The server under ``strace -f`` while it starts, exports and loads the ONNX MiniLM encoder and encodes a
-    query: no connect/send to any address but loopback (the telemetry and DNS queries of issue 35)."""
+    query: no connect/send to any address but loopback (the telemetry and DNS queries of)."""
     trace = tmp_path / "network.trace"
     started: list = []
     env = serve_env(demo_settings, tmp_path)

@@ -1,4 +1,4 @@
-"""Keys, audit and spend (issue 35) on a real uvicorn with keys, against the counting fake OpenAI-compatible
+"""Keys, audit and spend on a real uvicorn with keys, against the counting fake OpenAI-compatible
 backend (tests/fakes.py): every request gets its audit row and its spend, however it ends (refused by the
 middleware, cut by a client that hangs up, cut by SIGTERM); a client that hangs up a non-streamed request
 frees the backend call and the slot at once; a call that got the 504 "busy" spent nothing; streamed answers

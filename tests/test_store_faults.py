@@ -1,4 +1,4 @@
-"""The service's stores going away under load (issue 39), at the instance level: two ``ragnarok serve`` instances
+"""The service's stores going away under load, at the instance level: two ``ragnarok serve`` instances
 on one real PostgreSQL that is stopped (``pg_ctl stop -m fast``) and started again while keyed requests and arena
 votes go on, and a real Redis (the per-minute limits' store) stopped, paused and started again.
 

@@ -1,4 +1,4 @@
-"""The streamed sentences agree with the final answer (issue 25): :class:`SentenceAssembler` fed model output
+"""The streamed sentences agree with the final answer: :class:`SentenceAssembler` fed model output
 piece by piece (a character, a word, a few words at a time) sends each sentence once, and those sentences, their
 citations and the final answer are what the non-streamed post-processing makes of the whole text."""
 
@@ -32,7 +32,7 @@ TEXTS = [
     "Then call parse_args() [1].",
     "Argparse parses command line arguments and generates help messages for programs " * 6 + "[1].",
     "import argparse\nx = f(y)\n",  # only code: the extractive answer instead
-    # a marker group that opens the next sentence belongs to the one before (issue 35): held back until a word
+    # a marker group that opens the next sentence belongs to the one before: held back until a word
     "Argparse parses arguments. [1] It writes help messages. [1][2] getopt is the C-style one. [2]",
     "It parses arguments. [1, 2] then getopt follows [2]. gzip.open opens files.【3】 Done. [Doc 3] Yes.",
 ]

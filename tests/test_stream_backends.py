@@ -1,4 +1,4 @@
-"""Streamed answers from each backend (issue 25), against real servers on loopback ports speaking the
+"""Streamed answers from each backend, against real servers on loopback ports speaking the
 backends' documented stream shapes, and the real embedded SmolLM2: the events come in order (``references``,
 ``delta``s and ``sentence``s, ``done`` last), the sentences streamed are the final answer's, and ``done`` is the
 answer the same request gives without streaming. A backend that fails mid-stream raises a GenerationError, the

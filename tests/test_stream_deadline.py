@@ -1,4 +1,4 @@
-"""A generator's deadline bounds the whole answer as the client sees it (issue 35), streamed or not, while the
+"""A generator's deadline bounds the whole answer as the client sees it, streamed or not, while the
 CPU is busy (hog processes, bounded in time, started by the test): against a backend that never finishes, a
 deadline of a few seconds is answered within the deadline and a small margin (scaled by the machine's
 ``slowdown``), the wait for a slot and the post-processing included."""

@@ -1,4 +1,4 @@
-"""Failures of a streamed answer after it started (issue 35), on a real uvicorn against the scripted streaming
+"""Failures of a streamed answer after it started, on a real uvicorn against the scripted streaming
 backend (tests/sse_fakes.py): an OpenAI-style error object mid-stream (with or without ``[DONE]`` after it) and
 as a whole 200 body is a 502 carrying the backend's message, scrubbed of keys; every failure after the start
 (stall, a stream that just ends, an error object) is counted in ``ragnarok_backend_failures_total`` with its

@@ -1,4 +1,4 @@
-"""SIGTERM on a real ``ragnarok serve`` (issue 35): a stream in flight ends with an ``error`` event (503, "the
+"""SIGTERM on a real ``ragnarok serve``: a stream in flight ends with an ``error`` event (503, "the
 server is shutting down"), a plain request in flight gets its answer when it comes within the grace and the JSON
 503 when it does not, the process exits within the grace (and a small margin), and no traceback is logged. The
 backends are local: the scripted streaming one (tests/sse_fakes.py), slow, and one that never answers."""

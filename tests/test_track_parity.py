@@ -1,4 +1,4 @@
-"""Track submissions against the official TREC RAG checkers (issue 12, items 20-25).
+"""Track submissions against the official TREC RAG checkers (items 20-25).
 
 The oracle below restates, in our own words, the rules of castorini/ragnarok's checkers as read from their
 source (nothing of theirs is copied or imported):

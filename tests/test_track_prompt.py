@@ -1,4 +1,4 @@
-"""2025 ``metadata.prompt`` (issue 35): ``ragnarok validate`` warns about a missing optional field once per line,
+"""2025 ``metadata.prompt``: ``ragnarok validate`` warns about a missing optional field once per line,
 in the official 2025 validator's words, and ``ragnarok run --with-prompt`` writes the prompt the generator was
 given (compared here with the messages a real OpenAI-shaped server on loopback received). ``validate --fix``
 drops citations outside ``references`` and says how many."""

@@ -1,7 +1,7 @@
 """``validate --fix`` (and ``--apply-fixes``) against the official checkers' fixes: castorini/ragnarok's 2024
 checker (``rag24_validation.py``: its ``.fixed`` file) and 2025 validator (``rag25_validation.py`` with
 ``--fix-length --fix-citations``), restated here as test_track_parity restates their checks, applied to crafted
-broken runs and compared line by line with ours (issue 38)."""
+broken runs and compared line by line with ours."""
 
 from __future__ import annotations
 

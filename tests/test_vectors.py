@@ -1,4 +1,4 @@
-"""Text vectors computed once (issue 29): the sentence store written with the dense index, the bounded cache,
+"""Text vectors computed once: the sentence store written with the dense index, the bounded cache,
 and the extractive generator reading them instead of encoding per request. Real MiniLM, a real FAISS build."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Who the arena's calls run as, and whether a battle may run (issue 24): no Gradio, no UI.
+"""Who the arena's calls run as, and whether a battle may run: no Gradio, no UI.
 
 - in process (the arena mounted in the API), every call the arena makes — the pool's discovery (``GET
   /v1/retrievers``, ``GET /v1/generators``), the start-up warm-up, both sides of each battle — runs as the arena's

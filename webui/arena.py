@@ -20,7 +20,7 @@ the first visitor.
 
 Votes and leaderboards: :mod:`webui.votes`.
 
-On a network (issue 24), before a battle (blinded or side-by-side) runs anything:
+On a network, before a battle (blinded or side-by-side) runs anything:
 
 - the pool is explicit: ``arena_pool``, else the available retrievers × the generators that cost nothing
   (``GET /v1/generators``' ``paid`` false); a paid generator is drawn, or offered side by side, only when

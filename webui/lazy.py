@@ -34,7 +34,7 @@ class LazyUI:
     async def warm_when_quiet(self, quiet_s: float = 0.5, poll_s: float = 0.25) -> None:
         """Build the UI once the server has answered no request that is work for ``quiet_s`` (and has been up
         that long): Gradio's import and the build take seconds of CPU, which a burst of searches right after
-        start-up should not share (issue 41). A visit before that builds it at once, as without this."""
+        start-up should not share. A visit before that builds it at once, as without this."""
         await asyncio.sleep(quiet_s)
         while self._app is None and REQUESTS.quiet_s() < quiet_s:
             await asyncio.sleep(poll_s)

@@ -1,4 +1,4 @@
-"""A battle as its answers are written (issue 25): both sides streamed into their panes at once.
+"""A battle as its answers are written: both sides streamed into their panes at once.
 
 :class:`Race` runs both sides of a battle, each through :meth:`webui.client.RagClient.stream`, and
 :meth:`Race.views` yields what the two panes and the status line show while they run:

@@ -3,7 +3,7 @@ a visitor's way.
 
 ``ragnarok serve`` starts it on the arena's first visit (the first HTTP request under ``/arena``), once the
 arena's UI is built (:func:`after`, :meth:`WarmUp.start`): a server nobody opens the arena on never loads a
-generator's model for it (issue 41: start-up work and idle memory). It asks each generator of
+generator's model for it (start-up work and idle memory). It asks each generator of
 the pool one question (:data:`WARM_UP_TOPIC`) through that generator's first pool pipeline, one generator after
 the other, streamed, as the arena's principal (its calls count against ``arena_calls_per_day``). It asks only
 the pool's own pipelines: a paid generator only when ``arena_pool`` lists it. Each answer's seconds stand for

@@ -227,7 +227,7 @@ def _m7_judge_votes(conn: Connection) -> None:
 
 
 def _m8_keys(conn: Connection) -> None:
-    """API keys, what they spend and an audit log (issue 24). ``api_keys`` holds a SHA-256 of each secret,
+    """API keys, what they spend and an audit log. ``api_keys`` holds a SHA-256 of each secret,
     never the secret; its one in-place change is ``revoked_at``. ``key_spend`` counts calls and tokens per owner
     (``key:ID``, ``arena``) and budget period, updated in place like ``pair_votes``; ``key_reservations`` holds
     the worst case of the requests in flight, deleted when each settles. ``audit_log`` is append-only."""

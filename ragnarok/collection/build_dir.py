@@ -23,7 +23,7 @@ from ragnarok.collection.jsonl import collection_files
 
 FORMAT = 1  # the layout of the work directory; another one is started over
 # Disk per byte of input at its peak (chunk files still to index beside the shards done; at the merge, the
-# shards beside their merged copy). Measured (issue 36) on 100k V2.1-style segments (100 MB) indexed with
+# shards beside their merged copy). Measured on 100k V2.1-style segments (100 MB) indexed with
 # positions, docvectors and raw documents: chunk files 1.9x the input (an Anserini record repeats the text as
 # "contents"), the index 0.88x the chunk files; so 1.9 + 1.68 = 3.6x, taken as 3.8x. Documents: their
 # 10-sentence windows overlap by 5, so every sentence is in two segments: twice that (not measured).

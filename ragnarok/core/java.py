@@ -22,11 +22,11 @@ from pathlib import Path
 MIN_JAVA = 21
 #: The JVM's starting heap; it grows from there as searching needs it. Java's default starts it at 1/64 of the
 #: RAM (capped at the maximum: the whole 1 GB on a 128 GB machine), and G1 then sizes its young generation
-#: from it, touching hundreds of MB that stay resident (issue 41: 341 MB of heap after 200 searches vs 138 MB).
+#: from it, touching hundreds of MB that stay resident (341 MB of heap after 200 searches vs 138 MB).
 INITIAL_HEAP = "64m"
 #: G1 collects after this many idle milliseconds, giving back the heap it does not use. Each such collection costs
 #: CPU while idle: 0.48 % of a core at 10 s, 0.25 % at 60 s, 0.05 % without (a busy machine). G1's free-heap
-#: ratios keep their defaults: 10-30 % free made batch_search ~12 % slower (more young collections; issue 41,
+#: ratios keep their defaults: 10-30 % free made batch_search ~12 % slower (more young collections,
 #: docs/BENCHMARKS.md "Fast from the first second").
 PERIODIC_GC_MS = 60_000
 _lock = threading.Lock()
@@ -179,7 +179,7 @@ def heap_bytes(size: str) -> int:
 
 
 def memory_options(heap: str | None) -> list[str]:
-    """JVM options that keep the heap as small as searching needs (issue 41): a small starting heap (not
+    """JVM options that keep the heap as small as searching needs: a small starting heap (not
     above ``heap``, the maximum), and G1's periodic collection when idle, which gives back unused heap."""
     options = [f"-XX:G1PeriodicGCInterval={PERIODIC_GC_MS}"]
     if not heap or heap_bytes(heap) >= heap_bytes(INITIAL_HEAP):

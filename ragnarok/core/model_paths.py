@@ -1,4 +1,4 @@
-"""What a request may name as a model (issue 24): configured names only, unless the operator allows paths.
+"""What a request may name as a model: configured names only, unless the operator allows paths.
 
 * A model argument that looks like a path (:func:`looks_like_path`: a ``/`` or ``\\``, or a leading ``~`` or
   ``.``) is refused with one 404 (:class:`UnknownModelPath`) that never echoes it and is the same whether or

@@ -52,7 +52,7 @@ _ENDS = re.compile(r"[.!?][\"')\]]*$")
 #: break after a sentence end, or before such a line, ends a sentence: wrapped lines are joined before blingfire
 #: splits them, and blingfire does not split before a lowercase word (``string. gzip.open: Open``), so without
 #: it one line's last sentence and the next line's first came out as one sentence, and the first of them again
-#: on its own from an overlapping window that starts between them (issue 35).
+#: on its own from an overlapping window that starts between them.
 _HEADED = re.compile(r"^[A-Za-z_][\w.]*: \S")
 
 

@@ -175,7 +175,7 @@ class Settings(BaseSettings):
         "(onnxruntime on CPU, the weights exported locally on first use; same vectors within float32 rounding) "
         "or `auto` (the default): ONNX on CPU for a model it can export, else PyTorch (a failed export falls "
         "back to PyTorch). ONNX beside PyTorch models and the JVM in one process is stress-tested "
-        "(tests/test_onnx_beside_torch.py, docs/BENCHMARKS.md issue 29).",
+        "(tests/test_onnx_beside_torch.py, docs/BENCHMARKS.md).",
     )
     vector_cache_entries: int = Field(
         50_000,
@@ -278,7 +278,7 @@ class Settings(BaseSettings):
         description="Arena votes recorded per client address in any minute (the TCP peer; behind a "
         "reverse proxy, list it in trusted_proxies so its X-Forwarded-For counts).",
     )
-    # -- on a network (issue 24): keys, spend bounds, the public arena, what a request may name --
+    # -- on a network: keys, spend bounds, the public arena, what a request may name --
     auth: Literal["off", "keys"] = Field(
         "off",
         description="`keys`: every route but /healthz, /docs and /openapi.json needs `Authorization: "
@@ -346,7 +346,7 @@ class Settings(BaseSettings):
         description="`python -m webui --rag-url ...`: the "
         "environment variable holding the key the arena sends to a gateway with keys.",
     )
-    # -- operations (issue 28): logs, metrics, request ids --
+    # -- operations: logs, metrics, request ids --
     log_format: Literal["text", "json"] = Field(
         "text",
         description="`ragnarok serve`'s log lines: `text` "

@@ -1,4 +1,4 @@
-"""Frames: the words around a statement that make a sentence assert nothing, or deny what it holds (issue 37).
+"""Frames: the words around a statement that make a sentence assert nothing, or deny what it holds.
 One place for them: the nugget rules (:mod:`ragnarok.judge.statements`) and citation support
 (:mod:`ragnarok.judge.support_rules`) both read :func:`kind`.
 

@@ -1,4 +1,4 @@
-"""An entailment (NLI) cross-encoder for the proxy judge (issue 37), where the machine has one.
+"""An entailment (NLI) cross-encoder for the proxy judge, where the machine has one.
 
 ``RAGNAROK_JUDGE_NLI_MODEL`` (setting ``judge_nli_model``; default none) names a sentence-transformers
 ``CrossEncoder`` with three labels (contradiction / entailment / neutral, in the order its ``config.json``'s

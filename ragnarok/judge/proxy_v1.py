@@ -1,4 +1,4 @@
-"""The first proxy judge (until issue 26), kept only to be measured beside the new one
+"""The first proxy judge (until), kept only to be measured beside the new one
 (``bench/bench_judge_dev.py --judge proxy-v1``): it rewards word lists and negations. No LLM, only token
 overlap and MiniLM embeddings, with fixed thresholds; never cached.
 

@@ -1,4 +1,4 @@
-"""Names and values in a sentence, and whose they are (issue 37): the proxy judge's rules for nuggets whose
+"""Names and values in a sentence, and whose they are: the proxy judge's rules for nuggets whose
 names or values are swapped (:mod:`ragnarok.judge.entail`). No model.
 
 A text's **slots** are what it names and the values it gives, by class:

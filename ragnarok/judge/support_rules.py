@@ -1,4 +1,4 @@
-"""Sentences that cite a segment but state nothing it could support (issue 37): citation support's own rules.
+"""Sentences that cite a segment but state nothing it could support: citation support's own rules.
 
 A sentence that hedges ("X may or may not ...", "it depends on your needs"), asks or reports a question
 ("Whether X does Y is a question ...", "people often ask whether ..."), points elsewhere ("this is discussed in

@@ -1,4 +1,4 @@
-"""Whether the server is answering requests now, so that background work gives way (issue 41).
+"""Whether the server is answering requests now, so that background work gives way.
 
 ``ragnarok serve``'s request middleware (:class:`api.observability.RequestMetrics`) calls :meth:`Activity.begin`
 and :meth:`Activity.end` around every HTTP request; the background dense build (:mod:`ragnarok.stages.retrieve.building`)

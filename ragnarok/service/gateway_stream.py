@@ -1,4 +1,4 @@
-"""The gateway's streamed half (issue 25): :func:`stream_pipeline`, :meth:`ragnarok.service.gateway.PipelineRunner.run`
+"""The gateway's streamed half: :func:`stream_pipeline`, :meth:`ragnarok.service.gateway.PipelineRunner.run`
 streamed (above the gateway: it drives a runner; the runner knows nothing of it).
 
 A ``stage`` event as each stage before the generator finishes, then the generator's own events (``references``,

@@ -104,7 +104,7 @@ class RetrievalService:
 
     def sources(self) -> dict[str, str]:
         """Every configured index (the settings do not change under a service: read once, not per request,
-        where building the demo index's path was 6 % of a loaded server's GIL time, issue 41)."""
+        where building the demo index's path was 6 % of a loaded server's GIL time)."""
         if self._sources is None:
             self._sources = self.settings.index_sources()
         return self._sources

@@ -64,7 +64,7 @@ RETRIEVERS.register("bm25+rocchio", _lucene("rocchio"), "BM25 with Rocchio pseud
 RETRIEVERS.register("bm25+rm3", _lucene("rm3"), "BM25 with RM3 pseudo-relevance feedback")
 
 
-# -- what a request may name as a model (issue 24): configured names; paths only with allow_model_paths,
+# -- what a request may name as a model: configured names; paths only with allow_model_paths,
 # resolved by realpath (ragnarok/core/model_paths.py); a hub name loads from the local cache unless allow_downloads
 
 MODEL_ROLES = {

@@ -120,7 +120,7 @@ def batch_search_hits(searcher: Any, queries: list[str], k: int, threads: int) -
     """The top ``k`` of each query, searched by Anserini's ``batch_search`` on ``threads`` Java threads.
 
     pyjnius turns every returned hit into a Python object while holding the GIL (about a millisecond per 100
-    hits: a quarter of a loaded server's GIL time, issue 18); Jackson writes the whole result as one JSON
+    hits: a quarter of a loaded server's GIL time); Jackson writes the whole result as one JSON
     string in Java instead. Its scores are the float32 values' shortest decimals, read back as the same
     float32 values, so the hits equal :func:`search_hits`' (tests/test_batcher.py)."""
     from jnius import autoclass  # noqa: PLC0415

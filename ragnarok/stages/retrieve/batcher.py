@@ -1,7 +1,7 @@
 """Concurrent searches of one Lucene searcher, run together on Java's threads instead of Python's.
 
 A search holds the GIL while pyjnius turns its hits into Python objects, so many request threads each calling
-``search`` leave the process on about one core (issue 18: 8 and 32 clients got ~1 core busy). A
+``search`` leave the process on about one core (8 and 32 clients got ~1 core busy). A
 :class:`SearchBatcher` takes every query that arrived while the previous ones were being searched and sends them
 to Anserini's ``batch_search`` (its own Java thread pool, the GIL released for the whole call) as one call:
 "natural" batching, with no waiting for a batch to fill, so a lone query is searched at once with ``search``.

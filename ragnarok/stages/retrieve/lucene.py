@@ -156,7 +156,7 @@ class LuceneRetriever:
     def retrieve(self, query: Query, k: int) -> Request:
         """Stored fields read by Lucene docid through the searcher, after the search, as :meth:`_json` does:
         walking each hit's ``Document`` object from several threads gives wrong documents (pyjnius mixes up
-        objects of one class across threads; docs/BENCHMARKS.md, issue 29)."""
+        objects of one class across threads; docs/BENCHMARKS.md)."""
         searcher = self._load().object
         candidates = [
             Candidate(docid=docid, score=score, doc=doc_from_raw(searcher.doc_raw(number)))
