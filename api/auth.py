@@ -1,30 +1,12 @@
 """Keys, scopes, rates and spend for every request: one ASGI middleware and three route helpers.
 
-:class:`AuthMiddleware` runs first for every HTTP request from outside:
+:class:`AuthMiddleware` runs first for every HTTP request from outside: it lets the probes and open pages
+through, authenticates the key (``RAGNAROK_AUTH=keys``) and enforces its rates, runs the request under a
+spend meter that allows no backend call until the route reserves its worst case, and settles and audits the
+spend however the request ended. Routes declare their scope with ``needs`` and call :func:`reserve` before
+anything spends; a streamed answer reports :func:`spent` in its ``done`` event.
 
-1. ``/healthz`` and ``/readyz`` (the probes), the OpenAPI documents and the arena's own pages are open (the
-   arena runs its pipelines as its own principal, with its own caps: :mod:`webui.arena`).
-2. With ``RAGNAROK_AUTH=keys`` the request must carry ``Authorization: Bearer KEY``: 401 when it is missing,
-   unknown, expired or revoked; 429 with ``Retry-After`` past the key's requests per minute (the ``limits``
-   library, in ``rate_limit_storage``) or its requests in parallel (per process). With ``off`` the caller is
-   :data:`~ragnarok.auth.principal.ANONYMOUS`. These refusals spent nothing: their spend headers say 0.
-3. The request runs as that principal with a fresh spend :class:`~ragnarok.core.meter.Meter` that allows no
-   backend call until the route reserves its worst case (:func:`reserve`); the answer carries the calls and
-   tokens spent (``Ragnarok-Backend-Calls``, ``Ragnarok-Prompt-Tokens``, ``Ragnarok-Completion-Tokens``; a
-   streamed answer, whose headers leave before anything is spent, in its ``done`` event: :func:`spent`).
-4. When it is over, the reservation is replaced by what was spent, and a key's request is written to the
-   audit log, however it ended: answered, refused here (a request without a valid key as the
-   ``unauthenticated`` owner's, named by its key's public prefix), failed, or cut off (the client went away:
-   status 499; the server stopped: the 503 of :mod:`api.shutdown`). At shutdown :meth:`Auth.drain` writes
-   the rows still queued.
-
-Requests the service makes to itself in process (the gateway's stages) run inside the outer request's
-principal and meter: they are neither authenticated nor reserved again.
-
-Routes declare their scope with ``dependencies=[needs("retrieve")]`` (403 when the key lacks it) and call
-:func:`reserve` with the request's :class:`~ragnarok.auth.cost.Cost` before anything spends: 403 for a
-generator the key may not use, 413 past ``max_calls_per_request``, 429 past the key's budget. A streamed
-answer puts :func:`spent` in its ``done`` event.
+Design notes: docs/internals/service-api.md.
 """
 
 from __future__ import annotations

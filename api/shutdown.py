@@ -1,17 +1,11 @@
 """Requests still in flight when the server stops get the JSON 503 ``{"detail": "the server is shutting down"}``.
 
-On SIGTERM ``ragnarok serve`` cancels the CPU work in flight (``InFlight.cancel_all``) and uvicorn gives the
-requests in flight ``timeout_graceful_shutdown`` (``RAGNAROK_SHUTDOWN_GRACE_S``) to finish; then it cancels
-their tasks, and answers a cancelled request whose response has not started with a plain-text
-``Internal Server Error``. :class:`ShutdownAnswer` runs each request's work in a task of its own and waits for
-it shielded, so when the request is cancelled while the server is shutting down it answers the 503 at once --
-even while the work waits for a worker thread, which cannot be interrupted (a backend call, a Lucene search) --
-and cancels the work. A response already started cannot be replaced: the connection is closed, as before; a
-stream (:mod:`api.sse`) does not wait for that: it ends with an ``error`` event as soon as shutdown starts.
+uvicorn would otherwise answer a cancelled request with a plain-text ``Internal Server Error``.
+:class:`ShutdownAnswer` runs each request's work in a task of its own and waits for it shielded, so a request
+cancelled during shutdown answers the 503 at once, even while its work waits for a worker thread, and the
+work is cancelled. Other cancellations reach the work as before.
 
-Any other cancellation (a caller's deadline around a request made in process, through ``httpx.ASGITransport``)
-reaches the work as before, and is raised once the work has ended. Requests made in process while serving one
-(the gateway's stages) run in the task of the request that makes them, as before.
+Design notes: docs/internals/service-api.md.
 """
 
 from __future__ import annotations

@@ -5,16 +5,11 @@ The Python API is :mod:`ragnarok.api`, re-exported here and imported on first us
 
     import ragnarok
     answer = ragnarok.rag("how do I compress a file with gzip", pipeline="bm25@20 | extractive")
-    ranking = ragnarok.retrieve("gzip", k=10)
-    run = ragnarok.search("demo", pipeline="bm25@100")
-    ragnarok.evaluate(run, qrels="demo")
-    pipeline = ragnarok.Pipeline("bm25@20 | extractive")   # loaded once, reused across calls
-    ragnarok.Experiment(["bm25@100", "bm25+rm3@100"], "demo", qrels="demo", baseline=0)  # a DataFrame
 
-The layers, top to bottom, are packages: ``cli`` and ``api`` (the entry points), the tools (``track``,
-``optimize``, ``judge``, ``collection``, ``viewer``, ``deploy``, ``experiment``), ``service``, the stores
-(``auth``, ``arena``), ``stages``, ``core`` and ``runtime``; pyproject.toml's import contract keeps them in that
-order.
+The packages are layered (entry points, tools, service, stores, stages, core, runtime) and pyproject.toml's
+import contract keeps them in that order.
+
+Design notes: docs/internals/python-api.md.
 """
 
 from __future__ import annotations

@@ -1,24 +1,12 @@
-"""The Python API, for notebooks and scripts: ``ragnarok.rag``, ``ragnarok.retrieve``, ``ragnarok.search``,
-``ragnarok.run``, ``ragnarok.evaluate``, ``ragnarok.Experiment``, ``ragnarok.load_topics``, ``ragnarok.load_qrels``
-and ``ragnarok.Pipeline``.
+"""The Python API, for notebooks and scripts: ``ragnarok.rag``, ``retrieve``, ``search``, ``run``, ``evaluate``,
+``Experiment``, ``load_topics``, ``load_qrels`` and ``Pipeline``.
 
-The same code as the command line and ``POST /rag`` (the gateway's :class:`~ragnarok.service.gateway.PipelineRunner`
-over the R and AG services of an app in this process, or the remote ones the settings name; the batch runner
-of ``ragnarok search``; the scorers of ``ragnarok eval`` and ``eval-rag``), on the same settings
-(:func:`~ragnarok.core.settings.get_settings`, i.e. ``RAGNAROK_*`` and ``.env``; every function takes
-``settings=`` instead). A :class:`Pipeline` holds its loaded indexes and models: the module-level functions
-keep one per pipeline spec, so a second call does not load anything again.
+It runs the same code as the command line and ``POST /rag``, on the same settings (``RAGNAROK_*`` and
+``.env``; every function takes ``settings=`` instead), so a notebook gets the answers the service gives. A
+:class:`Pipeline` keeps its loaded indexes and models, and the module-level functions keep one per pipeline
+spec, so a second call loads nothing again. Bad input raises the project's exceptions with the CLI's messages.
 
->>> import ragnarok
->>> answer = ragnarok.rag("how do I compress a file with gzip", pipeline="bm25@20 | extractive")
->>> answer.answer[0].text, answer.references[:2]                              # doctest: +SKIP
->>> ragnarok.retrieve("gzip compression", k=5, pipeline="bm25").candidates[0].docid  # doctest: +SKIP
->>> run = ragnarok.search("demo", pipeline="bm25@100")                         # {qid: {docid: score}}
->>> ragnarok.evaluate(run, qrels="demo")["nDCG@10"]                            # doctest: +SKIP
-
-Bad input raises the project's exceptions with the CLI's messages: an unknown component is an
-:class:`~ragnarok.core.registry.UnknownComponentError` ("did you mean ...?"), an unknown topic set an
-:class:`~ragnarok.core.topic_sets.UnknownTopicSetError`.
+Design notes: docs/internals/python-api.md.
 """
 
 from __future__ import annotations

@@ -1,40 +1,11 @@
 """The arena's logic behind the UI: battles, votes and leaderboards (no Gradio here; the UI calls these).
 
-Blinding: a battle's pipelines are written to the vote log when the server creates the battle, and the
-browser only ever gets the battle id. What a battle returns before the vote (both answer panes, the raw JSON,
-the status line) names no pipeline; :meth:`Arena.vote` reveals them. A battle where a pipeline failed cannot
-be voted on, so it is over at once and its pipelines are shown with the error.
+Battles are blinded: the browser only gets a battle id, and nothing shown before the vote names a pipeline
+or holds a timing that tells the sides apart. Both answers stream into their panes, each pipeline's latency
+feeds the sampler that keeps battles within the time budget, and on a network every battle is admitted
+against the pool, a rate limit and the arena's own daily budget before it runs anything.
 
-Progress: :meth:`Arena.battle_stream` and :meth:`Arena.compare_stream` yield views while the pipelines run —
-both answers stream into their panes as they are written (``POST /rag`` with ``"stream": true``: a pane waits
-until its first text, shows the text so far, then its answer with citations once done: :mod:`webui.streaming`)
-— and the final, votable view once both are in. No view before the vote holds a timing that tells the sides
-apart: each side's time to first token and to its answer is shown with the pipelines after the vote (kept in
-memory, by battle, until then). Each pipeline's answers go into a :class:`LatencyBook` (the seconds, and
-whether the answer missed ``settings.arena_time_budget_s``: late, or failed for lack of time) that the blinded
-sampler uses to keep battles within the budget; when a side misses it the visitor is told (which one, once
-the pipelines are revealed), and every final view says how many pool pipelines are drawn less for it.
-
-The start-up warm-up (:mod:`webui.warmup`) measures each generator before the first battle and gives way to
-the first visitor.
-
-Votes and leaderboards: :mod:`webui.votes`.
-
-On a network, before a battle (blinded or side-by-side) runs anything:
-
-- the pool is explicit: ``arena_pool``, else the available retrievers × the generators that cost nothing
-  (``GET /v1/generators``' ``paid`` false); a paid generator is drawn, or offered side by side, only when
-  ``arena_pool`` lists it, and a side-by-side pipeline must be made of the pool's rerankers and generators;
-- the battle counts against ``arena_battles_per_minute`` for its rate key (a moving window in the ``limits``
-  storage ``rate_limit_storage``); past it the battle is refused with the seconds to wait;
-- in process (the arena mounted in the API), everything the arena calls runs as its own principal, whatever
-  ``RAGNAROK_AUTH`` is (:mod:`webui.admission`): its pool's discovery, its warm-up and both sides of each
-  battle; the battle's worst case must fit in the arena's ``arena_calls_per_day`` left today, else it is
-  refused; the ``/rag`` route then reserves each side's calls, so no backend call is made past the budget even
-  when battles race. Standalone (``python -m webui``) the gateway's own key budget (``RAGNAROK_ARENA_KEY``)
-  bounds it.
-
-A refused battle runs nothing and stores nothing.
+Design notes: docs/internals/webui.md.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """An in-process HTTP transport whose response bodies stream: :class:`StreamingASGITransport`.
 
-``httpx.ASGITransport`` hands a response over only once the app has sent all of it, so a ``text/event-stream``
-answer (``POST /rag`` with ``"stream": true``) read through it would arrive in one piece at the end. This
-transport returns the response as soon as the app starts it and gives each body chunk as the app sends it.
-The app runs in a task of its own that copies the caller's context (so an in-process request still runs as the
-caller's principal: :func:`ragnarok.auth.principal.acting_as`), through every middleware, as a request over
-the network does: the auth middleware meters it, the route reserves its worst case and the spend is settled
-when the stream ends.
+``httpx.ASGITransport`` hands a response over only once the app has sent all of it, so a streamed answer read
+through it would arrive in one piece at the end. This transport gives each body chunk as the app sends it,
+runs the app through every middleware as a network request does, and tells the app when the reader goes away.
 
-Closing the response (the reader is done, or went away) tells the app the client disconnected (its next
-``receive()`` is ``http.disconnect``: a streamed answer stops and its backend stream is closed), then waits a
-moment for the app to finish (so its spend is recorded before the caller goes on).
+Design notes: docs/internals/webui.md.
 """
 
 from __future__ import annotations

@@ -1,18 +1,10 @@
 """A battle as its answers are written: both sides streamed into their panes at once.
 
-:class:`Race` runs both sides of a battle, each through :meth:`webui.client.RagClient.stream`, and
-:meth:`Race.views` yields what the two panes and the status line show while they run:
+:class:`Race` runs both sides of a battle and :meth:`Race.views` yields what the two panes and the status
+line show while they run, whenever something changed and at least every ``tick_s``. A view holds the answers'
+text only (no per-side timing, no stage names), so streaming does not break the battle's blinding.
 
-- a side with no text yet: the wait line (:func:`webui.render.waiting_html`);
-- a side being written: its text so far;
-- a side that is done: its answer with citations (or its error) once, then ``None`` (left as it is).
-
-A view comes whenever something changed (at most one per ``MIN_GAP_S``: text that arrives meanwhile is
-gathered into the next) and at least every ``tick_s`` (the status line counts the battle's seconds). Blinding:
-a view holds the answers' text only — no per-side timing (an answer in 0 s is the extractive one), and the
-``stage`` events (they name the pipeline's stages) are never shown; each side's time to first token and to its
-answer (:meth:`Side.timing`) is shown with the pipelines, after the vote. The votes open with the final view,
-which :class:`webui.arena.Arena` makes once both sides are done.
+Design notes: docs/internals/webui.md.
 """
 
 from __future__ import annotations

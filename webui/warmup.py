@@ -1,18 +1,11 @@
 """The start-up warm-up: one answer per generator of the pool before the first battle, measured, and never in
 a visitor's way.
 
-``ragnarok serve`` starts it on the arena's first visit (the first HTTP request under ``/arena``), once the
-arena's UI is built (:func:`after`, :meth:`WarmUp.start`): a server nobody opens the arena on never loads a
-generator's model for it (start-up work and idle memory). It asks each generator of
-the pool one question (:data:`WARM_UP_TOPIC`) through that generator's first pool pipeline, one generator after
-the other, streamed, as the arena's principal (its calls count against ``arena_calls_per_day``). It asks only
-the pool's own pipelines: a paid generator only when ``arena_pool`` lists it. Each answer's seconds stand for
-every pool pipeline that uses its generator until real battles measure them, so a pipeline that cannot answer
-within ``arena_time_budget_s`` is drawn less from the first battle on.
+It starts on the arena's first visit, asks each generator of the pool one question as the arena's principal,
+and lets each answer's seconds stand for that generator's pipelines until battles measure them, so a slow
+pipeline is drawn less from the first battle on. The first battle asked for stops it.
 
-It gives way to visitors: the first battle asked for (blinded or side by side) stops it (:meth:`WarmUp.give_way`)
-— the answer it is writing is closed, which frees the generator's slot at once (the embedded model has only
-one) — and waits until it is over before drawing; nothing more is measured at start-up after that.
+Design notes: docs/internals/webui.md.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """The arena's pool of pipelines and how battles are paired (pure functions: no I/O, no UI).
 
-A pool entry is a full RAG pipeline spec (``bm25@20 | extractive``); the arena keys it by component —
-retriever (with its depth), reranker stages (``none`` when there are none) and generator — which is what the
-vote log stores and what the R / AG leaderboards group by.
+A pool entry is a full RAG pipeline spec, keyed by component (retriever, rerankers, generator) as the vote log
+and the R / AG leaderboards group it. Pairs are drawn as Chatbot Arena's sampler draws them, favouring pairs
+with fewer votes, and weighted down for pipelines whose recent answers are slow or miss the time budget
+(:class:`LatencyBook`, :func:`speed_weights`), so that battles stay fast.
 
-Pairing (as Chatbot Arena's sampler, simplified): every unordered pair of two *different* pool pipelines is a
-candidate, weighted ``1 / (1 + votes)`` so pairs with fewer votes come up more often; the chosen pair's sides
-are then swapped with probability 1/2.
-
-Speed (so battles stay fast): each pipeline's recent answers are kept (:class:`LatencyBook`, in memory: the
-seconds, and whether the answer missed the time budget — late, or failed for lack of time) and a pair's weight
-is multiplied by both sides' :func:`speed_weights`: 1 while a pipeline's median is within the time budget (or
-unmeasured), ``(budget / median)^2`` above it, and 0 — left out — beyond ``LEAVE_OUT_FACTOR`` times the budget
-while at least two pipelines remain; each of its last ``RECENT`` answers that missed the budget multiplies it
-by ``MISS_FACTOR`` more (:func:`miss_factor`), so a pipeline failing with timeouts is drawn less from its
-first miss on, whatever its median.
+Design notes: docs/internals/arena.md.
 """
 
 from __future__ import annotations

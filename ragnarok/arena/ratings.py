@@ -1,21 +1,11 @@
 """Ratings as pure functions over a list of battles (the raw battles are the truth; ratings are derived).
 
-Conventions (as Chatbot Arena's): a battle is ``(a, b, winner)`` with winner ``"a"``, ``"b"``, ``"tie"`` or
-``"bothbad"``; ties and both-bad votes count as half a win for each side (``include_bothbad=False`` drops
-both-bad votes instead). Ratings are on the Elo scale: base 10, scale 400, initial 1000.
+Chatbot Arena's conventions and methods: online Elo, Bradley-Terry fits, bootstrap intervals, a leaderboard
+whose ranks respect the intervals (with provisional entries for systems with few votes), and style control
+that takes answer length and citation count out of a system's rating. Keeping them pure means a leaderboard
+can always be recomputed from the vote log.
 
-* :func:`online_elo`: sequential Elo with K (default 4), in battle order.
-* :func:`bradley_terry`: maximum-likelihood Bradley–Terry scores (order-independent), fitted on the battles
-  aggregated per (a, b) pair, with a tiny L2 term that fixes the scale's origin; mean rating 1000.
-* :func:`bootstrap_bt`: 95 % intervals from ``rounds`` multinomial resamples of the battles (100 by default).
-* :func:`leaderboard`: ratings, intervals, vote counts and a rank that respects the intervals
-  (1 + the number of systems whose lower bound is above this one's upper bound). A system with fewer than
-  ``min_votes`` votes is *provisional*: listed with its rating, but with no rank and no interval (a handful of
-  votes gives a bootstrap interval that means nothing, and a perfect 1-0 record an extreme rating).
-* Style control (as Chatbot Arena's, 2024): :func:`bradley_terry_style` fits BT with style covariates — the
-  normalised differences ``(a - b) / (a + b)`` of answer length and number of citations, standardised over
-  the battles — as a logistic regression, so a system's rating is its strength with the style effect taken
-  out; ``leaderboard(..., style=True)`` ranks by it (battles without style features are left out).
+Design notes: docs/internals/arena.md.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """The arena's vote log: append-only tables behind SQLAlchemy (SQLite by default, or PostgreSQL).
 
-Two append-only tables: ``battles`` (written when the server creates a battle: topic, mode, both pipelines by
-component, both answers or errors) and ``votes`` (one row per battle at most — a unique key makes a second
-vote fail atomically, across processes too). The view ``battle_log`` joins them into one row per battle
-(battle id, created and voted times, topic, mode, pipelines, answers, winner, session). Nothing in them is
-ever updated or deleted; triggers refuse it on both databases. ``pair_votes`` (votes per pipeline pair, for
-sampling battles) is derived: the database keeps it with a trigger on each vote insert, it is the one table
-updated in place, and it can be rebuilt from ``votes`` at any time. Schema changes are the migrations in
-:mod:`ragnarok.arena.migrations`; engines and serialised transactions are in :mod:`ragnarok.arena.db`.
+Battles and votes are only ever inserted (triggers refuse updates and deletes), so the log is the truth that
+ratings are derived from; one vote per battle is enforced by the database, across processes too. Votes are
+rate-limited per rate key in a transaction serialised per key.
 
-Votes are rate-limited per *rate key*, which the server derives (the web UI uses the client's address) so a
-client cannot rotate it to vote more: the count and the insert run in one transaction serialised per key.
+Design notes: docs/internals/arena.md.
 """
 
 from __future__ import annotations

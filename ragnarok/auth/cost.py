@@ -1,17 +1,11 @@
 """The most backend (LLM) calls a request can make, computed from its body before anything runs.
 
-Every LLM call is counted as its generator's attempts (the first and each retry: ``GeneratorConfig.attempts``),
-since each attempt is an HTTP request a paid backend may bill. The figures are upper bounds: the meter
-(:mod:`ragnarok.core.meter`) refuses any call past the reservation, so an estimate that were too low would stop
-a request, never let it spend more.
+A key's budget is reserved for a request's worst case before it runs, so every route needs an upper bound of
+its backend calls (each attempt of a generator counts, since a paid backend may bill each). The figures are
+upper bounds: the meter refuses any call past the reservation, so an estimate that were too low would stop a
+request, never let it spend more.
 
-- ``POST /v1/generate``, ``POST /v1/write``: one call of the named generator (none for ``extractive``).
-- ``POST /v1/rerank``: a listwise reranker's windows (``listwise:G``, ``rankgpt``, ``rankzephyr``) over the
-  candidates given, times its passes.
-- ``POST /v1/evaluate`` with an LLM judge: one call per 10 nuggets, per citation and per G-Eval criterion,
-  each asked again once when unreadable.
-- ``POST /rag``: the sum over its stages (query stages over the queries they can see, listwise reranks over
-  the depth they are handed, LLM compressors up to their own cap, the generator once).
+Design notes: docs/internals/auth.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,11 @@
 """A budget reservation is the durable record of its request's spend until the request settles it.
 
-Before each backend call, the request adds one to its reservation's ``used`` (:func:`use`); the call is made
-only once that is written, so a call that reached a backend is on disk even when the process is killed the
-next moment (``kill -9``), and no call is made while the database is away. Each reservation names its
-``holder``: the host, PID and start time of the process that made it (:data:`HOLDER`).
+Each backend call is written into the reservation before it is made, so a call that reached a backend is on
+disk even when the process is killed the next moment. A reservation whose request will never settle it
+(its holder process is gone, or it outlived the TTL) is turned into spend exactly once by
+:func:`settle_abandoned`, whoever gets there first.
 
-A reservation whose request will never settle it is *abandoned*: its holder is a process of this host that no
-longer runs (the PID is gone or now another program's), or it is older than the store's reservation TTL (a
-holder on another host). :func:`settle_abandoned` turns each into spend, its ``used`` calls, in the same
-transaction that deletes it, so it is counted exactly once whoever gets there first: the request itself
-(:meth:`~ragnarok.auth.store.AuthStore.settle`), the next reservation of the same owner (before it counts what
-is left), or the periodic sweep every instance runs (:meth:`~ragnarok.auth.store.AuthStore.sweep`). The tokens
-of an abandoned request are not known (a backend reports them after the call): its calls are what counts.
+Design notes: docs/internals/auth.md.
 """
 
 from __future__ import annotations

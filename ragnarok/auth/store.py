@@ -1,20 +1,12 @@
-"""Keys, budgets and the audit log in the service database (the vote store's SQLite or PostgreSQL: migration 8
-of :mod:`ragnarok.arena.migrations`).
+"""Keys, budgets and the audit log in the service database (the vote store's SQLite or PostgreSQL).
 
-- A key's secret is shown once when it is made; the database keeps its SHA-256 (a key is 256 random bits, so a
-  plain hash is as strong as the secret). :meth:`AuthStore.lookup` finds a key by that hash and keeps what it
-  found for ``cache_s`` seconds: a revocation reaches every worker and instance within that time.
-- A budget is spent in periods of ``period_s`` counted from the key's creation (the arena's: UTC days). Before a
-  request runs, its worst-case calls are *reserved* (:meth:`reserve`): the spent calls of the period, the
-  reservations of the requests in flight and this one must fit in the budget, checked and inserted in one
-  transaction serialised per owner (across processes and instances). When the request ends, :meth:`settle`
-  replaces its reservation by the calls and tokens it really spent (once: a settlement tried again after a lost
-  answer finds its reservation gone and adds nothing). A spend that cannot be recorded because the database is
-  unreachable waits in a :class:`~ragnarok.auth.backlog.Backlog` (its reservation still counting) and is
-  recorded when the database is back. Each call is written into the reservation before it is made, so the
-  reservation of a killed process is settled with the calls it made (:mod:`ragnarok.auth.reservations`).
-- The audit log gets one row per request (key, route, generators, calls, tokens, status), written in batches by
-  a background thread so that no request waits for it (kept while the database is unreachable: the backlog).
+:class:`AuthStore` looks keys up by their hash (cached briefly, so a revocation reaches every worker within
+``cache_s``), reserves a request's worst-case calls against its owner's budget in a transaction serialised per
+owner, settles the reservation with what was really spent, and queues audit rows for a background writer so
+that no request waits on the database. Spend that cannot be recorded while the database is away waits in a
+backlog.
+
+Design notes: docs/internals/auth.md.
 """
 
 from __future__ import annotations

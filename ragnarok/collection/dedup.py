@@ -1,36 +1,11 @@
 """Near-duplicate removal with MinHash and LSH (datasketch), as MS MARCO V2.1 was curated.
 
-What counts as a near-duplicate
-    Each document's text (``body``; ``contents`` for Anserini-style records; ``title`` when both are empty)
-    becomes the set of its 9-gram word shingles. Words are the runs of ASCII letters and digits and of
-    non-ASCII characters, ASCII-lowercased; punctuation and whitespace only separate words. A document with
-    fewer than 9 words has one shingle, all of its words. Two documents are candidates when they share an LSH
-    bucket: b bands of r rows of their datasketch MinHash signatures, (b, r) chosen by datasketch's
-    ``MinHashLSH`` for ``threshold`` and ``num_perm`` with recall weighted up (``LSH_WEIGHTS``). A candidate
-    pair is a near-duplicate when its MinHash Jaccard estimate is >= ``threshold`` (``verify=False`` trusts
-    the buckets); see :mod:`ragnarok.collection.clusters` for which pairs of a bucket are compared.
+Documents whose 9-gram word shingles have a MinHash Jaccard estimate at or above ``threshold`` are joined into
+classes, and each class keeps the document that comes first in the input, so the result depends neither on
+the number of workers nor on the storage. It runs in two streaming passes over input of any size (plain or
+gzip), with the LSH buckets on disk, in memory or in Redis.
 
-Classes and the representative
-    Near-duplicate pairs are joined transitively (connected components) into equivalence classes. From each
-    class we keep **the document that comes first in the input** and remove the others. Input order is the
-    order of the files (sorted, for a directory) and of the lines in them, so the result depends neither on
-    the number of workers nor on the storage.
-
-How it runs (two streaming passes over the input, any size, plain or gzip)
-    Pass 1 reads raw lines; worker processes parse them, shingle and MinHash them a batch at a time
-    (vectorised, bit for bit datasketch's ``MinHash`` with the affine32 scheme, see
-    :mod:`ragnarok.collection.minhash`) and hash their LSH bands. The parent appends the signatures to a
-    scratch file beside OUT (``num_perm * 4`` bytes per document, read back only to verify candidates) and
-    the bands to the bucket store:
-
-    * ``storage="disk"`` (default): one scratch file of 64-bit band hashes per band, sorted once at the end
-      (:mod:`ragnarok.collection.bands`); memory stays nearly flat (peak 153 MiB at 100k documents, 179 MiB
-      at 1 M: the docid check, a status byte per line, and one band's sort at a time).
-    * ``storage="memory"``: datasketch's in-memory ``MinHashLSH`` (about 4.7 KiB per document).
-    * ``redis_url``: datasketch's ``MinHashLSH`` with its Redis storage (the buckets live in redis-server).
-
-    Pass 2 copies the kept lines, byte for byte, to a temporary file beside OUT that replaces OUT only when
-    everything succeeded. Worker processes are handed at most ``2 * workers + 2`` batches at a time.
+Design notes: docs/internals/collection.md.
 """
 
 from __future__ import annotations

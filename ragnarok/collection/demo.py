@@ -1,16 +1,11 @@
 """The offline demo collection: the Python standard library's own documentation, built from the running
 interpreter (PSF-licensed text; no network, no download).
 
-Documents come in MS MARCO V2.1 document shape ``{docid, url, title, headings, body}`` (all ``str``):
+Documents come in MS MARCO V2.1 document shape ``{docid, url, title, headings, body}``: one per module of a
+curated allowlist and one per language reference topic. Order and text are deterministic for a given
+interpreter, so the demo index and its benchmarks are reproducible.
 
-* ``stdlib.<module>``: one per module of a curated allowlist (modules present in Python 3.11, 3.12 and 3.13,
-  no GUI and no side effects on import). The body is the module docstring, then one paragraph per public
-  class, public method of those classes, and public function that the module defines, e.g.
-  ``argparse.ArgumentParser: Object for parsing command line strings into Python objects. ...``;
-* ``langref.<topic>``: the language reference topics shipped with the interpreter in ``pydoc_data.topics``.
-
-Order and text are deterministic for a given interpreter: modules and members are sorted, and memory
-addresses (``at 0x7f...``) are removed.
+Design notes: docs/internals/collection.md.
 """
 
 from __future__ import annotations

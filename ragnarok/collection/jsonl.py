@@ -1,18 +1,11 @@
 """Reading JSONL collections (plain or gzip, one file or a directory of them) with line-numbered errors.
 
-Two layers:
+Two layers: :func:`iter_jsonl` / :func:`iter_documents` yield parsed records (the simple API), and
+:func:`iter_raw_lines` + :func:`parse_document` are the streaming building blocks of the large-scale commands,
+which read raw lines in one process, parse them in others and classify bad input per line (``malformed``,
+``utf8``, ``no-docid``, ``duplicate``).
 
-* :func:`iter_jsonl` / :func:`iter_documents` yield parsed records (the simple API; strict by default).
-* :func:`iter_raw_lines` + :func:`parse_document` are the streaming building blocks of the large-scale
-  commands (``ragnarok collection dedup|segment``): the raw bytes of each non-blank line with its file and
-  line number are read in one process, parsed in others, and bad input is classified per line:
-
-  ``malformed``  not JSON, or JSON that is not an object
-  ``utf8``       bytes that are not valid UTF-8 (reported with the line number; the rest of the file still reads)
-  ``no-docid``   an object without ``docid`` (or ``id``)
-  ``duplicate``  a docid seen before (found by :class:`DocidSet`, 8 bytes of memory per document)
-
-  Empty documents (no body text) are not errors: they are counted and reported.
+Design notes: docs/internals/collection.md.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """``ragnarok index IN OUT`` at scale: a build that resumes by shard after a kill, and gives the same index.
 
-In a persistent work directory beside the output (``OUT.partial/``, with ``build.json``: the input's files,
-sizes and mtimes, and the options):
+The input is chunked into shards in a persistent work directory beside the output, each shard is indexed by
+Anserini into its own sub-index and marked done, and the sub-indexes are merged into OUT atomically. Killed,
+the same command resumes at the first shard not done; BM25's statistics are read over the merged index, so
+scores are those of one uninterrupted build.
 
-1. the input is read, validated and (documents) segmented, streaming, into chunk files: shard ``k`` holds
-   segments ``[k*S, (k+1)*S)`` in ``chunks/k/``, as one file per indexing thread (Anserini parallelises over
-   files); ``chunked.json`` records the counts when every chunk is written;
-2. each shard's chunk files are indexed by Anserini's IndexCollection into their own Lucene sub-index
-   ``shards/k`` (positions, docvectors, raw documents), checked (its document count) and marked done
-   (``shards/k.done``); its chunk files are then deleted;
-3. the sub-indexes are merged with Lucene's ``IndexWriter.addIndexes(Directory...)`` (segments copied, nothing
-   analysed again) into ``merged/``, which is put in place of OUT atomically; the work directory goes.
-
-Killed, the same command resumes at the first shard not done; another input or other options start over
-(said on stderr). BM25's statistics are read over all the segments of the merged index, so scores and
-rankings are those of one uninterrupted build.
+Design notes: docs/internals/collection.md.
 """
 
 from __future__ import annotations

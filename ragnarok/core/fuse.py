@@ -1,17 +1,10 @@
 """Fusion of rankings, as pure functions over ``{docid: score}`` maps.
 
-* **RRF** (Cormack et al., 2009): ``score(d) = sum over rankings of 1 / (k + rank(d))`` with ``k = 60`` and
-  **1-based** ranks (the top document has rank 1, so it contributes 1/61). Documents absent from a ranking
-  contribute nothing from it.
-* **Convex combination** (AutoRAG's ``cc``): ``score(d) = sum_i w_i * norm_i(d)`` with min-max normalisation
-  (``(s - min) / (max - min)``; a ranking whose scores are all equal normalises to 1). Absent documents count 0.
-* **DBSF** (AutoRAG's distribution-based score fusion): the same combination with 3-sigma normalisation,
-  ``(s - (mu - 3 sigma)) / (6 sigma)`` (population sigma; constant rankings normalise to 0.5).
+RRF (Cormack et al., 2009), and AutoRAG's convex combination (min-max normalised) and DBSF (3-sigma
+normalised). Ties are broken by docid so fused rankings are deterministic, and fused scores are always finite
+whatever the inputs (bounded weights, non-finite scores clamped, normalisation that cannot overflow).
 
-Ties are broken by docid so fused rankings are deterministic. Fused scores are always finite: weights must be
-finite numbers from 0 to ``MAX_WEIGHT``; a non-finite input score counts as the ranking's best finite score
-(``+inf``) or its worst (``-inf``, NaN); and normalisation cannot overflow (scores as large as ±1e308 are scaled
-first, which changes nothing since both normalisations are scale- and shift-invariant).
+Design notes: docs/internals/core.md.
 """
 
 from __future__ import annotations

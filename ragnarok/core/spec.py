@@ -2,32 +2,11 @@
 
     rrf(bm25+rocchio, dense:minilm)@3000 | monot5@100~rrf | rankzephyr@20 | gpt-4o:chatqa
 
-Grammar (whitespace is free)::
+Query stages, then a first-stage retriever (or a fusion of several), rerank and passage stages each with its
+depth, and an optional generator. Parse errors name the offending token and point at it with a caret, and
+bounds on length, depths, nesting and stage counts keep any spec from costing more than a reasonable pipeline.
 
-    pipeline := (query ">")* retrieve ("|" rerank)* ("|" generate)?
-    query    := NAME ":" GENERATOR (":" INT)? ("~" FUSION)?   a query stage (hyde, multiquery, decompose,
-                                                      query2doc) over a generator; INT = queries it writes;
-                                                      several queries are each retrieved, then fused (rrf)
-    retrieve := source ("@" INT)?                    first stage; depth = candidates kept (default 100)
-    source   := NAME (":" ARG)* ("=" NUMBER)?         a retriever; "=w" is its weight inside cc/dbsf; several
-                                                      ARGs reach it as one "a:b" argument (dense:prebuilt:NAME)
-              | FUSION "(" source ("," source)+ ")"   FUSION is rrf, cc or dbsf
-    rerank   := NAME (":" ARG)* "@" INT ("~" FUSION)? a reranker or passage stage (neighbours, cutoff, compress,
-                                                      reorder, ...) keeping INT candidates; "~rrf" fuses its
-                                                      output with its input, as the paper does after monoT5;
-                                                      several ARGs reach the stage as one "a:b" argument
-                                                      (llmcompress:smollm2:refine@5)
-    generate := NAME (":" TEMPLATE)?                  the last stage, when it names a generator
-
-A reranker always carries its depth (``@20``), so the last stage is the generator when it has none.
-Parse errors name the offending token and point at it with a caret (quoting at most ~200 characters). Names
-and numbers are ASCII: a digit of another script (``bm25@１０``, ``bm25@١٠``) is an unexpected character.
-
-Bounds, so that no spec can cost more than a reasonable pipeline: at most ``MAX_SPEC_CHARS`` characters,
-depths from 1 to ``max_depth`` (the API passes its ``max_k``), fusions nested at most ``MAX_NESTING`` deep,
-at most ``MAX_SOURCES`` first-stage retrievers and ``MAX_RERANKS`` rerank (and passage) stages, and weights that
-are finite numbers from 0 to ``MAX_WEIGHT``; at most ``MAX_QUERY_STAGES`` query stages, each writing 1 to
-``MAX_GENERATED`` queries, and at most ``MAX_QUERIES`` queries retrieved in all.
+Design notes: docs/internals/core.md.
 """
 
 from __future__ import annotations

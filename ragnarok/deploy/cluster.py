@@ -1,18 +1,11 @@
 """``deploy/cluster up|status|restart|down``: N ``ragnarok serve`` instances on one PostgreSQL and one Redis
 behind nginx, supervised.
 
-Everything lives under the cluster's directory (``--data-dir``; default ``RAGNAROK_DATA_DIR/cluster``, as root
-``/var/lib/ragnarok/cluster``, which the postgres user PostgreSQL runs as can reach): PostgreSQL's cluster
-(``postgres/``, initdb'd on first use with a SCRAM password unless ``RAGNAROK_DATABASE_URL`` is set), Redis's
-(``redis/``, with ``requirepass``), nginx's configuration and temporary files (``nginx/``), supervisord's
-(``run/``), each part's log (``logs/``), the passwords (``secrets.json``, 0600), the URLs with them
-(``cluster.env``, 0600) and ``cluster.json`` (the shape and ports of the running cluster). Redis, the instances
-and nginx run under supervisord (:mod:`ragnarok.deploy.supervisor`), which starts a part again when it dies.
-The instances share the caller's environment (``RAGNAROK_DATA_DIR``, ``RAGNAROK_AUTH``, generators ...) with
-the database, ``RAGNAROK_RATE_LIMIT_STORAGE=redis://...`` and ``RAGNAROK_TRUSTED_PROXIES=127.0.0.1`` added.
-The first instance builds the demo index (and, unless ``--no-dense``, the dense one in the background); the
-others start once it answers, with ``--no-dense``: they serve the dense index the first one builds as soon as
-it is on disk. ``down`` stops everything and keeps the data.
+Everything lives under the cluster's directory (databases, configuration, logs, secrets), and supervisord
+restarts any part that dies. The first instance builds the demo indexes; the others start once it answers and
+serve what it builds. ``down`` stops everything and keeps the data.
+
+Design notes: docs/internals/deploy.md.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """The cluster's nginx configuration (:mod:`ragnarok.deploy.cluster`): one file, everything under its prefix.
 
-Which requests nginx may send to another instance after one failed is the decision this file writes down:
+The decision it writes down is which requests nginx may send to another instance after one failed: reads
+that spend and record nothing are retried; an instance's own answer (502 and 503 too) is the client's; and
+requests that may call a paid backend, spend a budget or record a vote are never retried once sent. When no
+instance can be reached nginx answers a JSON 503 with ``Retry-After``.
 
-* **Retried after they were sent** (``proxy_next_upstream error timeout``, on a connection that failed or
-  timed out): GET and HEAD (nginx's idempotent methods), ``POST /v1/retrieve`` and ``POST /v1/segments``: they
-  read an index, spend nothing and record nothing, so a second try on another instance costs CPU only.
-* **An instance's own answer is the client's**, 502 and 503 too: a 503 says the service database or Redis is
-  away, or the instance is busy, with a ``Retry-After`` the client needs, and every instance would say the
-  same. Only a connection error or a timeout counts against an instance (``max_fails``): a store outage used
-  to mark all three down, and nginx answered its own 502 page for seconds after the store was back. When no
-  instance can be reached, nginx answers a JSON 503 with ``Retry-After`` itself, never an HTML page.
-* **Never retried once sent**: ``POST /rag``, ``/v1/generate``, ``/v1/write``, ``/v1/evaluate``, ``/v1/rerank``
-  (a request may name an LLM reranker, and nginx cannot read the body to tell) and every POST of the arena (a
-  battle or a vote): a second try could call a paid backend twice, spend a key's budget twice or record a
-  vote twice. nginx's own rule for non-idempotent methods does this: they go to another instance only when
-  the first could not be reached at all (connection refused, connect timeout: the instance never saw them).
+Design notes: docs/internals/deploy.md.
 """
 
 from __future__ import annotations

@@ -1,16 +1,11 @@
 """``Experiment``: several pipelines over the same topics, measured the same way, in one pandas DataFrame, as
 PyTerrier's ``pt.Experiment`` gives it.
 
-One row per pipeline: each metric's mean over the experiment's topics, ``topics`` (how many), ``missing``
-(topics it has no result for: they failed, or its run file lacks them; they score 0) and, with a baseline, per
-metric its wins (``M +``), ties (``M =``) and losses (``M -``) against the baseline's per-topic scores, the
-paired test's p-value (``M p-value``) and, with a correction, the corrected one (``M p-value corrected``) and
-whether it is below ``alpha`` (``M reject``). The correction is over the pipelines other than the baseline,
-metric by metric. With ``perquery=True``: one row per pipeline x topic x metric (``name, qid, measure,
-value``). ``DataFrame.attrs["failures"]`` names, per pipeline, the topics that failed and why.
+One row per pipeline with each metric's mean, the topics missing, and against a baseline the wins, ties,
+losses and (corrected) paired-test p-values; ``perquery=True`` gives one row per pipeline, topic and metric.
+Each pipeline runs once, and RAG judgments go through the judgment cache ``eval-rag`` uses.
 
-Each pipeline runs once over the topics (a ranking experiment runs its retrieval part only); a RAG experiment's
-judgments go through the judgment cache ``eval-rag`` uses, so a second run of it makes no judge call.
+Design notes: docs/internals/experiment.md.
 """
 
 from __future__ import annotations

@@ -2,45 +2,12 @@
 answer and for an answer sentence against the segment it cites. Deterministic: word rules
 (:mod:`ragnarok.judge.textrules`) plus MiniLM cosines, with fixed thresholds.
 
-A nugget against an answer, sentence by sentence (never the bag of the whole answer):
+A nugget is judged sentence by sentence: statements only, vetoes first (frames that assert nothing,
+contradictions, swapped names or values), then word recall and cosine thresholds calibrated on the dev topics
+of ``bench/judge_families.py``; the best sentence's label is the nugget's. Citation support applies the same
+rules per clause of the answer sentence against the cited segment.
 
-1. the answer's sentences, each once (repetition earns nothing twice); only **statements** count (a word
-   list or fragment states nothing), a sentence that adds no content word to the question is skipped, and so is
-   one the next sentence takes back ("But that is a myth.");
-2. a nugget naming a specific (identifier, number, name) that the answer never writes gets nothing; one
-   naming several of which some are missing gets at most partial; a nugget the answer also **denies** (a
-   statement with most of its words and the other polarity: "X. It is not true that X.") gets nothing;
-3. per sentence, first the vetoes: the nugget's words mostly where the sentence **asserts nothing** (a
-   denial's, a report's or a doubt's frame, a question, a "whether" or "if" clause:
-   :mod:`ragnarok.judge.statements`), then :func:`contradicts`: a **polarity** other than the nugget's (a
-   negation or a denial such as "it is a myth that"; a negated nugget is compared piece by piece), an
-   **antonym** of a nugget word, another **name** for the same kind of thing (``the syslog module`` / ``the
-   logging module``, ``bz2.open`` / ``gzip.open``), another **value** or type (``newline='\\r\\n'`` /
-   ``newline=''``; a string / a list), a missing nugget specific while the sentence names another one (a
-   module named earlier in the answer counts), another **subject** where the nugget's is the question's ("a
-   def expression" for "a lambda expression"), or the nugget's name on **another nugget's content** (names
-   swapped between the topic's nuggets: :func:`slots.swapped`), the nugget's content under another nugget's name,
-   or another value of the nugget's value's class where its content is (``KeyError`` for ``None``,
-   milliseconds for seconds, ``'a'`` for ``'w'``, raises for returns: :mod:`ragnarok.judge.slots`) -> the
-   sentence supports nothing;
-4. then ``recall``, the share of the nugget's content words that are not already in the question found in
-   the sentence (identifiers and names weigh double), and ``cos``, the MiniLM cosine of nugget and sentence:
-   ``support`` when recall >= 0.8 (no cosine needed), or recall >= 0.4 and cos >= 0.5, or cos >= 0.5;
-   ``partial_support`` when recall >= 0.35 and cos >= 0.3, or cos >= 0.45. The cosine-alone rules count only
-   where the sentence is closer to the nugget than the question is by ``ECHO_MARGIN`` (0.05): an echo of the
-   question says nothing new. MiniLM encodes only sentences that share a word with some nugget still open.
-   The thresholds are calibrated on the dev topics of ``bench/judge_families.py`` (docs/BENCHMARKS.md).
-
-The best sentence's label is the nugget's. Citation support runs the same per clause of the answer sentence
-against the cited segment (its words as a bag, its sentences for cosines and vetoes): every clause supported
--> full, some -> partial, none -> none, and a clause the segment contradicts (a veto) -> none for the whole
-sentence (a statement copied from the segment word for word: full); a sentence
-that is no statement, or states nothing (a hedge, a question, a pointer, empty talk, a denial:
-:mod:`ragnarok.judge.support_rules`), is supported by nothing, and one
-naming specifics the segment does not is at most partial (none when it names none of them; none when it
-puts the segment's words on a function, class or attribute written as code that the segment never names:
-:func:`support_rules.code_names`; ``SHA-256`` is ``sha256``). The vetoes read a segment's sentence where it
-says what the claim says of its names (a docstring's description, not its title).
+Design notes: docs/internals/judge.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """Frames: the words around a statement that make a sentence assert nothing, or deny what it holds.
-One place for them: the nugget rules (:mod:`ragnarok.judge.statements`) and citation support
-(:mod:`ragnarok.judge.support_rules`) both read :func:`kind`.
 
-Kinds (:func:`kind`, first match wins): ``question`` (a sentence ending in "?", "Whether X ..."), ``report``
-(what people say, ask or doubt: "some say", "people ask whether", "it is unclear if", "is a question",
-"allegedly"), ``hedge`` ("X may or may not ...", "it depends on your needs", "remains unclear"), ``pointer``
-("this is discussed in [1]", "see [2]"), ``empty`` (talk about the task: "X is a common task", "there are many
-ways to ..."), ``denial`` ("it is a myth that", "it is false that", "the idea that ... is a misconception",
-"it would be wrong to claim that"). A denial asserts the opposite (:mod:`statements` reads it as a negation);
-the other kinds assert nothing.
+One place for them, so that the nugget rules (:mod:`ragnarok.judge.statements`) and citation support
+(:mod:`ragnarok.judge.support_rules`) read the same ones: :func:`kind` tells a question, a report, a hedge, a
+pointer, empty talk or a denial from a plain statement. Also here: the clause frames of :mod:`statements`.
 
-Also here: the clause frames of :mod:`statements` (a "whether" clause, a condition, a sentence that takes back
-the one before it, a leading "it is not true that").
+Design notes: docs/internals/judge.md.
 """
 
 from __future__ import annotations

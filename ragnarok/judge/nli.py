@@ -1,20 +1,11 @@
 """An entailment (NLI) cross-encoder for the proxy judge, where the machine has one.
 
-``RAGNAROK_JUDGE_NLI_MODEL`` (setting ``judge_nli_model``; default none) names a sentence-transformers
-``CrossEncoder`` with three labels (contradiction / entailment / neutral, in the order its ``config.json``'s
-``id2label`` gives: never assumed), as a local model directory or a Hugging Face name already in the local
-cache. It is loaded offline (``local_files_only``; a name the cache lacks is an error naming the setting, when
-the judge is made, not per judgment), once per process. No NLI weights ship with ragnarok.
+``RAGNAROK_JUDGE_NLI_MODEL`` (setting ``judge_nli_model``; default none) names a three-label
+sentence-transformers ``CrossEncoder``, loaded offline once per process. With it, the proxy judge's nugget and
+citation labels come from the model's entailment and contradiction probabilities instead of the word rules.
+No NLI weights ship with ragnarok.
 
-With it, the proxy judge's labels come from the model (:mod:`ragnarok.judge.entail` hands each pair over):
-
-* a nugget against an answer: each (answer sentence that is a statement, nugget) pair, the sentence the
-  premise. ``support`` when some sentence entails the nugget with ``p_entail >= ENTAIL`` (0.5), ``partial_support``
-  when ``>= PARTIAL`` (0.2); ``not_support`` when any sentence contradicts it with ``p_contradict >=
-  CONTRADICT`` (0.5) -- an answer that asserts a statement and its negation supports neither;
-* an answer sentence against the segment it cites (the premise): ``full`` when ``p_entail >= ENTAIL``,
-  ``partial`` when ``>= PARTIAL``, else ``none``; a sentence that states nothing
-  (:func:`ragnarok.judge.support_rules.states_nothing`) is ``none`` before any model call.
+Design notes: docs/internals/judge.md.
 """
 
 from __future__ import annotations

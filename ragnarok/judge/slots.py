@@ -1,24 +1,11 @@
 """Names and values in a sentence, and whose they are: the proxy judge's rules for nuggets whose
 names or values are swapped (:mod:`ragnarok.judge.entail`). No model.
 
-A text's **slots** are what it names and the values it gives, by class:
+A text's slots are the names it gives (identifiers, keywords) and its values by class (outcomes, quoted
+strings, units, verbs). Three vetoes read them: :func:`foreign_name`, :func:`value_clash` and
+:func:`swapped`, so an answer that puts one nugget's name on another's content earns nothing.
 
-* **names**: each identifier (a specific of :mod:`ragnarok.judge.textrules`: ``heapq.nsmallest`` gives the
-  name ``nsmallest`` and the module ``heapq``; ``csv``; ``DictReader``) and each keyword of ``key=value``
-  (``text=True`` names ``text=``);
-* **values**: ``outcome`` (Python's ``None``, ``True``, ``False``, an exception: ``KeyError``), ``quoted``
-  (``'w'``), ``unit`` (seconds / milliseconds; bytes / kilobytes), and ``verb`` (returns / raises: what a call
-  gives back is one of them).
-
-Three vetoes, each inside the clause a nugget's content belongs to:
-
-* :func:`foreign_name`: a clause that holds most of what a nugget says does not name the nugget's thing and
-  names another nugget's before it ("statistics.stdev computes the mean" for "statistics.mean computes the
-  mean");
-* :func:`value_clash`: no clause holding the nugget's content gives its value, and one gives another of the
-  same class ("raises KeyError" for "returns None"; "milliseconds" for "seconds"; ``'a'`` for ``'w'``);
-* :func:`swapped`: the nugget's name on another nugget's content (what a text says of what it names:
-  :func:`predicate`, its names taken out by place).
+Design notes: docs/internals/judge.md.
 """
 
 from __future__ import annotations

@@ -1,25 +1,11 @@
 """What a sentence asserts, for the proxy judge's nugget rules (:mod:`ragnarok.judge.entail`): word rules, no
-model. A sentence supports a nugget only where it *asserts* the nugget's content, so four classes of frame
-are told apart from a plain statement:
+model.
 
-* **denial**: "it is a myth that", "it is false that", "the idea that ... is a misconception", "it would be
-  wrong to claim that" -- counted as a negation (a denied denial asserts);
-* **report and doubt**: "some say", "people ask whether", "many developers wonder", "it is unclear if",
-  "is a question", "allegedly", "contrary to popular belief" (it says what people think, then either denies
-  it or not) -- the sentence asserts nothing;
-* **a question** (a sentence ending in "?"), a hedge ("may or may not"), a pointer ("see [1]") or talk about
-  the task ("X is a common task") asserts nothing;
-* **"whether" and conditional clauses** ("whether X", "if X, ...", "... unless X") assert nothing, unless the
-  nugget has such a clause itself ("returns None if the variable doesn't exist").
+A sentence supports a nugget only where it asserts the nugget's content, so denials, reports and doubts,
+questions, hedges, pointers, empty talk and "whether" or conditional clauses are told apart from a plain
+statement, and polarity is compared clause by clause. The frames' patterns are :mod:`ragnarok.judge.frames`'.
 
-**Polarity**: a nugget without a negation is vetoed by a negated or denied clause holding its words; a negated
-nugget is compared piece by piece: the nugget and the sentence are cut at their conjunctions and
-subordinators, and each piece of the sentence holding the nugget's words must have the polarity (negated or
-not; a leading "it is not true that" reverses what follows it) of the nugget's piece it matches best, so "it
-returns None if the variable doesn't exist" agrees with a sentence whose first clause is positive and whose
-"if" clause is negated.
-
-The frames' patterns are :mod:`ragnarok.judge.frames`' (citation support reads the same ones).
+Design notes: docs/internals/judge.md.
 """
 
 from __future__ import annotations

@@ -1,20 +1,11 @@
 """Sentences that cite a segment but state nothing it could support: citation support's own rules.
 
-A sentence that hedges ("X may or may not ...", "it depends on your needs"), asks or reports a question
-("Whether X does Y is a question ...", "people often ask whether ..."), points elsewhere ("this is discussed in
-[1]", "see [2]"), talks about the task instead of answering ("X is a common task", "there are many ways to
-...") or denies ("It is a myth that ...", "it is false that ...") asserts no fact: citing a segment that holds
-the same words earns it no support. The frames are :mod:`ragnarok.judge.frames`' (the nugget rules read the
-same ones). :func:`states_nothing` is checked before any word or cosine rule of
-:func:`ragnarok.judge.entail.support_level` (and before the NLI model, :mod:`ragnarok.judge.nli`).
+A sentence that hedges, asks, reports a question, points elsewhere, talks about the task or denies asserts no
+fact, so citing a segment with the same words earns it no support (:func:`states_nothing`, checked before any
+word, cosine or NLI rule). Also the rules that read a claim as a claim and not as advice, and that match code
+names as the segment writes them.
 
-A sentence that does state something is read as a claim, not as advice: the words of advice around it
-(:data:`ADVICE`: "use the secrets module, which ...", "pass ...") do not count towards its recall, and the
-example arguments of a call (:func:`placeholders`: ``copyfileobj(f_in, f_out)``) need not be in the segment.
-(judge-dev: these two took citation support's kappa from 0.472 to 0.515, empty talk to 0.531; the function itself must still be
-there: ``shutil.copy2(f_in, f_out)`` is not supported by ``shutil.copyfileobj``'s segment.) A name written as
-code that the segment never names (:func:`code_names`) makes a clause another claim; a hyphenated name is
-found under its joined spelling (:func:`joined`, :func:`spelled_apart`: ``SHA-256``, ``sha256``).
+Design notes: docs/internals/judge.md.
 """
 
 from __future__ import annotations

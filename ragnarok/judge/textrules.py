@@ -1,22 +1,11 @@
 """Rules on the surface of a sentence for the proxy judge (:mod:`ragnarok.judge.proxy`): words and their stems,
 "specifics" (identifiers, numbers, names), negation cues, antonyms, clause splitting and whether a sentence is
-a statement at all. No model, no data download: the only resource is the MiniLM tokenizer's word list (which
-words are ordinary English), read once from the packaged model.
+a statement at all.
 
-* **specific**: a token that names something and must not be swapped for another: code (``gzip.open``,
-  ``parse_args()``, ``%Y``, ``ArgumentParser``), a number (``8601``, ``3.5``), or a word that is no whole word
-  in the tokenizer's vocabulary (``argparse``, ``getopt``, ``zlib``). A dotted name counts as its parts, so
-  ``datetime.strptime`` is found in "the datetime class offers strptime" but ``gzip.open`` is not in
-  ``bz2.open``.
-* **statement**: at least 3 words, a finite verb (an auxiliary/modal/copula, or a common verb in a finite
-  form) and function words making up at least 12 % of the
-  words that are not specifics: a word list ("argparse module
-  ArgumentParser parse_args") is no statement, whatever words it holds; nor is a
-  comma-separated list of one- and two-word terms.
-* **negation**: ``not``, ``no``, ``never``, ``n't`` ... counted per clause; a clause and a claim differ in
-  polarity when one is negated and the other is not.
-* **antonyms**: a fixed list of pairs (read/write, compress/decompress, always/never, ...) and the negative
-  prefixes ``un``/``in``/``im``/``non``/``dis``/``de`` on a stem.
+No model and no data download: the only resource is the MiniLM tokenizer's word list (which words are
+ordinary English), read once from the packaged model.
+
+Design notes: docs/internals/judge.md.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """The search space: node lines in pipeline order, each a list of candidates (a module with one value per
 parameter), and the pipeline spec a choice of one candidate per node makes.
 
-Nodes (each at most once, in this order)::
+Nodes (query, lexical, semantic, retrieval, rerank, passage, generator) follow AutoRAG's; every combination of
+a module's parameter values is one candidate, so a config lists values and the space enumerates them.
 
-    query      none | hyde | query2doc | multiquery | decompose     generator, n, fuse
-    lexical    bm25 | bm25+rocchio | bm25+rm3                        k1, b, terms, docs, weight, alpha, beta
-    semantic   dense                                                 model
-    retrieval  lexical | semantic | rrf | cc | dbsf                  depth; weight (cc, dbsf: the lexical side's)
-    rerank     none | a reranker (embedding, mmr, crossencoder, ...)  arg, depth, fuse
-    passage    none | a passage stage (cutoff, simcutoff, ...)         arg, depth
-    generator  a configured generator (extractive, smollm2, ...)      template, k
-
-As AutoRAG's hybrid node, ``retrieval`` fuses the lexical and the semantic node's choices; without a
-retrieval node the pipeline retrieves with the lexical node (else the semantic one) at depth 100. A parameter
-is a list of values to search or one value; every combination of a module's values is one candidate.
+Design notes: docs/internals/optimize.md.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """Search strategies over a :class:`~ragnarok.optimize.space.Space`, all on one Optuna study.
 
-* ``random``, ``tpe``, ``grid``: Optuna's samplers; a trial suggests one candidate label per node.
-* ``greedy`` (AutoRAG): node by node in pipeline order, every candidate of the node with the nodes before it
-  fixed at their best and the nodes after it at their first candidate, judged by the node's own metric
-  (retrieval nodes: their ranking's metric; the generator: the answer's); candidates over the node's speed
-  threshold are dropped.
-* ``greedy-m`` / ``greedy-r`` (Orbach et al. 2025): the same walk judged by the end-to-end objective, with
-  the generation side first (generator, passage, then the retrieval side) or the retrieval side first.
+Optuna's ``random``, ``tpe`` and ``grid`` samplers, and the greedy walks of AutoRAG and Orbach et al. 2025.
+Keeping every strategy on one study lets any number of workers share it and a new process resume it where it
+stopped (reseeded proposals, greedy steps computed from the finished trials).
 
-The greedy walk is a function of the finished trials, so any number of workers share it: each computes the
-current step from the study, enqueues the step's missing candidates (Optuna's waiting trials) and claims one
-with ``study.ask()``.
-
-``random`` and ``tpe`` draw trial N's proposal with a seed made of the config's seed and N (:class:`Reseeded`),
-so a study resumed by a new process continues the sequence instead of replaying it from its start. Ties
-(equal scores) go to the faster pipeline (:func:`seconds_per_query`), then to the earlier trial.
+Design notes: docs/internals/optimize.md.
 """
 
 from __future__ import annotations

@@ -1,27 +1,13 @@
 """SIGINT (Ctrl-C) and SIGTERM stop a long command within seconds: finished work kept, work in flight dropped,
 one line on stderr saying how to resume, exit code 130 (SIGINT) or 143 (SIGTERM).
 
-    with stop_on_signals(lambda: f"{n} of {total} topics written to {path}; run the same command again "
-                                 "to resume") as stop:
+    with stop_on_signals(lambda: f"{n} of {total} topics written; run the same command again to resume") as stop:
         ...  # finished work is written as it goes (a whole line, a committed row)
 
-The commands write each finished piece of work as it is done (a run file's line in one ``write``, an Optuna
-trial or a judgment in one SQLite transaction), so nothing needs finishing: on the first signal
+A watcher thread runs the stop callbacks, waits for a write in progress, flushes and leaves with ``os._exit``,
+because tearing down the JVM and PyTorch while their threads are busy crashed or hung.
 
-1. ``stop.requested`` turns true and the main thread, when it runs Python, parks in the signal handler (it
-   takes no new work and prints nothing more); while it is inside :func:`writing` it parks when it leaves it;
-2. the ``on_stop`` callbacks run (bounded: :data:`CALLBACKS_S` in all), e.g. an Optuna trial in flight is
-   given back to the study;
-3. a write in progress (:func:`writing`) is waited for (at most :data:`WRITE_S`), the stdout and stderr
-   buffers are flushed, the line ``interrupted: <resume>`` is written on stderr, and the process leaves with
-   ``os._exit``.
-
-``os._exit`` runs no ``atexit`` handler and no interpreter, JVM or PyTorch teardown: tearing those down while
-Java and PyTorch threads are still busy is what crashed (SIGSEGV in libtorch, exit 134 and an
-``hs_err_pid*.log``) or hung (a thread stuck in a Lucene search). The work is done by a watcher thread woken
-through :func:`signal.set_wakeup_fd`, so a main thread blocked in a Java call (an index build, a batch search)
-does not delay it. A second signal leaves at once. The JVM is started with ``-Xrs`` (:mod:`ragnarok.core.java`),
-so it leaves SIGINT and SIGTERM to us.
+Design notes: docs/internals/runtime.md.
 """
 
 from __future__ import annotations

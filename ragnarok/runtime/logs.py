@@ -1,16 +1,10 @@
 """Log lines that say which request they belong to: the request id (``X-Request-ID``), route and pipeline stage.
 
-The request id is asgi-correlation-id's context variable (set by its middleware in :mod:`api.observability`,
-taken from the request's ``X-Request-ID`` when it carries a valid one, else made); the route and the stage
-are context variables set by the request middleware and by the gateway around each stage call. Worker
-threads copy the context, so a line logged in a search, a rerank or a backend call carries them too.
+They are context variables that worker threads copy, so a line logged in a search, a rerank or a backend call
+carries them too. ``RAGNAROK_LOG_FORMAT=json`` writes one JSON object per line (and turns what libraries
+print into log records); ``text``, the default, one readable line.
 
-``RAGNAROK_LOG_FORMAT=json`` writes one JSON object per line (time, level, logger, message, request_id,
-route, stage, latency_ms, status, and exception when there is one); ``text`` (the default) one line of
-``TIME LEVEL LOGGER [REQUEST_ID STAGE] MESSAGE``. Python warnings go through the same handler (logger
-``py.warnings``). A server logging JSON also calls :func:`capture_std_streams`: whatever else a library
-writes to ``sys.stdout`` or ``sys.stderr`` (a print, a handler of its own, a progress bar) becomes a log
-record of logger ``stdout``/``stderr``, one per line.
+Design notes: docs/internals/runtime.md.
 """
 
 from __future__ import annotations

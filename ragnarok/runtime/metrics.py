@@ -1,16 +1,10 @@
 """Prometheus metrics of the service (``GET /metrics``, :mod:`api.observability`), counted where the work happens.
 
-Every family is process-wide (prometheus-client's default registry). With ``PROMETHEUS_MULTIPROC_DIR`` set in
-the environment *before* this module is first imported (several uvicorn or gunicorn workers, several
-``ragnarok serve`` processes behind one address), values go to memory-mapped files in that directory and
-:func:`exposition` adds up every process's (prometheus-client's multiprocess mode); the directory must be
-empty when the first process starts.
+Families are process-wide, and add up across processes in prometheus-client's multiprocess mode when
+``PROMETHEUS_MULTIPROC_DIR`` is set before this module is imported. Labels stay bounded, and the hot path pays
+only a few counter increments per request.
 
-Labels stay bounded: routes are route templates (``/v1/{index}/search``), stages are the five kinds of
-pipeline stage, generators and caches are configured names, causes a fixed vocabulary.
-
-The hot path (``POST /v1/retrieve``) pays one counter and one histogram per request (the middleware) and two
-counter increments per search (the segment JSON cache's hits and misses, counted per answer, not per hit).
+Design notes: docs/internals/runtime.md.
 """
 
 from __future__ import annotations

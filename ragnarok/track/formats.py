@@ -1,18 +1,10 @@
-"""The track's answer formats, and the normalisation that makes any answer follow the rules.
+"""The track's answer formats (2024 and 2025), and the normalisation that makes any answer follow the rules.
 
-2024 (one JSON object per line)::
+Both formats allow at most 400 words (the official checkers' NFKC count), unique references, and citations
+inside ``references`` and not repeated within a sentence; normalising here means no submission is rejected by
+the track's checkers.
 
-    {"run_id", "topic_id", "topic", "references": [segment ids, <= 20], "response_length": words,
-     "answer": [{"text", "citations": [0-based indices into references]}]}
-
-2025::
-
-    {"metadata": {"team_id", "run_id", "type", "narrative_id", "narrative", "prompt"?},
-     "references": [segment ids, <= 100], "answer": [{"text", "citations"}]}
-
-Both: at most 400 words (``ragnarok.core.types.word_count``, the official checkers' NFKC count), references
-unique, citations inside ``references`` and not repeated within a sentence. 2025's ``type`` is ``automatic``
-or ``manual``.
+Design notes: docs/internals/track.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """``ragnarok run`` / ``scripts/run_trec.py``: a pipeline over a topic set, written as a track submission.
 
-* Tasks: ``rag`` (an answer line per topic, 2024 or 2025 format) and ``r`` (a ranking per topic, logged as
-  rank_llm Request JSONL, then written as a TREC run file of the top 100).
-* AG-only: ``requests`` maps topic ids to given candidates (the track's fixed retrieval results); the
-  pipeline then starts with ``given``.
-* At most ``concurrency`` topics in flight, each finished one appended as a whole line at once
-  (:class:`~ragnarok.track.output.JsonLinesLog`); running the same command again skips the topics already
-  written. Resuming with another pipeline or index is refused, ``restart`` moves the old output aside
-  (:mod:`ragnarok.track.resume`). A topic that fails is retried (``retries`` attempts in all, waiting
-  ``settings.topic_backoff_s``, then twice that, ...); the ones that still fail are reported, each in one line
-  (stage, status, cause), and the run goes on. A timeout (504, 429) halves the topics in flight (not below 1; see
-  :class:`ragnarok.service.batch.AdaptiveLimit`): load is not a verdict. A stage that refuses the pipeline itself
-  (4xx: unknown component, missing key) stops the run at once.
+Tasks ``rag`` (answers) and ``r`` (rankings), with given candidates for AG-only runs. Topics run concurrently
+and each finished one is appended whole, so running the same command again resumes; failures are retried and
+reported, timeouts reduce the concurrency, and a pipeline the stages refuse stops the run at once.
+
+Design notes: docs/internals/track.md.
 """
 
 from __future__ import annotations

@@ -1,24 +1,11 @@
 """Embedding backends behind :class:`ragnarok.stages.embed.encoder.Encoder`: sentence-transformers on PyTorch, or the
 same weights exported to ONNX and run with onnxruntime (CPU), chosen by the ``encoder_backend`` setting.
 
-``onnx`` exports a sentence-transformers model that is a plain Hugging Face transformer with mean or CLS
-pooling (the packaged all-MiniLM-L6-v2 is one) once, locally, from the weights on disk (``torch.onnx.export``
-in a child process, so PyTorch never loads where onnxruntime runs the model; nothing is downloaded), into
-``<data_dir>/models/onnx/<name>-<hash of the weights>/model.onnx``; later loads reuse it. Texts are tokenised with the model's own ``tokenizer.json`` (padded to the longest text of a batch,
-truncated at the model's ``max_seq_length``), pooled and L2-normalised in numpy. Its vectors equal PyTorch's
-within float32 rounding (tests/test_encoders.py; docs/BENCHMARKS.md for the speed and the ranking overlap), so
-an index built by one backend is searched with queries encoded by the other: the dense index meta records the
-model, not the backend.
+ONNX is faster on CPU and gives PyTorch's vectors within float32 rounding, so an index built by one backend is
+searched with the other; ``onnx-int8`` is faster still but its vectors differ. ``auto`` picks ONNX where a
+model can be exported. Nothing is loaded at import.
 
-``onnx-int8`` is that export with its weights quantised to int8 (onnxruntime's dynamic quantisation, per
-channel, reduced range for CPUs without VNNI): faster, but its vectors are not PyTorch's (cosine ~0.99 on the
-demo segments), so an index built with it should be searched with it; docs/BENCHMARKS.md has its ranking
-overlap and nDCG@10 against PyTorch's.
-
-``auto`` (the ``encoder_backend`` setting's default) is ``onnx`` where a model can be exported and runs on
-CPU, else ``torch`` (a failed export falls back to PyTorch). Nothing is loaded at import. onnxruntime's
-telemetry (DNS lookups of Microsoft's event collector seconds after it loads) is switched off before it loads
-(:mod:`ragnarok.runtime.quiet`).
+Design notes: docs/internals/stages.md.
 """
 
 from __future__ import annotations

@@ -1,20 +1,10 @@
 """Text vectors computed once: a store built with the dense index, then a bounded in-memory cache, then the model.
 
-Every reader of MiniLM vectors outside retrieval (the extractive generator's sentences, the ``embedding``/``mmr``
-rerankers and ``simcutoff``, the proxy judge) asks :func:`text_vectors` instead of encoding per request:
+Every reader of MiniLM vectors outside retrieval (the extractive generator, the ``embedding``/``mmr``
+rerankers, ``simcutoff``, the proxy judge) asks :func:`text_vectors` instead of encoding per request. Keys are
+content hashes, so the store never goes stale for its model.
 
-1. **The sentence store** (``<dense index>/sentences/``), written in the same pass as the dense index: the
-   vector of every segment's indexed text and of each of its prose sentences (the sentences the extractive
-   generator chooses from), keyed by a 64-bit BLAKE2b hash of the exact text. ``keys.npy`` (sorted),
-   ``rows.npy`` (each key's row) and ``vectors.f32`` (float32 rows, memory-mapped: only the pages read are in
-   memory) and ``meta.json``. A lookup is a binary search; a text that is not there falls through.
-2. **A bounded LRU cache** (``vector_cache_entries`` texts, per model per process) of what was encoded here:
-   queries (the dense retriever's query vector is the extractive generator's too), sentences of collections
-   without a store (too large to precompute, or built before stores existed), and judged answers.
-3. **The encoder**, for the misses only, in one batch.
-
-Keys are content hashes, so the store never goes stale for its model: a text that changed is simply another
-key. Float32 as encoded, so the vectors are the ones the model gives (to float rounding of batch padding).
+Design notes: docs/internals/stages.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """What every generator backend shares: its configuration, its errors, and a :class:`Guard` that bounds each
 backend in concurrency and in time.
 
-Time, per backend: one attempt takes at most ``timeout_s`` in all (connecting, sending, waiting and reading:
-see :mod:`ragnarok.stages.generate.http`); one request takes at most ``deadline_s`` in all (waiting for a slot,
-every attempt and the waits between them); waiting for one of the ``max_concurrency`` slots takes at most
-``slot_wait_s``. A request's deadline travels with it as a context variable (:class:`Budget`), so the API can
-start it, and take the slot, on the event loop before the work gets a worker thread (:meth:`Guard.reserved`).
+Each backend has its own deadlines (per attempt, per request, for a slot) and its own worker threads, so a
+backend that hangs holds only its own threads, and every other backend, route and ``/healthz`` keeps theirs.
 
-Threads, per backend: a call in flight holds a worker thread, one of the backend's own (:attr:`Guard.threads`,
-as many as its slots, at most ``MAX_BACKEND_THREADS``), never one of anyio's default limiter (40 threads shared
-by every route): so a backend that hangs holds only its own threads, and every other backend, route and
-``/healthz`` keeps theirs (:meth:`Guard.run`; work that calls a backend from a thread of its own, a listwise
-rerank or an LLM judge, takes one of :attr:`Guard.callers` instead).
+Design notes: docs/internals/generate.md.
 """
 
 from __future__ import annotations

@@ -1,27 +1,11 @@
 """Post-processing raw LLM output into a sentence-level cited answer (the TREC RAG format).
 
-``postprocess(text, docids)`` where ``docids[i]`` is the segment numbered ``i + 1`` in the prompt:
+``postprocess(text, docids)`` cleans what is not content (thinking, self-written reference lists, Markdown,
+code), splits sentences and parses every citation marker models write, caps the answer's words, and makes
+citations 0-based indices into the answer's ``references``. One path for every backend, so all answers follow
+the track's rules the same way.
 
-1. ``clean``: ``<think>…</think>`` blocks go (also a lone ``</think>`` whose opening was in the prompt, and an
-   unclosed ``<think>`` with everything after it), and so does a "References"/"Sources"/"Bibliography"/
-   "Citations" section the model wrote itself (a heading line such as ``References:``, ``## Sources``,
-   ``**Bibliography**``, or a line opening with ``Sources:``, and everything after it; also a final paragraph
-   made only of ``[n] …`` lines). Markdown that is not content goes, its text stays: ``#`` markers, ``**``,
-   ``*`` italics, bullets, ``1.`` prefixes, an ``Answer:`` label. A heading or an all-bold line that is only
-   a label (no sentence punctuation, no citation: ``## Background``, ``**Key findings:**``) is dropped whole.
-   Code goes too: a fenced block (```` ``` ```` or ``~~~``, the fences included), a code-only line (``import
-   argparse``, ``x = f(y)``, ``>>> ...``: :data:`ragnarok.core.sentences.CODE_LINE`) and a list marker alone on
-   its line; their citation markers stay and go to the sentence before.
-2. Sentences come from blingfire, one line at a time. Markers ``[1]``, ``[1, 2]``, ``[1-3]`` (or en dash),
-   ``[1][2]``, ``[Doc 1]``, ``[Document 1]``, ``【1】`` (numbers of 1-3 digits; ``[2020]`` is text) are parsed,
-   cut out of the text (``foo [1].`` -> ``foo.``, ``(see [2])`` goes whole). A marker group that follows a
-   sentence's full stop (``… first. [1] Second …``) belongs to that sentence; so does one the splitter put at
-   the start of the next. A sentence left empty gives its citations to the previous one.
-3. Answers over ``max_words`` words (``word_count``) keep their leading sentences while the total fits; a
-   first sentence that alone is too long is cut at a word boundary.
-4. Citations are made 0-based; out-of-range ones (0, > len(docids)) and duplicates are dropped.
-   ``references`` = the cited segment ids in order of first citation, at most ``max_references`` (citations of
-   further segments are dropped); each sentence's citations index into it.
+Design notes: docs/internals/generate.md.
 """
 
 from __future__ import annotations

@@ -1,17 +1,10 @@
 """Cohere Command R+ with native ``documents`` grounding (chat API v2).
 
-Cohere answers with span-level citations (``start``/``end`` in the answer text, ``sources`` naming our
-documents). As in the Ragnarök paper, each span is mapped to the sentence that contains it: we write the
-span's documents as a ``[i]`` marker at the end of that sentence, then run the same post-processing as for
-every other backend (one path for renumbering, limits and cleaning).
+As in the Ragnarök paper, each of Cohere's span-level citations is mapped to the sentence that contains it and
+written as a ``[i]`` marker, then the answer goes through the same post-processing as every other backend.
+Streamed, a sentence is sent only once no later citation can still belong to it.
 
-Streamed (:meth:`CohereGenerator.astream`, ``"stream": true``): Cohere's documented v2 events,
-``content-delta`` (the text), ``citation-start`` (one span citation), ``message-end`` (the finish reason and
-the usage); the sentences are post-processed from the text and the citations so far exactly as the whole answer
-is. Cohere sends a span's citation after its text (``fast`` citations), or all of them after the whole text
-(``accurate``, Command R+'s default): a sentence is streamed only once a citation starting after it has come
-(citations come in the order of the text), or the text has ended, so that it never lacks a citation that comes
-later.
+Design notes: docs/internals/generate.md.
 """
 
 from __future__ import annotations

@@ -1,25 +1,10 @@
 """An extractive baseline: no generative model, deterministic. It answers with the candidates' own sentences.
 
-1. Prose only: lines of code in a segment (doctest ``>>>``/``...`` lines, assignments, bare calls, ``def``/
-   ``class`` lines, table rules, lines mostly of symbols) are left out before the text is split into sentences
-   (blingfire; a line break after a sentence end, or before a ``name: ...`` line, ends one); sentences of fewer than 5 or more than 60 words, that do not end as sentences end (fragments
-   before code, "(1)", lines that introduce a list with a colon), that hold code (``>>>``, ``<expr>``, tables,
-   lists of ``f() -- …``), or that are mostly not letters are left out too. When no candidate holds a single
-   punctuated sentence (keyword lists, titles), runs of 3-60 words are taken instead (``unpunctuated`` in the
-   notes) rather than answering nothing.
-2. Relevance: the IDF-weighted share of the topic's terms a sentence holds (IDF over the candidates'
-   sentences), plus, with ``similarity="minilm"``, the MiniLM cosine between topic and sentence (offline, the
-   dense retriever's encoder), plus a small bonus for higher-ranked segments.
-3. Selection by maximal marginal relevance: each next sentence maximises ``lambda x relevance - (1 - lambda) x
-   its similarity to the sentences already chosen`` (MiniLM cosines, or word-set Jaccard with ``bm25``), while it
-   fits the word budget (default 150), and is no repeat of a chosen one (as ``finish.repeats`` counts them, or
-   all its content words in the other's, or the other's in its); a sentence must share a topic term or be close to the topic, and reach
-   ``RELATIVE_FLOOR`` of the best sentence's relevance (an answer may be shorter than the budget).
-4. Order: the sentences of one segment stay together and in the segment's order; segments come in the order of
-   their best sentence's relevance. Each sentence cites its segment.
-5. Never empty while there are candidates: when no sentence passes step 3 (a topic the collection does not
-   cover), the best-ranked segment's first prose sentences, else its first run of words, else the start of
-   the first text there is, cited; ``notes["fallback"]`` (the /rag trace) says which and why.
+Prose sentences of the candidates are scored for relevance to the topic (IDF-weighted term overlap, optionally
+MiniLM cosines), selected by maximal marginal relevance within a word budget, kept in their segment's order
+and cited to their segment. It never answers nothing while there are candidates.
+
+Design notes: docs/internals/generate.md.
 """
 
 from __future__ import annotations

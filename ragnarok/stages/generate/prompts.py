@@ -2,19 +2,10 @@
 directory, whose templates add to the packaged ones and override those of the same name). Adding a template
 needs no code.
 
-A template has ``name`` (default: the file's stem), ``description``, ``system`` (literal text), ``user`` (a
-``str.format`` template with the placeholders ``{topic}`` and ``{contexts}`` (both required), ``{n}`` (number
-of contexts) and ``{max_words}``; write literal braces as ``{{ }}``), ``context_format`` (default
-``[{i}] {title}: {text}``, also ``{docid}``; contexts are numbered from 1 in candidate order; a context
-without a title drops the ``{title}: `` part) and ``max_words`` (the answer budget, also used by the
-post-processor).
-Placeholders are checked when the file is loaded.
+Placeholders are checked when a file is loaded; square brackets in segments become parentheses so nothing is
+mistaken for a citation; and a prompt over ``max_prompt_tokens`` has its segments shortened evenly.
 
-Square brackets inside segment text and titles become parentheses, so nothing in a segment can be mistaken
-for a citation (``[3]`` -> ``(3)``). When the prompt would exceed ``max_prompt_tokens`` (the sum of the
-messages' token counts; chat-template overhead is not counted), segment texts are shortened evenly: each gets
-the same budget (what short segments leave unused is shared among the others), cut at a word boundary with
-" …". Every context stays, and the budget is kept unless even the prompt with empty segments exceeds it.
+Design notes: docs/internals/generate.md.
 """
 
 from __future__ import annotations

@@ -1,23 +1,11 @@
 """Answers as they are written: a generator's text streamed as events, cited sentence by sentence.
 
-Every backend streams. An LLM backend gives :func:`stream_llm` its text as it arrives (``stream_text(messages)``:
-an async iterator of text pieces, then a :class:`Finish` with the backend's finish reason); a backend without
-one (extractive) gives its finished answer's sentences at once (:func:`stream_generate`). Either way the events
-are, in order:
+Every backend streams ``references``, ``delta``, ``sentence`` and ``done`` events; the sentences go through the
+very post-processing of the non-streamed answer, so ``done`` is exactly what the same request without
+streaming returns. Deadlines bound the first piece, each stall and the whole stream, and closing the stream
+closes the backend's.
 
-- ``references``: the segment ids the answer may cite (the candidates the generator reads), once known;
-- ``delta``: text as the generator writes it (``{"text": ...}``);
-- ``sentence``: each sentence once complete, post-processed as the whole answer is (cleaning, citations
-  parsed, repeats dropped, the word cap, attribution): ``{"index", "text", "citations", "docids"}``,
-  ``citations`` 0-based into the final answer's ``references``, ``docids`` the segment ids they name;
-- ``done``: the whole answer, exactly what the same request without streaming returns (for deterministic
-  generators): :class:`SentenceAssembler` runs the very post-processing of the non-streamed answer
-  (:func:`ragnarok.stages.generate.llm.finish`) on the text so far, and streams a sentence once a later one follows it.
-
-Deadlines (:func:`deadlined`): the first piece within ``first_token_s``, each next one within ``stall_s``, all of
-it within ``timeout_s`` (the generator's settings); each raises :class:`StreamDeadline` naming the deadline,
-which the API sends as an ``error`` event. Closing the stream (a client that went away) closes the backend's:
-its HTTP stream is closed, the embedded model stops at its next token.
+Design notes: docs/internals/generate.md.
 """
 
 from __future__ import annotations

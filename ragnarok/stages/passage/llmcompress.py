@@ -1,26 +1,11 @@
 """The LLM compressor: a generator condenses the top k segments for the query, over the AG service's
 ``POST /v1/write`` (each call cached there per generator, prompt and input).
 
-``llmcompress:GEN[:MODE]@k``, three modes:
+``llmcompress:GEN[:MODE]@k`` with three modes: ``select`` keeps each segment's helpful sentences verbatim,
+``refine`` and ``tree_summarize`` (LlamaIndex's) hand on one summary under the best segment's id, so citations
+stay valid references. Work is bounded in calls and time.
 
-- ``select`` (the default): for each segment the generator names the numbered sentences that help answer
-  the query; the segment keeps those sentences, verbatim and in order (it never rewrites). The ranking keeps
-  every candidate and its id.
-- ``refine`` (LlamaIndex's *refine*, packed as its *compact* variant): the segments, best first, are packed
-  into chunks of at most ``CHUNK_CHARS``; the generator summarises the first chunk for the query, then walks
-  the others, each time rewriting the running summary with what the next chunk adds.
-- ``tree_summarize`` (LlamaIndex's *tree_summarize*): each chunk is summarised for the query (in parallel),
-  then groups of ``FAN_IN`` summaries are summarised again, level by level, until one summary is left.
-
-The summarising modes hand on **one** candidate: the best segment's id and score, its text replaced by the
-summary, and ``doc.derived_from`` listing the ids of the segments the summary was written from (those that
-fitted within the call cap). Ids stay segment ids, so a generator's citations remain valid references; a
-citation of the summary names the best segment only (the others are in ``derived_from``). An empty summary
-(the model wrote nothing usable) hands the input's top k on unchanged, and the trace says so.
-
-Bounded work: at most ``max_calls`` generator calls per request (chunks that would need more are left out,
-lowest-ranked first, and counted in the trace), and the whole stage within ``deadline_s`` (504 naming the
-stage). A generator that fails is a 502 naming the stage (the gateway's ``StageError``).
+Design notes: docs/internals/stages.md.
 """
 
 from __future__ import annotations

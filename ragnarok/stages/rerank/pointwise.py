@@ -1,16 +1,10 @@
 """Pointwise rerankers: each candidate scored on its own against the query by a local model.
 
-* :class:`ragnarok.stages.rerank.monot5.MonoT5Reranker`: monoT5 (transformers).
-* :class:`ragnarok.stages.rerank.cross_encoder.CrossEncoderReranker`: sentence-transformers' CrossEncoder.
+What monoT5 and the CrossEncoder reranker share lives here: which checkpoint a name means (never a name a
+request made up), what is missing when one cannot run, the architecture check, and the scoring loop, which
+holds the model one batch at a time and checks the request's cancel token before each batch.
 
-What they share lives here: which checkpoint a name means (:func:`resolve_checkpoint`: a configured name, or a
-local directory when the server allows request-named paths (:mod:`ragnarok.core.model_paths`), never a name a request
-made up), what is missing when one cannot run (:func:`missing`: weights neither on disk nor in the Hugging Face
-cache, downloads off: a server downloads only with ``RAGNAROK_ALLOW_DOWNLOADS=1``), the check
-that a directory holds the right architecture, and the scoring loop: candidates longest first, ``batch_size``
-at a time, the model held for one batch at a time in arrival order (:class:`ragnarok.runtime.cancel.FairLock`) and
-the request's cancel token checked before each batch, so a cancelled rerank stops within one batch. The work
-a request may ask for is capped by the API (``check_work``), as for the other CPU rerankers.
+Design notes: docs/internals/stages.md.
 """
 
 from __future__ import annotations

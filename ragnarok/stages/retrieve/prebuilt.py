@@ -1,16 +1,10 @@
 """pyserini's prebuilt indexes by their catalogue names, found on this machine without touching the network.
 
-The catalogue is Anserini's own: the ``prebuilt-indexes/*.json`` files inside the fatjar that pyserini ships,
-read as a zip archive (no JVM, well under a second). pyserini and Anserini unpack a prebuilt index into a
-directory named after its tarball and md5, ``<filename without .tar.gz>.<md5>`` (e.g.
-``lucene-hnsw-int8.msmarco-v2.1-doc-segmented-shard00.arctic-embed-l.20250114.4884f5.aab3f8e9...``); a name is
-looked for under that directory name in ``RAGNAROK_PREBUILT_DIR``, pyserini's cache (``$PYSERINI_CACHE`` or
-``~/.cache/pyserini``, then ``indexes/``) and Anserini's (``$ANSERINI_INDEX_CACHE``). One that is not there fails
-at once with :class:`PrebuiltMissing`, naming the command that downloads it, its unpacked size and the disk the
-download needs (tarball and index at once, at its peak).
+The catalogue is read from the fatjar pyserini ships, and a name is looked for under pyserini's and Anserini's
+directory names in the known caches; one that is missing fails at once with :class:`PrebuiltMissing`, naming
+the command that downloads it and the disk it needs. A set is a catalogue's sharded index seen as one.
 
-A *set* is a catalogue's sharded index seen as one: ``msmarco-v2.1-doc-segmented.arctic-embed-l`` for the 10
-shards ``msmarco-v2.1-doc-segmented-shard00.arctic-embed-l.hnsw-int8`` ... ``shard09``.
+Design notes: docs/internals/retrieve.md.
 """
 
 from __future__ import annotations
