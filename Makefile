@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: serve test install system-deps bench clean
+.PHONY: serve test install system-deps bench docs clean
 
 # Debian packages the tests drive for real: redis-server (dedup's Redis backend), chromium (arena browser test),
 # postgresql (the vote store on PostgreSQL: tests/pg.py runs initdb/pg_ctl from /usr/lib/postgresql/*/bin),
@@ -59,6 +59,10 @@ test: install system-deps
 
 bench: install
 	$(BIN)/python bench/bench_retrieve.py
+
+# The documentation site, into build/site (the reference pages are generated from the code: docs/hooks/).
+docs: install
+	$(BIN)/mkdocs build --strict
 
 clean:
 	rm -rf $(VENV) build *.egg-info
