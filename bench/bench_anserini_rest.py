@@ -3,7 +3,7 @@ as our remote index over every TREC RAG 2024 topic.
 
     python bench/bench_anserini_rest.py [--index DIR] [--seconds 10] [--clients 1,8,32] [--rounds 2] [--k 100]
 
-1. Throughput: ``ragnarok serve --no-dense`` (started as the README starts it, the index configured with
+1. Throughput: ``ragnarok serve --no-dense`` (started as docs/index.md starts it, the index configured with
    RAGNAROK_INDEXES) and ``java -cp FATJAR io.anserini.api.RestServer`` (Anserini 1.7.1, as pyserini 1.6 ships
    it), both on ``--index`` (default: the demo index, built if missing). For each number of keep-alive clients
    (threads of this process, ``http.client``), interleaved, ``--rounds`` times: BM25 top ``--k`` of the demo

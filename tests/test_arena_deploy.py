@@ -1,4 +1,4 @@
-"""The public arena deployed as the README says: with keys on and the default pool its own calls
+"""The public arena deployed as docs/deploying.md says: with keys on and the default pool its own calls
 run as the arena; the start-up warm-up never holds a slot a visitor needs and calls no paid generator the pool
 does not list; a pipeline whose recent answers miss the time budget is drawn less, and the visitor is told.
 

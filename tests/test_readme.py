@@ -1,11 +1,14 @@
-"""The README's runnable shell blocks, run as they are written, so the README cannot drift from the CLI.
+"""The runnable shell blocks of the README and the docs pages, run as they are written, so neither can drift
+from the CLI.
 
 A block is runnable when the line before its ```` ```bash ```` fence is ``<!-- runnable -->`` (run from the root of
 a clone) or ``<!-- runnable: server -->`` (run against ``ragnarok serve`` on the demo index; the one change made
-to such a block is ``localhost:8000`` → the test server's own port). The clone is a fresh directory holding links
-to the checkout's files, with the shared data beside it as ``../shared``, so the blocks' relative paths resolve
-as in a real clone and what they write (``runs/``) stays in a temporary directory. Each block runs with
-``bash -euo pipefail``: any failing command fails the test.
+to such a block is ``localhost:8000`` → the test server's own port). They are collected from ``README.md`` and
+every page under ``docs/``; the README's tour shows copies of the docs' runnable blocks, and a test checks that
+each of its shell blocks is one. The clone is a fresh directory holding links to the checkout's files, with the
+shared data beside it as ``../shared``, so the blocks' relative paths resolve as in a real clone and what they
+write (``runs/``) stays in a temporary directory. Each block runs with ``bash -euo pipefail``: any failing
+command fails the test.
 """
 
 from __future__ import annotations
@@ -20,17 +23,35 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 MARK = re.compile(r"^<!-- runnable(?:: (?P<kind>server))? -->\n```bash\n(?P<body>.*?)^```$", re.M | re.S)
+FENCE = re.compile(r"^```bash\n(?P<body>.*?)^```$", re.M | re.S)
+
+
+def sources() -> list[Path]:
+    """README.md, then every page of the docs in path order."""
+    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
 def blocks(kind: str | None) -> list[str]:
-    return [m["body"] for m in MARK.finditer((ROOT / "README.md").read_text(encoding="utf-8")) if m["kind"] == kind]
+    return [
+        m["body"] for path in sources() for m in MARK.finditer(path.read_text(encoding="utf-8")) if m["kind"] == kind
+    ]
 
 
-def test_the_readme_marks_the_cacm_and_demo_blocks():
+def test_the_cacm_demo_and_server_blocks_are_marked():
     shell = blocks(None)
     assert any("cacm" in b and "ragnarok eval" in b for b in shell)
     assert any("--topics demo" in b for b in shell)
-    assert len(blocks("server")) >= 3
+    assert any("ragnarok run --topics demo" in b and "ragnarok validate" in b for b in shell)
+    assert len(shell) >= 6 and len(blocks("server")) >= 7  # as many as were marked when the README held them all
+
+
+def test_the_readmes_shell_blocks_are_run():
+    """Each shell block of the README but the set-up one is a runnable block of the docs, word for word."""
+    runnable = set(blocks(None)) | set(blocks("server"))
+    readme = [m["body"] for m in FENCE.finditer((ROOT / "README.md").read_text(encoding="utf-8"))]
+    shown = [body for body in readme if not body.startswith("make serve")]
+    assert len(shown) >= 3 and len(shown) < len(readme)
+    assert [body for body in shown if body not in runnable] == []
 
 
 @pytest.fixture
@@ -56,20 +77,20 @@ def run_block(body: str, cwd: Path, env: dict[str, str]) -> subprocess.Completed
         timeout=600,
         env={**os.environ, **env},
     )
-    assert out.returncode == 0, f"README block failed ({out.returncode}):\n{body}\n{out.stderr[-3000:]}"
+    assert out.returncode == 0, f"block failed ({out.returncode}):\n{body}\n{out.stderr[-3000:]}"
     return out
 
 
 @pytest.mark.slow
 def test_runnable_blocks_run_verbatim(clone, demo_settings):
-    """The CACM reproduction and the demo's command-line block, exactly as written; the demo index is the
+    """The CACM reproduction, the demo's command-line blocks and the track run, exactly as written; the demo index is the
     session's (building it is tested in test_index_lifecycle.py)."""
     outputs = [
         run_block(body, clone, {"RAGNAROK_DATA_DIR": str(demo_settings.data_dir)}).stdout for body in blocks(None)
     ]
     cacm = next(o for o, b in zip(outputs, blocks(None)) if "cacm" in b)
     rows = {line.split()[0]: line.split()[1:] for line in cacm.splitlines()[1:]}
-    assert rows["bm25.txt"][3] == "0.3123" and rows["rm3.txt"][3] == "0.3648"  # MAP, as the README says
+    assert rows["bm25.txt"][3] == "0.3123" and rows["rm3.txt"][3] == "0.3648"  # MAP, as docs/command-line.md says
     assert (clone / "runs" / "demo-bm25.txt").stat().st_size > 0 and not (ROOT / "runs" / "cacm-index").exists()
 
 

@@ -103,8 +103,8 @@ def up(
     settings = Settings()
     if settings.auth != "keys" and not is_loopback(host):
         raise ValueError(
-            f"refusing to serve on {host} without API keys: set RAGNAROK_AUTH=keys (README: "
-            "Deploying) or keep the default 127.0.0.1"
+            f"refusing to serve on {host} without API keys: set RAGNAROK_AUTH=keys (docs/"
+            "deploying.md) or keep the default 127.0.0.1"
         )
     layout = _root(settings, data_dir)
     state, sup = _load(layout), layout.supervisor

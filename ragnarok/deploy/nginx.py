@@ -20,8 +20,8 @@ RETRIED_POSTS = ("/v1/retrieve", "/v1/segments")
 
 TEMPLATE = """\
 # Written by `deploy/cluster up` ({instances} instances of `ragnarok serve`); rewritten on every `up`.
-# Which requests may go to another instance after a failure (ragnarok/deploy/nginx.py, README "Several
-# instances behind a proxy"): GET/HEAD and POST {retried} are retried after being sent (they read an index,
+# Which requests may go to another instance after a failure (ragnarok/deploy/nginx.py, docs/deploying.md
+# "Several instances behind a proxy"): GET/HEAD and POST {retried} are retried after being sent (they read an index,
 # spend nothing, record nothing); /rag, /v1/generate, /v1/write, /v1/evaluate, /v1/rerank (it may name an LLM
 # reranker) and the arena's POSTs (battles, votes) never are once sent: a second try could call a paid backend
 # twice, spend a key's budget twice or record a vote twice. nginx sends a non-idempotent request to another
