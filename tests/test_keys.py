@@ -297,8 +297,8 @@ def test_keys_command_line(tmp_path):
     assert made.returncode == 0, made.stderr
     secret = made.stdout.strip().splitlines()[-1]
     assert secret.startswith("rk_") and len(secret) > 40
-    listed = keys("list", "--json")
-    row = json.loads(listed.stdout.strip().splitlines()[0])
+    listed = keys("list", "--output", "json")
+    row = json.loads(listed.stdout)["result"][0]
     assert row["name"] == "team-a" and row["status"] == "active" and row["budget_calls"] == 100
     assert secret not in listed.stdout and secret[:11] == row["prefix"]
     assert (tmp_path / "data" / "arena.db").read_bytes().find(secret.encode()) == -1  # only its hash is stored
@@ -308,7 +308,7 @@ def test_keys_command_line(tmp_path):
     ]
     assert keys("create", "--name", "team-a", "--scopes", "retrieve").returncode == 2  # names are unique
     assert keys("revoke", "team-a").returncode == 0
-    assert json.loads(keys("list", "--json").stdout)["status"] == "revoked"
+    assert json.loads(keys("list", "--json").stdout)["result"][0]["status"] == "revoked"  # --json: the envelope
     missing = keys("revoke", "nobody")
     assert missing.returncode == 2 and "no key 'nobody'" in missing.stderr
 
@@ -521,8 +521,8 @@ def test_keys_create_checks_everything_before_writing(args, message, tmp_path):
         made.output,
         made.exception,
     )
-    listed = _keys_cli("list", "--json")
-    assert listed.exit_code == 0 and listed.stdout.strip() == "", listed.output  # nothing was written
+    listed = _keys_cli("list", "--output", "json")
+    assert listed.exit_code == 0 and json.loads(listed.stdout)["result"] == [], listed.output  # nothing was written
 
 
 def test_keys_list_survives_any_row(tmp_path):
@@ -551,9 +551,9 @@ def test_keys_list_survives_any_row(tmp_path):
             odd_values,
         )
     store._cache.clear()
-    listed = _keys_cli("list", "--json")
+    listed = _keys_cli("list", "--output", "json")
     assert listed.exit_code == 0, (listed.output, listed.exception)
-    rows = {row["name"]: row for row in map(json.loads, listed.stdout.strip().splitlines())}
+    rows = {row["name"]: row for row in json.loads(listed.stdout)["result"]}
     assert rows["good"]["status"] == "active" and "problems" not in rows["good"]
     assert rows["odd"]["status"] == "invalid" and set(rows["odd"]["problems"]) == {
         "scopes",

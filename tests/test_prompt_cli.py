@@ -66,7 +66,9 @@ def test_printed_messages_are_those_sent(stub, tmp_path):
         "json",
     )
     result = json.loads(shown.stdout)["result"]
-    assert [m["role"] for m in result["messages"]] == ["system", "user"] and len(result["contexts"]) == 20
+    assert [m["role"] for m in result["messages"]] == ["system", "user"] and len(result["contexts"]) == 5
+    user = result["messages"][1]["content"]  # the contexts listed are those in the prompt (max_contexts 5)
+    assert "[5]" in user and "[6]" not in user
     assert " …" in result["messages"][1]["content"]  # the budget cut the contexts, as the generator cuts them
     text = invoke(
         "prompt",
@@ -128,10 +130,9 @@ def test_cohere_messages_and_documents_are_those_sent(demo_settings, monkeypatch
         finally:
             get_settings.cache_clear()
     result = json.loads(shown.stdout)["result"]
-    assert len(fake.state.bodies) == 1 and len(result["documents"]) == 20
-    assert {k: fake.state.bodies[0][k] for k in ("messages", "documents")} == {
-        k: result[k] for k in ("messages", "documents")
-    }
+    assert len(fake.state.bodies) == 1 and len(result["sent_documents"]) == 20
+    sent = fake.state.bodies[0]
+    assert sent["messages"] == result["messages"] and sent["documents"] == result["sent_documents"]
     assert "test-key" not in shown.stdout + shown.stderr  # the key is never shown
 
 

@@ -190,4 +190,6 @@ def test_unknown_schema_name():
     assert got.exit_code == 2 and got.stderr.count("\n") == 1
     assert "unknown schema 'run-line-2026'" in got.stderr and "did you mean 'run-line-2025'?" in got.stderr
     listed = cli.invoke(app, ["schema"])
-    assert listed.exit_code == 0 and [line.split()[0] for line in listed.stdout.splitlines()] == list(SCHEMAS)
+    names = [line.split()[0] for line in listed.stdout.splitlines()]
+    assert listed.exit_code == 0 and names[: len(SCHEMAS)] == list(SCHEMAS)
+    assert names[len(SCHEMAS)] == "envelope" and set(names[len(SCHEMAS) + 1 :]) == {"result"}

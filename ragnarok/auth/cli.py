@@ -3,7 +3,6 @@ data directory). The secret is printed once, as the last line of stdout; only it
 
 from __future__ import annotations
 
-import json
 import re
 import time
 from typing import Annotated, Optional
@@ -92,8 +91,10 @@ def create(
     ] = None,
     period: Annotated[str, typer.Option(help="The budget's period (from the key's creation): 1d, 12h, ...")] = "1d",
     expires: Annotated[Optional[str], typer.Option(help="Expiry from now: 30d, 12h, ... (default: never).")] = None,
+    output_format: OutputOpt = Format.text,
 ) -> None:
-    """Make a key; its secret is the last line of stdout (shown once: store it now)."""
+    """Make a key; its secret is the last line of stdout (with --output json: the result's `secret`), shown
+    once: store it now."""
     # everything is checked before the database is opened
     allowed, period_s = _known_generators(_names(generators)), duration_s(period)
     expires_s = None if expires is None else duration_s(expires)
@@ -115,13 +116,26 @@ def create(
         + (f"; expires {_when(record.expires_epoch)}" if record.expires_epoch else ""),
         err=True,
     )
-    typer.echo(secret)
+    cli_output.result(
+        {
+            "id": record.id,
+            "name": record.name,
+            "prefix": record.prefix,
+            "scopes": list(record.scopes),
+            "expires_at": _when(record.expires_epoch) or None,
+            "secret": secret,
+        }
+    )
+    if output_format != Format.json:  # the envelope holds it: not on stderr too
+        typer.echo(secret)
 
 
 @keys_app.command("list")
 @fails_cleanly
 def list_keys(
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per key.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Deprecated: the same as --output json.", hidden=True)
+    ] = False,
     output_format: OutputOpt = Format.text,
 ) -> None:
     """Every key: id, name, prefix, scopes, limits, status (never the secret)."""
@@ -139,39 +153,38 @@ def list_keys(
             "parallel": k.parallel,
             "budget_calls": k.budget_calls,
             "budget_tokens": k.budget_tokens,
-            "period_s": k.period_s,
+            "period_s": None if k.period_s is None else round(k.period_s),
             "created_at": k.created_at,
             "expires_at": _when(k.expires_epoch) or None,
             "status": k.status(now),
             **({"problems": list(k.problems)} if k.problems else {}),
         }
         rows.append(row)
-        if as_json:
-            typer.echo(json.dumps(row))
-        else:
-            limits = ", ".join(
-                f"{n} {v}"
-                for n, v in (
-                    ("rpm", k.rpm),
-                    ("parallel", k.parallel),
-                    ("calls", k.budget_calls),
-                    ("tokens", k.budget_tokens),
-                )
-                if v is not None
-            )
-            typer.echo(
-                f"{k.id}\t{k.name}\t{k.prefix}…\t{','.join(k.scopes)}\t"
-                f"{','.join(k.generators) if k.generators is not None else 'all generators'}\t"
-                f"{limits or 'no limits'}\t{row['status']}"
-                + (f" ({', '.join(k.problems)} unreadable)" if k.problems else "")
-            )
+        typer.echo(_key_line(k, row["status"]))
+
+
+def _key_line(k, status: str) -> str:  # type: ignore[no-untyped-def]
+    """One key as a line of text: id, name, prefix, scopes, generators, limits, status."""
+    limits = ", ".join(
+        f"{n} {v}"
+        for n, v in (("rpm", k.rpm), ("parallel", k.parallel), ("calls", k.budget_calls), ("tokens", k.budget_tokens))
+        if v is not None
+    )
+    return (
+        f"{k.id}\t{k.name}\t{k.prefix}…\t{','.join(k.scopes)}\t"
+        f"{','.join(k.generators) if k.generators is not None else 'all generators'}\t"
+        f"{limits or 'no limits'}\t{status}" + (f" ({', '.join(k.problems)} unreadable)" if k.problems else "")
+    )
 
 
 @keys_app.command()
 @fails_cleanly
-def revoke(key: Annotated[str, typer.Argument(help="The key's id or name.")]) -> None:
+def revoke(
+    key: Annotated[str, typer.Argument(help="The key's id or name.")], output_format: OutputOpt = Format.text
+) -> None:
     """Revoke a key: every server refuses it within RAGNAROK_AUTH_CACHE_S (1 s)."""
     record = _store().revoke(key)
+    cli_output.result({"id": record.id, "name": record.name, "revoked_at": record.revoked_at})
     typer.echo(f"key {record.id} {record.name!r} revoked at {record.revoked_at}")
 
 
@@ -179,19 +192,21 @@ def revoke(key: Annotated[str, typer.Argument(help="The key's id or name.")]) ->
 @fails_cleanly
 def usage(
     key: Annotated[Optional[str], typer.Argument(help="A key's id or name (default: every owner).")] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="One JSON object per row.")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Deprecated: the same as --output json.", hidden=True)
+    ] = False,
+    output_format: OutputOpt = Format.text,
 ) -> None:
     """Calls and tokens spent per key (and the arena) per budget period, newest first."""
     store = _store()
     owner = None if key is None else f"key:{store.find(key).id}"
     rows = store.usage(owner)
     names = {f"key:{k.id}": k.name for k in store.keys()}
-    for row in rows:
-        row = {**row, "name": names.get(row["owner"], row["owner"])}
+    named = [{**row, "name": names.get(row["owner"], row["owner"])} for row in rows]
+    cli_output.result(named)
+    for row in named:
         typer.echo(
-            json.dumps(row)
-            if as_json
-            else f"{row['period_start']}\t{row['owner']}\t{row['name']}\t{row['calls']} calls\t{row['tokens']} tokens"
+            f"{row['period_start']}\t{row['owner']}\t{row['name']}\t{row['calls']} calls\t{row['tokens']} tokens"
         )
-    if not rows and not as_json:
+    if not rows:
         typer.echo("no spend recorded", err=True)

@@ -11,6 +11,7 @@ from typing import Annotated, Any, Optional
 import typer
 
 from ragnarok.auth.cli import keys_app
+from ragnarok.cli import describe as describe_cli
 from ragnarok.cli import prompt as prompt_cli
 from ragnarok.cli import schema as schema_cli
 from ragnarok.cli.compare import compare
@@ -18,8 +19,9 @@ from ragnarok.cli.search import evaluate_run, search
 from ragnarok.collection.cli import collection_app, prebuilt_app
 from ragnarok.core.settings import get_settings
 from ragnarok.judge import cli as judge_cli
+from ragnarok.judge import eval_rag_cli
 from ragnarok.optimize import cli as optimize_cli
-from ragnarok.runtime import quiet
+from ragnarok.runtime import cli_output, quiet
 from ragnarok.runtime.cli_errors import fails_cleanly
 from ragnarok.runtime.cli_output import Format, OutputOpt
 from ragnarok.runtime.interrupt import stops_on_signals
@@ -54,7 +56,9 @@ def _main(
 @app.command()
 @fails_cleanly
 def doctor(
-    json_out: Annotated[bool, typer.Option("--json", help="One JSON object instead of text.")] = False,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Deprecated: the report alone, indented; --output json gives the envelope.")
+    ] = False,
     output_format: OutputOpt = Format.text,
 ) -> None:
     """Why something is or is not available here: Java, each index (documents, dense status), each generator
@@ -286,6 +290,7 @@ def index(
             show_default=False,
         ),
     ] = None,
+    output_format: OutputOpt = Format.text,
 ) -> None:
     """Segment MS MARCO V2.1-style documents (10 sentences, stride 5; V2.1 segments are indexed as they are) and
     build a Lucene index (and a dense one), resumably, in shards merged at the end.
@@ -310,12 +315,15 @@ def index(
         built = ensure_dense_index(
             from_lucene, dense, kind, force, sentence_store=sentence_store, shards=shards, batch_size=dense_batch_size
         )
+        cli_output.result({"lucene": None, "dense": str(built)})
         typer.echo(f"dense index at {built}")
         return
     if demo:
         from ragnarok.collection.demo_index import ensure_demo_index  # noqa: PLC0415
 
-        typer.echo(f"demo index at {ensure_demo_index(get_settings(), threads, dense)}")
+        made = ensure_demo_index(get_settings(), threads, dense)
+        cli_output.result({"lucene": str(made), "dense": None})
+        typer.echo(f"demo index at {made}")
         return
     if input is None or output is None:
         raise ValueError("give INPUT and OUTPUT (or --demo, or --dense MODEL --from-lucene INDEX)")
@@ -332,6 +340,7 @@ def index(
             output, dense, kind, force, sentence_store=sentence_store, shards=shards, batch_size=dense_batch_size
         )
         typer.echo(f"dense index at {built}")
+    cli_output.result({"lucene": str(output), "dense": str(built) if dense else None})
     _warn_stale_dense(output, dense)
 
 
@@ -343,10 +352,10 @@ def _warn_stale_dense(lucene_dir: Path, built: str | None) -> None:
     for path in sorted(p / "meta.json" for p in root.iterdir() if is_dense_index(p)) if root.is_dir() else []:
         model = path.parent.name.replace("__", "/")
         if model != built and stale_reason(path.parent, lucene_dir) is not None:
-            typer.echo(
-                f"note: the dense index at {path.parent} is now stale; rebuild it with "
+            cli_output.warn(
+                f"the dense index at {path.parent} is now stale; rebuild it with "
                 f"`{rebuild_command(lucene_dir, model)}`",
-                err=True,
+                prefix="note: ",
             )
 
 
@@ -356,7 +365,7 @@ app.add_typer(collection_app, name="collection")
 app.add_typer(prebuilt_app, name="prebuilt")
 app.add_typer(keys_app, name="keys")
 app.add_typer(judge_cli.judge_app, name="judge")
-app.command("eval-rag")(judge_cli.eval_rag)
+app.command("eval-rag")(eval_rag_cli.eval_rag)
 app.command("compare")(compare)
 app.command("optimize")(optimize_cli.optimize)
 app.command("run")(track_cli.run)
@@ -366,6 +375,7 @@ app.add_typer(track_cli.topics_app, name="topics")
 app.add_typer(track_cli.convert_app, name="convert")
 app.command("prompt")(prompt_cli.prompt)
 app.command("schema")(schema_cli.schema)
+app.command("describe")(describe_cli.describe)
 
 
 def main() -> None:  # pragma: no cover - console entry point

@@ -73,6 +73,8 @@ def prompt(
     retrieval = dataclasses.replace(parsed, generate=None)
     prepare_demo_index(retrieval, settings, index)  # built on first use, as ragnarok run builds it
     contexts = asyncio.run(_contexts(retrieval, query, settings, index))[: k or GENERATION_K]
+    if config.max_contexts is not None:  # the generator keeps its first max_contexts: those are in the prompt
+        contexts = contexts[: config.max_contexts]
     sent = _sent(settings, chosen, stage.template, query, contexts)
     typer.echo(
         f"{chosen} ({config.backend}, template {stage.template or config.template or settings.default_template})"
@@ -86,7 +88,8 @@ def prompt(
             "template": stage.template or config.template or settings.default_template,
             "pipeline": str(retrieval),
             "contexts": [c.docid for c in contexts],
-            **sent,
+            "messages": sent["messages"],
+            **({"sent_documents": sent["documents"]} if "documents" in sent else {}),  # Cohere's, apart
         }
     )
     if output_format != Format.json:

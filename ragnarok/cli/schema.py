@@ -11,7 +11,9 @@ from typing import Annotated, Any, Literal, Optional
 import typer
 from pydantic import BaseModel, Field, TypeAdapter
 
+from ragnarok.runtime import cli_output
 from ragnarok.runtime.cli_errors import fails_cleanly
+from ragnarok.runtime.cli_output import Format, OutputOpt
 
 
 def _request() -> Any:
@@ -129,15 +131,57 @@ def json_schema(name: str) -> dict[str, Any]:
     return {**head, "description": described, **schema} if "description" not in schema else {**head, **schema}
 
 
+def listing() -> list[dict[str, str]]:
+    """Every schema's name and what it describes: :data:`SCHEMAS`, the envelope, each command's result."""
+    from ragnarok.runtime.cli_schemas import RESULTS  # noqa: PLC0415
+
+    return (
+        [{"name": key, "description": described} for key, (described, _) in SCHEMAS.items()]
+        + [{"name": "envelope", "description": "what every command's --output json writes on stdout"}]
+        + [
+            {"name": f"result {command}", "description": f"the `result` of `ragnarok {command} --output json`"}
+            for command in RESULTS
+        ]
+    )
+
+
+def named_schema(name: str, command: list[str] | None) -> dict[str, Any]:
+    """``envelope``, ``result COMMAND...`` or a name of :data:`SCHEMAS`."""
+    from ragnarok.runtime import cli_schemas  # noqa: PLC0415
+
+    if name == "result":
+        if not command:
+            raise ValueError(
+                f"give the command: ragnarok schema result COMMAND (one of {', '.join(cli_schemas.RESULTS)})"
+            )
+        return cli_schemas.result_schema(" ".join(command))
+    if command:
+        raise ValueError(f"only `result` takes a command; {name} takes none")
+    return cli_schemas.envelope_schema() if name == "envelope" else json_schema(name)
+
+
 @fails_cleanly
 def schema(
-    name: Annotated[Optional[str], typer.Argument(help=f"One of {', '.join(SCHEMAS)} (none: list them).")] = None,
+    name: Annotated[
+        Optional[str],
+        typer.Argument(help=f"One of {', '.join(SCHEMAS)}, envelope, or result COMMAND (none: list them)."),
+    ] = None,
+    command: Annotated[
+        Optional[list[str]], typer.Argument(metavar="[COMMAND]", help="With result: the command, e.g. keys list.")
+    ] = None,
+    output_format: OutputOpt = Format.text,
 ) -> None:
-    """Print the JSON Schema of what the services and files exchange (the models the API validates with), or
-    with no NAME the names and what each describes."""
+    """Print the JSON Schema of what the services and files exchange (the models the API validates with), of
+    the --output json envelope, or of a command's result (`ragnarok schema result search`); with no NAME, the
+    names and what each describes."""
     if name is None:
-        width = max(map(len, SCHEMAS))
-        for key, (described, _) in SCHEMAS.items():
-            typer.echo(f"{key.ljust(width)}  {described}")
+        rows = listing()
+        cli_output.result(rows)
+        width = max(len(row["name"]) for row in rows)
+        for row in rows:
+            typer.echo(f"{row['name'].ljust(width)}  {row['description']}")
         return
-    typer.echo(json.dumps(json_schema(name), indent=2, ensure_ascii=False))
+    found = named_schema(name, command)
+    cli_output.result(found)
+    if output_format != Format.json:  # the envelope's result is the schema
+        typer.echo(json.dumps(found, indent=2, ensure_ascii=False))

@@ -7,7 +7,9 @@ from typing import Annotated, Optional
 
 import typer
 
+from ragnarok.runtime import cli_output
 from ragnarok.runtime.cli_errors import fails_cleanly
+from ragnarok.runtime.cli_output import Format, OutputOpt
 
 collection_app = typer.Typer(
     no_args_is_help=True,
@@ -71,6 +73,7 @@ def dedup(
     report: Report = None,
     examples: Annotated[int, typer.Option(min=0, help="Largest classes listed in the report.")] = 10,
     progress: Progress = None,
+    output_format: OutputOpt = Format.text,
 ) -> None:
     """Remove near-duplicate documents (MinHash-LSH over 9-word shingles); keep the first of each class."""
     from ragnarok.collection import dedup as dd  # noqa: PLC0415
@@ -91,6 +94,7 @@ def dedup(
     )
     if report is not None:
         dd.write_report(report, result)
+    cli_output.result({"output": str(output), **result.as_dict()})
     typer.echo(result.summary(), err=True)
     typer.echo(
         f"kept {result.kept:,} of {result.input.documents:,} documents "
@@ -120,6 +124,7 @@ def segment(
             "directory.",
         ),
     ] = False,
+    output_format: OutputOpt = Format.text,
 ) -> None:
     """Segment documents into overlapping sentence windows (MS MARCO V2.1 segmented: 10 sentences, stride 5)."""
     import json  # noqa: PLC0415
@@ -140,6 +145,7 @@ def segment(
     )
     if report is not None:
         write_atomically(report, [json.dumps(result.as_dict(), indent=2).encode() + b"\n"])
+    cli_output.result({"output": str(output), **result.as_dict()})
     typer.echo(result.summary(), err=True)
     typer.echo(f"wrote {result.segments:,} segments of {result.input.documents:,} documents to {output}")
 
@@ -166,6 +172,7 @@ prebuilt_app = typer.Typer(
 @fails_cleanly
 def prebuilt_list(
     match: Annotated[Optional[str], typer.Argument(help="Only names containing this (e.g. msmarco-v2.1).")] = None,
+    output_format: OutputOpt = Format.text,
 ) -> None:
     """Every index of the catalogue (and each set of shards), its tarball's size, and where it is unpacked here."""
     from ragnarok.core.settings import get_settings  # noqa: PLC0415
@@ -185,7 +192,9 @@ def prebuilt_list(
         (e.name, e.type, e.compressed_bytes, str(prebuilt.locate(e.name, where) or "missing"))
         for e in prebuilt.catalogue().values()
     ]
-    for name, kind, size, status in sorted(r for r in rows if not match or match in r[0]):
+    shown = sorted(r for r in rows if not match or match in r[0])
+    cli_output.result([{"name": n, "kind": k, "bytes": size, "status": status} for n, k, size, status in shown])
+    for name, kind, size, status in shown:
         typer.echo(f"{name}\t{kind}\t{prebuilt.gb(size)}\t{status}")
 
 
@@ -202,10 +211,12 @@ def prebuilt_fetch(
     mirror: Annotated[
         Optional[str], typer.Option(help="Download MIRROR/<tarball> instead of the catalogue's URL.")
     ] = None,
+    output_format: OutputOpt = Format.text,
 ) -> None:
     """Download and unpack NAME under pyserini's own directory name, resumably, after checking the disk; the
     R service then finds it by name (prebuilt:NAME, dense:prebuilt:NAME)."""
     from ragnarok.collection.prebuilt_fetch import fetch  # noqa: PLC0415
     from ragnarok.core.settings import get_settings  # noqa: PLC0415
 
-    fetch(name, dest or get_settings().prebuilt_path, mirror, say=lambda line: typer.echo(line, err=True))
+    done = fetch(name, dest or get_settings().prebuilt_path, mirror, say=lambda line: typer.echo(line, err=True))
+    cli_output.result({"name": name, "paths": [str(path) for path in done]})

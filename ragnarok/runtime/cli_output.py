@@ -24,6 +24,7 @@ class Format(str, Enum):
 
 
 PARAM = "output_format"  # the parameter's name in every command that takes it
+LEGACY_JSON = "as_json"  # a deprecated ``--json`` flag of that name (keys list, keys usage): ``--output json``
 _HELP = "text: for people; json: one envelope {command, ok, result, errors, warnings} on stdout (text on stderr)."
 OutputOpt = Annotated[Format, typer.Option("--output", "--output-format", help=_HELP)]
 # run and search: --output is the file they write, so the format is --output-format only
@@ -71,11 +72,11 @@ def result(value: Any) -> None:
         envelope.result = value
 
 
-def warn(message: str, echo: bool = True) -> None:
-    """``warning: message`` on stderr (unless ``echo`` is false: the command said it), and the message in the
-    envelope's warnings."""
+def warn(message: str, echo: bool = True, prefix: str = "warning: ") -> None:
+    """``warning: message`` on stderr (``prefix`` instead of ``warning:``, e.g. ``note:``; nothing when ``echo``
+    is false: the command said it), and the message in the envelope's warnings."""
     if echo:
-        typer.echo(f"warning: {message}", err=True)
+        typer.echo(f"{prefix}{message}", err=True)
     if (envelope := _open.get()) is not None:
         envelope.warnings.append(message)
 
@@ -106,7 +107,7 @@ def command_name() -> str:
 def enveloped(kwargs: dict[str, Any]) -> Iterator[Envelope | None]:
     """With ``--output json`` (``kwargs[PARAM]``): the command's stdout goes to stderr, and the envelope is
     written to stdout when it ends, however it ends (``ok`` false on an error or a non-zero exit)."""
-    if kwargs.get(PARAM) != "json" or _open.get() is not None:
+    if (kwargs.get(PARAM) != "json" and kwargs.get(LEGACY_JSON) is not True) or _open.get() is not None:
         yield None
         return
     envelope = Envelope(command_name())

@@ -118,10 +118,12 @@ def run(
             "topics": summary.topics,
             "written": summary.written,
             "skipped": summary.skipped,
-            "failed": summary.failed,
+            "failed": sorted(summary.failed),
         }
     )
     if summary.failed:
+        for qid, why in sorted(summary.failed.items()):
+            cli_output.error(f"{qid}: {why}")
         cli_output.error(f"{len(summary.failed)} of {summary.topics} topics failed")
         raise typer.Exit(1)
 
@@ -218,28 +220,34 @@ def _validation_report(result) -> dict:  # type: ignore[no-untyped-def]
 
 @topics_app.command("list")
 @fails_cleanly
-def list_topics() -> None:
+def list_topics(output_format: OutputOpt = Format.text) -> None:
     """The topic-set names available here (project topics, fetched track topics, RAGNAROK_TOPICS_DIR, the shared
     copies beside a checkout) and the track's sets that can be fetched."""
     from ragnarok.core.topic_sets import ALIASES, TRACK_TOPICS, set_names  # noqa: PLC0415
 
     here = set(set_names(get_settings()))
+    rows = []
     for name in sorted((here - set(ALIASES)) | set(TRACK_TOPICS)):
-        alias = next((f" (also {a})" for a, target in ALIASES.items() if target == name and a in here), "")
+        aliases = [a for a, target in ALIASES.items() if target == name and a in here]
+        rows.append({"name": name, "available": name in here, "aliases": aliases})
+        alias = f" (also {aliases[0]})" if aliases else ""
         typer.echo(
             f"{name}\t{'available' + alias if name in here else 'fetch with `ragnarok topics fetch ' + name + '`'}"
         )
+    cli_output.result(rows)
 
 
 @topics_app.command("fetch")
 @fails_cleanly
 def fetch(
     name: Annotated[str, typer.Argument(help="rag24.test, rag24.raggy-dev, rag24.researchy-dev, rag25.test")],
+    output_format: OutputOpt = Format.text,
 ) -> None:
     """Download one of the track's topic files (needs the internet)."""
     from ragnarok.track.fetch import fetch_topics  # noqa: PLC0415
 
     path, topics = fetch_topics(name, get_settings())
+    cli_output.result({"name": name, "path": str(path), "topics": len(topics)})
     typer.echo(f"{len(topics)} topics in {path}")
 
 

@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
+from ragnarok.runtime import cli_output
 from ragnarok.runtime.cli_errors import fails_cleanly
-from ragnarok.viewer.model import load_view, terminal
+from ragnarok.runtime.cli_output import Format, OutputOpt
+from ragnarok.viewer.model import View, load_view, terminal
 
 
 @fails_cleanly
@@ -49,6 +52,7 @@ def view(
         ),
     ] = None,
     metric: Annotated[Optional[str], typer.Option(help="With --experiment: the metric (default: its first).")] = None,
+    output_format: OutputOpt = Format.text,
 ) -> None:
     """Show a run for people: each topic's answer, its citations resolved to the cited segments' text, and
     nugget labels; give two runs to compare them."""
@@ -75,6 +79,7 @@ def view(
         lambda: lucene_segments(index_dir(settings, index)),
         lambda source: [t.qid for t in resolve_topics(source, settings)],
     )
+    cli_output.result(view_result(loaded, html))
     if html is None:
         typer.echo(terminal(loaded), nl=False)
         return
@@ -103,7 +108,55 @@ def _experiment(path: Path, metric: str | None, topics: str | None, with_runs: b
         )
         if not qids:
             raise ValueError(f"none of the topics {topics!r:.80} is in the experiment")
+    cli_output.result(_experiment_result(path, frame, metric, qids))
     typer.echo(differences(frame, metric, qids), nl=False)
+
+
+def view_result(view: View, html: Path | None) -> dict[str, Any]:
+    """The view as data: the runs, each topic's answers (sentences with their citations, references, nuggets
+    and scores; null where a run has no answer), and the cited segments' texts (null: not in the index)."""
+    topics = []
+    for qid in view.qids:
+        answers = []
+        for run, labels in zip(view.runs, view.labels):
+            answer, topic = run.answers.get(qid), labels.get(qid)
+            answers.append(
+                None
+                if answer is None
+                else {
+                    "sentences": [{"text": text, "citations": list(cited)} for text, cited in answer.sentences],
+                    "references": list(answer.references),
+                    "nuggets": [n.model_dump() for n in topic.nuggets] if topic else None,
+                    "scores": topic.scores if topic else None,
+                }
+            )
+        query = next((a.query for r in view.runs if (a := r.answers.get(qid)) and a.query), "")
+        topics.append({"qid": qid, "query": query, "differs": view.differs(qid), "answers": answers})
+    return {
+        "runs": [
+            {"name": r.name, "path": str(r.path), "year": r.year, "run_id": r.run_id, "topics": len(r.answers)}
+            for r in view.runs
+        ],
+        "topic_answers": topics,
+        "segment_texts": dict(view.segments),
+        "html": None if html is None else str(html),
+    }
+
+
+def _experiment_result(path: Path, frame: Any, metric: str | None, qids: list[str] | None) -> dict[str, Any]:
+    """An experiment's per-topic scores of one metric (the first when none is given) as data."""
+    chosen = metric or str(frame["measure"].iloc[0])
+    rows = frame[frame["measure"] == chosen]
+    if qids is not None:
+        rows = rows[rows["qid"].isin(qids)]
+    return {
+        "experiment": str(path),
+        "metric": chosen,
+        "per_topic": [
+            {"qid": str(r.qid), "name": str(r.name), "value": None if math.isnan(r.value) else float(r.value)}
+            for r in rows.itertuples()
+        ],
+    }
 
 
 def _topic_set(source: str, resolve) -> list[str]:  # type: ignore[no-untyped-def]
