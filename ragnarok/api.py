@@ -17,10 +17,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ragnarok.core.results import Answers, Qrels, Ranking, Topics, TopicsFailed
+# load_topics and load_qrels are this API's too (``ragnarok.load_topics``): they live with the other input readers
+from ragnarok.core.inputs import as_query, load_qrels, load_topics, parse_pipeline
+from ragnarok.core.results import Answers, Ranking, TopicsFailed
 from ragnarok.core.settings import Settings, get_settings, index_name, with_index_path
 from ragnarok.core.topics import Topic
-from ragnarok.core.types import Query, RagAnswer, Request
+from ragnarok.core.types import RagAnswer, Request
 from ragnarok.runtime.loop_thread import LoopThread
 
 #: The pipeline the functions run when given none (``ragnarok run``'s default).
@@ -55,7 +57,7 @@ class Pipeline:
         # an index directory or prebuilt:NAME is named as `ragnarok search --index` names it
         self.settings = with_index_path(settings or get_settings(), index)
         self.spec, self.index = str(spec), index_name(index)
-        self.pipeline = _parse(self.spec, self.settings)
+        self.pipeline = parse_pipeline(self.spec, self.settings)
         check_names(self.pipeline, self.settings, self.index)
         self._services: Any = None
         self._app: Any = None  # the in-process app behind the services (kept alive with them)
@@ -96,7 +98,7 @@ class Pipeline:
         if self.pipeline.generate is None:
             raise ValueError("the pipeline has no generation stage: end it with a generator, e.g. `| extractive`")
         runner, loop = self._runner()
-        result = loop.run(runner.run(self.pipeline, _query(topic, topic_id))).result
+        result = loop.run(runner.run(self.pipeline, as_query(topic, topic_id))).result
         assert isinstance(result, RagAnswer)
         return result
 
@@ -105,7 +107,7 @@ class Pipeline:
         rank_llm Request (``query``, ``candidates`` with ``docid``, ``score`` and the segment in ``doc``).
         ``k``: how many candidates (a pipeline without rerank stages retrieves ``k``; else its ranking is cut)."""
         runner, loop = self._runner()
-        result = loop.run(runner.run(self._retrieval(k), _query(query, ""))).result
+        result = loop.run(runner.run(self._retrieval(k), as_query(query, ""))).result
         assert isinstance(result, Request)
         return result.model_copy(update={"candidates": result.candidates[:k]}) if k else result
 
@@ -163,53 +165,6 @@ class Pipeline:
             if self._loop is not None:
                 self._loop.close()
             self._services = self._app = self._loop = None
-
-
-def _parse(spec: str, settings: Settings) -> Any:
-    """A preset, a spec or a TOML/YAML pipeline file, parsed as ``/rag`` and ``ragnarok search`` parse them."""
-    from ragnarok.core.presets import resolve  # noqa: PLC0415
-    from ragnarok.core.spec import parse  # noqa: PLC0415
-    from ragnarok.core.spec_mapping import load  # noqa: PLC0415
-
-    if Path(spec).suffix in {".toml", ".yaml", ".yml"} and Path(spec).is_file():
-        return load(Path(spec))
-    return parse(resolve(spec, settings.data_dir), settings.max_k)
-
-
-def _query(topic: str | Topic, topic_id: str) -> Query:
-    if isinstance(topic, Topic):
-        return Query(text=topic.text, qid=topic.qid)
-    if not isinstance(topic, str) or not topic.strip():
-        raise ValueError(f"a topic is a non-empty string or a Topic, got {topic!r:.80}")
-    return Query(text=topic, qid=topic_id)
-
-
-def load_topics(
-    topics: str | Path | Iterable[str | Topic] | Mapping[str, str], settings: Settings | None = None
-) -> Topics:
-    """Topics from a set name or file (:func:`ragnarok.core.topic_sets.resolve_topics`), ``{qid: text}``, or a list of
-    Topic or strings (numbered ``q1``, ``q2``, ...); ``.to_pandas()`` gives qid, text."""
-    from ragnarok.core.topic_sets import resolve_topics  # noqa: PLC0415
-
-    if isinstance(topics, (str, Path)):
-        return Topics(resolve_topics(topics, settings or get_settings()))
-    if isinstance(topics, Mapping):
-        return Topics(Topic(str(qid), text) for qid, text in topics.items())
-    loaded = Topics(t if isinstance(t, Topic) else Topic(f"q{n}", _query(t, "").text) for n, t in enumerate(topics, 1))
-    if not loaded:
-        raise ValueError("no topics given")
-    return loaded
-
-
-def load_qrels(qrels: str | Path | Mapping[str, Mapping[str, int]], settings: Settings | None = None) -> Qrels:
-    """Judgments ``{qid: {docid: grade}}`` from a set name (``demo``, ``rag24``, ...), a qrels file, or a mapping;
-    ``.to_pandas()`` gives qid, docid, grade."""
-    from ragnarok.core.evaluation import read_qrels  # noqa: PLC0415
-    from ragnarok.core.topic_sets import qrels_path  # noqa: PLC0415
-
-    if isinstance(qrels, Mapping):
-        return Qrels({str(q): {str(d): int(g) for d, g in docs.items()} for q, docs in qrels.items()})
-    return Qrels(read_qrels(qrels_path(qrels, settings or get_settings())))
 
 
 _pipelines: dict[tuple[str, str | None, str], Pipeline] = {}
@@ -325,31 +280,9 @@ def evaluate(
         judged = qrels if isinstance(qrels, Mapping) else read_qrels(qrels_path(qrels, settings))
         ranked = read_run(run) if isinstance(run, (str, Path)) else run
         return evaluate_all(judged, ranked, maxp=maxp)[0]  # type: ignore[arg-type]
-    return _nugget_scores(run, nuggets, judge, settings)
+    from ragnarok.judge.run_means import nugget_means  # noqa: PLC0415
 
-
-def _nugget_scores(run: Any, nuggets: Any, judge: str | None, settings: Settings) -> dict[str, float]:
-    """``eval-rag --nuggets``'s means for one run (the same judge, cache and scores)."""
-    from ragnarok.core.topic_sets import nuggets_path  # noqa: PLC0415
-    from ragnarok.judge.answers import answers_from, read_answers  # noqa: PLC0415
-    from ragnarok.judge.evalrag import evaluate_run, metrics_of  # noqa: PLC0415
-    from ragnarok.judge.nuggets import read_nuggets  # noqa: PLC0415
-    from ragnarok.judge.service import make_judge  # noqa: PLC0415
-
-    if isinstance(run, (str, Path)):
-        answers = read_answers(run)
-    else:
-        given = list(run.values()) if isinstance(run, Mapping) else list(run)
-        answers = answers_from(
-            (f"answer {n}", a.model_dump() if isinstance(a, RagAnswer) else a) for n, a in enumerate(given, 1)
-        )
-    topics = read_nuggets(nuggets_path(nuggets, settings)) if isinstance(nuggets, (str, Path)) else nuggets
-    result = evaluate_run("run", answers, make_judge(settings, judge), nuggets=topics, progress=False)
-    if not result.topics:
-        raise ValueError(
-            f"no answered topic has nuggets (answered: {', '.join(sorted(answers)[:5])}...): wrong nugget file?"
-        )
-    return {metric: interval.mean for metric, interval in result.means(metrics_of([result])).items()}
+    return nugget_means(run, nuggets, judge, settings)
 
 
 def Experiment(
