@@ -11,11 +11,8 @@ Design notes: docs/internals/auth.md.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
-import json
 import logging
-import secrets
 import threading
 import time
 import uuid
@@ -28,9 +25,11 @@ from sqlalchemy.exc import TimeoutError as PoolTimeout
 
 from ragnarok.arena.db import CONNECT_TIMEOUT_S, StoreError, describe, make_engine, safe_url, serialised, utc_now
 from ragnarok.arena.migrations import migrate
-from ragnarok.auth import reservations
+from ragnarok.auth import audit as audit_log
+from ragnarok.auth import budgets, reservations
 from ragnarok.auth.backlog import Backlog, unreachable
-from ragnarok.auth.principal import SCOPES, Principal
+from ragnarok.auth.keys import KEY_PREFIX, insert_key, new_secret, principal_of, secret_hash
+from ragnarok.auth.principal import Principal
 from ragnarok.auth.records import KEY_COLUMNS as _KEY_COLUMNS
 from ragnarok.auth.records import KeyRecord, check_fields, when
 from ragnarok.auth.records import record as _record
@@ -38,18 +37,12 @@ from ragnarok.auth.reservations import DAY_S, Reservation, period_bounds
 from ragnarok.auth.spool import Spool
 from ragnarok.auth.store_errors import AuthError, BudgetExceeded, Errors
 
+# the key helpers and the errors are imported from here by the service and the command line
+__all__ = ["KEY_PREFIX", "AuthError", "AuthStore", "BudgetExceeded", "database_url", "new_secret", "secret_hash"]
+
 log = logging.getLogger(__name__)
-KEY_PREFIX = "rk_"
 #: Lookups remembered at most (unknown secrets included, so guessing keys costs no database reads).
 CACHE_ENTRIES = 10_000
-
-
-def secret_hash(secret: str) -> str:
-    return hashlib.sha256(secret.encode("utf-8", "surrogatepass")).hexdigest()
-
-
-def new_secret() -> str:
-    return KEY_PREFIX + secrets.token_urlsafe(32)
 
 
 def database_url(settings: Any) -> str:
@@ -145,34 +138,10 @@ class AuthStore:
         )
         if (budget_calls is not None or budget_tokens is not None) and period_s is None:
             period_s = DAY_S
-        secret, now = new_secret(), time.time()
-        values = {
-            "name": name,
-            "prefix": secret[:11],
-            "h": secret_hash(secret),
-            "scopes": ",".join(s for s in SCOPES if s in scopes),
-            "gens": None if generators is None else json.dumps(sorted(set(generators))),
-            "rpm": rpm,
-            "parallel": parallel,
-            "bc": budget_calls,
-            "bt": budget_tokens,
-            "period": period_s,
-            "at": utc_now(),
-            "epoch": now,
-            "exp": None if expires_in_s is None else now + expires_in_s,
-        }
+        secret = new_secret()
+        limits = {"rpm": rpm, "parallel": parallel, "budget_calls": budget_calls, "budget_tokens": budget_tokens}
         with self._errors("create a key"), serialised(self.engine, "ragnarok.auth.keys") as conn:
-            if conn.execute(text("SELECT 1 FROM api_keys WHERE name = :n"), {"n": name}).first():
-                raise ValueError(f"a key named {name!r} exists already (ragnarok keys list)")
-            conn.execute(
-                text(
-                    "INSERT INTO api_keys (name, prefix, secret_sha256, scopes, generators, rpm, parallel, budget_calls, "
-                    "budget_tokens, period_s, created_at, created_epoch, expires_epoch) VALUES (:name, :prefix, :h, "
-                    ":scopes, :gens, :rpm, :parallel, :bc, :bt, :period, :at, :epoch, :exp)"
-                ),
-                values,
-            )
-            row = conn.execute(text(f"SELECT {_KEY_COLUMNS} FROM api_keys WHERE name = :n"), {"n": name}).one()
+            row = insert_key(conn, name, secret, scopes, generators, limits, period_s, expires_in_s)
         return _record(row), secret
 
     def ping(self) -> None:
@@ -234,35 +203,15 @@ class AuthStore:
 
     @staticmethod
     def _principal(record: KeyRecord | None) -> Principal:
-        if record is None:
-            raise AuthError("unknown API key")
-        status = record.status()
-        if status == "invalid":
-            raise AuthError(f"API key {record.name!r} cannot be used: its record is invalid")
-        if status == "revoked":
-            raise AuthError(f"API key {record.name!r} was revoked")
-        if status == "expired":
-            raise AuthError(f"API key {record.name!r} expired at {_when(record.expires_epoch or 0)}")
-        return record.principal()
+        return principal_of(record)
 
     # -- budgets ------------------------------------------------------------------------------------------
 
     def _spent(self, conn: Any, owner: str, start: float) -> tuple[int, int]:
-        row = conn.execute(
-            text("SELECT calls, tokens FROM key_spend WHERE owner = :o AND period_start = :p"), {"o": owner, "p": start}
-        ).first()
-        return (int(row[0]), int(row[1])) if row else (0, 0)
+        return budgets.spent(conn, owner, start)
 
     def _reserved(self, conn: Any, owner: str, start: float, now: float) -> int:
-        return int(
-            conn.execute(
-                text(
-                    "SELECT COALESCE(SUM(calls), 0) FROM key_reservations WHERE owner = :o AND period_start = :p "
-                    "AND created_epoch > :since"
-                ),
-                {"o": owner, "p": start, "since": now - self.reservation_ttl_s},
-            ).scalar()
-        )
+        return budgets.reserved(conn, owner, start, now - self.reservation_ttl_s)
 
     def reserve(self, principal: Principal, calls: int) -> Reservation:
         """Reserve ``calls`` from the principal's budget (see the module's docstring), or raise
@@ -271,7 +220,7 @@ class AuthStore:
         start, length = period_bounds(principal, now)
         if not principal.has_budget:
             return Reservation(None, principal.owner, start, calls, None)
-        retry, refusal, reservation_id = max(1.0, start + length - now), None, uuid.uuid4().hex
+        retry, reservation_id = max(1.0, start + length - now), uuid.uuid4().hex
         with (
             self._errors("reserve a budget"),
             serialised(self.engine, f"ragnarok.auth.budget:{principal.owner}") as conn,
@@ -283,32 +232,9 @@ class AuthStore:
                 if principal.budget_calls is not None
                 else calls
             )
-            if principal.budget_tokens is not None and spent_tokens >= principal.budget_tokens:
-                refusal = (
-                    f"{principal.name}'s token budget ({principal.budget_tokens:,} a period) is spent; the "
-                    f"period ends at {_when(start + length)}"
-                )
-            elif calls > left:
-                refusal = (
-                    f"this request could make {calls} backend call(s) in the worst case; {principal.name}'s "
-                    f"budget has {max(0, left)} of {principal.budget_calls:,} left until "
-                    f"{_when(start + length)}"
-                )
-            else:
-                conn.execute(
-                    text(
-                        "INSERT INTO key_reservations (id, owner, period_start, calls, created_epoch, "
-                        "holder) VALUES (:id, :o, :p, :c, :t, :h)"
-                    ),
-                    {
-                        "id": reservation_id,
-                        "o": principal.owner,
-                        "p": start,
-                        "c": calls,
-                        "t": now,
-                        "h": reservations.holder(),
-                    },
-                )
+            refusal = budgets.refusal(principal, calls, left, spent_tokens, start + length)
+            if refusal is None:
+                budgets.insert_reservation(conn, reservation_id, principal.owner, start, calls, now)
         if refusal is not None:
             raise BudgetExceeded(refusal, retry)
         token_limit = None if principal.budget_tokens is None else principal.budget_tokens - spent_tokens
@@ -408,31 +334,11 @@ class AuthStore:
 
     def _write_audit(self, batch: list[dict[str, Any]]) -> None:
         """Idempotent: a batch retried after a commit whose acknowledgement was lost adds no row twice."""
-        with self.engine.begin() as conn:
-            conn.execute(
-                text(
-                    "INSERT INTO audit_log (row_id, at, owner, key_name, method, route, status, generators, calls, "
-                    "tokens, ms) VALUES (:row_id, :at, :owner, :key_name, :method, :route, :status, :generators, "
-                    ":calls, :tokens, :ms) ON CONFLICT (row_id) DO NOTHING"
-                ),
-                batch,
-            )
+        audit_log.write_rows(self.engine, batch)
 
     def audit_rows(self, owner: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
-        where, args = ("WHERE owner = :o", {"o": owner, "n": limit}) if owner else ("", {"n": limit})
         with self._errors("read the audit log"), self.engine.connect() as conn:
-            rows = (
-                conn.execute(
-                    text(
-                        f"SELECT at, owner, key_name, method, route, status, generators, calls, tokens, "
-                        f"ms FROM audit_log {where} ORDER BY id DESC LIMIT :n"
-                    ),
-                    args,
-                )
-                .mappings()
-                .all()
-            )
-        return [dict(r) for r in rows]
+            return audit_log.read_rows(conn, owner, limit)
 
     def _errors(self, what: str) -> Any:
         return Errors(self._where, what)
