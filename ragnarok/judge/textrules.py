@@ -3,7 +3,7 @@
 a statement at all.
 
 No model and no data download: the only resource is the MiniLM tokenizer's word list (which words are
-ordinary English), read once from the packaged model.
+ordinary English), read once from the packaged model. The fixed word lists are in :mod:`ragnarok.judge.wordlists`.
 
 Design notes: docs/internals/judge.md.
 """
@@ -13,6 +13,24 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
+from ragnarok.judge.wordlists import (
+    ANTONYM_PAIRS,
+    AUXILIARIES,
+    DETERMINERS,
+    FUNCTION,
+    GENERIC_NAMES,
+    INFLECTED,
+    IRREGULAR,
+    LINKS,
+    NAME_HEADS,
+    NEG_PREFIXES,
+    NEGATIONS,
+    PREFIXES,
+    SUFFIXES,
+    TYPES,
+    VERB_SET,
+)
+
 _TOKEN = re.compile(r"%[A-Za-z]|[A-Za-z0-9_][\w.]*(?:'[a-z]{1,2}\b)?(?:\(\))?")
 _SENT = re.compile(r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<!\betc\.)(?<!\bvs\.)(?<=[.!?])\s+(?=\S)|\n+")
 _CLAUSE = re.compile(
@@ -20,137 +38,8 @@ _CLAUSE = re.compile(
     r"\s(?:but|whereas|while|because)\s)\s*",
     re.I,
 )
-NEGATIONS = frozenset("not no never none nothing neither nor nobody nowhere".split())  # "cannot", "n't": _NT
 _NT = re.compile(r"n't\b|\bcan ?not\b", re.I)
-FUNCTION = frozenset(
-    """a an the of to in on for with by as at from into onto over under about than then
- is are was were be been being am it its it's that which who whom whose this these those and or but if so
- you your we our they their them he she his her can could will would should must may might shall has have
- had do does did not no never each every all any some one when where how what why there here also only
- both either neither nor just very too such own same other another always often usually instead
- something anything everything nothing i me my""".split()
-)
-_LINKS = frozenset(
-    """a an the of to in on for with by from into about it its this these those that you your
- them their his her our us me no every each some any all""".split()
-)
-AUXILIARIES = frozenset(
-    """is are was were be been am isn't aren't wasn't weren't can cannot could will would
- should must may might shall has have had do does did don't doesn't didn't can't won't shouldn't""".split()
-)
-_VERBS = """accept access add allow append apply assign avoid build call cause change check choose close collect
- combine compare compile compress compute connect contain convert copy count create declare decode decompress
- define delete describe detect determine do encode ensure enter exist expect extract fail fetch fill find
- follow format generate get give go guess handle hold ignore implement import include insert install iterate
- join keep let limit list load lock log look make map match mean measure merge modify move need open order
- parse pass perform pick print process produce provide put raise read receive record reduce register remove
- replace report represent require reset resolve respond restore return reuse run save search see select send
- serialize set show skip sleep sort specify split start stop store strip support take tell test throw treat
- try turn update use validate verify wait walk want work wrap write yield acquire release spawn schedule
- block await cancel emit track trigger escape quote match render sign hash encrypt decrypt stream buffer
- flush seed shuffle sample accept reject compute round truncate pad join notify lose keep become behave
- belong depend differ happen lead lie matter offer own remain seem stay suit""".split()
-_IRREGULAR = frozenset(
-    """built chose chosen found gave given got gotten held kept led made meant put ran read
- sent set shown spent split stood taken told thrown went written wrote lost became""".split()
-)
-ANTONYM_PAIRS = tuple(
-    p
-    for x, y in (
-        ("read", "write"),
-        ("open", "close"),
-        ("compress", "decompress"),
-        ("encode", "decode"),
-        ("encrypt", "decrypt"),
-        ("serialize", "deserialize"),
-        ("always", "never"),
-        ("true", "false"),
-        ("synchronous", "asynchronous"),
-        ("mutable", "immutable"),
-        ("before", "after"),
-        ("start", "stop"),
-        ("add", "remove"),
-        ("include", "exclude"),
-        ("enable", "disable"),
-        ("allow", "forbid"),
-        ("allow", "prevent"),
-        ("safe", "unsafe"),
-        ("secure", "insecure"),
-        ("increase", "decrease"),
-        ("more", "less"),
-        ("first", "last"),
-        ("sorted", "unsorted"),
-        ("input", "output"),
-        ("lock", "unlock"),
-        ("accept", "reject"),
-        ("succeed", "fail"),
-        ("visible", "hidden"),
-        ("local", "global"),
-        ("minimum", "maximum"),
-        ("min", "max"),
-        ("upper", "lower"),
-        ("fast", "slow"),
-        ("slower", "faster"),
-        ("blocking", "nonblocking"),
-        ("required", "optional"),
-        ("positional", "keyword"),
-        ("static", "dynamic"),
-        ("explicit", "implicit"),
-        ("manual", "automatic"),
-        ("manually", "automatically"),
-        ("inside", "outside"),
-        ("ascending", "descending"),
-        ("lossless", "lossy"),
-        ("thread-safe", "unsafe"),
-        ("deterministic", "random"),
-        ("same", "different"),
-        ("empty", "full"),
-        ("keep", "discard"),
-        ("ignore", "respect"),
-        ("raise", "suppress"),
-        ("plain", "formatted"),
-        ("inclusive", "exclusive"),
-        ("including", "excluding"),
-        ("shallow", "deep"),
-        ("lazy", "eager"),
-        ("recursive", "flat"),
-        ("temporary", "permanent"),
-        ("create", "delete"),
-        ("largest", "smallest"),
-        ("biggest", "smallest"),
-        ("highest", "lowest"),
-        ("most", "least"),
-        ("nlargest", "nsmallest"),
-        ("up", "down"),
-    )
-    for p in ((x, y), (y, x))
-)
-ANTONYMS = dict(ANTONYM_PAIRS)  # one partner per word; stem_antonyms() keeps them all ("smallest": largest, biggest)
-TYPES = {
-    w: (group, canonical)
-    for group, spec in {
-        "data": "list string:str integer:int float dictionary:dict tuple set bytes boolean:bool iterator generator "
-        "array",
-        "encoding": "hex:hexadecimal base64 ascii utf-8:utf8",
-    }.items()
-    for item in spec.split()
-    for canonical in [item.split(":")[0]]
-    for w in item.split(":")
-}
 _KWARG = re.compile(r"\b(\w+)\s*=\s*('[^']*'|\"[^\"]*\"|[\w.+-]+)")
-NAME_HEADS = {
-    h: group
-    for group, heads in {
-        "module": "module package library lib",
-        "class": "class type",
-        "function": "function method helper",
-        "argument": "argument parameter flag option keyword",
-        "exception": "exception error",
-        "attribute": "attribute field property",
-    }.items()
-    for h in heads.split()
-}
-_NEG_PREFIXES = ("un", "in", "im", "non", "dis", "de")
 
 
 @lru_cache(maxsize=1)
@@ -202,32 +91,6 @@ def tokens(text: str) -> tuple[str, ...]:
     return tuple(out)
 
 
-_SUFFIXES = (
-    "s",
-    "es",
-    "ed",
-    "d",
-    "ing",
-    "ly",
-    "al",
-    "able",
-    "ible",
-    "er",
-    "ers",
-    "ment",
-    "ness",
-    "ity",
-    "ize",
-    "ise",
-    "ion",
-    "ions",
-)
-_PREFIXES = ("sub", "un", "re", "pre", "de", "non", "over", "super", "multi", "in", "im", "dis", "co", "inter")
-
-
-_INFLECTED = ("s", "ed", "ing", "ly", "able", "ible", "ive", "ion", "ions")
-
-
 @lru_cache(maxsize=200_000)
 def is_word(word: str) -> bool:
     """An ordinary word: in the vocabulary, or an inflection, derivation or prefixed form of one there
@@ -235,7 +98,7 @@ def is_word(word: str) -> bool:
     vocab, w = vocabulary(), word.lower()
     if w in vocab:
         return True
-    for suffix in _SUFFIXES:
+    for suffix in SUFFIXES:
         if w.endswith(suffix) and len(w) - len(suffix) >= 3:
             root = w[: -len(suffix)]
             if (
@@ -245,7 +108,7 @@ def is_word(word: str) -> bool:
                 or (len(root) > 3 and root[-1] == root[-2] and root[:-1] in vocab)
             ):
                 return True
-    return any(w.startswith(p) and len(w) - len(p) >= 4 and is_word(w[len(p) :]) for p in _PREFIXES)
+    return any(w.startswith(p) and len(w) - len(p) >= 4 and is_word(w[len(p) :]) for p in PREFIXES)
 
 
 @lru_cache(maxsize=200_000)
@@ -259,7 +122,7 @@ def is_specific(token: str, first: bool = False) -> bool:
         return True
     if token.lower() in TYPES:  # "hex", "utf8": a type, compared by wrong_value
         return False
-    if token.lower().endswith(_INFLECTED):  # "parses", "recursively", "iterable": a term, not a name
+    if token.lower().endswith(INFLECTED):  # "parses", "recursively", "iterable": a term, not a name
         return False
     return token.isalpha() and bool(vocabulary()) and not is_word(token)
 
@@ -316,7 +179,7 @@ def antonym_clash(claim: str, unit: str) -> bool:
             continue
         if (stem_antonyms().get(s, set()) - mine) & have:  # a claim with both words of a pair: no clash
             return True
-        if len(s) > 3 and any(prefix + s in have for prefix in _NEG_PREFIXES):
+        if len(s) > 3 and any(prefix + s in have for prefix in NEG_PREFIXES):
             return True
     return False
 
@@ -342,18 +205,9 @@ def name_slots(text: str) -> frozenset[tuple[str, str]]:
         if i
         and w in NAME_HEADS
         and words[i - 1] not in FUNCTION
-        and words[i - 1] not in _GENERIC_NAMES
-        and (is_specific(found[i - 1]) or (i > 1 and words[i - 2] in _DETERMINERS))
+        and words[i - 1] not in GENERIC_NAMES
+        and (is_specific(found[i - 1]) or (i > 1 and words[i - 2] in DETERMINERS))
     )
-
-
-_DETERMINERS = frozenset("the a an its this that their your our".split())
-
-
-_GENERIC_NAMES = frozenset(
-    "standard same new own other builtin built-in python's python main underlying "
-    "dedicated separate whole one-shot helper custom".split()
-)
 
 
 @lru_cache(maxsize=100_000)
@@ -402,7 +256,7 @@ def finite_verb_at(words: list[str] | tuple[str, ...], i: int) -> bool:
     before an article, a pronoun or a preposition (the place of a verb: "handles this", "walks the", "rely
     on")."""
     lw = words[i].lower()
-    if lw in AUXILIARIES or lw in _IRREGULAR or lw.endswith("n't"):
+    if lw in AUXILIARIES or lw in IRREGULAR or lw.endswith("n't"):
         return True
     base = {
         lw,
@@ -412,16 +266,13 @@ def finite_verb_at(words: list[str] | tuple[str, ...], i: int) -> bool:
         lw[:-1] if lw.endswith("d") else lw,
         lw[:-2] if lw.endswith("ed") else lw,
     }
-    if base & _VERB_SET:
+    if base & VERB_SET:
         return True
-    return lw not in FUNCTION and lw.isalpha() and i + 1 < len(words) and words[i + 1].lower() in _LINKS
+    return lw not in FUNCTION and lw.isalpha() and i + 1 < len(words) and words[i + 1].lower() in LINKS
 
 
 def _finite_verb(words: list[str]) -> bool:
     return any(finite_verb_at(words, i) for i in range(len(words)))
-
-
-_VERB_SET = frozenset(_VERBS)
 
 
 MIN_FUNCTION = 0.12
