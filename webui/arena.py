@@ -37,9 +37,9 @@ from ragnarok.runtime import metrics
 from webui import render
 from webui.admission import Admission, arena_principal, listing_principal, pool_generators
 from webui.client import PaneResult, RagClient
+from webui.final_view import final_view
 from webui.streaming import Race
-from webui.streaming import result_html as _pane
-from webui.views import BattleView, VoteView, drawn_less, last, out_of_time, raw, refusal, slow_notes, timing
+from webui.views import BattleView, VoteView, drawn_less, last, out_of_time, refusal, slow_notes
 from webui.votes import WINNERS, VoteLog, database_url, unavailable
 from webui.warmup import WARM_UP_TOPIC, WarmUp, measure
 
@@ -340,7 +340,6 @@ class Arena:
             )
         except StoreError as exc:
             return refusal(f"This battle could not be recorded: {unavailable(exc, 'record a battle')}.")
-        body = {"battle": battle_id, "A": raw(result_a), "B": raw(result_b)}
         votable = result_a.ok and result_b.ok
         metrics.arena_battle(mode, votable)
         slow = slow_notes(
@@ -350,32 +349,10 @@ class Arena:
         )
         if votable:
             self.votes.timings[battle_id] = timings
-            budget = self.settings.arena_time_budget_s
-            late = (
-                f" One answer took longer than the arena's {budget:g} s budget: which one is shown after your vote."
-                if slow
-                else ""
-            )
-            status = (
-                "Both answers are in. Read both (hover or focus a citation to see its source), then "
-                "vote." + late + await self._drawn_less()
-            )
-            panes = (_pane(result_a), _pane(result_b))
-            if mode == "unblinded":  # the pipelines are named: their timings tell nothing more
-                body["pipelines"] = {"A": a.as_dict(), "B": b.as_dict()}
-                panes = (panes[0] + timing(timings[0]), panes[1] + timing(timings[1]))
-            return BattleView(battle_id, *panes, body, True, render.message_html(status), revealed=mode == "unblinded")
-        body["pipelines"] = {"A": a.as_dict(), "B": b.as_dict()}
-        reveal = render.reveal_html(
-            a,
-            b,
-            None,
-            "A pipeline failed, so this battle cannot be voted on.",
-            failed=True,
-            timings=timings,
-            notes=slow,
+        note = await self._drawn_less() if votable else ""
+        return final_view(
+            mode, battle_id, (a, b), (result_a, result_b), slow, timings, self.settings.arena_time_budget_s, note
         )
-        return BattleView(battle_id, _pane(result_a), _pane(result_b), body, False, reveal, revealed=True)
 
     # -- votes and leaderboards (webui.votes) --
 
