@@ -27,8 +27,12 @@ FENCE = re.compile(r"^```bash\n(?P<body>.*?)^```$", re.M | re.S)
 
 
 def sources() -> list[Path]:
-    """README.md, then every page of the docs in path order."""
-    return [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+    """README.md, then the docs' pages in the order of mkdocs.yml's nav (a reader's order: the server's first
+    requests come from the getting-started page), then any page the nav lacks."""
+    from test_docs import nav
+
+    pages = [ROOT / "docs" / page for page in nav() if (ROOT / "docs" / page).is_file()]
+    return [ROOT / "README.md", *pages, *sorted(set((ROOT / "docs").rglob("*.md")) - set(pages))]
 
 
 def blocks(kind: str | None) -> list[str]:
