@@ -154,10 +154,6 @@ def cli_page() -> str:
     return "\n".join(out) + "\n"
 
 
-def cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
 def anchor(path: tuple[str, ...]) -> str:
     """The id MkDocs' table of contents gives the heading ``## ragnarok keys create``."""
     return re.sub(r"[^\w-]", "", "-".join(path).lower())
@@ -184,3 +180,8 @@ def schemas_page() -> tuple[str, dict[str, str]]:
         out += ["", f"## {name}", "", SCHEMAS[name][0][:1].upper() + SCHEMAS[name][0][1:] + ".", ""]
         out += ["```json", text.rstrip("\n"), "```"]
     return "\n".join(out) + "\n", files
+
+
+def cell(text: str) -> str:
+    """Text for a Markdown table cell."""
+    return text.replace("|", "\\|")
