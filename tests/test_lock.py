@@ -76,7 +76,8 @@ def test_every_pin_has_hashes_and_the_lock_says_how_it_was_made():
     pins = locked()
     assert not [name for name, (_, hashes) in pins.items() if not hashes]
     assert pins["torch"][0] == Version("2.13.0+cpu")  # the CPU build, not a CUDA one
-    header = LOCK.read_text().split("\n\n")[0]
+    lines = LOCK.read_text().splitlines()
+    header = "\n".join(lines[: next(i for i, line in enumerate(lines) if not line.startswith("#"))])
     assert "make lock" in header, header
     makefile = (ROOT / "Makefile").read_text()
     compile_ = re.search(r"pip-compile (--(?:.*\\\n)*.*)", makefile).group(1)
