@@ -137,6 +137,14 @@ def test_every_command_gives_its_schema(demo_data_env, tmp_path, monkeypatch, ch
 
     monkeypatch.setenv("RAGNAROK_DATA_DIR", str(tmp_path / "keys"))  # keys of this test's own
     get_settings.cache_clear()
+    search = tmp_path / "search.yaml"  # the demo index by its path: the preset is saved in this test's data dir
+    search.write_text(
+        f"index: {demo_data_env.demo_index_dir}\ntopics: demo\nqrels: demo\nobjective: nDCG@10\nbudget: {{trials: 2}}\n"
+        "nodes:\n  - node: lexical\n    modules: [{module: bm25, k1: [0.9, 1.2]}]\n"
+        "  - node: retrieval\n    modules: [{module: lexical, depth: 20}]\n"
+    )
+    best = check("optimize", search, "--output", tmp_path / "report", "--output-format", "json")
+    assert best["best_spec"].startswith("bm25") and best["folds"][0]["topics"] == 25
     made = check("keys", "create", "--name", "team-a", "--scopes", "retrieve", "--output", "json")
     assert made["secret"].startswith(made["prefix"])
     keys = check("keys", "list", "--output", "json")

@@ -152,7 +152,7 @@ def _retrieval_part(spec: str, settings: Settings | None = None, index: str | No
         check_names(parsed, settings, index)
     if parsed.generate is not None:
         parsed = dataclasses.replace(parsed, generate=None)
-        typer.echo(f"search writes rankings: using the retrieval part of the pipeline, {parsed}", err=True)
+        cli_output.warn(f"search writes rankings: using the retrieval part of the pipeline, {parsed}", prefix="")
     return parsed
 
 
@@ -212,13 +212,14 @@ def _pipeline_ranking(
         def failed(failure: Any) -> None:
             failures.append(failure)
             typer.echo(str(failure), err=True)
+            cli_output.error(str(failure))
             bar.update(1)
 
         def lowered(old: int, new: int) -> None:
-            typer.echo(
-                f"note: {'a stage timed out' if new < old else 'no timeouts lately'}: "
+            cli_output.warn(
+                f"{'a stage timed out' if new < old else 'no timeouts lately'}: "
                 f"{new} topics in flight at once (was {old})",
-                err=True,
+                prefix="note: ",
             )
 
         try:

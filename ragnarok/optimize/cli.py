@@ -8,11 +8,13 @@ import math
 import statistics
 import sys
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import Annotated, Any, Optional
 
 import typer
 
+from ragnarok.runtime import cli_output
 from ragnarok.runtime.cli_errors import fails_cleanly
+from ragnarok.runtime.cli_output import Format, OutputFormatOpt
 from ragnarok.runtime.interrupt import on_stop, resume_with, stops_on_signals
 
 
@@ -47,6 +49,7 @@ def optimize(
         bool, typer.Option("--no-cache", help="Run every stage every time (to measure the stage cache).")
     ] = False,
     output: Annotated[Optional[Path], typer.Option(help="Report directory (overrides the config).")] = None,
+    output_format: OutputFormatOpt = Format.text,
 ) -> None:
     """Search pipeline specs (AutoRAG's node-by-node greedy, or Optuna's random, TPE, grid) on your topics."""
     from ragnarok.core.settings import get_settings  # noqa: PLC0415
@@ -54,6 +57,8 @@ def optimize(
     from ragnarok.optimize.objective import Evaluator  # noqa: PLC0415
     from ragnarok.optimize.space import build_space  # noqa: PLC0415
 
+    if output is not None:
+        cli_output.file_not_format(output)
     config, located = load_config(config_file)
     if strategy is not None and strategy not in STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r} (use {', '.join(STRATEGIES)})")
@@ -130,7 +135,7 @@ def _study_names(config, space, out: Path, only: int | None, explicit: bool, loc
         except StudyConflict as exc:
             raise located.error(("study",), str(exc), True) from None
         if note:
-            typer.echo(note, err=True)
+            cli_output.warn(note, prefix="")
         names[i] = (name, print_)
     return names
 
@@ -216,6 +221,8 @@ def _search(config, space, evaluator, out: Path, worker: bool, only: int | None,
             + ", ".join(f"{k} {v:.4f}" for k, v in result.held_out.items())
             + f" ({len(test)} topics)"
         )
+    summary = _summary(config, folds, worker)
+    cli_output.result(summary)
     if worker:
         typer.echo(f"worker done: cache hits {evaluator.cache.hits}, misses {evaluator.cache.misses}", err=True)
         return
@@ -245,11 +252,37 @@ def _search(config, space, evaluator, out: Path, worker: bool, only: int | None,
     preset = config.preset or f"{config.study}-{config.strategy}"
     saved, note = save_preset_noting(preset, best_spec, evaluator.settings.data_dir)
     if note:
-        typer.echo(note, err=True)
+        cli_output.warn(note, prefix="")
+    summary.update(best_spec=best_spec, preset=preset, report=str(md), report_html=str(html_path), pooled=pooled)
     typer.echo(f"report: {md} and {html_path}; preset {preset!r} saved in {saved}", err=True)
     if pooled:
         typer.echo("pooled held-out " + ", ".join(f"{k} {v:.4f}" for k, v in pooled.items()))
     typer.echo(best_spec)
+
+
+def _summary(config, folds, worker: bool) -> dict[str, Any]:  # type: ignore[no-untyped-def]
+    """The search as the ``--output json`` envelope's result (the best spec, preset and report: once known)."""
+    return {
+        "study": config.study,
+        "strategy": config.strategy,
+        "objective": config.objective,
+        "worker": worker,
+        "folds": [
+            {
+                "study": f.study,
+                "best_spec": f.best_spec,
+                "train_value": f.train_value,
+                "held_out": dict(f.held_out),
+                "topics": len(f.test),
+            }
+            for f in folds
+        ],
+        "best_spec": None,
+        "preset": None,
+        "report": None,
+        "report_html": None,
+        "pooled": {},
+    }
 
 
 def _extra(evaluator, result, test) -> dict[str, float]:  # type: ignore[no-untyped-def]

@@ -140,6 +140,30 @@ RESULTS: dict[str, Schema] = {
         }
     ),
     "compare": array(obj({"name": STR}, more=True)),
+    "optimize": obj(
+        {
+            "study": STR,
+            "strategy": STR,
+            "objective": STR,
+            "worker": BOOL,
+            "folds": array(
+                obj(
+                    {
+                        "study": STR,
+                        "best_spec": nullable(STR),
+                        "train_value": nullable(NUM),
+                        "held_out": mapping(NUM),
+                        "topics": INT,
+                    }
+                )
+            ),
+            "best_spec": nullable(STR),
+            "preset": nullable(STR),
+            "report": nullable(STR),
+            "report_html": nullable(STR),
+            "pooled": mapping(NUM),
+        }
+    ),
     "run": obj({"output": OUTPUT, "topics": INT, "written": INT, "skipped": INT, "failed": QIDS}),
     "validate": obj(_VALIDATION, {"fixed": obj({**_VALIDATION, "changes": mapping(INT)})}),
     "view": {"anyOf": [_VIEW, _EXPERIMENT]},
