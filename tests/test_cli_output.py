@@ -110,7 +110,7 @@ def test_eval_rag_doctor_and_keys_envelopes(demo_data_env, tmp_path, monkeypatch
     assert doctor["result"]["checks"] and doctor["ok"] == (not doctor["result"]["missing"])
     assert doctor["errors"] == doctor["result"]["missing"] and "java" in text
 
-    # keys in a data directory of this test's own: the session's demo one is shared (the README's blocks
+    # keys in a data directory of this test's own: the session's demo one is shared (the docs' runnable blocks
     # create their own team-a there)
     monkeypatch.setenv("RAGNAROK_DATA_DIR", str(tmp_path / "keys"))
     get_settings.cache_clear()

@@ -163,7 +163,7 @@ def check_generators(settings: Settings) -> list[Check]:
         elif config.base_url:
             fix = f"start the server at {_shown(config.base_url)} or fix its base_url in RAGNAROK_GENERATORS"
         else:
-            fix = "see README: The AG service"
+            fix = "see docs/ag-service.md"
         reason = info.reason.replace(config.base_url, _shown(config.base_url) or "") if config.base_url else info.reason
         checks.append(Check("generator", info.name, "fail" if info.name in needed else "off", detail, reason, fix))
     return checks

@@ -115,7 +115,7 @@ def serve(
     if settings.auth != "keys" and not insecure_open and not is_loopback(host):
         raise ValueError(
             f"refusing to serve on {host} without API keys: set RAGNAROK_AUTH=keys and make keys "
-            "with `ragnarok keys create` (README: Deploying), or bind 127.0.0.1, or pass "
+            "with `ragnarok keys create` (docs/deploying.md), or bind 127.0.0.1, or pass "
             "--insecure-open"
         )
     if (why := bind_error(host, port)) is not None:  # before the banner and the start-up's slow work

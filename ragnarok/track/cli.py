@@ -143,7 +143,7 @@ def validate(
     year: Annotated[Optional[int], typer.Option(help="Force the format (default: from the first line).")] = None,
     fix: Annotated[
         Optional[Path],
-        typer.Option(help="Write a fixed copy here, fixed as the official checkers fix (README: Track submissions)."),
+        typer.Option(help="Write a fixed copy here, fixed as the official checkers fix (docs/track-runs.md)."),
     ] = None,
     apply_fixes: Annotated[
         bool, typer.Option("--apply-fixes", help="The official validator's flag: --fix RUN.fixed.")
