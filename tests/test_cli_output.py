@@ -131,3 +131,11 @@ def test_output_json_on_a_command_whose_output_is_its_file(tmp_path, monkeypatch
         got = CliRunner().invoke(app, [*command, "--output", "json"])
         assert got.exit_code == 2 and "--output-format json" in got.stderr, (got.exit_code, got.stderr)
         assert got.stderr.count("\n") == 1 and not (tmp_path / "json").exists()
+
+
+def test_a_result_is_strict_json():
+    """NaN and infinity are no JSON numbers (a strict parser refuses them): the envelope writes null instead."""
+    from ragnarok.runtime.cli_output import Envelope
+
+    written = Envelope("eval", result={"nDCG@10": float("nan"), "t": [float("inf"), 1.5], "n": 3}).dumps()
+    assert "NaN" not in written and json.loads(written)["result"] == {"nDCG@10": None, "t": [None, 1.5], "n": 3}

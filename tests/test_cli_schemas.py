@@ -114,8 +114,9 @@ def test_every_command_gives_its_schema(demo_data_env, tmp_path, monkeypatch, ch
           "--output-format", "json")  # fmt: skip
 
     a = _answers(tmp_path / "a.jsonl", ["1", "2", "3"])
-    rag = check("eval-rag", a, "--nuggets", _nuggets(tmp_path / "n.jsonl", ["1", "2"]), "--output", "json")
-    assert rag["runs"][0]["topics"] == 2
+    b = _answers(tmp_path / "b.jsonl", ["1", "2", "3"])
+    rag = check("eval-rag", a, b, "--nuggets", _nuggets(tmp_path / "n.jsonl", ["1", "2"]), "--output", "json")
+    assert rag["runs"][0]["topics"] == 2 and rag["paired_tests"][0]["run_b"] == "b.jsonl"
     assert any("skipped 1 topics without nuggets" in w for w in check.last["warnings"])  # said on stderr too
 
     listed = check("topics", "list", "--output", "json")

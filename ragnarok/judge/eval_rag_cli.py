@@ -203,5 +203,8 @@ def _eval_rag_result(results: list, tests: list, resamples: int, chosen: Any) ->
             }
             for r in results
         ],
-        "paired_tests": [asdict(t) for t in tests],
+        "paired_tests": [
+            {"run_a": t.a, "run_b": t.b, "n": t.n, "mean_difference": t.mean_difference, "t": t.t, "p_value": t.p_value}
+            for t in tests
+        ],
     }

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import sys
 from collections.abc import Iterator
 from contextvars import ContextVar
@@ -54,13 +55,25 @@ class Envelope:
             {
                 "command": self.command,
                 "ok": self.ok and not self.errors,
-                "result": self.result,
+                "result": finite(self.result),
                 "errors": self.errors,
                 "warnings": self.warnings,
             },
             ensure_ascii=False,
             default=str,
+            allow_nan=False,
         )
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every NaN or infinity (no JSON number) as null, in dicts, lists and tuples at any depth."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
 
 
 _open: ContextVar[Envelope | None] = ContextVar("ragnarok_envelope", default=None)

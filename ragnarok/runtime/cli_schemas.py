@@ -41,7 +41,17 @@ def mapping(values: Schema) -> Schema:
 
 QIDS = array(STR)  # topic ids: `failed` is the topics that failed, in every command that has it
 OUTPUT = STR  # the file a command wrote
-METRIC_MEAN = obj({"mean": NUM, "low": NUM, "high": NUM}, more=True)
+METRIC_MEAN = obj({"mean": nullable(NUM), "low": nullable(NUM), "high": nullable(NUM), "n": INT})  # NaN: null
+PAIRED_TEST = obj(
+    {
+        "run_a": STR,
+        "run_b": STR,
+        "n": INT,
+        "mean_difference": nullable(NUM),
+        "t": nullable(NUM),
+        "p_value": nullable(NUM),
+    }
+)
 
 ENVELOPE: Schema = obj({"command": STR, "ok": BOOL, "result": {}, "errors": array(STR), "warnings": array(STR)})
 
@@ -136,7 +146,7 @@ RESULTS: dict[str, Schema] = {
             "judge": nullable(STR),
             "proxy": BOOL,
             "runs": array(obj({"name": STR, "topics": INT, "failed_judgments": INT, "means": mapping(METRIC_MEAN)})),
-            "paired_tests": array(ANY_OBJECT),
+            "paired_tests": array(PAIRED_TEST),
         }
     ),
     "compare": array(obj({"name": STR}, more=True)),
