@@ -139,3 +139,18 @@ def test_a_result_is_strict_json():
 
     written = Envelope("eval", result={"nDCG@10": float("nan"), "t": [float("inf"), 1.5], "n": 3}).dumps()
     assert "NaN" not in written and json.loads(written)["result"] == {"nDCG@10": None, "t": [None, 1.5], "n": 3}
+
+
+def test_logged_warnings_are_in_the_envelope(capsys, monkeypatch):
+    """A warning logged while a command runs (its code's or a library's) is in ``warnings``, and on stderr."""
+    import logging
+
+    from ragnarok.runtime.cli_output import PARAM, enveloped
+
+    monkeypatch.setattr(logging.getLogger(), "handlers", [])  # as in the CLI: no logging configured
+    with enveloped({PARAM: "json"}):
+        logging.getLogger("ragnarok.somewhere").warning("the cache is %s", "cold")
+        logging.getLogger("ragnarok.somewhere").info("not a warning")
+    out, err = capsys.readouterr()
+    assert json.loads(out)["warnings"] == ["the cache is cold"] and err == "the cache is cold\n"
+    assert logging.getLogger().handlers == []  # the envelope's handler is gone with it

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import math
 import sys
 from collections.abc import Iterator
@@ -116,6 +117,33 @@ def command_name() -> str:
     )
 
 
+class _WarningsHandler(logging.Handler):
+    """Every log record of level WARNING or above in the envelope's warnings; on stderr too when nothing else
+    would print it (no handler on the root logger: Python's last-resort handler prints such records there)."""
+
+    def __init__(self, envelope: Envelope, echo: bool) -> None:
+        super().__init__(logging.WARNING)
+        self.envelope, self.echo = envelope, echo
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        self.envelope.warnings.append(message)
+        if self.echo:
+            sys.stderr.write(message + "\n")
+
+
+@contextlib.contextmanager
+def _logged_warnings(envelope: Envelope) -> Iterator[None]:
+    """The warnings logged while the command runs (``logger.warning``, any library's) in its envelope."""
+    root = logging.getLogger()
+    handler = _WarningsHandler(envelope, echo=not root.handlers)
+    root.addHandler(handler)
+    try:
+        yield
+    finally:
+        root.removeHandler(handler)
+
+
 @contextlib.contextmanager
 def enveloped(kwargs: dict[str, Any]) -> Iterator[Envelope | None]:
     """With ``--output json`` (``kwargs[PARAM]``): the command's stdout goes to stderr, and the envelope is
@@ -127,7 +155,7 @@ def enveloped(kwargs: dict[str, Any]) -> Iterator[Envelope | None]:
     token = _open.set(envelope)
     stdout = sys.stdout
     try:
-        with contextlib.redirect_stdout(sys.stderr):
+        with contextlib.redirect_stdout(sys.stderr), _logged_warnings(envelope):
             yield envelope
     except typer.Exit as exc:  # a chosen exit code (click's own Exit in an older typer)
         envelope.ok = exc.exit_code == 0
