@@ -159,3 +159,24 @@ def test_prompt_lists_the_contexts_in_its_prompt(stub, check):  # noqa: F811 - t
     sent = check("prompt", "--generator", "stub", "--topics", "demo", "--qid", "demo-02", "--pipeline", "bm25@20",
                  "--output", "json")  # fmt: skip
     assert len(sent["contexts"]) == 5 and "[5]" in sent["messages"][1]["content"]  # the generator's max_contexts
+
+
+def test_describe_reads_the_commands():
+    """``describe``: each command's options as data, read from the command itself (so always its --help's)."""
+    runner = CliRunner()
+    described = json.loads(runner.invoke(app, ["describe", "search", "--output", "json"]).stdout)["result"]
+    assert [d["command"] for d in described] == ["search"] and described[0]["output_json"]
+    options = {o["name"]: o for o in described[0]["options"]}
+    assert options["topics"]["required"] and options["topics"]["flags"] == ["--topics"]
+    assert options["retriever"]["default"] == "bm25" and options["k"]["type"].startswith("int")
+    assert options["verbose"]["type"] == "flag" and options["verbose"]["default"] is False
+    assert described[0]["examples"] and all(e.startswith("ragnarok search ") for e in described[0]["examples"])
+    group = runner.invoke(app, ["describe", "keys"])  # a group: each of its commands, as text
+    assert group.exit_code == 0 and "ragnarok keys list: " in group.stdout and "ragnarok keys create: " in group.stdout
+    import typer
+
+    from ragnarok.cli.describe import EXAMPLES
+
+    assert set(EXAMPLES) == {path for path, _ in commands(typer.main.get_command(app))}  # one entry per command
+    unknown = runner.invoke(app, ["describe", "serach"])
+    assert unknown.exit_code == 2 and "did you mean 'search'?" in unknown.stderr
