@@ -97,7 +97,9 @@ def test_every_command_gives_its_schema(demo_data_env, tmp_path, monkeypatch, ch
     scored = check("eval", "demo", run, "--output", "json")
     assert isinstance(scored["bm25.txt"]["nDCG@10"], float)
     check("compare", run, tmp_path / "bm25.txt", "--name", "a", "--name", "b", "--topics", "demo", "--qrels", "demo",
-          "--output", "json")  # fmt: skip
+          "--save", tmp_path / "experiment.json", "--output", "json")  # fmt: skip
+    differing = check("view", "--experiment", tmp_path / "experiment.json", "--output", "json")
+    assert differing["metric"] and {row["name"] for row in differing["per_topic"]} == {"a", "b"}
 
     topics, answers = tmp_path / "two.tsv", tmp_path / "ext.jsonl"
     topics.write_text("demo-01\thow do I parse command-line arguments\ndemo-02\tcompress a file with gzip\n")
