@@ -58,7 +58,7 @@ def view(
     nugget labels; give two runs to compare them."""
     from ragnarok.core.settings import get_settings  # noqa: PLC0415
     from ragnarok.judge.answers import lucene_segments  # noqa: PLC0415
-    from ragnarok.judge.cli import index_dir  # noqa: PLC0415
+    from ragnarok.judge.cli_common import index_dir  # noqa: PLC0415
     from ragnarok.track.cli import resolve_topics  # noqa: PLC0415
 
     if experiment is not None:
