@@ -33,8 +33,9 @@ def test_search_eval_run_validate_envelopes(demo_data_env, tmp_path):
     half = tmp_path / "half.txt"
     half.write_text("".join(line + "\n" for line in run.read_text().splitlines()[:500]))  # 25 topics
     scored, text = envelope("eval", "topics/qrels.demo.txt", run, half, "--output", "json")
-    assert scored["ok"] and set(scored["result"]) == {"bm25.txt", "half.txt"}
-    assert 0.3 < scored["result"]["bm25.txt"]["nDCG@10"] < 1
+    runs = scored["result"]["runs"]
+    assert scored["ok"] and [r["name"] for r in runs] == ["bm25.txt", "half.txt"] and scored["result"]["topics"] == 50
+    assert 0.3 < runs[0]["scores"]["nDCG@10"] < 1 and [r["topics"] for r in runs] == [50, 25]
     assert len(scored["warnings"]) == 1 and "half.txt covers 25 of the 50 topics" in scored["warnings"][0]
     assert "nDCG@10" in text and "warning: half.txt covers" in text  # the table and the warning, on stderr
 

@@ -95,7 +95,7 @@ def test_every_command_gives_its_schema(demo_data_env, tmp_path, monkeypatch, ch
     run = tmp_path / "bm25.txt"
     check("search", "--topics", "demo", "--output", run, "--k", "20", "--output-format", "json")
     scored = check("eval", "demo", run, "--output", "json")
-    assert isinstance(scored["bm25.txt"]["nDCG@10"], float)
+    assert isinstance(scored["runs"][0]["scores"]["nDCG@10"], float)
     check("compare", run, tmp_path / "bm25.txt", "--name", "a", "--name", "b", "--topics", "demo", "--qrels", "demo",
           "--save", tmp_path / "experiment.json", "--output", "json")  # fmt: skip
     differing = check("view", "--experiment", tmp_path / "experiment.json", "--output", "json")

@@ -273,7 +273,7 @@ def evaluate_run(
     names = row_names(run_name, runs)
     qrels_file = qrels_path(qrels, get_settings())
     judged = read_qrels(qrels_file)
-    rows = {}
+    rows, covers = {}, {}
     for name, path in zip(names, runs):
         scores, covered = evaluate_all(judged, read_run(path), maxp=maxp)
         if covered < len(judged):
@@ -281,6 +281,13 @@ def evaluate_run(
                 f"{name} covers {covered} of the {len(judged)} topics of {qrels_file.name}; the "
                 f"{len(judged) - covered} missing count as 0"
             )
-        rows[name] = scores
-    cli_output.result(rows)
+        rows[name], covers[name] = scores, covered
+    # one entry per run, as eval-rag's runs: its name, the qrels' topics it covers, each metric's score
+    cli_output.result(
+        {
+            "qrels": str(qrels_file),
+            "topics": len(judged),
+            "runs": [{"name": n, "topics": covers[n], "scores": rows[n]} for n in rows],
+        }
+    )
     typer.echo(format_table(rows))

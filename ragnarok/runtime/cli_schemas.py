@@ -140,7 +140,13 @@ RESULTS: dict[str, Schema] = {
     ),
     "index": obj({"lucene": nullable(STR), "dense": nullable(STR)}),
     "search": obj({"output": OUTPUT, "run_id": STR, "topics": INT, "lines": INT, "failed": QIDS}),
-    "eval": mapping(mapping(NUM)),
+    "eval": obj(
+        {
+            "qrels": STR,
+            "topics": INT,
+            "runs": array(obj({"name": STR, "topics": INT, "scores": mapping(nullable(NUM))})),
+        }
+    ),
     "eval-rag": obj(
         {
             "judge": nullable(STR),
