@@ -1,7 +1,8 @@
 """``--output json``: one envelope ``{"command", "ok", "result", "errors", "warnings"}`` on stdout, the human text
 on stderr. A command takes the option (:data:`OutputOpt`, or :data:`OutputFormatOpt` where its ``--output`` names
 a file) and reports with :func:`result` and :func:`warn`; :func:`ragnarok.runtime.cli_errors.fails_cleanly` opens the
-envelope around the command (:func:`enveloped`) and writes it, on success and on failure alike."""
+envelope around the command (:func:`enveloped`) and writes it, on success and on failure alike. Warnings logged
+meanwhile are in it too; each command's result has a JSON Schema in :mod:`ragnarok.runtime.cli_schemas`."""
 
 from __future__ import annotations
 
