@@ -133,6 +133,7 @@ def text(info: dict[str, Any]) -> str:
 
 @fails_cleanly
 def describe(
+    ctx: typer.Context,
     command: Annotated[
         Optional[list[str]],
         typer.Argument(metavar="[COMMAND]", help="A command (e.g. search, keys list) or a group (keys); none: all."),
@@ -141,17 +142,17 @@ def describe(
 ) -> None:
     """Describe the commands as data: each one's arguments and options (name, flags, type, default, help,
     required) and examples; with --output json, a list of them in the envelope."""
-    from ragnarok.cli.main import app  # noqa: PLC0415 - this command is part of the app
+    root = ctx.find_root().command  # the whole `ragnarok` app, whichever command this one is registered as
 
     wanted = " ".join(command or [])
     found = [
         command_info(path, cmd)
-        for path, cmd in commands(typer.main.get_command(app))
+        for path, cmd in commands(root)
         if not wanted or path == wanted or path.startswith(wanted + " ")
     ]
     if not found:
         from ragnarok.core.registry import UnknownComponentError  # noqa: PLC0415
 
-        raise UnknownComponentError("command", wanted, [path for path, _ in commands(typer.main.get_command(app))])
+        raise UnknownComponentError("command", wanted, [path for path, _ in commands(root)])
     cli_output.result(found)
     typer.echo("\n\n".join(text(info) for info in found))

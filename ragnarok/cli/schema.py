@@ -11,6 +11,7 @@ from typing import Annotated, Any, Literal, Optional
 import typer
 from pydantic import BaseModel, Field, TypeAdapter
 
+from ragnarok.core.registry import UnknownComponentError
 from ragnarok.runtime import cli_output
 from ragnarok.runtime.cli_errors import fails_cleanly
 from ragnarok.runtime.cli_output import Format, OutputOpt
@@ -122,8 +123,6 @@ SCHEMAS: dict[str, tuple[str, Callable[[], Any]]] = {
 def json_schema(name: str) -> dict[str, Any]:
     """The JSON Schema called ``name`` (:data:`SCHEMAS`); an unknown name: did you mean."""
     if name not in SCHEMAS:
-        from ragnarok.core.registry import UnknownComponentError  # noqa: PLC0415
-
         raise UnknownComponentError("schema", name, list(SCHEMAS))
     described, model = SCHEMAS[name]
     schema = TypeAdapter(model()).json_schema()
@@ -154,7 +153,10 @@ def named_schema(name: str, command: list[str] | None) -> dict[str, Any]:
             raise ValueError(
                 f"give the command: ragnarok schema result COMMAND (one of {', '.join(cli_schemas.RESULTS)})"
             )
-        return cli_schemas.result_schema(" ".join(command))
+        name = " ".join(command)
+        if name not in cli_schemas.RESULTS:
+            raise UnknownComponentError("command with --output json", name, sorted(cli_schemas.RESULTS))
+        return cli_schemas.result_schema(name)
     if command:
         raise ValueError(f"only `result` takes a command; {name} takes none")
     return cli_schemas.envelope_schema() if name == "envelope" else json_schema(name)

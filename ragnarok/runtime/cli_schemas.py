@@ -226,11 +226,9 @@ RESULTS: dict[str, Schema] = {
 
 
 def result_schema(command: str) -> Schema:
-    """The JSON Schema of ``command``'s result (``keys list``), with its ``$id``; an unknown one: did you mean."""
+    """The JSON Schema of ``command``'s result (``keys list``), with its ``$id``; KeyError for a command without one (the caller names the choices)."""
     if command not in RESULTS:
-        from ragnarok.core.registry import UnknownComponentError  # noqa: PLC0415
-
-        raise UnknownComponentError("command with --output json", command, sorted(RESULTS))
+        raise KeyError(command)
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": f"ragnarok:result:{command.replace(' ', ':')}",

@@ -26,6 +26,7 @@ from ragnarok.core.spec import Pipeline, Source, parse
 from ragnarok.core.topics import Topic
 from ragnarok.core.trec import format_run_lines
 from ragnarok.core.types import Query, RagAnswer, Request
+from ragnarok.runtime import cli_output
 from ragnarok.runtime.progress import LineProgress
 from ragnarok.service.batch import AdaptiveLimit, PipelineRefused, describe, local_services, refusal, with_retries
 from ragnarok.service.gateway import GIVEN, PipelineRun, PipelineRunner, StageError
@@ -214,9 +215,9 @@ async def run_track(
     made = made_with(str(pipeline), options.index or settings.default_index)
     if options.restart:
         for old, new in move_aside(options.output, options.log_path):
-            print(f"--restart: moved {old} aside to {new}", file=sys.stderr)
+            cli_output.warn(f"--restart: moved {old} aside to {new}", prefix="")
     elif (note := check_same(options.log_path, made)) is not None:
-        print(note, file=sys.stderr)
+        cli_output.warn(note, prefix="")
     topic_of = record_topic if options.task == "rag" else _r_topic
     log = JsonLinesLog(options.log_path, topic_of, _foreign(options) if options.task == "rag" else None).open()
     summary = Summary(topics=len(topics))
