@@ -11,7 +11,7 @@ pipeline:
 * the share of answer sentences that repeat an earlier sentence of the same answer (the same words, lower-cased,
   punctuation and citation markers aside, or a word Jaccard of at least 0.8);
 * words per answer, sentences per answer, citations per sentence;
-* citation support: every (sentence, cited segment) pair labelled by the judging issue's support check
+* citation support: every (sentence, cited segment) pair labelled by the support check of judging
   (:mod:`ragnarok.judge.support`) with the PROXY judge (token overlap + MiniLM, no LLM): the share labelled
   full or partial support, and the support precision (full 1, partial 0.5, none 0).
 

@@ -1,4 +1,4 @@
-"""Issue 29's two batch goals, timed: (a) ``eval-rag`` of two runs over the 32 demo eval topics with the PROXY
+"""Two batch goals, timed: (a) ``eval-rag`` of two runs over the 32 demo eval topics with the PROXY
 judge in under 10 s warm (>= 500 nugget judgments/s), (b) ``ragnarok run`` of the 301 TREC RAG 2024 test topics
 with ``bm25@100 | extractive`` on the demo collection in <= 60 s.
 

@@ -1,5 +1,5 @@
 """The measurements of bench/bench_scale.py: builds (timed, peak RSS of the process tree), vectors, the dense
-index, queries against a running ``ragnarok serve``, memory and disk, and the issue's goal ratios."""
+index, queries against a running ``ragnarok serve``, memory and disk, and the scale goals' ratios."""
 
 from __future__ import annotations
 
@@ -346,7 +346,7 @@ RATIO_GOALS = [
 
 
 def goals(sizes: dict[str, dict[str, Any]]) -> tuple[dict[str, float], list[tuple[str, float | None, str, bool]]]:
-    """The issue's goals that this run's sizes allow: (ratios, [(goal, value, bound, passed)])."""
+    """The scale goals that this run's sizes allow: (ratios, [(goal, value, bound, passed)])."""
     ratios, checks = {}, []
     for name, metric, num, den, bound in RATIO_GOALS:
         a, b = sizes.get(str(num), {}).get(metric), sizes.get(str(den), {}).get(metric)
@@ -372,7 +372,7 @@ def goals(sizes: dict[str, dict[str, Any]]) -> tuple[dict[str, float], list[tupl
     if (m := sizes.get("1000000")) and m.get("service_rss_mb") is not None:
         checks.append(("service_rss_mb at 1M", m["service_rss_mb"], "<= 2560", m["service_rss_mb"] <= 2560))
     peaks = {int(s): m["build_peak_rss_mb"] for s, m in sizes.items() if m.get("build_peak_rss_mb")}
-    peaks = {s: p for s, p in peaks.items() if s >= 100_000} if len(peaks) > 2 else peaks  # the issue: 100k and 1M
+    peaks = {s: p for s, p in peaks.items() if s >= 100_000} if len(peaks) > 2 else peaks  # the goals are at 100k and 1M
     if len(peaks) > 1:  # bounded by the batch: the largest build's peak within 1.5 x the smaller one's
         r = round(peaks[max(peaks)] / peaks[min(peaks)], 3)
         ratios[f"build_peak_rss_{max(peaks)}_over_{min(peaks)}"] = r

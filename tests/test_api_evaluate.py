@@ -229,7 +229,7 @@ def test_a_slow_judge_is_a_504(tmp_path, scripted_base):
     ],
 )
 def test_types_are_strict(client, change):
-    """Issue 26: no coercion of strings, booleans or floats into citations, nor of "yes" into a flag."""
+    """No coercion of strings, booleans or floats into citations, nor of "yes" into a flag."""
     r = client.post("/v1/evaluate", json={**body(nuggets=NUGGETS, segments=SEGMENTS), **change})
     assert r.status_code == 422, r.text
 

@@ -1,4 +1,4 @@
-"""Issue 12, items 1-5 and 7-11: every bad input gets a short 4xx JSON error naming the problem, never a 500.
+"""Every bad input gets a short 4xx JSON error naming the problem, never a 500.
 
 Real parts throughout: the demo Lucene index, the app in process (TestClient) or on a real uvicorn server
 (chunked bodies, a counting "model hub").

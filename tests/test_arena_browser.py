@@ -167,7 +167,7 @@ def test_blinded_battle_vote_reveal_and_leaderboard(demo_settings, tmp_path, bro
 
 
 def test_the_json_tab_and_the_boards_at_420_px(demo_settings, tmp_path, browser_context):
-    """Issue 27, as a phone shows them: the JSON tab's long strings wrap instead of being clipped, each board
+    """As a phone shows them: the JSON tab's long strings wrap instead of being clipped, each board
     table's Votes column is in view, and the interval plot's labels keep a readable size."""
     from playwright.sync_api import expect
 

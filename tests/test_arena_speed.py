@@ -61,7 +61,7 @@ def test_slow_pipelines_are_drawn_less_or_left_out():
 
 
 def test_two_sides_on_a_one_at_a_time_generator_take_their_sum():
-    """Issue 27: two SmolLM2 pipelines in one battle run one after the other (the embedded model has one
+    """Two SmolLM2 pipelines in one battle run one after the other (the embedded model has one
     slot): a pair whose summed medians pass the budget is drawn less, and beyond 4x not at all."""
     from ragnarok.arena.pool import serial_factor
 

@@ -201,7 +201,7 @@ class attributes are shared by every instance [1]."""
 
 
 def test_smollm2_markdown_code_and_orphan_markers_leave_no_sentence():
-    """Issue 27: code fences, code-only lines and orphan list markers are not sentences; their citations go to
+    """Code fences, code-only lines and orphan list markers are not sentences; their citations go to
     the sentence before, and every citation stays valid."""
     from ragnarok.stages.generate.cite import postprocess
 
@@ -235,7 +235,7 @@ def test_list_numbers_inside_a_line_are_no_sentences():
 
 
 def test_a_model_answer_of_code_alone_falls_back_to_the_extractive_answer():
-    """Issue 27: never an empty answer while there are candidates; the notes say why."""
+    """Never an empty answer while there are candidates; the notes say why."""
     from ragnarok.core.types import Candidate, Doc, Query
     from ragnarok.stages.generate.llm import finish
 

@@ -107,7 +107,7 @@ def test_over_the_limits_is_a_413_before_any_encoding(tmp_path, encoder):
         r = httpx.post(f"{base}/v1/rerank", json=rerank_body(20), timeout=60)
         assert r.status_code == 200 and len(r.json()["candidates"]) == 5
         assert encoder.batches > before
-    with api(tmp_path) as (base, _):  # the defaults refuse the 1,000 x 3 KB at once
+    with api(tmp_path) as (base, _):  # the defaults refuse 1,000 contexts of 3 KB at once
         before, start = encoder.batches, time.monotonic()
         r = httpx.post(f"{base}/v1/rerank", json=rerank_body(1000, text="x" * 3000), timeout=60)
         assert r.status_code == 413 and "2,000,000" in r.json()["detail"], r.text

@@ -187,7 +187,7 @@ def test_segments_without_a_punctuated_sentence_still_give_a_cited_answer(simila
     ],
 )
 def test_a_topic_the_segments_do_not_cover_still_gets_a_cited_answer(segment, fallback, text):
-    """Issue 27: an answer exists whenever candidates exist; the notes (the /rag trace) say why it is a fallback."""
+    """An answer exists whenever candidates exist; the notes (the /rag trace) say why it is a fallback."""
     off_topic = Query(text="effects of climate change on coral reefs", qid="q")
     answer = ExtractiveGenerator(similarity="bm25").generate(
         off_topic, [Candidate(docid="d1", score=1.0, doc=Doc(segment=segment))], get_template("ragnarok")
@@ -280,7 +280,7 @@ def assert_no_repeat_or_glue(texts: list[str], segments: dict[str, str], answer)
 
 
 def test_no_demo_answer_repeats_a_sentence_or_glues_two(demo_settings):
-    """Issue 35: over the demo topics through `bm25@100 | extractive`, no answer repeats a sentence (or one of
+    """Over the demo topics through `bm25@100 | extractive`, no answer repeats a sentence (or one of
     its parts), and no sentence is two of its segment's glued together ("Return the decompressed string.
     gzip.open: Open …")."""
     import asyncio

@@ -89,7 +89,7 @@ def test_embedded_llama_cpp(slowdown):
 
 
 def test_the_embedded_models_deadline_is_a_timeout_as_every_backends():
-    """Issue 27: the same cause, one status: its deadline was re-wrapped as a plain failure (502, not 504)."""
+    """The same cause, one status: its deadline was re-wrapped as a plain failure (502, not 504)."""
     from ragnarok.stages.generate.base import GenerationError
 
     gen = LlamaCppGenerator(

@@ -1,4 +1,4 @@
-"""A small model's loop, end to end: an OpenAI-compatible server that answers as SmolLM2 did in the issue (one
+"""A small model's loop, end to end: an OpenAI-compatible server that answers as SmolLM2 was seen to answer (one
 sentence nineteen times, no citation, cut mid-sentence) behind a generator with the small-model settings. The
 answer keeps one sentence, cited after the fact, and /rag's trace says so; the settings reach the server."""
 

@@ -1,4 +1,4 @@
-"""Issue 35: an answer that cites no context (the embedded SmolLM2 asked about what its contexts do not hold
+"""An answer that cites no context (the embedded SmolLM2 asked about what its contexts do not hold
 writes fluent uncited inventions) says the contexts do not hold the answer, citing nothing, with
 ``uncited="no_answer"`` (the smollm2 default); the stream's sentences and ``done`` agree with the answer
 without streaming. Checked on the rules with given model text, then with the real SmolLM2 in process on TREC

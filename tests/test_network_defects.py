@@ -1,4 +1,4 @@
-"""Issue 24, part 5: the defects found from outside, on a real uvicorn where the issue asks for one.
+"""The defects found from outside, on a real uvicorn where it matters.
 
 * A backend whose JSON holds a lone surrogate is a 502 naming the generator, not a 500, on ``/v1/generate``,
   ``/v1/write`` and ``/rag`` (the fake backend is served for real).

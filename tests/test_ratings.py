@@ -162,7 +162,7 @@ def _fastchat_mle(battles, scale=400, base=10, init=1000):
 
 
 def test_a_provisional_system_joining_moves_no_ranked_rating():
-    """Issue 27: x and y at 1000 with 20 votes each; z (3 votes, a perfect record) used to pull them to 464.
+    """Ratings x and y at 1000 with 20 votes each; z (3 votes, a perfect record) used to pull them to 464.
     Ranked ratings stay within 5 points, z's own estimate stays moderate, points lie inside their intervals,
     and the ranked ratings still match FastChat's maximum-likelihood fit of the ranked battles."""
     even = [Battle("x", "y", "a"), Battle("x", "y", "b")] * 10

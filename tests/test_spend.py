@@ -309,7 +309,7 @@ def test_sigterm_leaves_an_audit_row_for_the_request_it_cut(demo_settings, fake,
 
 
 def test_a_call_made_before_kill_9_is_counted_once_and_its_budget_never_overspent(demo_settings, fake, tmp_path):
-    """Issue 51, item 4: a keyed request with a 3-call budget has reached a backend that never answers when
+    """A keyed request with a 3-call budget has reached a backend that never answers when
     its `ragnarok serve` is killed (SIGKILL: nothing runs after it). A second instance on the same database
     settles the dead one's reservation with its one call (the periodic sweep), and what is left of the budget
     is 2 calls, exactly: the fake backend's count and the recorded spend agree."""

@@ -437,7 +437,7 @@ def _pg_processes(postmaster: int) -> list[int]:
 
 
 def test_a_frozen_postgresql_is_a_503_within_5_s(own_postgres, demo_settings, tmp_path):
-    """Issue 51, item 6: every PostgreSQL process stopped (SIGSTOP: the kernel still accepts and acknowledges,
+    """Every PostgreSQL process stopped (SIGSTOP: the kernel still accepts and acknowledges,
     nothing answers) under a keyed instance: a request that needs the database gets its 503 with Retry-After
     within 5 s (the 4 s bound on a store call; not after the freeze), and /readyz says the database is not ready; the service is
     back at once after SIGCONT."""
@@ -481,7 +481,7 @@ def test_a_frozen_postgresql_is_a_503_within_5_s(own_postgres, demo_settings, tm
 
 
 def test_audit_rows_waiting_for_the_database_outlive_a_kill_9(own_postgres, demo_settings, tmp_path):
-    """Issue 51, item 4: keyed requests answered 503 while PostgreSQL is stopped wait for it with their audit
+    """Keyed requests answered 503 while PostgreSQL is stopped wait for it with their audit
     rows, kept on disk too (the spool); the instance is killed (SIGKILL) before the database is back; another
     instance of the same host writes them once it is: every request has its row, with the status it got."""
     import sqlite3

@@ -476,7 +476,7 @@ TIMINGS = {"first_token_ms", "generate_ms"}
 
 
 def test_the_embedded_model_answers_a_prompt_alike_whatever_it_answered_before(smollm2):
-    """Issue 35: the same prompt twice in a row (the second time llama.cpp held it whole in its cache) and
+    """The same prompt twice in a row (the second time llama.cpp held it whole in its cache) and
     after another prompt gets the same answer: the stream below compares with the answer without streaming,
     which used to differ (57 words and 73) whatever the machine's load, by the cache it found."""
     template = get_template(smollm2.config.template or "small")

@@ -114,7 +114,7 @@ def test_sigterm_ends_streams_answers_requests_and_exits_within_the_grace(demo_s
 def test_sigterm_beside_a_cpu_hog_exits_within_the_grace_plus_1s_and_audits_what_clients_saw(
     demo_settings, tmp_path, slowdown
 ):
-    """Issue 51, item 3: with keys on, 3 streams and 2 plain requests in flight and one stream whose client
+    """With keys on, 3 streams and 2 plain requests in flight and one stream whose client
     left: SIGTERM beside a CPU hog; the process is gone within the grace plus 1 s, each client in flight has its
     503 (event or JSON), and the audit log says 503 for each of them and 499 for the client that left."""
     from test_stream_deadline import cpu_hogs

@@ -1,4 +1,4 @@
-"""Issue 35, resumes and names: ``ragnarok run`` resumed with another pipeline is refused (the difference shown)
+"""Resumes and names: ``ragnarok run`` resumed with another pipeline is refused (the difference shown)
 unless ``--restart``, which moves the old output aside and says so; a misspelt passage stage (``neighbors``)
 gets a did-you-mean, from the command line and from ``POST /rag``."""
 
