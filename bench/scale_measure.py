@@ -372,7 +372,9 @@ def goals(sizes: dict[str, dict[str, Any]]) -> tuple[dict[str, float], list[tupl
     if (m := sizes.get("1000000")) and m.get("service_rss_mb") is not None:
         checks.append(("service_rss_mb at 1M", m["service_rss_mb"], "<= 2560", m["service_rss_mb"] <= 2560))
     peaks = {int(s): m["build_peak_rss_mb"] for s, m in sizes.items() if m.get("build_peak_rss_mb")}
-    peaks = {s: p for s, p in peaks.items() if s >= 100_000} if len(peaks) > 2 else peaks  # the goals are at 100k and 1M
+    peaks = (
+        {s: p for s, p in peaks.items() if s >= 100_000} if len(peaks) > 2 else peaks
+    )  # the goals are at 100k and 1M
     if len(peaks) > 1:  # bounded by the batch: the largest build's peak within 1.5 x the smaller one's
         r = round(peaks[max(peaks)] / peaks[min(peaks)], 3)
         ratios[f"build_peak_rss_{max(peaks)}_over_{min(peaks)}"] = r
