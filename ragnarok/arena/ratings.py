@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from scipy.optimize import minimize
+from scipy.special import expit
 
 SCALE, BASE, INIT = 400.0, 10.0, 1000.0
 #: How strongly a provisional system's rating is shrunk towards INIT: as many tied games against an INIT system.
@@ -27,6 +28,10 @@ OUTCOMES = ("a", "b", "tie", "bothbad")
 
 #: The style covariates, in the order of :attr:`Battle.style_a` / :attr:`Battle.style_b`.
 STYLE_FEATURES = ("words", "citations")
+#: The style-controlled fit's L2 penalty, FastChat's ``reg`` (``fastchat/serve/monitor/rating_systems.py``):
+#: ``STYLE_REG / 2`` times the squared norm of the ratings and the coefficients, added to the summed log loss.
+#: It keeps the fit bounded when a style feature goes with a group of systems (length with the generator).
+STYLE_REG = 0.5
 
 
 @dataclass(frozen=True)
@@ -163,12 +168,11 @@ def style_answer(answer: dict | None) -> tuple[float, ...] | None:
 
 
 def _style_matrix(battles: Sequence[Battle]) -> np.ndarray:
-    """Per battle, the normalised difference ``(a - b) / (a + b)`` of each feature (0 when both are 0),
-    standardised per column over the battles (a constant column stays 0)."""
+    """Per battle, each feature's difference over its sum plus one, ``(a - b) / (a + b + 1)``, standardised
+    per column over the battles (a constant column stays 0): FastChat's ``preprocess_for_style``."""
     a = np.array([b.style_a for b in battles], dtype=float).reshape(len(battles), -1)
     b = np.array([b.style_b for b in battles], dtype=float).reshape(len(battles), -1)
-    total = a + b
-    diff = np.divide(a - b, total, out=np.zeros_like(total), where=total > 0)
+    diff = (a - b) / (a + b + 1.0)
     std = diff.std(axis=0)
     return np.divide(diff - diff.mean(axis=0), std, out=np.zeros_like(diff), where=std > 1e-12)
 
@@ -182,27 +186,28 @@ def _fit_style(
     n: int,
     start: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """BT with covariates: P(a beats b) = sigmoid(theta_a - theta_b + x . beta), per battle, L-BFGS from
+    """BT with covariates as FastChat's ``fit_contextual_bt``: P(a beats b) = sigmoid(ln(BASE) (r_a - r_b)
+    + x . beta), ratings ``r`` in units of log-BASE odds; the log loss (a tie scores half) summed over the
+    battles (``weights``: a bootstrap resample's counts) plus ``STYLE_REG / 2 * |(r, beta)|^2``, by L-BFGS from
     ``start`` (the bootstrap starts each resample at the full fit). Returns ratings, beta and the raw
     parameters."""
     total = weights.sum()
-    ridge = 1e-6 * total
-    k = x.shape[1]
+    alpha = math.log(BASE)
 
     def objective(params: np.ndarray) -> tuple[float, np.ndarray]:
-        theta, beta = params[:n], params[n:]
-        z = theta[i] - theta[j] + x @ beta
-        p = 1.0 / (1.0 + np.exp(-z))
-        eps = 1e-12
-        loss = -np.sum(weights * (scores * np.log(p + eps) + (1 - scores) * np.log(1 - p + eps)))
-        g = weights * (p - scores)
-        grad_theta = np.bincount(i, g, n) - np.bincount(j, g, n) + 2 * ridge * theta
-        # per battle (the mean), so L-BFGS's tolerances do not tighten as the log grows
-        return (loss + ridge * float(theta @ theta)) / total, np.concatenate([grad_theta, x.T @ g]) / total
+        z = alpha * (params[i] - params[j]) + x @ params[n:]
+        loss = np.sum(weights * (scores * np.logaddexp(0.0, -z) + (1 - scores) * np.logaddexp(0.0, z)))
+        g = weights * (expit(z) - scores)
+        grad = STYLE_REG * params
+        grad[:n] += alpha * (np.bincount(i, g, n) - np.bincount(j, g, n))
+        grad[n:] += x.T @ g
+        # divided by the battles' count (the same minimum), so L-BFGS's tolerances do not tighten as the log grows
+        return (loss + STYLE_REG / 2 * float(params @ params)) / total, grad / total
 
-    result = minimize(objective, np.zeros(n + k) if start is None else start, jac=True, method="L-BFGS-B")
-    theta = result.x[:n] - result.x[:n].mean()
-    return INIT + SCALE * theta / math.log(BASE), result.x[n:], result.x
+    x0 = np.zeros(n + x.shape[1]) if start is None else start
+    result = minimize(objective, x0, jac=True, method="L-BFGS-B", options={"gtol": 1e-8})
+    r = result.x[:n] - result.x[:n].mean()  # the penalty already puts the mean at 0, up to the tolerance
+    return INIT + SCALE * r, result.x[n:], result.x
 
 
 def _styled(battles: Iterable[Battle], include_bothbad: bool) -> list[Battle]:
