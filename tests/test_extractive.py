@@ -196,6 +196,44 @@ def test_a_topic_the_segments_do_not_cover_still_gets_a_cited_answer(segment, fa
     assert answer.notes["fallback"] == fallback
 
 
+BRACKETED = (
+    "The zipfile module reads ZIP archives [with the ZIP64 extensions] from disk. "
+    "Its open method takes a mode argument, see [2] and [3, 4] in the zipfile notes."
+)
+
+
+@pytest.mark.parametrize("similarity", ["minilm", "bm25"])
+def test_sentences_with_brackets_are_quoted_verbatim_and_cite_their_own_segment(similarity):
+    """Brackets in a segment are its text, not citation markers: the answer quotes them as written, and
+    ``[2]``-like text neither adds a citation nor is parsed into one (no prompt is built for this answer)."""
+    cands = [
+        Candidate(docid="gzip#0", score=2.0, doc=Doc(segment=GZIP_DOC)),
+        Candidate(docid="zip#0", score=1.0, doc=Doc(segment=BRACKETED)),
+        Candidate(docid="csv#0", score=0.5, doc=Doc(segment=CSV_DOC)),
+    ]
+    answer = ExtractiveGenerator(similarity=similarity).generate(
+        Query(text="zipfile open mode ZIP64 archives", qid="q"), cands, get_template("ragnarok")
+    )
+    segments = {c.docid: c.doc.segment for c in cands}
+    quoted = [s for s in answer.answer if "[" in s.text]
+    assert {s.text for s in quoted} >= {
+        "The zipfile module reads ZIP archives [with the ZIP64 extensions] from disk.",
+        "Its open method takes a mode argument, see [2] and [3, 4] in the zipfile notes.",
+    }
+    for sentence in answer.answer:
+        assert len(sentence.citations) == 1 and sentence.text in segments[answer.references[sentence.citations[0]]]
+    assert all(answer.references[s.citations[0]] == "zip#0" for s in quoted)
+
+
+def test_the_fallback_quotes_brackets_too():
+    answer = ExtractiveGenerator(similarity="bm25").generate(
+        Query(text="effects of climate change on coral reefs", qid="q"),
+        [Candidate(docid="d1", score=1.0, doc=Doc(segment="[1] === [2] --- ### ***"))],
+        get_template("ragnarok"),
+    )
+    assert [(s.text, s.citations) for s in answer.answer] == [("[1] === [2] --- ### ***", [0])]
+
+
 def test_candidates_without_text_get_a_sentence_citing_nothing():
     answer = ExtractiveGenerator(similarity="bm25").generate(
         Query(text="gzip", qid="q"), [Candidate(docid="d1", score=1.0, doc=Doc())], get_template("ragnarok")
@@ -272,7 +310,7 @@ def assert_no_repeat_or_glue(texts: list[str], segments: dict[str, str], answer)
     assert not [(a, b) for a in texts for b in texts if a != b and b in a], texts
     for sentence in answer.answer:
         for i in sentence.citations:
-            segment = segments[answer.references[i]].translate(str.maketrans("[]【】", "()()"))
+            segment = segments[answer.references[i]]
             # the words as the segment has them: any spacing, a list's bullet between lines
             found = re.search(r"\s+(?:[-*•]\s+)?".join(map(re.escape, sentence.text.split())), segment)
             assert found, (sentence.text, segment)

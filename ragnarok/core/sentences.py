@@ -97,7 +97,7 @@ def _prose_sentences(text: str, strict: bool) -> tuple[str, ...]:
     out = []
     for paragraph in paragraphs:
         for s in blingfire.text_to_sentences(" ".join(paragraph.split())).split("\n"):
-            s = s.strip().translate(str.maketrans("[]【】", "()()"))  # only our markers read as citations
+            s = s.strip()  # brackets stay: the answer quotes its segment, and citations are never read from it
             if _is_prose(s, strict):
                 out.append(s)
     return tuple(out)

@@ -102,7 +102,7 @@ class ExtractiveGenerator:
             text = " ".join((cand.doc.segment or cand.doc.title or "").split())
             if text:
                 words = text.split()[: min(budget, FALLBACK_WORDS)]
-                sentence = " ".join(words).translate(str.maketrans("[]【】", "()()"))
+                sentence = " ".join(words)
                 return [(sentence, number, 0)], [(0, 0.0)], "no prose in any segment: the start of the first text"
         return [(NO_TEXT_SENTENCE, 0, 0)], [(0, 0.0)], "no segment holds any text"
 
