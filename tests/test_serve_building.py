@@ -5,6 +5,7 @@ promptly and a killed build never leaves an index that looks complete. Real serv
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -29,7 +30,11 @@ BUILDING = re.compile(r"building, (\d+) % done \(([\d,]+) of ([\d,]+) segments")
 
 def small_demo(data_dir: Path, n: int) -> Path:
     """A Lucene index of ``n`` one-segment documents where the demo index lives (so serve does not build it)."""
-    lucene = Settings(data_dir=data_dir).demo_index_dir
+    return small_index(Settings(data_dir=data_dir).demo_index_dir, n)
+
+
+def small_index(lucene: Path, n: int) -> Path:
+    """A Lucene index of ``n`` one-segment documents at ``lucene``."""
     index_documents(
         iter(
             [
@@ -131,6 +136,44 @@ def test_bm25_answers_while_the_dense_index_builds_then_dense_answers(tmp_path):
     assert "building the dense index of minilm" in log and f"{n}/{n}" in log  # tqdm's bar, with its total
     assert "encoding (minilm, flat): 100%" in log and "the dense index of minilm is ready" in log
     assert (dense_dir(lucene, "minilm") / "index.faiss").exists()
+
+
+def test_serve_builds_no_demo_index_when_demo_names_another_index(tmp_path):
+    """RAGNAROK_INDEXES pointing `demo` at another Lucene index: serve (its background dense build allowed)
+    builds neither the demo's Lucene index nor its dense one, and `demo` answers from the other index."""
+    other = small_index(tmp_path / "other", 20)
+    data_dir = tmp_path / "data"
+    env = env_for(data_dir, indexes=json.dumps({"demo": str(other)}))
+    with ragnarok_serve(env, output=tmp_path / "serve.log", dense=True) as base:
+        found = httpx.post(
+            f"{base}/v1/retrieve",
+            json={"query": "alpha bravo", "retriever": "bm25", "index": "demo", "k": 5},
+            timeout=60,
+        )
+        assert found.status_code == 200, found.text
+        docids = [c["docid"] for c in found.json()["candidates"]]
+        assert docids and all(re.fullmatch(r"d\d+#0_0", d) for d in docids), docids  # the other index's documents
+    assert not Settings(data_dir=data_dir).demo_index_dir.exists()
+    log = (tmp_path / "serve.log").read_text(errors="replace")
+    assert "building the demo index" not in log and "building the dense index" not in log, log
+
+
+def test_only_the_embedded_demo_is_built_on_first_use(tmp_path):
+    """`demo` is the embedded demo collection's index unless RAGNAROK_INDEXES points it elsewhere (its own
+    path, spelt another way, is still the demo's); the other first-use builders leave it alone then too."""
+    from ragnarok.core.spec import parse
+    from ragnarok.judge.cli_common import index_dir
+    from ragnarok.track.run import prepare_demo_index
+
+    settings = Settings(data_dir=tmp_path / "data")
+    assert settings.demo_is_embedded()
+    same = str(settings.demo_index_dir) + "/"
+    assert Settings(data_dir=tmp_path / "data", indexes={"demo": same}).demo_is_embedded()
+    other = Settings(data_dir=tmp_path / "data", indexes={"demo": str(tmp_path / "other")})
+    assert not other.demo_is_embedded()
+    prepare_demo_index(parse("bm25@10 | extractive"), other, None)
+    assert index_dir(other, "demo") == str(tmp_path / "other")
+    assert not other.demo_index_dir.exists()
 
 
 @pytest.mark.slow

@@ -102,6 +102,7 @@ def serve(
 
     The server answers as soon as the demo's Lucene index exists; its dense (MiniLM) index is built in the
     background meanwhile (GET /v1/retrievers shows the progress; dense pipelines answer 503 until it is done).
+    Neither is built when RAGNAROK_INDEXES points the name `demo` at another index.
     SIGTERM or Ctrl-C cancels the CPU work in flight, gives requests `RAGNAROK_SHUTDOWN_GRACE_S` (5 s) to
     finish and then exits."""
     from ragnarok.runtime import logs  # noqa: PLC0415
@@ -126,7 +127,9 @@ def serve(
     from ragnarok.core.java import set_verbose  # noqa: PLC0415
 
     set_verbose(verbose)
-    ensure_demo_index(settings)  # the Lucene index; the dense one is built in the background once serving
+    demo = settings.demo_is_embedded()  # RAGNAROK_INDEXES may point `demo` at another index: nothing to build
+    if demo:
+        ensure_demo_index(settings)  # the Lucene index; the dense one is built in the background once serving
     if workers > 1:
         from ragnarok.cli.serving import serve_workers  # noqa: PLC0415
 
@@ -137,7 +140,7 @@ def serve(
     app = create_app(settings)
     # the arena's UI is built once the server is quiet (webui.lazy: retrieval first), or on its first visit
     app.state.arena_ui.build_at_start = True
-    if not no_dense:
+    if demo and not no_dense:
         app.state.retrieval.build_dense(settings.demo_index_dir, "minilm")
     _banner(f"ragnarok serving at {http_url(host, port)} (OpenAPI at /docs)", settings.log_format)
     _serve(app, host, port, settings.shutdown_grace_s)

@@ -80,7 +80,7 @@ def search(
         sources = [s.name + (f":{s.arg}" if s.arg else "") for s in parsed.sources()]
     else:
         sources = [retriever]
-    if (index or settings.default_index) == settings.default_index == "demo":
+    if (index or settings.default_index) == settings.default_index == "demo" and settings.demo_is_embedded():
         from ragnarok.collection.demo_index import ensure_demo_index, ensure_dense_index  # noqa: PLC0415
 
         target = ensure_demo_index(settings)

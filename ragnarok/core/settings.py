@@ -186,6 +186,12 @@ class Settings(StageSettings):
         """Every configured index, the demo index included."""
         return {DEMO_INDEX: str(self.demo_index_dir), **self.indexes}
 
+    def demo_is_embedded(self) -> bool:
+        """Whether the index called ``demo`` is the embedded demo collection's, the one built on first use
+        (false when ``indexes`` points the name at another index: then nothing builds the demo index)."""
+        configured = self.indexes.get(DEMO_INDEX)
+        return configured is None or Path(configured).expanduser().resolve() == self.demo_index_dir.resolve()
+
 
 @lru_cache
 def get_settings() -> Settings:

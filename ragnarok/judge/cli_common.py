@@ -72,7 +72,7 @@ def index_dir(settings: Settings, index: str | None) -> str:
     sources = settings.index_sources()
     if name not in sources:
         raise LookupError(f"unknown index {name!r} (configured: {', '.join(sorted(sources))})")
-    if name == "demo":
+    if name == "demo" and settings.demo_is_embedded():
         from ragnarok.collection.demo_index import ensure_demo_index
 
         ensure_demo_index(settings)

@@ -18,7 +18,7 @@ def prepare_index(config: OptimizeConfig, space: Space, settings: Settings) -> s
     semantic = space.node("semantic")
     models = sorted({str(c.get("model", "minilm")) for c in semantic.candidates} if semantic else set())
     if not config.collection:
-        if config.index == "demo":
+        if config.index == "demo" and settings.demo_is_embedded():
             from ragnarok.collection.demo_index import ensure_demo_index, ensure_dense_index  # noqa: PLC0415
 
             target = ensure_demo_index(settings)

@@ -189,7 +189,7 @@ def _foreign(options: TrackOptions) -> Callable[[dict[str, Any]], str | None]:
 def prepare_demo_index(pipeline: Pipeline, settings: Settings, index: str | None) -> None:
     """The demo index (and its dense MiniLM index when the pipeline retrieves densely), built on first use:
     only once the output is known to be resumable and topics are left to run."""
-    if (index or settings.default_index) == DEMO_INDEX:
+    if (index or settings.default_index) == DEMO_INDEX and settings.demo_is_embedded():
         from ragnarok.collection.demo_index import ensure_demo_index  # noqa: PLC0415
 
         dense = any(s.name == "dense" for s in pipeline.sources())
