@@ -324,6 +324,31 @@ def test_the_ui_builds_without_io_and_its_config_names_no_pipeline(api_settings)
     assert _leaks([config], NAMES) == []
 
 
+def test_every_ui_event_has_an_api_name_that_says_what_it_does(tmp_path):
+    """Gradio clients see each vote by name (not /handler, /handler_1, ...), and every other event too; Enter in
+    the topic box and "Compare again" repeat /battle and /compare, callable but left off the API page."""
+    from ragnarok.core.settings import Settings
+    from webui.app import build
+
+    settings = Settings(data_dir=tmp_path, database_url=f"sqlite:///{tmp_path / 'v.db'}", arena_pool=POOL)
+    blocks = build(Arena(settings, client=None))  # type: ignore[arg-type] - building calls no service
+    votes = {"vote_a": "A is better", "vote_b": "B is better", "tie": "Tie", "bad": "Both are bad"}
+    listed = blocks.get_api_info()["named_endpoints"]
+    assert set(listed) == {
+        f"/{name}"
+        for name in [*votes, *(f"side_{v}" for v in votes), "draw", "battle", "new_round", "compare"]
+        + ["side_choices", "leaderboards"]
+    }
+    for name, label in votes.items():
+        assert f"'{label}'" in listed[f"/{name}"]["description"] and "blinded" in listed[f"/{name}"]["description"]
+        assert f"'{label}'" in listed[f"/side_{name}"]["description"]
+    events = {d["api_name"]: d for d in blocks.get_config_file()["dependencies"]}
+    assert len(events) == len(blocks.get_config_file()["dependencies"])  # every event named, each once
+    assert {n: events[n]["api_visibility"] for n in ("battle_on_enter", "compare_again")} == dict.fromkeys(
+        ("battle_on_enter", "compare_again"), "undocumented"
+    )
+
+
 def test_standalone_arena_talks_to_a_gateway_over_http(api_settings):
     """``python -m webui``'s app: the same client over real HTTP to an API served by uvicorn."""
     from fastapi.testclient import TestClient

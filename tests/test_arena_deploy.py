@@ -94,15 +94,15 @@ def test_with_keys_the_default_pool_battles_through_gradios_api(demo_settings, t
     with serve_app(app) as base:
         assert httpx.get(f"{base}/v1/retrievers", timeout=30).status_code == 401
         page = _gradio(base)
-        outputs = page.predict(TOPIC, None, api_name="/on_battle")
+        outputs = page.predict(TOPIC, None, api_name="/battle")
         status = _status(outputs)
         assert "HTTP 401" not in status and "cannot build its pipeline pool" not in status, status
         assert "Both answers are in" in status and "rg-answer" in outputs[0] and "rg-answer" in outputs[1]
         assert {p.spec for p in asyncio.run(app.state.arena.pool())} >= {FAST, FAST2}
-        choices = page.predict(*[None] * 6, api_name="/on_choices")  # the side-by-side tab opens
+        choices = page.predict(*[None] * 6, api_name="/side_choices")  # the side-by-side tab opens
         assert choices[0]["value"] == "bm25@20" and choices[2]["value"] == "extractive", choices
         side = page.predict(
-            TOPIC, "bm25@20", "none", "extractive", "bm25+rocchio@20", "none", "extractive", api_name="/on_compare"
+            TOPIC, "bm25@20", "none", "extractive", "bm25+rocchio@20", "none", "extractive", api_name="/compare"
         )
         assert "Both answers are in" in _status(side), _status(side)
 
@@ -171,7 +171,7 @@ def test_the_first_battle_after_start_up_gets_the_slot_the_warm_up_held(demo_set
         while app.state.requests == asked:  # now the warm-up's answer takes the slot
             assert time.monotonic() < deadline, "the warm-up never asked the one-slot LLM"
             time.sleep(0.05)
-        status = _status(_gradio(base).predict(TOPIC, None, api_name="/on_battle"))
+        status = _status(_gradio(base).predict(TOPIC, None, api_name="/battle"))
         assert "Both answers are in" in status and "no slot" not in status, status
 
 

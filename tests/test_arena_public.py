@@ -147,9 +147,7 @@ def test_battles_per_client_per_minute_are_capped_and_spoofed_forwarding_is_igno
         with serve_app(app) as base:
             arena: Arena = app.state.arena
             keys = _spy_rate_keys(arena)
-            statuses = [
-                _status(_gradio(base, f"198.51.100.{i}").predict(TOPIC, api_name="/on_battle")) for i in (1, 2, 3)
-            ]
+            statuses = [_status(_gradio(base, f"198.51.100.{i}").predict(TOPIC, api_name="/battle")) for i in (1, 2, 3)]
             assert "Both answers are in" in statuses[0] and "Both answers are in" in statuses[1]
             assert "Too many battles from your address: at most 2 a minute" in statuses[2]
             wait = int(statuses[2].split("Try again in ")[1].split(" s")[0])
@@ -157,9 +155,9 @@ def test_battles_per_client_per_minute_are_capped_and_spoofed_forwarding_is_igno
             assert keys == ["client:127.0.0.1"] * 3  # the spoofed header changed nothing
             assert calls["ok"] == 2 and _battles_stored(arena) == 2  # every battle pairs the paid side once
             page = _gradio(base)
-            page.predict(*[None] * 6, api_name="/on_choices")  # the side-by-side tab opens: dropdowns fill
+            page.predict(*[None] * 6, api_name="/side_choices")  # the side-by-side tab opens: dropdowns fill
             side = page.predict(
-                TOPIC, "bm25@20", "none", "extractive", "bm25@20", "none", "paid-llm", api_name="/on_compare"
+                TOPIC, "bm25@20", "none", "extractive", "bm25@20", "none", "paid-llm", api_name="/compare"
             )
             assert "Too many battles" in _status(side)
             assert calls["ok"] == 2 and _battles_stored(arena) == 2
@@ -179,7 +177,7 @@ def test_forwarded_for_counts_only_from_a_trusted_proxy(demo_settings, tmp_path)
     with serve_app(app) as base:
         keys = _spy_rate_keys(app.state.arena)
         first, again, other = (
-            _status(_gradio(base, ip).predict(TOPIC, api_name="/on_battle"))
+            _status(_gradio(base, ip).predict(TOPIC, api_name="/battle"))
             for ip in ("198.51.100.1", "198.51.100.1", "198.51.100.2")
         )
         assert "Both answers are in" in first and "Both answers are in" in other
@@ -205,7 +203,7 @@ def test_the_arena_makes_no_backend_call_past_its_daily_budget(demo_settings, tm
             arena: Arena = app.state.arena
             for i in (1, 2):  # through the page's API: each battle's worst case is one paid call
                 assert "Both answers are in" in _status(
-                    _gradio(base, f"198.51.100.{i}").predict(TOPIC, api_name="/on_battle")
+                    _gradio(base, f"198.51.100.{i}").predict(TOPIC, api_name="/battle")
                 )
             principal = arena_principal(settings, asyncio.run(arena.pool()))
             assert calls["ok"] == 2 and arena.auth_store.left(principal) == 1
@@ -225,7 +223,7 @@ def test_the_arena_makes_no_backend_call_past_its_daily_budget(demo_settings, tm
             )
 
             stored = _battles_stored(arena)
-            late = _status(_gradio(base, "198.51.100.9").predict(TOPIC, api_name="/on_battle"))
+            late = _status(_gradio(base, "198.51.100.9").predict(TOPIC, api_name="/battle"))
             assert "The arena has spent its backend calls for today: this battle may need 1, 0 of 3" in late
             assert calls["ok"] == 3 and _battles_stored(arena) == stored  # nothing ran, nothing stored
             # a battle that calls no paid backend still runs

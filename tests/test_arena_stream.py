@@ -320,7 +320,7 @@ def test_the_gradio_updates_grow_and_name_no_pipeline(demo_settings, tmp_path, w
     with serve_app(served) as base:
         httpx.post(f"{base}/rag", json={"topic": TOPIC, "pipeline": FAST}, timeout=300).raise_for_status()
         client = Client(f"{base}/arena/", verbose=False, httpx_kwargs={"timeout": 120})
-        job = client.submit(TOPIC, api_name="/on_battle")
+        job = client.submit(TOPIC, api_name="/battle")
         job.result(timeout=120)
         updates = job.outputs()
     assert len(updates) >= 4

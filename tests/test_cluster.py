@@ -223,7 +223,7 @@ def _visitor(url: str, cookie: str):
 
 def _battle(page) -> str:
     """One blinded battle; returns its id (votable)."""
-    outputs = page.predict(TOPIC, api_name="/on_battle")
+    outputs = page.predict(TOPIC, api_name="/battle")
     assert "Both answers are in" in _status(outputs), _status(outputs)
     return outputs[2]["battle"]
 
@@ -258,7 +258,7 @@ def test_2000_votes_through_the_proxy_are_each_recorded_once(cluster):
     battle's id lives in the visitor's session: a vote reaches it only on the instance that ran the battle."""
     url = cluster[0]["URL"]
     events = _endpoints(url)
-    battle, vote_a = events["on_battle"], events["handler"]
+    battle, vote_a = events["battle"], events["vote_a"]
 
     async def visitor() -> list[str]:
         voted = []

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
 VOTES = (("a", "A is better"), ("b", "B is better"), ("tie", "Tie"), ("bothbad", "Both are bad"))
+#: Each vote's endpoint for Gradio clients (the side-by-side tab's: ``side_`` before it).
+VOTE_API_NAMES = {"a": "vote_a", "b": "vote_b", "tie": "tie", "bothbad": "bad"}
 TITLE = "ragnarok arena"
 
 
@@ -185,13 +187,20 @@ def build(arena: Arena) -> "gr.Blocks":
                 gr.Button(visible=False),
             ]
 
-        draw.click(on_draw, outputs=[topic, drawn, status])
+        # every event has an API name, so Gradio clients see what each does (not /handler, /handler_1, ...)
+        draw.click(on_draw, outputs=[topic, drawn, status], api_name="draw")
         battle_out = [battle_id, pane_a, pane_b, raw, status, *votes, new_round]
-        go.click(on_battle, inputs=[topic, drawn], outputs=battle_out, concurrency_limit=None)
-        topic.submit(on_battle, inputs=[topic, drawn], outputs=battle_out, concurrency_limit=None)
-        for (key, _), button in zip(VOTES, votes):
-            button.click(on_vote(key), inputs=[battle_id], outputs=[status, *votes, new_round, raw])
-        new_round.click(on_new_round, outputs=[battle_id, pane_a, pane_b, topic, status, *votes, new_round])
+        battle_args: dict[str, Any] = {"inputs": [topic, drawn], "outputs": battle_out, "concurrency_limit": None}
+        go.click(on_battle, **battle_args, api_name="battle")
+        # Enter in the topic box: the same as /battle, left off the API page
+        topic.submit(on_battle, **battle_args, api_name="battle_on_enter", api_visibility="undocumented")
+        vote_out = [status, *votes, new_round, raw]
+        for (key, label), button in zip(VOTES, votes):
+            about = f"The vote '{label}' on this session's latest blinded battle."
+            button.click(on_vote(key), [battle_id], vote_out, api_name=VOTE_API_NAMES[key], api_description=about)
+        new_round.click(
+            on_new_round, outputs=[battle_id, pane_a, pane_b, topic, status, *votes, new_round], api_name="new_round"
+        )
 
         async def on_choices(*current: str) -> list[Any]:
             """Fill the dropdowns when the tab opens (so a blinded-only session never receives the pool)."""
@@ -233,12 +242,21 @@ def build(arena: Arena) -> "gr.Blocks":
 
             return handler
 
-        side_tab.select(on_choices, inputs=pickers, outputs=pickers)
+        side_tab.select(on_choices, inputs=pickers, outputs=pickers, api_name="side_choices")
         side_out = [side_id, side_a, side_b, raw, side_status, *side_votes, side_again]
-        compare.click(on_compare, inputs=[side_topic, *pickers], outputs=side_out, concurrency_limit=None)
-        side_again.click(on_compare, inputs=[side_topic, *pickers], outputs=side_out, concurrency_limit=None)
-        for (key, _), button in zip(VOTES, side_votes):
-            button.click(on_side_vote(key), inputs=[side_id], outputs=[side_status, *side_votes, side_again])
+        compare_args: dict[str, Any] = {
+            "inputs": [side_topic, *pickers],
+            "outputs": side_out,
+            "concurrency_limit": None,
+        }
+        compare.click(on_compare, **compare_args, api_name="compare")
+        # "Compare again": the same as /compare, left off the API page
+        side_again.click(on_compare, **compare_args, api_name="compare_again", api_visibility="undocumented")
+        side_vote_out = [side_status, *side_votes, side_again]
+        for (key, label), button in zip(VOTES, side_votes):
+            about = f"The vote '{label}' on this session's latest side-by-side comparison."
+            name = f"side_{VOTE_API_NAMES[key]}"
+            button.click(on_side_vote(key), [side_id], side_vote_out, api_name=name, api_description=about)
 
         def on_boards(with_unblinded: bool) -> list[str]:
             text, panes = arena.leaderboards(bool(with_unblinded))
@@ -254,6 +272,7 @@ def build(arena: Arena) -> "gr.Blocks":
             outputs=board_out,
             concurrency_limit=1,
             trigger_mode="always_last",
+            api_name="leaderboards",
         )
     blocks.queue(default_concurrency_limit=8)
     quiet_queue(blocks)  # webui.lazy: Gradio's queue polls every 1 ms otherwise
