@@ -9,7 +9,7 @@ piece by piece (tests/sse_fakes.py) as a generator of the pool:
 * a battle's views: the written pane's text grows; the final view is the non-streamed answer; nothing sent
   before the vote names a pipeline (stage events are never shown) or times a side (the reveal does);
   a stream that breaks is an error pane and a battle that cannot be voted on;
-* the arena's daily call budget holds while streaming: each side is reserved, metered and settled as the
+* the arena's daily call budget holds while streaming: each battle is reserved, metered and settled as the
   arena's principal (audit rows, calls left, a race for the last call);
 * the Gradio updates a page receives (its queue's stream) grow and name no pipeline;
 * in a real browser (chromium + playwright): a pane's text grows while the votes are closed, then they open.
@@ -283,8 +283,9 @@ def test_a_stream_that_breaks_is_an_error_pane_and_the_battle_cannot_be_voted_on
 
 
 def test_streamed_battles_spend_the_arena_budget_as_before(demo_settings, tmp_path, writer):
-    """In process, each side's /rag runs as the arena's principal: reserved before it streams, metered,
-    settled and audited when the stream ends; past the day's calls nothing runs."""
+    """In process, both sides' /rag run as the arena's principal and spend the battle's reservation (both
+    sides' worst case, reserved before either streams), settled and audited when the battle ends; past the
+    day's calls nothing runs."""
     app, url = writer
     script = _script(app, each_wait_s=0.02)
     settings = _settings(demo_settings, tmp_path, url, paid=True, arena_calls_per_day=3, arena_battles_per_minute=100)
@@ -294,7 +295,7 @@ def test_streamed_battles_spend_the_arena_budget_as_before(demo_settings, tmp_pa
     assert first.votable and script.calls == 1 and arena.auth_store.left(principal) == 2
     arena.auth_store.flush()
     rows = arena.auth_store.audit_rows("arena")
-    assert {r["route"] for r in rows} == {"/rag"} and sum(r["calls"] for r in rows) == 1
+    assert [r["route"] for r in rows] == ["arena battle (blinded)"] and sum(r["calls"] for r in rows) == 1
     assert {r["status"] for r in rows} == {200}
     asyncio.run(arena.battle(TOPIC, "", "s"))
     assert script.calls == 2 and arena.auth_store.left(principal) == 1
@@ -304,6 +305,7 @@ def test_streamed_battles_spend_the_arena_budget_as_before(demo_settings, tmp_pa
 
     raced = asyncio.run(race())
     assert script.calls == 3 and sum(v.votable for v in raced) == 1
+    assert all("spent its backend calls" in v.status for v in raced if not v.votable)  # refused: nothing ran
     late = asyncio.run(arena.battle(TOPIC, "", "s"))
     assert "spent its backend calls" in late.status and script.calls == 3
 

@@ -1,32 +1,42 @@
 """Who the arena's calls run as, and whether a battle may run: no Gradio, no UI.
 
-- in process (the arena mounted in the API), every call the arena makes — the pool's discovery (``GET
-  /v1/retrievers``, ``GET /v1/generators``), the start-up warm-up, both sides of each battle — runs as the arena's
-  own principal, whatever ``RAGNAROK_AUTH`` is: :func:`listing_principal` before the pool is known (it may list,
-  never generate), :func:`arena_principal` once it is (the pool's generators only, ``arena_calls_per_day`` backend
-  calls per UTC day for the whole arena);
-- a battle counts against ``arena_battles_per_minute`` for its rate key (a moving window in the ``limits``
-  storage ``rate_limit_storage``): :meth:`Admission.admit`;
-- its worst case (:func:`ragnarok.auth.cost.pipeline_cost` of both sides) must fit in the arena's calls left
-  today: :meth:`Admission.budget`.
+- in process (the arena mounted in the API), every call the arena makes — the pool's discovery, the start-up
+  warm-up, both sides of each battle — runs as the arena's own principal, whatever ``RAGNAROK_AUTH`` is:
+  :func:`listing_principal` before the pool is known (it may list, never generate), :func:`arena_principal`
+  once it is (the pool's generators, ``arena_calls_per_day`` backend calls per UTC day for the whole arena);
+- a battle counts against ``arena_battles_per_minute`` for its rate key: :meth:`Admission.admit`;
+- its worst case (both sides' :func:`ragnarok.auth.cost.pipeline_cost`) is reserved from the calls left today
+  (:meth:`Admission.reserve`); both sides spend it through one meter (each call written into the reservation
+  first), and :meth:`Admission.settle` gives back what the battle did not spend, however it ended.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
+import logging
 import math
 import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ragnarok.arena.db import StoreError
 from ragnarok.arena.pool import PipelineId
 from ragnarok.auth import rates
 from ragnarok.auth.cost import pipeline_cost
 from ragnarok.auth.principal import Principal
+from ragnarok.auth.store_errors import BudgetExceeded
+from ragnarok.core.meter import CallNotRecorded, Meter
 from ragnarok.core.settings import Settings
 from ragnarok.core.spec import parse
 
 if TYPE_CHECKING:
+    from ragnarok.auth.reservations import Reservation
     from ragnarok.auth.store import AuthStore
+
+log = logging.getLogger(__name__)
 
 #: The arena's budget period: a UTC day (periods are counted from the epoch).
 DAY_S = 86400.0
@@ -66,6 +76,29 @@ def listing_principal() -> Principal:
     """The arena while it reads what the services offer (its pool is not known yet): it may list retrievers and
     generators, and may call no generator (so it spends nothing)."""
     return Principal(owner="arena", name="arena", scopes=SCOPES, generators=frozenset())
+
+
+@dataclass
+class Hold:
+    """A battle's reservation of its worst case, and the meter both its sides spend through."""
+
+    principal: Principal
+    meter: Meter
+    started: float = field(default_factory=time.perf_counter)
+    settled: bool = False
+
+
+def _recorder(store: AuthStore, reservation: Reservation) -> Callable[[], None]:
+    """What the meter calls before each backend call: the call written into the battle's reservation, or
+    :class:`CallNotRecorded` and no call."""
+
+    def record() -> None:
+        try:
+            store.record_call(reservation)
+        except StoreError as exc:  # not written down: not made
+            raise CallNotRecorded(f"the backend call was not made: its spend cannot be recorded now ({exc})") from None
+
+    return record
 
 
 class Admission:
@@ -117,7 +150,7 @@ class Admission:
 
     async def budget(self, principal: Principal, a: PipelineId, b: PipelineId) -> str | None:
         """The refusal when the battle's worst case does not fit in ``principal``'s calls left today (or
-        None)."""
+        None). A read, reserving nothing: the warm-up's check (each of its ``/rag`` requests reserves its own)."""
         configs = self.settings.generator_configs()
         need = sum(pipeline_cost(parse(p.spec), configs).total for p in (a, b))
         if need == 0:
@@ -126,9 +159,89 @@ class Admission:
             left = await asyncio.to_thread(lambda: self.auth_store.left(principal))
         except Exception as exc:  # noqa: BLE001 - fail closed: no budget check, no paid calls
             return f"The arena cannot check its daily budget right now ({exc.__class__.__name__})."
-        if left is not None and need > left:
-            return (
-                f"The arena has spent its backend calls for today: this battle may need {need}, "
-                f"{left} of {self.settings.arena_calls_per_day} are left. Try again after 00:00 UTC."
+        return self._spent(need, left) if left is not None and need > left else None
+
+    def _spent(self, need: int, left: int) -> str:
+        return (
+            f"The arena has spent its backend calls for today: this battle may need {need}, "
+            f"{left} of {self.settings.arena_calls_per_day} are left. Try again after 00:00 UTC."
+        )
+
+    async def reserve(self, principal: Principal, a: PipelineId, b: PipelineId) -> tuple[Hold | None, str | None]:
+        """Reserve the battle's worst case from ``principal``'s calls left today
+        (:meth:`~ragnarok.auth.store.AuthStore.reserve`): the hold both sides run under (a request the service
+        makes to itself is covered by its caller's meter), or the refusal, nothing reserved. Settle the hold
+        with :meth:`settle` however the battle ends."""
+        configs = self.settings.generator_configs()
+        costs = [pipeline_cost(parse(p.spec), configs).total for p in (a, b)]
+        need, most = sum(costs), self.settings.max_calls_per_request
+        if max(costs) > most:
+            return None, f"A pipeline of this battle could make more than {most} backend calls (the most per request)."
+        hold = Hold(principal, Meter(limit=need, reserved=True))
+        if need == 0:
+            return hold, None
+        try:
+            store = await asyncio.to_thread(lambda: self.auth_store)
+            hold.meter.reservation = reservation = await self._reserved(store, principal, need)
+        except BudgetExceeded as exc:
+            try:
+                left = await asyncio.to_thread(store.left, principal)
+            except Exception:  # noqa: BLE001 - only the refusal's wording needs it
+                return None, f"The arena has spent its backend calls for today: {exc}."
+            return None, self._spent(need, left or 0)
+        except Exception as exc:  # noqa: BLE001 - fail closed: nothing reserved, no paid calls
+            return None, f"The arena cannot check its daily budget right now ({exc.__class__.__name__})."
+        hold.meter.token_limit = reservation.token_limit
+        if reservation.id is not None:
+            hold.meter.record = _recorder(store, reservation)
+        return hold, None
+
+    @staticmethod
+    async def _reserved(store: AuthStore, principal: Principal, need: int) -> Reservation:
+        """``store.reserve`` in a thread; a reservation that arrives after the battle went away is given back."""
+        reserving = asyncio.ensure_future(asyncio.to_thread(store.reserve, principal, need))
+        try:
+            return await asyncio.shield(reserving)
+        except asyncio.CancelledError:
+            loop = asyncio.get_running_loop()
+
+            def give_back(done: asyncio.Future[Reservation]) -> None:
+                if not done.cancelled() and done.exception() is None:
+                    loop.run_in_executor(None, store.settle, done.result(), 0, 0)
+
+            reserving.add_done_callback(give_back)
+            raise
+
+    async def settle(self, hold: Hold | None, status: int, route: str) -> None:
+        """The battle is over: its meter takes no more calls, its reservation is replaced by what it spent
+        (:meth:`~ragnarok.auth.store.AuthStore.settle`) and its audit row is queued. Once per hold; a
+        cancellation meanwhile does not stop it."""
+        if hold is None or hold.settled:
+            return
+        hold.settled, meter = True, hold.meter
+        calls, tokens = meter.close()
+        reservation, meter.reservation = meter.reservation, None
+        ms = (time.perf_counter() - hold.started) * 1000
+
+        def write() -> None:
+            store = self.auth_store
+            if reservation is not None:
+                store.settle(reservation, calls, tokens)
+            store.audit(
+                {
+                    "owner": hold.principal.owner,
+                    "key_name": hold.principal.name,
+                    "method": "BATTLE",
+                    "route": route,
+                    "status": status,
+                    "generators": json.dumps(meter.generators, sort_keys=True),
+                    "calls": calls,
+                    "tokens": tokens,
+                    "ms": round(ms, 3),
+                }
             )
-        return None
+
+        try:  # cancelled meanwhile, the settlement goes on in its thread
+            await asyncio.shield(asyncio.to_thread(write))
+        except Exception as exc:  # noqa: BLE001 - the reservation then ends with its TTL (its calls counted)
+            log.error("the spend of an arena battle (%d calls) was not recorded: %s", calls, exc)

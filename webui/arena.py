@@ -31,11 +31,12 @@ from ragnarok.arena.pool import (
 )
 from ragnarok.arena.store import StoreError, VoteStore
 from ragnarok.auth.principal import Principal, acting_as
+from ragnarok.core.meter import metering
 from ragnarok.core.settings import Settings
 from ragnarok.core.topics import Topic, read_topics
 from ragnarok.runtime import metrics
 from webui import render
-from webui.admission import Admission, arena_principal, listing_principal, pool_generators
+from webui.admission import Admission, Hold, arena_principal, listing_principal, pool_generators
 from webui.client import PaneResult, RagClient
 from webui.final_view import final_view
 from webui.streaming import Race
@@ -157,7 +158,9 @@ class Arena:
         """Measure before drawing (:mod:`webui.warmup`): one answer per generator of the pool, as the arena's
         principal, recorded for every pool pipeline of that generator. Returns the seconds per generator."""
         pool = await self.pool()
-        principal, problem = await self._budget(pool[0], pool[0])
+        principal, problem = await self._principal()
+        if principal is not None:  # each answer's /rag then reserves its own worst case
+            problem = await self.admission.budget(principal, pool[0], pool[0])
         if problem:  # the day's calls are spent (or cannot be counted): measure nothing
             return {}
         with self._as(principal):
@@ -171,19 +174,25 @@ class Arena:
         """Count a battle against ``arena_battles_per_minute`` for ``rate_key`` (:meth:`Admission.admit`)."""
         return await self.admission.admit(rate_key)
 
-    async def _budget(self, a: PipelineId, b: PipelineId) -> tuple[Principal | None, str | None]:
-        """The principal both sides run as, or the refusal when the battle's worst case does not fit in the
-        arena's calls left today. Standalone (the gateway over HTTP), the gateway's key budget applies."""
+    async def _principal(self) -> tuple[Principal | None, str | None]:
+        """The principal the arena's calls run as in process, or why there is none. Standalone (the gateway
+        over HTTP) none: the gateway's key budget applies."""
         if not self.client.in_process:
             return None, None
         try:
             pool = await self.pool()
         except Exception as exc:  # noqa: BLE001 - the services are down or the pool is misconfigured: say so
             return None, f"The arena cannot build its pipeline pool: {exc}"
-        principal = arena_principal(self.settings, pool)
-        if problem := await self.admission.budget(principal, a, b):
-            return None, problem
-        return principal, None
+        return arena_principal(self.settings, pool), None
+
+    async def _hold(self, a: PipelineId, b: PipelineId) -> tuple[Principal | None, Hold | None, str | None]:
+        """The principal both sides run as and the battle's worst case reserved from the arena's calls left
+        today (:meth:`Admission.reserve`), or the refusal (nothing reserved)."""
+        principal, problem = await self._principal()
+        if principal is None or problem:
+            return None, None, problem
+        hold, problem = await self.admission.reserve(principal, a, b)
+        return principal, hold, problem
 
     async def _in_pool(self, a: PipelineId, b: PipelineId) -> str | None:
         """A side-by-side pipeline must be made of the pool's rerankers and generators (any retriever)."""
@@ -286,17 +295,22 @@ class Arena:
     async def _run_stream(
         self, mode: str, a: PipelineId, b: PipelineId, topic: str, topic_id: str, session_id: str, tick_s: float
     ) -> AsyncIterator[BattleView]:
-        principal, problem = await self._budget(a, b)
+        principal, hold, problem = await self._hold(a, b)
         if problem:
             yield refusal(problem)
             return
-        # each side's task copies the context as it is created: both sides run as the arena's principal (the
-        # in-process /rag requests are metered, reserved and settled as that principal's, stream or not)
-        with self._as(principal):
-            race = Race(self.client, {"a": a, "b": b}, topic, topic_id, on_done=self._record)
-        async for pane_a, pane_b, status in race.views(tick_s):
-            yield BattleView(None, pane_a, pane_b, {}, False, status, done=False)
-        (result_a, seconds_a), (result_b, seconds_b) = race.outcome("a"), race.outcome("b")
+        route = f"arena battle ({mode})"
+        try:
+            # each side's task copies the context as it is created: both sides run as the arena's principal,
+            # their in-process /rag requests spending the battle's reservation through its meter, stream or not
+            with self._as(principal), metering(hold.meter) if hold is not None else nullcontext():
+                race = Race(self.client, {"a": a, "b": b}, topic, topic_id, on_done=self._record)
+            async for pane_a, pane_b, status in race.views(tick_s):
+                yield BattleView(None, pane_a, pane_b, {}, False, status, done=False)
+            (result_a, seconds_a), (result_b, seconds_b) = race.outcome("a"), race.outcome("b")
+            await self.admission.settle(hold, 200 if result_a.ok and result_b.ok else 502, route)
+        finally:  # cancelled, or its page went away: what it did not spend is given back all the same
+            await self.admission.settle(hold, 499, route)
         yield await self._finish(
             mode,
             a,

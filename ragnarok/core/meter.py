@@ -58,6 +58,12 @@ class Meter:
             self.calls += 1
             self.generators[generator] = self.generators.get(generator, 0) + 1
 
+    def close(self) -> tuple[int, int]:
+        """Refuse every later call (the spend is being settled): the calls and tokens spent until now."""
+        with self._lock:
+            self.limit = self.calls
+            return self.calls, self.tokens
+
     def add_tokens(self, prompt: int, completion: int) -> None:
         with self._lock:
             self.prompt_tokens += max(0, int(prompt))
