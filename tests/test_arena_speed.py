@@ -62,7 +62,8 @@ def test_slow_pipelines_are_drawn_less_or_left_out():
 
 def test_two_sides_on_a_one_at_a_time_generator_take_their_sum():
     """Two SmolLM2 pipelines in one battle run one after the other (the embedded model has one
-    slot): a pair whose summed medians pass the budget is drawn less, and beyond 4x not at all."""
+    slot): drawn only when no other pair can be, a pair whose summed medians pass the budget weighs less,
+    and beyond 4x nothing."""
     from ragnarok.arena.pool import serial_factor
 
     pool = make_pool(["bm25@20 | smollm2", "bm25+rocchio@20 | smollm2", "bm25@20 | extractive"])
@@ -80,8 +81,9 @@ def test_two_sides_on_a_one_at_a_time_generator_take_their_sum():
         pair_key(a.spec, b.spec)
         for a, b in (pick_pair(pool, {}, rng, speed, medians, budget, {"smollm2"}) for _ in range(3000))
     )
-    both = draws[pair_key(s1.spec, s2.spec)]
-    assert 0 < both < 0.5 * draws[pair_key(s1.spec, ext.spec)]  # (30/50)^2 = 0.36 as often
+    assert draws[pair_key(s1.spec, s2.spec)] == 0  # never drawn while another pair can be
+    only = make_pool(["bm25@20 | smollm2", "bm25+rocchio@20 | smollm2"])
+    assert {p.spec for p in pick_pair(only, {}, rng, None, medians, budget, {"smollm2"})} == {s1.spec, s2.spec}
 
 
 def test_the_warm_up_measures_each_generator_before_the_first_draw(demo_settings, tmp_path):

@@ -18,6 +18,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
+from ragnarok.arena.health import PauseBook, backend_failed
 from ragnarok.arena.pool import (
     NO_RERANKER,
     LatencyBook,
@@ -27,6 +28,7 @@ from ragnarok.arena.pool import (
     default_specs,
     make_pool,
     pick_pair,
+    shares_slot,
     speed_weights,
 )
 from ragnarok.arena.store import StoreError, VoteStore
@@ -68,6 +70,7 @@ class Arena:
         self._pool_at = 0.0
         self._pool_lock = asyncio.Lock()
         self.latency = LatencyBook()
+        self.pauses = PauseBook()
         self.admission = Admission(settings)
         self.votes = VoteLog(settings, elo_k, bootstrap_rounds)
         self.warming = WarmUp()
@@ -143,7 +146,8 @@ class Arena:
         except StoreError as exc:
             raise RuntimeError(f"No battle now: {unavailable(exc, 'count the votes')}.") from exc
         medians, budget = self.latency.medians(), self.settings.arena_time_budget_s
-        return pick_pair(pool, counts, self.rng, self._weights(pool), medians, budget, self.serial_generators())
+        serial, paused = self.serial_generators(), self.pauses.paused()
+        return pick_pair(pool, counts, self.rng, self._weights(pool), medians, budget, serial, paused)
 
     def serial_generators(self) -> set[str]:
         """Generators that answer one request at a time (the embedded llama.cpp model: one slot), so that a
@@ -279,11 +283,14 @@ class Arena:
 
     def _record(self, pipeline: PipelineId, result: PaneResult, elapsed: float) -> None:
         """A side's answer goes into the latency book when it answered (late: past the time budget, a miss)
-        or failed for lack of time (a 504, a client time-out: a miss); other failures say nothing of speed."""
+        or failed for lack of time (a 504, a client time-out: a miss); other failures say nothing of speed. A
+        backend failure pauses the pipeline (:class:`PauseBook`), an answer resumes it."""
         late = elapsed > self.settings.arena_time_budget_s
         timed_out = not result.ok and out_of_time(result.error or "")
         if result.ok or late or timed_out:
             self.latency.record(pipeline.spec, elapsed, missed=late or timed_out)
+        if result.ok or backend_failed(result.error or ""):
+            self.pauses.record(pipeline.spec, failed=not result.ok)
 
     async def _drawn_less(self) -> str:
         try:
@@ -304,7 +311,8 @@ class Arena:
             # each side's task copies the context as it is created: both sides run as the arena's principal,
             # their in-process /rag requests spending the battle's reservation through its meter, stream or not
             with self._as(principal), metering(hold.meter) if hold is not None else nullcontext():
-                race = Race(self.client, {"a": a, "b": b}, topic, topic_id, on_done=self._record)
+                one_slot = shares_slot(a, b, self.serial_generators())  # only when the pool has no other pair
+                race = Race(self.client, {"a": a, "b": b}, topic, topic_id, self._record, one_slot)
             async for pane_a, pane_b, status in race.views(tick_s):
                 yield BattleView(None, pane_a, pane_b, {}, False, status, done=False)
             (result_a, seconds_a), (result_b, seconds_b) = race.outcome("a"), race.outcome("b")

@@ -60,7 +60,8 @@ class Side:
 class Race:
     """Both sides of a battle, streamed at once. Construct it in the context the sides must run in (the
     arena's principal): each side's task copies the context as it is created. ``on_done(pipeline, result,
-    seconds)`` is called as each side finishes (not when the race is abandoned)."""
+    seconds)`` is called as each side finishes (not when the race is abandoned). With ``one_at_a_time`` (both
+    sides on a one-slot generator) a side starts when the one before it is done, its seconds counted from then."""
 
     def __init__(
         self,
@@ -69,14 +70,17 @@ class Race:
         topic: str,
         topic_id: str,
         on_done: Callable[[PipelineId, PaneResult, float], None] | None = None,
+        one_at_a_time: bool = False,
     ):
         self.on_done = on_done
         self.start = time.monotonic()
         self.sides = {key: Side(p, self.start) for key, p in pipelines.items()}
         self._changed = asyncio.Event()
-        self.tasks = {
-            key: asyncio.ensure_future(self._run(side, client, topic, topic_id)) for key, side in self.sides.items()
-        }
+        self.tasks: dict[str, asyncio.Future[None]] = {}
+        before: asyncio.Future[None] | None = None
+        for key, side in self.sides.items():
+            self.tasks[key] = asyncio.ensure_future(self._run(side, client, topic, topic_id, before))
+            before = self.tasks[key] if one_at_a_time else None
 
     @property
     def finished(self) -> bool:
@@ -87,7 +91,12 @@ class Race:
         assert side.result is not None and side.seconds is not None
         return side.result, side.seconds
 
-    async def _run(self, side: Side, client: RagClient, topic: str, topic_id: str) -> None:
+    async def _run(
+        self, side: Side, client: RagClient, topic: str, topic_id: str, after: asyncio.Future[None] | None
+    ) -> None:
+        if after is not None:
+            await asyncio.wait([after])
+            side.start = time.monotonic()
         try:
             async with contextlib.aclosing(client.stream(side.pipeline, topic, topic_id)) as events:
                 async for event in events:

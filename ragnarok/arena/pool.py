@@ -3,7 +3,8 @@
 A pool entry is a full RAG pipeline spec, keyed by component (retriever, rerankers, generator) as the vote log
 and the R / AG leaderboards group it. Pairs are drawn as Chatbot Arena's sampler draws them, favouring pairs
 with fewer votes, and weighted down for pipelines whose recent answers are slow or miss the time budget
-(:class:`LatencyBook`, :func:`speed_weights`), so that battles stay fast.
+(:class:`LatencyBook`, :func:`speed_weights`), so that battles stay fast; pipelines whose backend just
+failed are paused (:mod:`ragnarok.arena.health`), and two sides never share a one-slot generator at once.
 
 Design notes: docs/internals/arena.md.
 """
@@ -176,13 +177,18 @@ def speed_weights(
     return weights
 
 
+def shares_slot(a: PipelineId, b: PipelineId, serial: Collection[str]) -> bool:
+    """Whether both pipelines use one generator that answers one request at a time (``serial``)."""
+    return a.generator == b.generator and a.generator.partition(":")[0] in serial
+
+
 def serial_factor(
     a: PipelineId, b: PipelineId, medians: Mapping[str, float], budget_s: float, serial: Collection[str]
 ) -> float:
     """A pair whose two sides use one generator that answers one request at a time (the embedded model) runs
     them one after the other: its battle takes the sum of both medians. 1 while that is within ``budget_s``
     (or a side is unmeasured), ``(budget_s / sum)^2`` above, 0 beyond ``LEAVE_OUT_FACTOR * budget_s``."""
-    if a.generator != b.generator or a.generator.partition(":")[0] not in serial:
+    if not shares_slot(a, b, serial):
         return 1.0
     if a.spec not in medians or b.spec not in medians:
         return 1.0
@@ -220,15 +226,25 @@ def pick_pair(
     medians: Mapping[str, float] | None = None,
     budget_s: float = 0.0,
     serial: Collection[str] = (),
+    paused: Collection[str] = (),
 ) -> tuple[PipelineId, PipelineId]:
     """Two different pipelines, favouring pairs with fewer votes (and fast pipelines, given ``speed``:
-    :func:`speed_weights`; and pairs that finish in time when both sides share a one-at-a-time generator:
-    :func:`serial_factor`), sides in random order."""
+    :func:`speed_weights`), sides in random order. Pipelines in ``paused``
+    (:meth:`ragnarok.arena.health.PauseBook.paused`) are left out while at least two others remain, else all
+    are drawn. Two sides that share a one-at-a-time generator (:func:`shares_slot`) are drawn only when no
+    other pair can be, weighted by :func:`serial_factor`: the battle then runs them one after the other."""
     if len({p.spec for p in pool}) < 2:
         raise ValueError("the arena pool needs at least two different pipelines")
     by_spec = {p.spec: p for p in pool}
+    live = [p for p in pool if p.spec not in paused]
+    if len({p.spec for p in live}) >= 2:
+        pool = live
     weights = pair_weights(pool, votes, speed, medians, budget_s, serial)
-    if not any(weights.values()):
+    shared = {pair_key(a.spec, b.spec) for a, b in itertools.combinations(pool, 2) if shares_slot(a, b, serial)}
+    apart = {key: w for key, w in weights.items() if key not in shared}
+    if any(apart.values()):
+        weights = apart
+    elif not any(weights.values()):
         weights = pair_weights(pool, votes)
     pairs = sorted(weights)
     a, b = rng.choices(pairs, weights=[weights[p] for p in pairs], k=1)[0]
