@@ -115,7 +115,7 @@ class OneSlot:
             return
         self.running += 1
         try:
-            await asyncio.sleep(0.2)
+            await asyncio.sleep(0.5)
             yield StreamEvent("done", PaneResult(answer={"answer": [], "references": []}))
         finally:
             self.running -= 1
@@ -129,7 +129,7 @@ def test_a_race_on_one_slot_runs_its_sides_one_after_the_other():
         run = Race(OneSlot(), {"a": a, "b": b}, "t", "", lambda p, r, s: done.append(s), one_at_a_time)  # type: ignore[arg-type]
         async for _ in run.views(0.01):
             pass
-        assert len(done) == 2 and all(s < 0.39 for s in done)  # each side timed from its own start (not 0.4)
+        assert len(done) == 2 and all(s < 0.95 for s in done)  # each side timed from its own start (not 1.0)
         return run.outcome("a")[0].ok, run.outcome("b")[0].ok
 
     assert asyncio.run(race(True)) == (True, True)
