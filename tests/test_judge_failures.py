@@ -71,7 +71,8 @@ def test_pairwise_with_only_unreadable_verdicts_says_so_and_fails(judge_env, tmp
     assert result.exit_code == 1, result.output
     assert "every verdict of the judge was unreadable" in result.output
     good, plain = answers(tmp_path / "g.jsonl", "A GOOD answer"), answers(tmp_path / "p.jsonl", "A plain one")
-    assert invoke("judge", "pairwise", good, plain, "--judge", "scripted").exit_code == 0
+    readable = invoke("judge", "pairwise", good, plain, "--judge", "scripted")
+    assert readable.exit_code == 0, readable.output
 
 
 def test_relevance_that_labels_nothing_fails(judge_env, demo_settings, monkeypatch, tmp_path):  # noqa: F811
