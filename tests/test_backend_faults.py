@@ -280,7 +280,8 @@ def test_generators_are_probed_at_once_and_cached(fake, tmp_path):
     app, base = fake
     settings = Settings(
         data_dir=tmp_path,
-        generator_probe_timeout_s=1.0,
+        generator_probe_timeout_s=5.0,  # a loaded machine may take seconds to let a probe in
+        generator_probe_cache_s=300.0,
         generators=[
             *(
                 GeneratorConfig(name=f"hung{i}", backend="openai", base_url=f"{base}/hang/v1", model="m")
@@ -301,7 +302,7 @@ def test_generators_are_probed_at_once_and_cached(fake, tmp_path):
     assert app.state.probes["GET /v1/models"] - up_before == 1
     assert listed["up"]["available"] and not listed["hung0"]["available"]
     # the endpoint is named, never its URL (no internal URL in an answer)
-    assert listed["hung3"]["reason"] == "server <generator hung3's endpoint> did not answer GET /models within 1 s"
+    assert listed["hung3"]["reason"] == "server <generator hung3's endpoint> did not answer GET /models within 5 s"
 
 
 # --- a deadline covers the wait for a slot -----------------------------------------------------
