@@ -42,7 +42,7 @@ def judge_app() -> FastAPI:
         prompt, system = messages[1]["content"], messages[0]["content"]
         retried = len(messages) > 2
         if "SLOW" in prompt:
-            await asyncio.sleep(3)
+            await asyncio.sleep(12)  # past every test judge's deadline (5 s; 8 s in test_api_evaluate)
         if "MALFORMED" in prompt or ("RETRYFIX" in prompt and not retried):
             text = "Well, it depends on what you mean."
         elif "NuggetizeAssignerLLM" in system:
@@ -103,7 +103,7 @@ def judge_env(scripted, monkeypatch, tmp_path):
         "backend": "openai",
         "base_url": base + "/v1",
         "model": "scripted",
-        "timeout_s": 1,
+        "timeout_s": 5,  # a loaded machine may take over 1 s to answer
         "max_retries": 0,
     }
     down = {

@@ -54,10 +54,10 @@ def settings_with_judges(data_dir, base: str, **extra) -> Settings:
         data_dir=data_dir,
         generators=[
             GeneratorConfig(
-                name="scripted", backend="openai", base_url=base, model="scripted", timeout_s=1, max_retries=0
+                name="scripted", backend="openai", base_url=base, model="scripted", timeout_s=5, max_retries=0
             ),
             GeneratorConfig(
-                name="patient", backend="openai", base_url=base, model="scripted", timeout_s=10, max_retries=0
+                name="patient", backend="openai", base_url=base, model="scripted", timeout_s=30, max_retries=0
             ),
             GeneratorConfig(
                 name="down",
@@ -208,14 +208,14 @@ def test_the_answer_itself_is_checked(client):
 
 
 def test_a_slow_judge_is_a_504(tmp_path, scripted_base):
-    slow = body(nuggets=[{"text": "SLOW"}], judge="scripted")  # the backend's own 1 s timeout
-    settings = settings_with_judges(tmp_path, scripted_base, judge_timeout_s=2)
+    slow = body(nuggets=[{"text": "SLOW"}], judge="scripted")  # the backend's own 5 s timeout
+    settings = settings_with_judges(tmp_path, scripted_base, judge_timeout_s=8)
     with TestClient(create_app(settings, arena=False)) as c:
         r = c.post("/v1/evaluate", json=slow)
         assert r.status_code == 504 and "scripted" in r.text, r.text
         # the evaluation's own deadline, before a patient backend would answer
         r = c.post("/v1/evaluate", json={**slow, "judge": "patient"})
-        assert r.status_code == 504 and "no answer within 2 s" in r.text, r.text
+        assert r.status_code == 504 and "no answer within 8 s" in r.text, r.text
 
 
 @pytest.mark.parametrize(

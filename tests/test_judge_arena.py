@@ -160,11 +160,11 @@ def test_a_judge_that_fails_keeps_the_votes_cast(judge_env):
     url = f"sqlite:///{tmp / 'arena.db'}"
     store = VoteStore(url)
     kept = battle(store, "GOOD", "plain")
-    battle(store, "SLOW", "plain")  # past the judge's 1 s deadline
+    battle(store, "SLOW", "plain")  # past the judge's 5 s deadline
     result = invoke("judge", "pairwise", "--arena", "--judge", "scripted", "--database-url", url, "--concurrency", "1")
     assert result.exit_code == 2
     errors = [line for line in result.output.splitlines() if line.startswith("error:")]
-    assert len(errors) == 1 and "no answer within 1 s" in errors[0], result.output
+    assert len(errors) == 1 and "no answer within 5 s" in errors[0], result.output
     assert [v.battle_id for v in judge_votes(store)] == [kept]
     down = invoke("judge", "pairwise", "--arena", "--judge", "down", "--database-url", url)
     assert down.exit_code == 2 and "error:" in down.output
