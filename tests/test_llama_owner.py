@@ -46,6 +46,10 @@ def recorded(monkeypatch):
             threads.append(("reset", threading.get_ident()))
             return super().reset()
 
+        def eval(self, tokens):
+            threads.append(("eval", threading.get_ident()))
+            return super().eval(tokens)
+
         def create_chat_completion(self, *args, **kwargs):
             threads.append(("create", threading.get_ident()))
             inner = super().create_chat_completion(*args, **kwargs)
@@ -92,6 +96,27 @@ def test_every_call_into_the_context_is_made_on_its_owner_thread(recorded):
     assert recorded and {ident for _, ident in recorded} == {owner}, recorded
     assert [kind for kind, _ in recorded].count("create") == [kind for kind, _ in recorded].count("close")
     assert (again.answer, again.references) == (first.answer, first.references)  # whatever ran and was cut off
+
+
+def test_the_prompt_prefix_stays_evaluated_and_answers_stay_the_same():
+    """The system message and the instructions are evaluated once and kept; the same prompt gets the same answer
+    whatever ran between (another topic, another template, a prompt of another kind) and on a fresh model."""
+    config = Settings().generator_configs()["smollm2"].model_copy(update={"timeout_s": 300, "slot_wait_s": 300})
+    gen = LlamaCppGenerator(config)
+    small = get_template("small")
+    first = gen.generate(TOPIC, CANDIDATES, small)
+    prefix = gen.prefix.tokens
+    assert gen.prefix.misses == 1 and len(prefix) > 50  # the system message and the instructions
+    gen.generate(Query(text="what does compresslevel control", qid="t2"), CANDIDATES[1:], small)
+    assert gen.prefix.hits == 1 and gen.prefix.tokens == prefix
+    gen.complete([{"role": "system", "content": "You judge answers."}, {"role": "user", "content": "Say yes."}])
+    gen.generate(TOPIC, CANDIDATES, get_template("ragnarok"))
+    assert gen.prefix.misses == 3 and gen.prefix.tokens != prefix
+    again = gen.generate(TOPIC, CANDIDATES, small)
+    hit = gen.generate(TOPIC, CANDIDATES, small)
+    assert gen.prefix.misses == 4 and gen.prefix.hits == 2
+    fresh = LlamaCppGenerator(config).generate(TOPIC, CANDIDATES, small)
+    assert first.answer == again.answer == hit.answer == fresh.answer
 
 
 def test_a_deadline_stops_the_model_at_its_next_token():

@@ -7,8 +7,9 @@ Every call into the model runs in its one owner thread (:mod:`ragnarok.stages.ge
 that is closed (a client that went away, a deadline) sets its cancel flag, and the owner stops at the next
 token and closes the model's generator itself, so no other thread ever touches the context while it decodes.
 The same stops as the non-streamed answer (the word cap, a repeated sentence, ``max_tokens``) give the same
-answer. Every answer is computed from an empty cache (:func:`~ragnarok.stages.generate.llama_owner.completion`),
-so at temperature 0 the same prompt gets the same answer whatever the model answered before.
+answer. The context keeps the prompt's fixed prefix (system message and instructions) evaluated between answers,
+always evaluated the same way (:class:`~ragnarok.stages.generate.llama_owner.PrefixCache`), so at temperature 0
+the same prompt gets the same answer whatever the model answered before.
 """
 
 from __future__ import annotations
@@ -33,9 +34,9 @@ from ragnarok.runtime import metrics
 from ragnarok.stages.generate.base import BackendError, GenerationError, GeneratorConfig, GeneratorUnavailable, Guard
 from ragnarok.stages.generate.cite import sentences
 from ragnarok.stages.generate.finish import GeneratedAnswer, repeats, whole_sentences
-from ragnarok.stages.generate.llama_owner import LlamaOwner, completion
+from ragnarok.stages.generate.llama_owner import LlamaOwner, PrefixCache, completion
 from ragnarok.stages.generate.llm import Messages, answer_with_llm, sized
-from ragnarok.stages.generate.prompts import PromptTemplate, build_messages
+from ragnarok.stages.generate.prompts import PromptTemplate, build_messages, fixed_user_start
 from ragnarok.stages.generate.streaming import (
     Finish,
     SentenceAssembler,
@@ -81,6 +82,7 @@ class LlamaCppGenerator:
         # one llama context: calls take turns, each waiting at most slot_wait_s (default: timeout_s)
         self.guard = Guard.of(self.config, max_concurrency=1, max_retries=0)
         self.owner = LlamaOwner(self.name, self._load)
+        self.prefix = PrefixCache()  # used in the owner thread only
 
     def model_path(self) -> Path | None:
         return Path(self.config.model_path) if self.config.model_path else smollm2_path()
@@ -135,11 +137,12 @@ class LlamaCppGenerator:
         return self.stream(messages)[0]
 
     def stream(
-        self, messages: Messages, max_words: int | None = None, stop_repeats: bool = False
+        self, messages: Messages, max_words: int | None = None, stop_repeats: bool = False, fixed: str = ""
     ) -> tuple[str, dict[str, Any]]:
         """The model's answer, streamed, and notes on how it went: it stops once the sentence being written
         cannot fit ``max_words`` words, or (``stop_repeats``) when a sentence repeats an earlier one, or at
-        ``max_tokens``, and is then cut after its last whole sentence."""
+        ``max_tokens``, and is then cut after its last whole sentence. ``fixed``: the last message's start that
+        every prompt of its kind shares (kept evaluated with the other messages)."""
 
         def call(timeout_s: float) -> tuple[str, dict[str, Any]]:
             start = time.monotonic()
@@ -165,7 +168,9 @@ class LlamaCppGenerator:
                     return False
                 return True
 
-            job = self.owner.submit(lambda llm: completion(llm, messages, self.sampling(), cancel, emit))
+            job = self.owner.submit(
+                lambda llm: completion(llm, messages, self.sampling(), cancel, emit, self.prefix, fixed)
+            )
             try:
                 job.result(timeout=max(0.0, deadline - time.monotonic()) + OWNER_GRACE_S)
             except FutureTimeout:
@@ -189,9 +194,11 @@ class LlamaCppGenerator:
     def generate(self, topic: Query, candidates: list[Candidate], template: PromptTemplate) -> RagAnswer:
         cap = sized(template, self.config).max_words
         notes: dict[str, Any] = {}
+        shown = candidates if self.config.max_contexts is None else candidates[: self.config.max_contexts]
+        fixed = fixed_user_start(sized(template, self.config), len(shown))
 
         def complete(messages: Messages) -> str:
-            text, found = self.stream(messages, cap, stop_repeats=self.config.drop_repeats)
+            text, found = self.stream(messages, cap, stop_repeats=self.config.drop_repeats, fixed=fixed)
             notes.update(found)
             return text
 
@@ -207,7 +214,7 @@ class LlamaCppGenerator:
         return await anyio.to_thread.run_sync(fn, *args, limiter=self.guard.threads)
 
     async def _pieces(
-        self, messages: Messages, prompt_tokens: int, max_words: int, notes: dict[str, Any]
+        self, messages: Messages, prompt_tokens: int, max_words: int, notes: dict[str, Any], fixed: str
     ) -> AsyncIterator[str | Finish]:
         """The model's answer as :meth:`stream` writes it, a piece at a time, then a :class:`Finish`
         (``length`` when it stopped early: the answer is cut after its last whole sentence); ``notes`` get
@@ -234,7 +241,9 @@ class LlamaCppGenerator:
                 pass
 
         await self.guard.acount_attempt()
-        job = self.owner.submit(lambda llm: completion(llm, messages, self.sampling(), cancel, emit))
+        job = self.owner.submit(
+            lambda llm: completion(llm, messages, self.sampling(), cancel, emit, self.prefix, fixed)
+        )
         job.add_done_callback(ended)
         try:
             while not isinstance(item := await chunks.get(), _End):
@@ -291,7 +300,8 @@ class LlamaCppGenerator:
         async with self.guard.slot(start + deadlines(config)[0]):
             messages, prompt_tokens = await self._in_thread(prompt)
             yield references_event(candidates)
-            pieces = self._pieces(messages, prompt_tokens, template.max_words, notes)
+            fixed = fixed_user_start(template, len(candidates))
+            pieces = self._pieces(messages, prompt_tokens, template.max_words, notes, fixed)
             # no text: finish() gives the extractive answer, as generate() does
             events = assemble(pieces, assembler, config, empty_is_error=False, start=start)
             try:

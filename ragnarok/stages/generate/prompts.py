@@ -124,6 +124,13 @@ def _share(costs: list[int], available: int) -> int:
     return max(costs, default=0)
 
 
+def fixed_user_start(template: PromptTemplate, n: int) -> str:
+    """The start of the user message that every prompt of ``template`` over ``n`` segments shares: its text
+    before the first topic- or segment-dependent part."""
+    cut = "\x00"
+    return template.user.format(topic=cut, contexts=cut, n=n, max_words=template.max_words).split(cut, 1)[0]
+
+
 def build_messages(
     template: PromptTemplate,
     topic: str,
