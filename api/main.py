@@ -14,6 +14,7 @@ from fastapi import Depends, FastAPI
 from api import observability
 from api.auth import Auth, AuthMiddleware, needs
 from api.errors import install_error_handlers
+from api.routes import arena as arena_routes
 from api.routes import evaluate, generate, health, rag, rerank, retrieve, stages
 from api.shutdown import ShutdownAnswer
 from api.store_call import sweep_forever
@@ -76,6 +77,7 @@ def create_app(settings: Settings | None = None, arena: bool = True, principal: 
     app.include_router(rag.router, dependencies=[Depends(needs("retrieve", "generate"))])
     app.include_router(stages.router)
     app.include_router(evaluate.router, dependencies=[Depends(needs("evaluate"))])
+    app.include_router(arena_routes.router, dependencies=[Depends(needs("admin"))])
     if arena:
         from webui.app import mount  # noqa: PLC0415 - Gradio loads only when the arena is served
 

@@ -134,3 +134,41 @@ def test_a_race_on_one_slot_runs_its_sides_one_after_the_other():
 
     assert asyncio.run(race(True)) == (True, True)
     assert asyncio.run(race(False)) == (True, False)  # at once, the second finds the slot taken
+
+
+def test_moderators_see_which_pipelines_are_paused(demo_settings, tmp_path):
+    """GET /v1/arena/pool: each pipeline drawn or paused (seconds left, failures in a row); the admin scope with
+    keys; a 404 naming the reason where no arena is served."""
+    from fastapi.testclient import TestClient
+
+    from api.main import create_app
+    from ragnarok.auth.store import AuthStore
+
+    settings = demo_settings.model_copy(
+        update={"arena_pool": [S1, E1, E2], "database_url": f"sqlite:///{tmp_path / 'votes.db'}"}
+    )
+    app = create_app(settings)
+    with TestClient(app) as client:
+        body = client.get("/v1/arena/pool").json()
+        assert body["paused"] == 0 and [p["state"] for p in body["pipelines"]] == ["drawn"] * 3
+        s1 = make_pool([S1, E1])[0]
+        app.state.arena._record(s1, PaneResult(error="HTTP 504: generate: busy: no slot within 60 s"), 60.0)
+        body = client.get("/v1/arena/pool").json()
+        row = next(p for p in body["pipelines"] if p["spec"] == S1)
+        assert body["paused"] == 1 and row["state"] == "paused" and row["failures_in_a_row"] == 1
+        assert FIRST_PAUSE_S - 30 < row["paused_s_left"] <= FIRST_PAUSE_S and row["one_slot_generator"]
+        assert row["median_s"] == 60.0 and row["recent_misses"] == [1, 1]
+        others = [p for p in body["pipelines"] if p["spec"] != S1]
+        assert {p["state"] for p in others} == {"drawn"} and not any(p["one_slot_generator"] for p in others)
+    with TestClient(create_app(settings, arena=False)) as client:
+        missing = client.get("/v1/arena/pool")
+        assert missing.status_code == 404 and missing.json() == {"detail": "this instance serves no arena"}
+    keyed = settings.model_copy(update={"auth": "keys", "database_url": f"sqlite:///{tmp_path / 'keys.db'}"})
+    store = AuthStore.for_settings(keyed)
+    _, reader = store.create("reader", ["retrieve", "generate"])
+    _, admin = store.create("moderator", ["admin"])
+    with TestClient(create_app(keyed)) as client:
+        refused = client.get("/v1/arena/pool", headers={"Authorization": f"Bearer {reader}"})
+        assert refused.status_code == 403 and "'admin' scope" in refused.json()["detail"]
+        seen = client.get("/v1/arena/pool", headers={"Authorization": f"Bearer {admin}"})
+        assert seen.status_code == 200 and len(seen.json()["pipelines"]) == 3

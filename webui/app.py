@@ -318,6 +318,7 @@ def mount(app: "FastAPI", settings: Settings, path: str = "/arena", topics_path:
     ui = LazyUI(lambda: _mount(FastAPI(), arena, "/"))
     app.mount(path, ui)
     app.state.arena_ui = ui  # `ragnarok serve` sets build_at_start
+    app.state.arena = arena  # GET /v1/arena/pool reads its pool's state
     # Gradio's page links /manifest.json from the site root, outside this mount, and browsers ask the root for
     # /favicon.ico: answer both here so the page's console stays clean
     manifest = {

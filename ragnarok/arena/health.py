@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Mapping, Sequence
+from typing import Any
+
+from ragnarok.arena.pool import LatencyBook, PipelineId
 
 FIRST_PAUSE_S = 300.0
 MAX_PAUSE_S = 900.0
@@ -43,8 +46,36 @@ class PauseBook:
             self._failures[spec] = failures
             self._until[spec] = self.clock() + min(self.max_s, self.first_s * 2 ** (failures - 1))
 
+    def failures(self) -> dict[str, int]:
+        """The failures in a row of each spec that failed since its last answer."""
+        with self._lock:
+            return dict(self._failures)
+
     def paused(self) -> dict[str, float]:
         """The specs paused now, with the seconds each has left."""
         now = self.clock()
         with self._lock:
             return {spec: until - now for spec, until in self._until.items() if until > now}
+
+
+def pool_status(
+    pool: Sequence[PipelineId], pauses: PauseBook, latency: LatencyBook, serial: Collection[str]
+) -> list[dict[str, Any]]:
+    """What moderators see of the pool: each pipeline, whether battles draw it now or it is paused (for how many
+    more seconds, after how many failures in a row), its median seconds, its recent misses of the time budget
+    (missed, of how many), and whether its generator has one slot (``serial``)."""
+    paused, failures = pauses.paused(), pauses.failures()
+    medians: Mapping[str, float] = latency.medians()
+    misses = latency.misses()
+    return [
+        {
+            **p.as_dict(),
+            "state": "paused" if p.spec in paused else "drawn",
+            "paused_s_left": round(paused[p.spec], 1) if p.spec in paused else None,
+            "failures_in_a_row": failures.get(p.spec, 0),
+            "median_s": round(medians[p.spec], 3) if p.spec in medians else None,
+            "recent_misses": list(misses[p.spec]) if p.spec in misses else None,
+            "one_slot_generator": p.generator in serial,
+        }
+        for p in pool
+    ]
