@@ -2,13 +2,18 @@
 themselves (to compare before/after a change byte for byte) and the server's memory.
 
     RAGNAROK_DATA_DIR=/tmp/bench-data python bench/bench_offline.py [--rounds 2] [--pipeline offline]
-        [--save answers.json | --compare answers.json]
+        [--save answers.json | --compare answers.json] [--retrieve]
 
 ``ragnarok serve`` runs in its own process on ``RAGNAROK_DATA_DIR`` (the demo index and its dense index are built
 there first when missing: minutes); this process posts each topic with ``trace: true`` over one keep-alive
 connection, once the server's start-up work is over (the arena's warm-up) and after 5 warm-up topics. Printed: end-to-end p50/p95 (this client's clock), each stage's own
 ``service_ms`` p50/p95, the server's RSS after the run (``/proc/PID/status`` VmRSS), and with ``--compare`` how
 many answers differ from a saved run. Goal: p50 <= 100 ms, p95 <= 200 ms.
+
+With ``--retrieve``, each ``/rag`` is followed on the same connection by ``POST /v1/retrieve`` of the same topic
+(the default retriever, BM25, k 100), and the ratio of the two p50s is printed (goal: <= 3x), with where the
+``/rag`` time goes: each stage as the gateway saw it and as its service did, the rest (the gateway's own work
+and its hops), and ``/v1/retrieve`` with each of the offline pipeline's retrievers alone.
 """
 
 from __future__ import annotations
@@ -48,6 +53,22 @@ def ask(conn: http.client.HTTPConnection, pipeline: str, topic: str) -> tuple[fl
     return elapsed, data
 
 
+#: What ``--retrieve`` asks ``/v1/retrieve`` after each ``/rag``: the default (BM25, k 100), then the offline
+#: pipeline's two retrievers alone, at its depth.
+RETRIEVERS = ("bm25", "bm25+rocchio", "dense:minilm")
+
+
+def retrieve(conn: http.client.HTTPConnection, topic: str, retriever: str = "bm25") -> float:
+    start = time.perf_counter()
+    body = json.dumps({"query": topic, "retriever": retriever, "k": 100})
+    conn.request("POST", "/v1/retrieve", body, {"content-type": "application/json"})
+    response = conn.getresponse()
+    body = response.read()
+    if response.status != 200:
+        raise RuntimeError(f"/v1/retrieve answered {response.status}: {body[:300]!r}")
+    return (time.perf_counter() - start) * 1000
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -61,6 +82,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--save", type=Path, help="write the answers (first round) to this JSON file")
     ap.add_argument("--compare", type=Path, help="count the answers that differ from this saved JSON file")
+    ap.add_argument("--retrieve", action="store_true", help="interleave POST /v1/retrieve of each topic")
     args = ap.parse_args()
 
     data_dir = Path(os.environ.get("RAGNAROK_DATA_DIR", ROOT / ".bench-data"))
@@ -77,7 +99,17 @@ def main() -> None:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
         for topic in topics[:5]:
             ask(conn, args.pipeline, topic)
-        runs = [[ask(conn, args.pipeline, topic) for topic in topics] for _ in range(args.rounds)]
+            if args.retrieve:
+                retrieve(conn, topic)
+        runs, retrieved = [], {r: [] for r in RETRIEVERS}
+        for _ in range(args.rounds):
+            run = []
+            for topic in topics:
+                run.append(ask(conn, args.pipeline, topic))
+                if args.retrieve:
+                    for retriever, times in retrieved.items():
+                        times.append(retrieve(conn, topic, retriever))
+            runs.append(run)
         memory = rss_mb(started[0].pid)
 
     samples = [s for run in runs for s in run]
@@ -87,9 +119,22 @@ def main() -> None:
         f"  end-to-end ms   p50 {pct(e2e, 50):7.1f}  p95 {pct(e2e, 95):7.1f}  "
         f"(goal p50 <= 100, p95 <= 200: {'met' if pct(e2e, 50) <= 100 and pct(e2e, 95) <= 200 else 'NOT met'})"
     )
-    for stage in [t["stage"] for t in samples[0][1]["trace"]]:
+    stages = [t["stage"] for t in samples[0][1]["trace"]]
+    for stage in stages:
         own = [next(t["service_ms"] for t in data["trace"] if t["stage"] == stage) for _, data in samples]
-        print(f"  {stage:<40} p50 {pct(own, 50):7.1f}  p95 {pct(own, 95):7.1f}")
+        seen = [next(t["latency_ms"] for t in data["trace"] if t["stage"] == stage) for _, data in samples]
+        print(
+            f"  {stage:<40} p50 {pct(own, 50):7.1f}  p95 {pct(own, 95):7.1f}  (as the gateway saw it: p50 "
+            f"{pct(seen, 50):.1f})"
+        )
+    rest = [elapsed - sum(t["latency_ms"] for t in data["trace"]) for elapsed, data in samples]
+    print(f"  outside the stages (the gateway's own work, its hop, this client) p50 {pct(rest, 50):.1f}")
+    if args.retrieve:
+        for retriever, times in retrieved.items():
+            print(f"  /v1/retrieve {retriever:<14} ms p50 {pct(times, 50):7.1f}  p95 {pct(times, 95):7.1f}")
+        ratio = pct(e2e, 50) / pct(retrieved["bm25"], 50)
+        met = "met" if ratio <= 3 else "NOT met"
+        print(f"  /rag p50 / /v1/retrieve (bm25) p50 = {ratio:.2f}x (goal <= 3x: {met})")
     print(f"  server RSS after the run: {memory:.0f} MB")
     answers = [data["answer"] for _, data in runs[0]]
     if args.save:

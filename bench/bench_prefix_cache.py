@@ -49,12 +49,12 @@ def floors(gen: LlamaCppGenerator, messages: list[dict[str, str]], fixed: str) -
         start = time.perf_counter()
         llm.eval(tokens[cached:])
         rest = time.perf_counter() - start
-        cache.tokens = ()  # the context is about to be emptied
+        cache.tokens = ()  # the context is emptied
         llm.reset()
         start = time.perf_counter()
         llm.eval(tokens)
         full = time.perf_counter() - start
-        llm.reset()
+        cache.prepare(llm, messages, fixed)  # the prefix evaluated again, as the next answer finds it
         return rest, full, len(tokens), cached
 
     return gen.owner.run(measure)
