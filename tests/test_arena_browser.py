@@ -168,7 +168,9 @@ def test_blinded_battle_vote_reveal_and_leaderboard(demo_settings, tmp_path, bro
 
 def test_the_json_tab_and_the_boards_at_420_px(demo_settings, tmp_path, browser_context):
     """As a phone shows them: the JSON tab's long strings wrap instead of being clipped, each board
-    table's Votes column is in view, and the interval plot's labels keep a readable size."""
+    table's Votes column is in view, every column is reachable (a table wider than the screen shows a fade
+    and a hint, and scrolls to its last column), and the interval plot's labels keep a readable size. A
+    second battle shows the click's clock, never Gradio's ETA from the first battle's length."""
     from playwright.sync_api import expect
 
     expect.set_options(timeout=WAIT_MS)
@@ -209,3 +211,49 @@ def test_the_json_tab_and_the_boards_at_420_px(demo_settings, tmp_path, browser_
         expect(label).to_be_visible()
         assert label.bounding_box()["height"] >= 10  # 11 px text, not scaled down to a third
         page.screenshot(path=tmp_path / "boards-420.png", full_page=True)
+
+        # every column reachable: in view, or the table says it scrolls sideways
+        wrap = board.locator(".rg-plain .rg-scroll-wrap")
+        scroller, hint = wrap.locator(".rg-scroll"), wrap.locator(".rg-scroll-hint")
+        elo = board.locator(".rg-plain th", has_text="Elo")
+        if scroller.evaluate("b => b.scrollWidth <= b.clientWidth + 1"):
+            assert elo.bounding_box()["x"] + elo.bounding_box()["width"] <= 420
+            expect(hint).to_be_hidden()
+        else:
+            expect(hint).to_be_visible()
+        # a table wider than the screen (longer names than the demo's): the fade and the hint, and scrolling
+        # brings the last column into view
+        page.add_style_tag(content="#rg-board-rag .rg-plain .rg-table { min-width: 900px; }")
+        expect(hint).to_be_visible()
+        expect(wrap).to_have_class(re.compile(r"\brg-overflows\b"))
+        expect(wrap).not_to_have_class(re.compile(r"\brg-at-end\b"))
+        assert wrap.evaluate("w => getComputedStyle(w, '::after').backgroundImage").startswith("linear-gradient")
+        assert elo.bounding_box()["x"] >= 420  # off the screen until scrolled to
+        page.screenshot(path=tmp_path / "boards-420-wide.png", full_page=True)
+        scroller.evaluate("b => { b.scrollLeft = b.scrollWidth; }")
+        expect(wrap).to_have_class(re.compile(r"\brg-at-end\b"))
+        assert wrap.evaluate("w => getComputedStyle(w, '::after').content") == "none"  # no fade at the end
+        box = elo.bounding_box()
+        assert box["x"] >= 0 and box["x"] + box["width"] <= 420, box
+
+        # a second battle: right after the click the status line counts (Gradio's ETA, from the first battle's
+        # length, is never shown); every text the page shows meanwhile is recorded in the page
+        page.get_by_role("tab", name="Blinded battle").click()
+        page.evaluate(RECORD_TEXTS)
+        page.locator("#rg-go").click()
+        expect(page.locator("#rg-vote-a")).to_be_enabled()
+        statuses, etas = page.evaluate("() => [window.__rgStatuses, window.__rgEtas]")
+        assert len(statuses) > 1 and re.search(r"\d+ s so far", statuses[1]), statuses  # [0]: the reveal
+        assert etas == [], etas
+
+
+#: Records in the page each text ``#rg-status`` shows and any Gradio ETA (``1.3/127.9s``) the page shows.
+RECORD_TEXTS = """() => {
+  window.__rgStatuses = [document.querySelector("#rg-status").innerText.trim()]; window.__rgEtas = [];
+  new MutationObserver(() => {
+    const status = document.querySelector("#rg-status").innerText.trim();
+    if (status && status !== window.__rgStatuses.at(-1)) window.__rgStatuses.push(status);
+    const eta = document.body.innerText.match(/\\d+\\.\\d\\s*\\/\\s*\\d+\\.\\d\\s*s/);
+    if (eta) window.__rgEtas.push(eta[0]);
+  }).observe(document.body, { childList: true, subtree: true, characterData: true });
+}"""

@@ -145,7 +145,8 @@ async def _views(stream):
 
 
 def _seconds(status: str) -> int:
-    return int(re.search(r"(\d+) s so far", status).group(1))
+    """The battle's seconds in a status line (the number is in a ``rg-secs`` span the page updates)."""
+    return int(re.search(r"(\d+) s so far", re.sub(r"<[^>]+>", "", status)).group(1))
 
 
 def test_a_pane_fills_as_soon_as_its_pipeline_is_done(demo_settings, tmp_path, llm_url):

@@ -3,6 +3,7 @@
 * a battle between a fast pipeline and a slow one (a scripted LLM server that answers after seconds) shows
   the fast answer first, with an elapsed-seconds wait line in the other pane and the votes closed until both
   are in; after the vote the leaderboard lists both systems as provisional, beside the style-controlled board;
+  the status line counts from the click, also while the battle's request has not reached the server yet;
 * citation tooltips: shown on hover and keyboard focus, gone when the pointer leaves after a click, closed by
   Escape; the page's console has no failed request (``/manifest.json`` used to 404);
 * every tab at desktop (1280 px) and narrow (420 px) widths: its main elements visible, nothing wider than
@@ -32,6 +33,7 @@ pytestmark = [
 TOPIC = "compress a file with gzip"
 FAST, SLOW = "bm25@20 | extractive", "bm25@20 | slow-llm"
 SLOW_S = 15  # well above the extractive answer's time, even on a busy machine
+HELD_S = 4  # how long the battle's request waits before it reaches the server
 WAIT_MS = 90_000
 TABS = ("Blinded battle", "Side-by-side", "Leaderboards", "JSON")
 
@@ -82,7 +84,20 @@ def test_the_fast_answer_shows_first_then_votes_provisional_and_style_boards(
             problems = _watch(page)
             page.goto(f"{base}/arena/")
             page.locator("#rg-topic textarea").fill(TOPIC)
+
+            def battle_seconds() -> int:
+                return int(re.search(r"(\d+) s so far", page.locator("#rg-status").inner_text()).group(1))
+
+            # the status line counts from the click, also while the battle has not reached the server yet (as
+            # in a busy queue: here its request to join Gradio's queue is held back for HELD_S)
+            held: list = []
+            page.route("**/queue/join*", lambda route: held.append(route))
             page.locator("#rg-go").click()
+            expect(page.locator("#rg-status")).to_contain_text("Starting the battle")
+            page.wait_for_timeout(HELD_S * 1000)
+            assert len(held) == 1 and battle_seconds() >= HELD_S - 1
+            held[0].continue_()
+            page.unroute("**/queue/join*")
             started = time.monotonic()
 
             # the extractive answer arrives first; the slow pane waits (no per-side seconds: they would tell the
@@ -98,10 +113,8 @@ def test_the_fast_answer_shows_first_then_votes_provisional_and_style_boards(
             expect(page.locator("#rg-status")).to_contain_text("Voting opens when both are in")
             assert waiting.locator(".rg-elapsed").count() == 0
 
-            def battle_seconds() -> int:
-                return int(re.search(r"(\d+) s so far", page.locator("#rg-status").inner_text()).group(1))
-
             seconds = battle_seconds()
+            assert seconds >= HELD_S  # the server's count goes on from the click's, not from 0
             page.wait_for_timeout(2100)
             assert battle_seconds() >= seconds + 1  # it counts
             page.screenshot(path=shots / "battle-waiting.png", full_page=True)

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from ragnarok.core.settings import Settings
-from webui import render
+from webui import page, render
 from webui.arena import DEFAULT_TOPICS, Arena, BattleView, VoteView
 from webui.client import RagClient
 from webui.lazy import LazyUI, quiet_queue
@@ -191,9 +191,9 @@ def build(arena: Arena) -> "gr.Blocks":
         draw.click(on_draw, outputs=[topic, drawn, status], api_name="draw")
         battle_out = [battle_id, pane_a, pane_b, raw, status, *votes, new_round]
         battle_args: dict[str, Any] = {"inputs": [topic, drawn], "outputs": battle_out, "concurrency_limit": None}
-        go.click(on_battle, **battle_args, api_name="battle")
+        page.clocked(go.click, "battle", on_battle, battle_args)  # the click's clock first (webui.page)
         # Enter in the topic box: the same as /battle, left off the API page
-        topic.submit(on_battle, **battle_args, api_name="battle_on_enter", api_visibility="undocumented")
+        page.clocked(topic.submit, "battle_on_enter", on_battle, battle_args, api_visibility="undocumented")
         vote_out = [status, *votes, new_round, raw]
         for (key, label), button in zip(VOTES, votes):
             about = f"The vote '{label}' on this session's latest blinded battle."
@@ -249,9 +249,9 @@ def build(arena: Arena) -> "gr.Blocks":
             "outputs": side_out,
             "concurrency_limit": None,
         }
-        compare.click(on_compare, **compare_args, api_name="compare")
+        page.clocked(compare.click, "compare", on_compare, compare_args)
         # "Compare again": the same as /compare, left off the API page
-        side_again.click(on_compare, **compare_args, api_name="compare_again", api_visibility="undocumented")
+        page.clocked(side_again.click, "compare_again", on_compare, compare_args, api_visibility="undocumented")
         side_vote_out = [side_status, *side_votes, side_again]
         for (key, label), button in zip(VOTES, side_votes):
             about = f"The vote '{label}' on this session's latest side-by-side comparison."
@@ -297,8 +297,8 @@ def _mount(app: "FastAPI", arena: Arena, path: str) -> "FastAPI":
         app,
         blocks,
         path=path,
-        css=render.CSS,
-        head=render.HEAD,
+        css=render.CSS + page.CSS,
+        head=render.HEAD + page.HEAD,
         theme=_theme(),
         ssr_mode=False,
         footer_links=[],

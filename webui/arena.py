@@ -218,11 +218,12 @@ class Arena:
         if not self.warming.running:
             self.warming.over = True
             return
-        stopping = asyncio.ensure_future(self.warming.give_way())
+        stopping, start = asyncio.ensure_future(self.warming.give_way()), time.monotonic()
         while not stopping.done():
             await asyncio.wait([stopping], timeout=tick_s)
             if not stopping.done():
-                status = render.message_html("The arena is finishing its start-up check; your battle is next.")
+                waited = time.monotonic() - start
+                status = render.counter_html("Your battle is next, after the start-up check: ", waited, " s so far.")
                 yield BattleView(None, render.waiting_html(), render.waiting_html(), {}, False, status, done=False)
 
     async def battle_stream(

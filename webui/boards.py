@@ -78,8 +78,14 @@ def table_html(board: Board, styled: bool = False) -> str:
         + "</tr>"
         for r in rows
     )
-    table = f'<table class="rg-table"><thead>{head}</thead><tbody>{body}</tbody></table>'
-    return f'<div class="rg-scroll">{table}</div>'
+    return scroll_html(f'<table class="rg-table"><thead>{head}</thead><tbody>{body}</tbody></table>')
+
+
+def scroll_html(inner: str) -> str:
+    """``inner`` in a box that scrolls sideways; when it is wider than the box (a phone), the page shows a fade
+    at the right edge and a hint under it (:mod:`webui.page`)."""
+    hint = '<p class="rg-scroll-hint" aria-hidden="true">Scroll sideways for more →</p>'
+    return f'<div class="rg-scroll-wrap"><div class="rg-scroll">{inner}</div>{hint}</div>'
 
 
 def tables_html(board: Board) -> str:
@@ -188,10 +194,10 @@ def board_html(board: Board) -> str:
         tables_html(board),
     ]
     if board.rows:
-        parts += ["<h4>Win rates</h4>", f'<div class="rg-scroll">{heatmap_html(board)}</div>']
+        parts += ["<h4>Win rates</h4>", scroll_html(heatmap_html(board))]
     if intervals := intervals_svg(board):  # the stacked plot first: a narrow screen shows it instead
         narrow = intervals_svg(board, width=360, stacked=True)
-        parts += ["<h4>BT ratings, 95% bootstrap intervals</h4>", f'<div class="rg-scroll">{narrow}{intervals}</div>']
+        parts += ["<h4>BT ratings, 95% bootstrap intervals</h4>", scroll_html(narrow + intervals)]
     parts.append("</div>")
     return "".join(parts)
 

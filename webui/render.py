@@ -243,3 +243,9 @@ def reveal_html(
 def message_html(text: str, kind: str = "info") -> str:
     cls = "rg-error" if kind == "error" else "rg-empty"
     return f'<div class="{cls}">{escape(text)}</div>'
+
+
+def counter_html(before: str, seconds: float, after: str) -> str:
+    """A status line with a count of seconds in it (``rg-secs``: the page shows them from the visitor's click,
+    :mod:`webui.page`)."""
+    return f'<div class="rg-empty">{escape(before)}<span class="rg-secs">{seconds:.0f}</span>{escape(after)}</div>'

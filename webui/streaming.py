@@ -165,8 +165,6 @@ class Race:
             else:
                 panes.append(render.waiting_html())
         done = sum(side.result is not None for side in self.sides.values())
-        status = render.message_html(
-            f"Waiting for {'one answer' if done else 'both answers'}: {elapsed:.0f} s so far. "
-            "Voting opens when both are in."
-        )
+        which = "one answer" if done else "both answers"
+        status = render.counter_html(f"Waiting for {which}: ", elapsed, " s so far. Voting opens when both are in.")
         return panes[0], panes[1], status
