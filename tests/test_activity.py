@@ -66,3 +66,27 @@ def test_the_arena_ui_is_built_once_the_server_is_quiet():
         await ui.aclose()
 
     asyncio.run(run())
+
+
+def test_an_arena_battle_in_process_is_work(demo_settings):
+    """The arena's answers run in Gradio's queue, in a context a page request left (so its in-process calls
+    look internal to the middleware): the client itself marks them as work, from the first event to the last."""
+    import asyncio
+
+    from ragnarok.arena.pool import identify
+    from ragnarok.runtime.logs import route_var
+
+    app = create_app(demo_settings)
+    client = app.state.arena.client
+    seen: list[float] = []
+
+    async def battle_side() -> None:
+        route_var.set("/arena/")  # as Gradio's worker inherits it
+        async for _ in client.stream(identify("bm25@5 | extractive"), "how do I compress a file with gzip"):
+            seen.append(REQUESTS.quiet_s())
+
+    with TestClient(app):
+        asyncio.run(battle_side())
+        time.sleep(0.05)
+        assert seen and max(seen) == 0.0  # in flight all along
+        assert REQUESTS.quiet_s() > 0  # and over once the stream ended

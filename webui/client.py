@@ -15,6 +15,7 @@ import asyncio
 import json
 import time
 from collections.abc import AsyncIterator
+from contextlib import AbstractContextManager, aclosing, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,7 @@ import httpx
 from httpx_sse import SSEError, aconnect_sse
 
 from ragnarok.arena.pool import PipelineId, free_generators
+from ragnarok.runtime.activity import REQUESTS
 from ragnarok.stages.generate.streaming import StreamEvent
 from webui.asgi_stream import StreamingASGITransport
 
@@ -76,11 +78,17 @@ class RagClient:
             base_url=self.base_url, transport=self.transport, timeout=self.timeout_s, headers=self.headers
         )
 
+    def _work(self) -> AbstractContextManager[None]:
+        """In process, an answer is work background builds give way to (:mod:`ragnarok.runtime.activity`): the
+        battle's requests run in Gradio's queue, outside the HTTP request the server counted."""
+        return REQUESTS.working() if self.in_process else nullcontext()
+
     async def run(self, pipeline: PipelineId, topic: str, topic_id: str = "") -> PaneResult:
         """Answer ``topic`` with ``pipeline``; a failure becomes ``PaneResult.error`` (never an exception)."""
         try:
-            async with self._client() as client:
-                answer = await self._rag(client, pipeline.spec, topic, topic_id)
+            with self._work():
+                async with self._client() as client:
+                    answer = await self._rag(client, pipeline.spec, topic, topic_id)
         except _Failed as exc:
             return PaneResult(error=str(exc))
         except httpx.TimeoutException:
@@ -103,6 +111,13 @@ class RagClient:
         )
 
     async def stream(self, pipeline: PipelineId, topic: str, topic_id: str = "") -> AsyncIterator[StreamEvent]:
+        """:meth:`_stream`, as work background builds give way to when in process."""
+        with self._work():
+            async with aclosing(self._stream(pipeline, topic, topic_id)) as events:
+                async for event in events:
+                    yield event
+
+    async def _stream(self, pipeline: PipelineId, topic: str, topic_id: str = "") -> AsyncIterator[StreamEvent]:
         """Answer ``topic`` with ``pipeline`` as it is written: ``POST /rag`` with ``"stream": true``'s events
         (``stage``, ``references``, ``delta``, ``sentence``) as they come, then one last event: ``done`` whose
         data is the :class:`PaneResult` :meth:`run` returns, or ``error`` whose data is why it failed (the

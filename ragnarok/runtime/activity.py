@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 class Activity:
@@ -29,6 +31,16 @@ class Activity:
         with self._lock:
             self._active = max(0, self._active - 1)
             self._last = time.monotonic()
+
+    @contextmanager
+    def working(self) -> Iterator[None]:
+        """Work done in this process outside an HTTP request (the arena's battles, which Gradio's queue runs,
+        call the API in process): background builds give way to it as to a request."""
+        self.begin()
+        try:
+            yield
+        finally:
+            self.end()
 
     def quiet_s(self) -> float:
         """Seconds since the last request ended; 0 while one is in flight (``inf`` before any)."""
