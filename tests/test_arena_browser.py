@@ -247,13 +247,18 @@ def test_the_json_tab_and_the_boards_at_420_px(demo_settings, tmp_path, browser_
         assert etas == [], etas
 
 
-#: Records in the page each text ``#rg-status`` shows and any Gradio ETA (``1.3/127.9s``) the page shows.
+#: Records in the page each text ``#rg-status`` shows and any Gradio ETA (``1.3/127.9s``) shown on the page (Gradio
+#: keeps its progress text in the page, transparent, where an event hides its progress: not shown).
 RECORD_TEXTS = """() => {
   window.__rgStatuses = [document.querySelector("#rg-status").innerText.trim()]; window.__rgEtas = [];
+  const shown = (e) => e.checkVisibility({ opacityProperty: true, visibilityProperty: true });
   new MutationObserver(() => {
     const status = document.querySelector("#rg-status").innerText.trim();
     if (status && status !== window.__rgStatuses.at(-1)) window.__rgStatuses.push(status);
-    const eta = document.body.innerText.match(/\\d+\\.\\d\\s*\\/\\s*\\d+\\.\\d\\s*s/);
-    if (eta) window.__rgEtas.push(eta[0]);
+    const texts = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
+    while (texts.nextNode()) {
+      const eta = texts.currentNode.textContent.match(/\\d+\\.\\d\\s*\\/\\s*\\d+\\.\\d\\s*s/);
+      if (eta && shown(texts.currentNode.parentElement)) window.__rgEtas.push(eta[0]);
+    }
   }).observe(document.body, { childList: true, subtree: true, characterData: true });
 }"""
