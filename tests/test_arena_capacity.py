@@ -92,15 +92,28 @@ def test_the_arena_pauses_a_failed_side_and_its_draws_skip_it(demo_settings, tmp
     clock = Clock()
     arena.pauses = PauseBook(clock=clock)
     s1 = make_pool([S1, E1])[0]
+    pool = make_pool([S1, E1, E2])
     arena._record(s1, PaneResult(error="HTTP 504: generate: busy: no slot within 60 s"), 60.0)
-    assert set(arena.pauses.paused()) == {S1}
+    assert set(arena.pauses.paused_specs(pool)) == {S1}
     arena._record(s1, PaneResult(error="HTTP 429: too many battles"), 0.1)  # a refusal: still paused
-    assert set(arena.pauses.paused()) == {S1}
+    assert set(arena.pauses.paused_specs(pool)) == {S1}
     for _ in range(50):
         a, b = asyncio.run(arena.pick())
         assert S1 not in (a.spec, b.spec)
     arena._record(s1, PaneResult(answer={"answer": "ok"}), 2.0)
     assert arena.pauses.paused() == {}
+
+
+def test_a_failed_generator_pauses_all_its_pipelines_and_a_failed_retrieval_one():
+    pool = make_pool([S1, S2, E1, E2])
+    book = PauseBook(clock=Clock())
+    book.record_side(E1, "extractive", "HTTP 502: retrieve: cannot reach the index")
+    assert set(book.paused_specs(pool)) == {E1}  # the retrieval failed: the generator's other pipeline is drawn
+    error = "HTTP 504: smollm2: generator 'smollm2' failed: the answer took over 60 s (timeout_s)"
+    book.record_side(S1, "smollm2", error)
+    assert set(book.paused_specs(pool)) == {E1, S1, S2}  # the generator failed: all its pipelines wait
+    book.record_side(S2, "smollm2", None)  # an answer ends the generator's pause; S1's own pause goes on
+    assert set(book.paused_specs(pool)) == {E1, S1}
 
 
 class OneSlot:

@@ -18,7 +18,7 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Any
 
-from ragnarok.arena.health import PauseBook, backend_failed
+from ragnarok.arena.health import PauseBook
 from ragnarok.arena.pool import (
     NO_RERANKER,
     LatencyBook,
@@ -146,7 +146,7 @@ class Arena:
         except StoreError as exc:
             raise RuntimeError(f"No battle now: {unavailable(exc, 'count the votes')}.") from exc
         medians, budget = self.latency.medians(), self.settings.arena_time_budget_s
-        serial, paused = self.serial_generators(), self.pauses.paused()
+        serial, paused = self.serial_generators(), self.pauses.paused_specs(pool)
         return pick_pair(pool, counts, self.rng, self._weights(pool), medians, budget, serial, paused)
 
     def serial_generators(self) -> set[str]:
@@ -285,13 +285,13 @@ class Arena:
     def _record(self, pipeline: PipelineId, result: PaneResult, elapsed: float) -> None:
         """A side's answer goes into the latency book when it answered (late: past the time budget, a miss)
         or failed for lack of time (a 504, a client time-out: a miss); other failures say nothing of speed. A
-        backend failure pauses the pipeline (:class:`PauseBook`), an answer resumes it."""
+        backend failure pauses the pipeline, and its generator's others when that failed (:class:`PauseBook`);
+        an answer resumes them."""
         late = elapsed > self.settings.arena_time_budget_s
         timed_out = not result.ok and out_of_time(result.error or "")
         if result.ok or late or timed_out:
             self.latency.record(pipeline.spec, elapsed, missed=late or timed_out)
-        if result.ok or backend_failed(result.error or ""):
-            self.pauses.record(pipeline.spec, failed=not result.ok)
+        self.pauses.record_side(pipeline.spec, pipeline.generator, None if result.ok else result.error or "")
 
     async def _drawn_less(self) -> str:
         try:

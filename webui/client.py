@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import AbstractContextManager, aclosing, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -117,7 +117,7 @@ class RagClient:
                 async for event in events:
                     yield event
 
-    async def _stream(self, pipeline: PipelineId, topic: str, topic_id: str = "") -> AsyncIterator[StreamEvent]:
+    async def _stream(self, pipeline: PipelineId, topic: str, topic_id: str = "") -> AsyncGenerator[StreamEvent, None]:
         """Answer ``topic`` with ``pipeline`` as it is written: ``POST /rag`` with ``"stream": true``'s events
         (``stage``, ``references``, ``delta``, ``sentence``) as they come, then one last event: ``done`` whose
         data is the :class:`PaneResult` :meth:`run` returns, or ``error`` whose data is why it failed (the

@@ -18,6 +18,16 @@ FIRST_PAUSE_S = 300.0
 MAX_PAUSE_S = 900.0
 
 
+def generator_key(generator: str) -> str:
+    """The pause key of a generator: a generator that failed pauses every pipeline it answers for."""
+    return f"generator:{generator}"
+
+
+def generator_failed(error: str, generator: str) -> bool:
+    """Whether a backend failure was the generator's own: the error names it, or the generate stage."""
+    return f"generator '{generator}'" in error or f": {generator}:" in error or ": generate:" in error
+
+
 def backend_failed(error: str) -> bool:
     """Whether a side's error says its backend failed (a 5xx, a time-out, the service unreachable) rather than
     the request being refused (a 4xx: the topic, the budget or a rate limit, which say nothing of the backend)."""
@@ -46,6 +56,20 @@ class PauseBook:
             self._failures[spec] = failures
             self._until[spec] = self.clock() + min(self.max_s, self.first_s * 2 ** (failures - 1))
 
+    def record_side(self, spec: str, generator: str, error: str | None) -> None:
+        """A battle side's outcome (``error`` None: it answered): a backend failure pauses its pipeline, and
+        every pipeline of its generator when the generator itself failed; an answer resumes both."""
+        if error is None or backend_failed(error):
+            self.record(spec, failed=error is not None)
+        if error is None or (backend_failed(error) and generator_failed(error, generator)):
+            self.record(generator_key(generator), failed=error is not None)
+
+    def paused_specs(self, pool: Sequence[PipelineId]) -> dict[str, float]:
+        """The pool's pipelines paused now, by their own pause or their generator's, with the seconds left."""
+        paused = self.paused()
+        left = {p.spec: max(paused.get(p.spec, 0.0), paused.get(generator_key(p.generator), 0.0)) for p in pool}
+        return {spec: seconds for spec, seconds in left.items() if seconds > 0}
+
     def failures(self) -> dict[str, int]:
         """The failures in a row of each spec that failed since its last answer."""
         with self._lock:
@@ -64,7 +88,7 @@ def pool_status(
     """What moderators see of the pool: each pipeline, whether battles draw it now or it is paused (for how many
     more seconds, after how many failures in a row), its median seconds, its recent misses of the time budget
     (missed, of how many), and whether its generator has one slot (``serial``)."""
-    paused, failures = pauses.paused(), pauses.failures()
+    paused, failures = pauses.paused_specs(pool), pauses.failures()
     medians: Mapping[str, float] = latency.medians()
     misses = latency.misses()
     return [
@@ -72,7 +96,7 @@ def pool_status(
             **p.as_dict(),
             "state": "paused" if p.spec in paused else "drawn",
             "paused_s_left": round(paused[p.spec], 1) if p.spec in paused else None,
-            "failures_in_a_row": failures.get(p.spec, 0),
+            "failures_in_a_row": max(failures.get(p.spec, 0), failures.get(generator_key(p.generator), 0)),
             "median_s": round(medians[p.spec], 3) if p.spec in medians else None,
             "recent_misses": list(misses[p.spec]) if p.spec in misses else None,
             "one_slot_generator": p.generator in serial,
