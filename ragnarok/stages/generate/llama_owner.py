@@ -133,18 +133,15 @@ def completion(
     sampling: dict[str, Any],
     cancel: threading.Event,
     emit: Callable[[dict[str, Any]], bool],
-    cache: PrefixCache | None = None,
+    cache: PrefixCache,
     fixed: str = "",
 ) -> None:
-    """One streamed chat completion, in the owner thread, from the prompt prefix ``cache`` holds (from an empty
-    context without one): the same prompt gets the same answer whatever came before. Each chunk goes to
-    ``emit`` (False: stop); ``cancel`` is checked between tokens; the generator is closed here, always."""
+    """One streamed chat completion, in the owner thread, from the prompt prefix ``cache`` holds: the same
+    prompt gets the same answer whatever came before. Each chunk goes to ``emit`` (False: stop); ``cancel`` is
+    checked between tokens; the generator is closed here, always."""
     if cancel.is_set():  # stopped while it waited for the jobs before it
         return
-    if cache is None:
-        llm.reset()
-    else:
-        cache.prepare(llm, messages, fixed)
+    cache.prepare(llm, messages, fixed)
     chunks = llm.create_chat_completion(messages=messages, stream=True, **sampling)
     try:
         for chunk in chunks:
