@@ -170,7 +170,8 @@ def test_the_json_tab_and_the_boards_at_420_px(demo_settings, tmp_path, browser_
     """As a phone shows them: the JSON tab's long strings wrap instead of being clipped, each board
     table's Votes column is in view, every column is reachable (a table wider than the screen shows a fade
     and a hint, and scrolls to its last column), and the interval plot's labels keep a readable size. A
-    second battle shows the click's clock, never Gradio's ETA from the first battle's length."""
+    second battle shows the click's clock, counting while its request has not reached the server, and never
+    Gradio's ETA from the first battle's length."""
     from playwright.sync_api import expect
 
     expect.set_options(timeout=WAIT_MS)
@@ -240,18 +241,26 @@ def test_the_json_tab_and_the_boards_at_420_px(demo_settings, tmp_path, browser_
         # length, is never shown); every text the page shows meanwhile is recorded in the page
         page.get_by_role("tab", name="Blinded battle").click()
         page.evaluate(RECORD_TEXTS)
+        held: list = []  # the battle's request to Gradio's queue, held back: the server has not seen the click
+        page.route("**/gradio_api/queue/join*", lambda route: held.append(route))
         page.locator("#rg-go").click()
+        status = page.locator("#rg-status")
+        expect(status).to_contain_text("s so far")
+        expect(status.locator(".rg-secs")).to_have_text(re.compile(r"^[1-9]\d*$"))  # counting, from the click
+        assert len(held) == 1
+        held[0].continue_()
+        page.unroute("**/gradio_api/queue/join*")
         expect(page.locator("#rg-vote-a")).to_be_enabled()
         statuses, etas = page.evaluate("() => [window.__rgStatuses, window.__rgEtas]")
         assert len(statuses) > 1 and re.search(r"\d+ s so far", statuses[1]), statuses  # [0]: the reveal
         assert etas == [], etas
 
 
-#: Records in the page each text ``#rg-status`` shows and any Gradio ETA (``1.3/127.9s``) shown on the page (Gradio
-#: keeps its progress text in the page, transparent, where an event hides its progress: not shown).
+#: Records in the page each text ``#rg-status`` shows and any Gradio ETA (``1.3/127.9s``) on the page that is not
+#: hidden from screen readers (Gradio keeps a hidden progress's text in the page at opacity 0: that still counts).
 RECORD_TEXTS = """() => {
   window.__rgStatuses = [document.querySelector("#rg-status").innerText.trim()]; window.__rgEtas = [];
-  const shown = (e) => e.checkVisibility({ opacityProperty: true, visibilityProperty: true });
+  const shown = (e) => e.checkVisibility({ visibilityProperty: true });
   new MutationObserver(() => {
     const status = document.querySelector("#rg-status").innerText.trim();
     if (status && status !== window.__rgStatuses.at(-1)) window.__rgStatuses.push(status);

@@ -17,6 +17,9 @@ from typing import Any
 from webui import render
 
 CSS = """
+/* Gradio leaves a hidden progress's text (its ETA from past battles) in the page at opacity 0, where screen
+   readers still read it: hidden from them too */
+[data-testid="status-tracker"].hide { visibility: hidden; }
 .rg-scroll-wrap { position: relative; }
 .rg-scroll-hint { display: none; margin: .2em 0 .4em 0; color: #4b5563; font-size: .85em; text-align: right; }
 .rg-scroll-wrap.rg-overflows > .rg-scroll-hint { display: block; }
