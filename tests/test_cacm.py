@@ -5,9 +5,11 @@ import subprocess
 import sys
 
 import pytest
+from test_rocchio_search import DEPTHS, rocchio_searcher, same_as_anserini
 
 from ragnarok.api import measure
 from ragnarok.core.evaluation import evaluate, read_qrels
+from ragnarok.core.topics import read_topics
 from ragnarok.core.trec import read_run
 
 
@@ -51,6 +53,15 @@ def test_bm25_and_rm3_reproduce_anserini(cacm_runs, shared_data):
     assert rows["bm25.txt"][0] == "0.4543"  # nDCG@10, as shared/data/cacm/README.md reports
     scores = evaluate(read_qrels(qrels), read_run(cacm_runs / "bm25.txt"))
     assert scores["MAP"] == pytest.approx(0.3123, abs=5e-5)
+
+
+def test_rocchio_search_gives_anserinis_rocchio_hits(cacm_runs, shared_data):
+    """The cheaper Rocchio search (ragnarok/stages/retrieve/anserini.py) on all 64 CACM topics: Anserini's own
+    hits and float scores at every depth."""
+    topics = read_topics(shared_data / "cacm" / "topics.cacm.txt")
+    assert len(topics) == 64
+    searcher = rocchio_searcher(str(cacm_runs / "index"))
+    assert same_as_anserini(searcher, [t.text for t in topics]) == 64 * len(DEPTHS)
 
 
 def test_run_file_is_valid_trec(cacm_runs):

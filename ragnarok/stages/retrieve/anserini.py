@@ -19,6 +19,7 @@ import numpy as np
 from ragnarok.core.java import start_jvm
 
 Hit = tuple[int, float, str]  # (Lucene docid, score, docid)
+FIELD = "contents"  # the field Anserini searches (io.anserini.index.Constants.CONTENTS)
 
 
 class Document:
@@ -47,6 +48,7 @@ class LuceneSearcher:
         self.index_dir = str(index_dir)
         self.object = autoclass("io.anserini.search.SimpleSearcher")(self.index_dir)
         self.num_docs = int(self.object.get_total_num_docs())
+        self.rocchio: RocchioSearch | None = None
 
     def _has_docvectors(self) -> bool:
         return bool(self.num_docs) and self.object.reader.getTermVectors(0) is not None
@@ -65,9 +67,15 @@ class LuceneSearcher:
         if not self._has_docvectors():
             raise TypeError("Rocchio needs an index with document vectors (-storeDocvectors)")
         # bottom terms/docs 10/10 and gamma 0 (no negative feedback): pyserini's defaults
-        self.object.set_rocchio(
-            None, int(top_fb_terms), int(top_fb_docs), 10, 10, float(alpha), float(beta), 0.0, False, False
-        )
+        args = (None, int(top_fb_terms), int(top_fb_docs), 10, 10, float(alpha), float(beta), 0.0, False, False)
+        self.object.set_rocchio(*args)
+        # a Lucene 8 index: Anserini breaks score ties arbitrarily there, so its own search path is kept
+        self.rocchio = None if self.object.backwardsCompatibilityLucene8 else RocchioSearch(self.object, args)
+
+    def hits(self, q: str, k: int) -> list[Hit]:
+        """The top ``k`` of one query, as :func:`search_hits` gives them (through :class:`RocchioSearch` when
+        Rocchio is set: the same hits and scores, at less cost)."""
+        return self.rocchio.hits(q, k) if self.rocchio is not None else search_hits(self.object, q, k)
 
     def search(self, q: str, k: int = 10) -> list[Any]:
         """Anserini ``ScoredDoc`` hits: ``.docid``, ``.score``, ``.lucene_document``."""
@@ -80,6 +88,41 @@ class LuceneSearcher:
 
     def close(self) -> None:
         self.object.close()
+
+
+class RocchioSearch:
+    """Anserini's Rocchio search of one query, its own Java parts called in the order ``SimpleSearcher`` calls
+    them, with one change: the first-round search asks for the feedback documents only (the top
+    ``min(k, fbDocs)``: what the Rocchio reranker reads of it; negative feedback is off), not for all ``k``
+    hits, whose stored documents Anserini reads and never uses. Hits and scores are Anserini's own
+    (tests/test_rocchio_search.py compares them on the CACM and demo topics); docs/BENCHMARKS.md has the cost.
+    """
+
+    def __init__(self, simple: Any, args: tuple[Any, ...]):
+        """``simple``: a Java ``SimpleSearcher`` with BM25 set; ``args``: what its ``set_rocchio`` was given."""
+        from jnius import autoclass  # noqa: PLC0415 - needs the JVM
+
+        self.analyzer = simple.get_analyzer()
+        self.fb_docs = int(args[2])
+        self.searcher = autoclass("org.apache.lucene.search.IndexSearcher")(simple.reader)
+        self.searcher.setSimilarity(simple.get_similarity())
+        self.reranker = autoclass("io.anserini.rerank.lib.RocchioReranker")(self.analyzer, None, FIELD, *args[1:])
+        self.ties = autoclass("io.anserini.rerank.lib.ScoreTiesAdjusterReranker")()
+        self.generator = autoclass("io.anserini.search.query.BagOfWordsQueryGenerator")()
+        self.analyze = autoclass("io.anserini.analysis.AnalyzerUtils").analyze
+        self.search_args = autoclass("io.anserini.search.SearchCollection$Args")
+        self.context = autoclass("io.anserini.rerank.RerankerContext")
+        self.scored_docs = autoclass("io.anserini.search.ScoredDocs").fromTopDocs
+        self.by_docid = autoclass("io.anserini.search.SearchCollection").BREAK_SCORE_TIES_BY_DOCID
+
+    def hits(self, q: str, k: int) -> list[Hit]:
+        query = self.generator.buildQuery(FIELD, self.analyzer, q)
+        args = self.search_args()
+        args.hits = int(k)
+        context = self.context(self.searcher, None, query, None, q, self.analyze(self.analyzer, q), None, args)
+        first = self.searcher.search(query, max(1, min(int(k), self.fb_docs)), self.by_docid, True)
+        docs = self.ties.rerank(self.reranker.rerank(self.scored_docs(first, self.searcher), context), context)
+        return list(zip(docs.lucene_docids, docs.scores, docs.docids, strict=True))
 
 
 def _rows(hits: Any) -> list[Hit]:

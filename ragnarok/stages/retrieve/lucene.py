@@ -21,7 +21,7 @@ from pydantic_core import to_json
 from ragnarok.core.types import Candidate, Doc, Query, Request
 from ragnarok.runtime import metrics
 from ragnarok.runtime.index_files import is_lucene_index
-from ragnarok.stages.retrieve.anserini import Hit, LuceneSearcher, batch_search_hits, search_hits
+from ragnarok.stages.retrieve.anserini import Hit, LuceneSearcher, batch_search_hits
 from ragnarok.stages.retrieve.batcher import SearchBatcher
 
 Feedback = Literal["none", "rocchio", "rm3"]
@@ -157,10 +157,10 @@ class LuceneRetriever:
         """Stored fields read by Lucene docid through the searcher, after the search, as :meth:`_json` does:
         walking each hit's ``Document`` object from several threads gives wrong documents (pyjnius mixes up
         objects of one class across threads; docs/BENCHMARKS.md)."""
-        searcher = self._load().object
+        searcher = self._load()
         candidates = [
-            Candidate(docid=docid, score=score, doc=doc_from_raw(searcher.doc_raw(number)))
-            for number, score, docid in search_hits(searcher, query.text, k)
+            Candidate(docid=docid, score=score, doc=doc_from_raw(searcher.object.doc_raw(number)))
+            for number, score, docid in searcher.hits(query.text, k)
         ]
         return Request(query=query, candidates=candidates)
 
@@ -198,9 +198,7 @@ class LuceneRetriever:
     def retrieve_json(self, query: Query, k: int) -> bytes:
         """``retrieve(query, k)`` serialised, byte for byte what ``Request.model_dump_json(exclude_unset=True)``
         writes (tests/test_lucene.py), built from cached per-segment fragments."""
-        return self._json(
-            query.model_dump_json(exclude_unset=True).encode(), search_hits(self._load().object, query.text, k)
-        )
+        return self._json(query.model_dump_json(exclude_unset=True).encode(), self._load().hits(query.text, k))
 
     def submit_json(self, query: Query, k: int) -> Future[bytes]:
         """``retrieve_json(query, k)`` as a future, searched together with the queries submitted meanwhile
@@ -223,7 +221,7 @@ class LuceneRetriever:
         with self._batch_lock:
             if self._batch is None:
                 self._batch = SearchBatcher(
-                    lambda text, k: search_hits(self._load().object, text, k),
+                    lambda text, k: self._load().hits(text, k),
                     lambda texts, k: batch_search_hits(self._load().object, texts, k, self.search_threads),
                     workers=2,
                     max_batch=self.max_batch,
