@@ -23,6 +23,7 @@ from ragnarok.auth.principal import Principal, forwarded_credentials
 from ragnarok.core.registry import Instances
 from ragnarok.core.settings import Settings, get_settings
 from ragnarok.judge.cache import JudgeCache
+from ragnarok.runtime.blas import limit_blas_threads
 from ragnarok.runtime.cancel import InFlight
 from ragnarok.runtime.proxies import ForwardedFor
 from ragnarok.service.gateway import Services
@@ -92,6 +93,7 @@ async def _lifespan(app: FastAPI) -> AsyncIterator[None]:
     waited for, so they remove their temporary files, for what is left of the shutdown grace since SIGTERM: the
     process leaves within the grace), once the audit log has every request's row (:meth:`api.auth.Auth.drain`)."""
     builds, inflight = app.state.retrieval.builds, app.state.inflight
+    limit_blas_threads(app.state.settings.blas_threads)
     builds.start_all(inflight)
     await anyio.to_thread.run_sync(app.state.auth.open_limiter)  # once, before the first request
     sweep = None

@@ -107,11 +107,8 @@ def _natural(ratings: np.ndarray) -> np.ndarray:
 def _one_blas_thread() -> Iterator[None]:
     """L-BFGS-B on a few dozen parameters calls BLAS on tiny vectors: a BLAS thread pool only adds overhead
     (measured 3-20x slower on a busy 2-core machine), so fits run with one BLAS thread."""
-    try:
-        from threadpoolctl import threadpool_limits  # noqa: PLC0415 - optional (scikit-learn's dependency)
-    except ImportError:
-        yield
-        return
+    from threadpoolctl import threadpool_limits  # noqa: PLC0415
+
     with threadpool_limits(limits=1, user_api="blas"):
         yield
 

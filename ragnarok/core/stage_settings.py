@@ -66,6 +66,14 @@ class StageSettings(BaseSettings):
         "are searched together by Anserini's batch_search on this many Java threads (default: the cores, at "
         "most 8).",
     )
+    blas_threads: int = Field(
+        1,
+        ge=0,
+        le=64,
+        description="BLAS threads of the server's numpy (0: the library's own default, a thread per core). A "
+        "request's matrix products are small (an answer's few dozen sentence vectors): a BLAS thread pool only "
+        "adds its hand-offs, and on a busy machine they cost up to 100x the product (docs/BENCHMARKS.md).",
+    )
     generators: list[GeneratorConfig] = Field(
         default_factory=list,
         description="Generators added to (or replacing, by name) the defaults: extractive, smollm2, gpt-4o, "
