@@ -178,10 +178,12 @@ class TextVectors:
             if not missing:
                 break
             found, rows = store.lookup(keys[missing])
-            for i, hit, row in zip(missing, found.tolist(), rows.tolist()):
-                if hit:
-                    out[i] = store.vectors[row]
-                    self.stats["store"] += 1
+            hits = [(i, row) for i, hit, row in zip(missing, found.tolist(), rows.tolist()) if hit]
+            if hits:  # the rows read in one gather (one by one, the memory map's indexing cost most of a lookup)
+                block = np.asarray(store.vectors[[row for _, row in hits]])
+                for (i, _), vector in zip(hits, block, strict=True):
+                    out[i] = vector
+                self.stats["store"] += len(hits)
         with self._lock:
             for i, key in enumerate(keys.tolist()):
                 if out[i] is None and (hit := self._cache.get(key)) is not None:

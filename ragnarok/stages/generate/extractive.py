@@ -151,9 +151,10 @@ class ExtractiveGenerator:
             redundancy = np.maximum(redundancy, similar[i])
             # what the answer checks count as a repeated sentence (finish.repeats), or one that says a part of
             # the other (all its content words in the other's)
-            repeat = np.array(
-                [near(words_of[i], w) or (bool(b) and (b <= bags[i] or bags[i] <= b)) for b, w in zip(bags, words_of)]
-            )
-            available &= (words <= left) & (similar[i] < 0.9) & ~repeat
+            available &= (words <= left) & (similar[i] < 0.9)
             available[i] = False
+            for j in np.flatnonzero(available).tolist():  # only what could still be chosen is compared
+                b = bags[j]
+                if near(words_of[i], words_of[j]) or (bool(b) and (b <= bags[i] or bags[i] <= b)):
+                    available[j] = False
         return chosen

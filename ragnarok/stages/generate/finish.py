@@ -66,6 +66,12 @@ def _terms(text: str) -> tuple[str, ...]:
     )
 
 
+@lru_cache(maxsize=65536)  # the extractive generator's lexicon splits the same candidate sentences again
+def _sentences(text: str) -> tuple[str, ...]:
+    """``text``'s sentences as blingfire splits them, blank ones left out."""
+    return tuple(s for s in blingfire.text_to_sentences(text).split("\n") if s.strip())
+
+
 def word_set(sentence: str) -> set[str]:
     """The words :func:`repeats` compares: all of them, lower-cased."""
     return set(_WORD.findall(sentence.lower()))
@@ -101,7 +107,7 @@ class Lexicon:
 
     def __init__(self, contexts: Sequence[str]):
         self.contexts = [set(terms(c)) for c in contexts]
-        pieces = [s for c in contexts for s in blingfire.text_to_sentences(c).split("\n") if s.strip()]
+        pieces = [s for c in contexts for s in _sentences(c)]
         df = Counter(t for s in pieces for t in set(terms(s)))
         self.n = len(pieces) + 1
         self.df = df
