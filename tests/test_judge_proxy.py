@@ -256,9 +256,11 @@ def test_eval_rag_says_what_the_judge_is_and_is_not(tmp_path, monkeypatch):
     assert "PROXY" in line and "not an LLM judge" in line and "--judge NAME" in line
     recorded = measured("proxy")
     unseen = f"on unseen topics {recorded['unseen']['kappa_nuggets']:g} (nugget labels)"
-    tuned = f"judge-dev, the dev set the proxy's rules were tuned on, {recorded['kappa_nuggets']:g}"
-    assert unseen in line and recorded["unseen"]["source"] in line and tuned in line
-    assert line.index(unseen) < line.index(tuned)
+    of = f"for {recorded['unseen']['judge']} of {recorded['unseen']['when']}"
+    cv = f"cross-validated by topic on judge-dev (held-out folds), {recorded['cv']['kappa_nuggets']:g}"
+    assert unseen in line and of in line and recorded["unseen"]["source"] in line and cv in line
+    assert line.index(unseen) < line.index(cv)
+    assert "0.615" not in line  # an older version's figure is never printed
 
 
 def test_recording_judge_dev_figures_keeps_the_unseen_ones(tmp_path, monkeypatch):

@@ -1,7 +1,6 @@
 """The proxy judge supports a nugget only where a sentence asserts it: not inside a denial, a
 report of what people say or ask, a doubt, a question, a "whether" or "if" clause; not when the answer also
-asserts the nugget's negation; a nugget's own negation agrees with a sentence of the same polarity; the
-question's subject and the nuggets' names must be the ones the sentence's content belongs to. One test per
+asserts the nugget's negation; a nugget's own negation agrees with a sentence of the same polarity. One test per
 class of defect; the sentences are not those of bench/judge_families.py (the rules' dev data)."""
 
 from __future__ import annotations
@@ -69,8 +68,6 @@ def test_a_statement_and_its_own_negation_support_neither(judge):
         "does not write every member to a directory."
     )
     assert labels(judge, both) == ["not_support", "not_support", "support"]
-    taken_back = "zipfile.ZipFile opens a zip archive. But that is a myth. " + TRUE.split(". ", 1)[1]
-    assert labels(judge, taken_back) == ["not_support", "support", "support"]
 
 
 def test_a_negated_nugget_is_supported_by_the_same_polarity_only():
@@ -85,20 +82,6 @@ def test_a_negated_nugget_is_supported_by_the_same_polarity_only():
         "list.sort() reorders the items in place and does not return the list.",
         ["list.sort does not return the list"],
     ) == ["support"]
-
-
-def test_the_question_subject_swapped_earns_nothing(judge):
-    query, nugget = "what does a lambda expression do", ["a lambda expression creates an anonymous function"]
-    assert labels(judge, "A def expression creates an anonymous function.", nugget, query) == ["not_support"]
-    assert labels(judge, "A lambda expression creates an anonymous function.", nugget, query) == ["support"]
-
-
-def test_names_swapped_between_nuggets_earn_nothing(judge):
-    swapped = (
-        "zipfile.ZipFile opens a zip archive for reading. Its namelist method writes every member to a "
-        "directory you choose. extractall returns the names of the members as a list."
-    )
-    assert labels(judge, swapped) == ["support", "not_support", "not_support"]
 
 
 def test_a_paraphrase_in_other_words_is_supported(judge):

@@ -1,8 +1,8 @@
 """How far a judge's labels agree with gold labels: accuracy, Cohen's kappa, the confusion matrix; and the
 judges' measured kappa (``measured.yaml`` beside this module, read by ``eval-rag`` to print next to its
-scores): on the labelled set ``judge-dev`` (written by ``bench/bench_judge_dev.py --record``; the proxy's rules
-were tuned on it, so it flatters them) and, under ``unseen``, on topics the judge was never tuned on, with
-where that figure comes from (kept when ``--record`` rewrites the judge-dev figures)."""
+scores): on the labelled set ``judge-dev`` (written by ``bench/bench_judge_dev.py --record``: the whole set, and
+under ``cv`` cross-validated by topic) and, under ``unseen``, on topics the judge was never tuned on, with the
+judge version, date and source of that figure (kept when ``--record`` rewrites the judge-dev figures)."""
 
 from __future__ import annotations
 
@@ -53,8 +53,9 @@ def record(judge_name: str, figures: dict[str, object]) -> None:
         data = yaml.safe_load(MEASURED.read_text(encoding="utf-8")) or {}
     except (OSError, ValueError, yaml.YAMLError):
         data = {}
-    old = data.get(judge_name) if isinstance(data.get(judge_name), dict) else {}
-    data[judge_name] = {**{k: v for k, v in old.items() if k in ("unseen", "is")}, **figures}
+    found = data.get(judge_name)
+    old: dict[str, object] = found if isinstance(found, dict) else {}
+    data[judge_name] = {**old, **figures}  # the figures given replace theirs; the others (unseen, cv, is) stay
     MEASURED.write_text(
         "# Cohen's kappa of each judge on judge-dev, written by bench/bench_judge_dev.py --record; "
         "'unseen': on topics it was not tuned on (with its provenance), 'is': what it is\n"
@@ -64,9 +65,10 @@ def record(judge_name: str, figures: dict[str, object]) -> None:
 
 
 def measured_line(judge_name: str, nli: str | None = None) -> str:
-    """One line for reports: what the judge is and is not, its kappa on topics it was not tuned on (with the
-    figure's provenance) and on judge-dev (the set it was tuned on), or that it was never measured. ``nli``:
-    the proxy judge runs this NLI model instead of its rules (measured nowhere)."""
+    """One line for reports: what the judge is and is not, its kappa measured from outside the project on
+    topics it never saw (with the judge version and date that figure is of), and this version's kappa
+    cross-validated by topic on judge-dev (held-out folds), or that it was never measured. ``nli``: the proxy
+    judge runs this NLI model instead of its rules (measured nowhere)."""
     found = measured(judge_name)
     if nli:
         return (
@@ -80,13 +82,17 @@ def measured_line(judge_name: str, nli: str | None = None) -> str:
     if isinstance(unseen, dict):
         line += (
             f" Cohen's kappa with people on unseen topics {_num(unseen.get('kappa_nuggets'))} (nugget labels), "
-            f"{_num(unseen.get('kappa_support'))} (citation support) ({unseen.get('source', '?')});"
+            f"{_num(unseen.get('kappa_support'))} (citation support), for {unseen.get('judge', '?')} of "
+            f"{unseen.get('when', '?')} ({unseen.get('source', '?')});"
         )
     else:
         line += " Never measured on topics it was not tuned on;"
-    return (
-        line + f" on judge-dev, the dev set the proxy's rules were tuned on, {_num(found.get('kappa_nuggets'))} / "
-        f"{_num(found.get('kappa_support'))} (measured {found.get('when', '?')})"
+    cv = found.get("cv")
+    if not isinstance(cv, dict):
+        return line + " this version not cross-validated (bench/bench_judge_dev.py --cv --record)"
+    return line + (
+        f" {cv.get('judge', 'this version')}, cross-validated by topic on judge-dev (held-out folds), "
+        f"{_num(cv.get('kappa_nuggets'))} / {_num(cv.get('kappa_support'))} (measured {cv.get('when', '?')})"
     )
 
 

@@ -61,13 +61,6 @@ PIECES = re.compile(
     r"unless|when|whenever|which)\s)\s*",
     re.I,
 )
-RETRACT = re.compile(
-    r"^(?:but\s+|however,?\s+|actually,?\s+|in\s+fact,?\s+|then\s+again,?\s+)?(?:that|this|it)"
-    r"(?:'s|\s+is|\s+was)\s+(?:simply\s+|actually\s+|of\s+course\s+|just\s+)?(?:not\s+(?:true|the\s+case|"
-    r"so|correct|right)|(?-i:false)|untrue|wrong|incorrect|a\s+(?:\w+\s+)?(?:myth|misconception|mistake|lie))"
-    r"(?:,?\s+(?:though|however|either|at\s+all|of\s+course))?\W*$",
-    re.I,
-)
 LEAD = re.compile(
     r"^(?:\w+,\s*)?(?:(?:it|this)\s+(?:is|would\s+be|was)|it's)\s+(?:simply\s+)?(?:not\s+(?:true|"
     r"the\s+case|so|correct)|(?-i:false)|untrue|wrong|incorrect|mistaken|a\s+(?:\w+\s+)?(?:myth|"

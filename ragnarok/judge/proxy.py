@@ -9,7 +9,7 @@ version ``PROXY_VERSION``), so a rerun reads them back. Relevance 0-3 from the q
 3, >= 0.5: 2, >= 0.35: 1). Pairwise: the answer closer to the query wins, a tie within 0.02.
 
 The helpers here (``content_words``, ``word_recall``, ``sentences``, ``cosines``) are shared with the
-reference metrics and the first proxy judge (:mod:`ragnarok.judge.proxy_v1`)."""
+reference metrics."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from ragnarok.judge.nuggets import MAX_NUGGETS, Nugget
 if TYPE_CHECKING:
     from ragnarok.judge.nli import NLIModel
 
-PROXY_VERSION = 5  # part of every cached proxy judgment's key: bump when the rules or thresholds change
+PROXY_VERSION = 6  # part of every cached proxy judgment's key: bump when the rules or thresholds change
 
 GRADES = (0.65, 0.5, 0.35)
 TIE = 0.02

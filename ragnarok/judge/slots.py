@@ -1,9 +1,9 @@
-"""Names and values in a sentence, and whose they are: the proxy judge's rules for nuggets whose
-names or values are swapped (:mod:`ragnarok.judge.entail`). No model.
+"""Names and values in a sentence: the proxy judge's rules for a nugget's values (:mod:`ragnarok.judge.entail`).
+No model.
 
 A text's slots are the names it gives (identifiers, keywords) and its values by class (outcomes, quoted
-strings, units, verbs). Three vetoes read them: :func:`foreign_name`, :func:`value_clash` and
-:func:`swapped`, so an answer that puts one nugget's name on another's content earns nothing.
+strings, units, verbs). Two vetoes read them: :func:`value_clash` (another value of the class where the
+nugget's content is) and :func:`value_missing` (the nugget's outcome or quoted value never given).
 
 Design notes: docs/internals/judge.md.
 """
@@ -11,7 +11,6 @@ Design notes: docs/internals/judge.md.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 
 from ragnarok.judge import textrules as tr
@@ -36,20 +35,6 @@ OUTCOME_VERBS = {
     for w in words.split()
 }
 PREDICATE_SHARE = 0.5  # a clause holding this share of a nugget's predicate is where its content is
-SWAP = (0.6, 0.6)  # a clause naming a nugget's thing with < this share of its predicate, >= this of another's
-
-
-@dataclass(frozen=True)
-class Slots:
-    names: frozenset[str]
-    modules: frozenset[str]
-    values: frozenset[tuple[str, str]]  # (class, value)
-    first: str | None = None  # the first name: what the text is about
-
-    @property
-    def named(self) -> frozenset[str]:
-        """The names and the modules of dotted names."""
-        return self.names | self.modules
 
 
 def _unit(word: str) -> str | None:
@@ -61,30 +46,19 @@ def _unit(word: str) -> str | None:
 
 
 @lru_cache(maxsize=100_000)
-def slots(text: str) -> Slots:
-    keywords = {k.lower() for k in _KEYWORD.findall(text)}
-    names: set[str] = {k + "=" for k in keywords}
-    modules: set[str] = set()
-    values: set[tuple[str, str]] = {("quoted", q) for q in _QUOTED.findall(text)}
-    first: str | None = None
+def values(text: str) -> frozenset[tuple[str, str]]:
+    """The text's values as (class, value): outcomes (``None``, exceptions), quoted strings, units, and the
+    verbs returns / raises."""
+    found: set[tuple[str, str]] = {("quoted", q) for q in _QUOTED.findall(text)}
     for i, token in enumerate(tr.tokens(text)):
         bare = token.rstrip("()")
         if bare in ("None", "True", "False") or _EXCEPTION.match(bare):
-            values.add(("outcome", bare))
+            found.add(("outcome", bare))
         elif (unit := _unit(bare)) is not None:
-            values.add(("unit:" + UNITS[unit], unit))
+            found.add(("unit:" + UNITS[unit], unit))
         elif (verb := OUTCOME_VERBS.get(bare.lower())) is not None and i:
-            values.add(("verb", verb))
-        if bare.lower() in keywords:
-            first = first or bare.lower() + "="
-        elif tr.is_specific(token, i == 0) and not any(c.isdigit() for c in bare.split(".")[-1][:1]):
-            split = tr.parts(token)
-            if split:
-                name = split[-1]
-                first = first or name
-                names.add(name)
-                modules.update(split[:-1])
-    return Slots(frozenset(names), frozenset(modules), frozenset(values), first)
+            found.add(("verb", verb))
+    return frozenset(found)
 
 
 @lru_cache(maxsize=100_000)
@@ -96,54 +70,12 @@ def predicate(text: str) -> frozenset[str]:
 
 
 @lru_cache(maxsize=100_000)
-def foreign_name(k: int, claims: tuple[str, ...], sentence: str, given: frozenset[str] = frozenset()) -> bool:
-    """A clause of ``sentence`` holds most of what nugget ``k`` says, does not name ``k``'s thing (its first
-    name, or all its names) and names another nugget's before it (not the question's, not a module any nugget
-    names): ``k``'s content put under another nugget's name. Nothing when another clause holds the content
-    under ``k``'s own name."""
-    mine = slots(claims[k])
-    if not mine.names:
-        return False
-    topic_modules = frozenset().union(*(slots(c).modules for c in claims))
-    others = frozenset().union(*(slots(c).names for j, c in enumerate(claims) if j != k))
-    others = others - mine.named - given - topic_modules
-    want = predicate(claims[k]) - given or predicate(claims[k])
-    if not others or not want:
-        return False
-    veto = False
-    for clause in tr.clauses(sentence):
-        have = slots(clause)
-        if len(want & frozenset(tr.all_parts(clause))) < PREDICATE_SHARE * len(want):
-            continue
-        if mine.first in have.named or mine.names <= have.named:
-            return False  # the content under the nugget's own name
-        veto = veto or _subject_of(clause, have.names & others, want)
-    return veto
-
-
-def _subject_of(clause: str, names: frozenset[str], want: frozenset[str]) -> bool:
-    """One of ``names`` comes before the first of the ``want`` words in ``clause``: it is what the clause
-    says them of ("statistics.stdev computes the mean"), not an instrument ("declare the arguments on it
-    with add_argument()")."""
-    if not names:
-        return False
-    keywords = {k.lower() for k in _KEYWORD.findall(clause)}
-    for i, token in enumerate(tr.tokens(clause)):
-        mentions = slots(token).named | ({token.lower() + "="} if token.lower() in keywords else set())
-        if mentions & names:
-            return True
-        if frozenset(tr.content_stems(token)) & want:
-            return False
-    return False
-
-
-@lru_cache(maxsize=100_000)
 def value_clash(claim: str, anchor: str, sentence: str) -> bool:
     """The claim gives values (``None``, ``KeyError``, ``'w'``, seconds, "returns"): a clause of ``sentence``
     where its content is (``anchor``, and each clause holding two words or half of what it says) gives another
     value of the same class in place of one of them, and no such clause gives them all ("raises KeyError if
     the variable does not exist" for "returns None if the variable doesn't exist")."""
-    mine = slots(claim).values
+    mine = values(claim)
     if not mine:
         return False
     want = predicate(claim)
@@ -154,7 +86,7 @@ def value_clash(claim: str, anchor: str, sentence: str) -> bool:
     ]
     clash = False
     for clause in where or [anchor]:
-        theirs = slots(clause).values
+        theirs = values(clause)
         if mine <= theirs:
             return False
         clash = clash or any((cls, v) not in theirs and any(c == cls and x != v for c, x in theirs) for cls, v in mine)
@@ -162,58 +94,8 @@ def value_clash(claim: str, anchor: str, sentence: str) -> bool:
 
 
 @lru_cache(maxsize=100_000)
-def swapped(k: int, claims: tuple[str, ...], sentence: str) -> bool:
-    """A clause of ``sentence`` names nugget ``k``'s thing but says little of what ``k`` says of it, and most
-    of what another nugget says of *its* thing, which the clause does not name: names swapped between the
-    topic's nuggets ("json.dumps writes JSON to a file" is ``json.dump``'s nugget under another name). Either
-    two or more words of the other's (or its one word), or the clause says little else (two or more of its
-    words) and holds the words only the other nugget has, not ``k``'s ("statistics.median returns the most
-    common value"). Names and what is said of them are told apart by place (:func:`predicate`)."""
-    mine, names = predicate(claims[k]), slots(claims[k]).names
-    if not names or not mine:
-        return False
-    named = mine | {p for n in names for w in re.split(r"[_~=]", n) if w for p in (w, tr.stem(w))}
-    preds = [predicate(c) for c in claims]
-    only = _distinct(k, preds)
-    cut = tr.clauses(sentence)
-    if names & slots(sentence).named and any(
-        len(mine & said) >= SWAP[0] * len(mine) and len(only & said) >= SWAP[0] * len(only)
-        for said in map(predicate, cut)
-    ):
-        return False  # a clause of the sentence says it (what only it says included) of the nugget's thing
-    for clause in cut:
-        have = slots(clause)
-        if not names & have.names:  # a module of another name ("csv" of csv.reader) is not what it is about
-            continue
-        said = predicate(clause)
-        own = len(mine & said) / len(mine)
-        for j, other in enumerate(claims):
-            theirs, their_names = preds[j], slots(other).names
-            if j == k or not their_names or not theirs or their_names <= have.named:
-                continue
-            share = len(theirs & said) / len(theirs)
-            if (
-                own < SWAP[0]
-                and share >= SWAP[1]
-                and share > own
-                and len((theirs - named) & said) >= min(2, len(theirs))
-            ):
-                return True
-            if len(theirs & said) >= max(2, SWAP[1] * len(said)) and _distinct_swap(k, j, preds, said):
-                return True
-    return False
-
-
-def _distinct(k: int, preds: list[frozenset[str]]) -> frozenset[str]:
-    """What only nugget ``k`` says (no other nugget of the topic has the words)."""
-    return preds[k] - frozenset().union(*(p for m, p in enumerate(preds) if m != k))
-
-
-def _distinct_swap(k: int, j: int, preds: list[frozenset[str]], said: frozenset[str]) -> bool:
-    """``said`` holds most of the words only nugget ``j`` says and few of those only ``k`` says."""
-    mine, theirs = _distinct(k, preds), _distinct(j, preds)
-    if not theirs:
-        return False
-    own = len(mine & said) / len(mine) if mine else 0.0
-    share = len(theirs & said) / len(theirs)
-    return own < SWAP[0] and share >= SWAP[1] and share > own
+def value_missing(claim: str, sentence: str) -> bool:
+    """The claim gives an outcome or a quoted value (``None``, ``KeyError``, ``'w'``) the sentence never gives:
+    naming the claim's things without its value is not stating it."""
+    theirs = values(sentence)
+    return any(cls in ("outcome", "quoted") and (cls, v) not in theirs for cls, v in values(claim))

@@ -10,15 +10,11 @@ Design notes: docs/internals/judge.md.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 from ragnarok.judge import frames as fr
 from ragnarok.judge import textrules as tr
-
-
-def retracts(sentence: str) -> bool:
-    """The sentence takes back the one before it ("That is not true.", "But this is a myth.")."""
-    return bool(fr.RETRACT.match(sentence.strip()))
 
 
 @lru_cache(maxsize=100_000)
@@ -122,15 +118,24 @@ def denies(claim: str, unit: str, share: float = 0.7) -> bool:
     specifics = tr.specifics(claim)
     if specifics - set(tr.raw_parts(said)):
         return False
-    for _, stems, parts, pol in _piece_stems(said):
+    for piece, _, parts, pol in _piece_stems(said):
         for want, mine in _merged(claim):
-            if want and len(want & parts) >= share * len(want) and pol != mine:
+            if want and len(want & parts) >= share * len(want) and pol != mine and want & _scope(piece):
                 return True
     return False
 
 
+_CUE = re.compile(r"\b(?:not|never|no|cannot)\b|n't\b", re.I)
+
+
+def _scope(piece: str) -> frozenset[str]:
+    """What a piece's negation is about: the words after its first negation cue (all of them when a frame
+    denies it: "it is a myth that ..."). "Functions created with X cannot contain Y" denies nothing of X."""
+    cue = _CUE.search(piece)
+    return frozenset(tr.all_parts(piece[cue.end() :] if cue else piece))
+
+
 _DETERMINERS = frozenset("the a an this that these those its your their our".split())
-_PRONOUNS = frozenset("it they this that these those which you we he she one".split())
 
 
 def _subject(text: str) -> tuple[str, ...]:
@@ -142,25 +147,3 @@ def _subject(text: str) -> tuple[str, ...]:
     for i in inflected[:1] or candidates[:1]:
         return tuple(w.lower() for w in words[:i] if w.lower() not in _DETERMINERS)
     return ()
-
-
-@lru_cache(maxsize=100_000)
-def wrong_subject(claim: str, unit: str, given: frozenset[str]) -> bool:
-    """The claim is about something the question names ("a lambda expression ..."), the unit never names it
-    and puts something else in its place ("A def expression creates ..."): another subject."""
-    mine = _subject(claim)
-    have = tr.all_parts(unit)
-    missing = [w for w in mine if w in given or tr.stem(w) in given]
-    missing = [w for w in missing if w not in have and tr.stem(w) not in have]
-    if not missing:
-        return False
-    stems = {tr.stem(m) for m in mine}
-    for clause in tr.clauses(unit):
-        theirs = _subject(clause)
-        if not theirs or set(theirs) & _PRONOUNS:
-            continue
-        other = [w for w in theirs if w not in mine and tr.stem(w) not in stems]
-        # another thing of the same kind ("a def expression" for "a lambda expression") or another name
-        if other and (any(tr.stem(w) in stems for w in theirs) or any(tr.is_specific(w) for w in other)):
-            return True
-    return False

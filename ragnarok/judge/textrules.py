@@ -168,6 +168,22 @@ def negations(text: str) -> int:
     return sum(w.lower() in NEGATIONS and (w != "None" or not i) for i, w in enumerate(words)) + len(_NT.findall(text))
 
 
+_NOT_WORD = re.compile(r"\bnot\s+([A-Za-z]{3,})\b", re.I)
+
+
+@lru_cache(maxsize=100_000)
+def fold_negated(text: str, other: str) -> str:
+    """``text`` with each "not W" written as the negative-prefixed word ``other`` uses for it ("not valid" ->
+    "invalid" where ``other`` says "invalid"): a negated adjective is that adjective's opposite, no denial."""
+    words = {w.lower() for w in re.findall(r"[A-Za-z]+", other)}
+
+    def fold(m: re.Match[str]) -> str:
+        word = m.group(1).lower()
+        return next((p + word for p in NEG_PREFIXES if p + word in words), m.group(0))
+
+    return _NOT_WORD.sub(fold, text) if "not" in text.lower() else text
+
+
 @lru_cache(maxsize=100_000)
 def antonym_clash(claim: str, unit: str) -> bool:
     """The unit says the opposite of a word of the claim: it holds an antonym (or a negative-prefixed form)
