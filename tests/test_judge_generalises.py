@@ -84,3 +84,25 @@ def test_a_negated_adjective_is_no_denial(judge):
     assert judge.assign(query, "Invalid TOML does not raise tomllib.TOMLDecodeError.", nugget) == ["not_support"]
     assert textrules.fold_negated("a file that is not valid", "an invalid file") == "a file that is invalid"
     assert textrules.fold_negated("it is not valid", "it is wrong") == "it is not valid"  # no prefixed form there
+
+
+def test_another_topics_answer_lowers_no_label(judge):
+    # the demo's reference answers (topics/eval/, not judge-dev): another topic's whole answer added before or
+    # after an answer may state a nugget too (so raise a label), never take one away
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent / "topics" / "eval"
+    lines = (root / "demo.references.jsonl").read_text().splitlines()
+    answers = {r["qid"]: r for r in (json.loads(line) for line in lines if line.strip())}
+    topics = [json.loads(line) for line in (root / "demo.nuggets.jsonl").read_text().splitlines() if line.strip()]
+    order = {"not_support": 0, "partial_support": 1, "support": 2}
+    for k, topic in enumerate(topics[:8]):
+        nuggets = [n["text"] for n in topic["nuggets"]]
+        answer = answers[topic["qid"]]["answer"]
+        alone = judge.assign(topic["query"], answer, nuggets)
+        for other in topics[k + 9 : k + 12]:
+            extra = answers[other["qid"]]["answer"]
+            for text in (answer + " " + extra, extra + " " + answer):
+                got = judge.assign(topic["query"], text, nuggets)
+                assert all(order[b] >= order[a] for a, b in zip(alone, got)), (topic["qid"], other["qid"])
