@@ -32,7 +32,6 @@ FULL = (0.4, 0.5, 0.5)
 PARTIAL = (0.25, 0.3, 0.45)
 ECHO_MARGIN = 0.05
 ASSERTED = 0.4  # this share of the words a sentence shares with a nugget must be where it asserts something
-CLAUSE_COSINES = False  # also compare a nugget with each clause of a sentence (more encodings, better paraphrases)
 SUPPORT_FULL = (0.7, 0.45, 0.7)  # citation support, clause against segment
 SUPPORT_PARTIAL = (0.35, 0.35, 0.62)
 # the rule families (bench/judge_cv.py scores each removed, on topics held out by cross-validation)
@@ -215,16 +214,14 @@ def _units(text: str) -> list[Text]:
 
 @dataclass(frozen=True)
 class NuggetPlan:
-    """What the rules decide about nuggets against an answer before any cosine: ``levels`` (what the
-    rules alone give), ``cap`` (the most each nugget may get), ``pairs`` ((nugget, sentence, recall), the
-    pairs still open), and the texts to compare (``claims`` against ``pieces``' texts and the query, last)."""
+    """What the rules decide about nuggets against an answer before any cosine: ``size`` nuggets, ``pairs``
+    ((nugget, sentence, recall), the pairs the vetoes leave open), and the texts to compare (``claims``, the
+    open nuggets ``rows``, against ``passages``: the open sentences ``cols`` then the query, last)."""
 
-    levels: tuple[int, ...]
-    cap: tuple[int, ...]
+    size: int
     pairs: tuple[tuple[int, int, float], ...]
     rows: tuple[int, ...]
     cols: tuple[int, ...]
-    pieces: tuple[tuple[int, str], ...]
     claims: tuple[str, ...]
     passages: tuple[str, ...]
     query: str
@@ -233,6 +230,14 @@ class NuggetPlan:
     def texts(self) -> tuple[str, ...]:
         """Every text the cosines need a vector for."""
         return (*self.claims, *self.passages)
+
+
+def _denied(claim: Text, units: list[Text]) -> bool:
+    """A sentence of the answer asserts the nugget's negation: the answer supports it nowhere."""
+    return _on("contradiction") and any(
+        claim.stems & u.parts and st.denies(tr.fold_negated(claim.text, u.text), tr.fold_negated(u.text, claim.text))
+        for u in units
+    )
 
 
 @lru_cache(maxsize=16_384)
@@ -244,65 +249,40 @@ def plan_nuggets(query: str, answer: str, nuggets: tuple[str, ...]) -> NuggetPla
     units = [u for u in every if (u.statement or not _on("statement")) and (u.stems - given)]
     claims = [analyse(n) for n in nuggets]
     everything = frozenset().union(*(u.raw for u in every)) if every else frozenset()
-    cap = [2] * len(claims)
-    for k, claim in enumerate(claims):  # an answer that asserts a nugget and its negation supports neither
-        if (
-            cap[k]
-            and _on("contradiction")
-            and any(
-                claim.stems & u.parts
-                and st.denies(tr.fold_negated(claim.text, u.text), tr.fold_negated(u.text, claim.text))
-                for u in units
-            )
-        ):
-            cap[k] = 0
     pairs = {
         (k, i): recall(claim, unit.parts, given)
         for k, claim in enumerate(claims)
-        if cap[k]
+        if not _denied(claim, units)
         for i, unit in enumerate(units)
         if claim.stems & unit.parts
         and not (_on("unasserted") and unasserted(claim, unit))
         and contradicts(claim, unit, given, everything, nugget=True) is None
     }
-    out = [0] * len(claims)
-    rows = sorted({k for k, _ in pairs})
-    cols = sorted({i for _, i in pairs})
-    pieces = [
-        (i, c)
-        for i in cols
-        for c in ((units[i].text,) + (units[i].clauses if CLAUSE_COSINES and len(units[i].clauses) > 1 else ()))
-    ]
+    rows = tuple(sorted({k for k, _ in pairs}))
+    cols = tuple(sorted({i for _, i in pairs}))
     return NuggetPlan(
-        tuple(out),
-        tuple(cap),
+        len(claims),
         tuple((k, i, r) for (k, i), r in pairs.items()),
-        tuple(rows),
-        tuple(cols),
-        tuple(pieces),
+        rows,
+        cols,
         tuple(nuggets[k] for k in rows),
-        tuple(p for _, p in pieces) + ((query or "?",) if pairs else ()),
+        tuple(units[i].text for i in cols) + ((query or "?",) if pairs else ()),
         query,
     )
 
 
 def finish_nuggets(plan: NuggetPlan, cosines: Cosines) -> list[int]:
     """:func:`nugget_levels` from its plan: the cosines of the pairs still open."""
-    out = list(plan.levels)
+    out = [0] * plan.size
     if not plan.pairs:
         return out
     sims = cosines(plan.claims, plan.passages)
-    rows, cols = plan.rows, plan.cols
-    row_of, col_of = {k: n for n, k in enumerate(rows)}, {i: n for n, i in enumerate(cols)}
-    best = np.full((len(rows), len(cols)), -1.0)
-    for j, (i, _) in enumerate(plan.pieces):
-        best[:, col_of[i]] = np.maximum(best[:, col_of[i]], sims[:, j])
-    echo = sims[:, -1] + ECHO_MARGIN if plan.query and _on("echo") else np.full(len(rows), -1.0)
+    row_of, col_of = {k: n for n, k in enumerate(plan.rows)}, {i: n for n, i in enumerate(plan.cols)}
+    echo = sims[:, -1] + ECHO_MARGIN if plan.query and _on("echo") else np.full(len(plan.rows), -1.0)
     for k, i, r in plan.pairs:
         # the cosine alone counts only where the sentence says more about the nugget than the question does
-        cos = float(best[row_of[k], col_of[i]])
-        got = _level(r, cos, FULL, PARTIAL, cos if cos >= echo[row_of[k]] else 0.0)
-        out[k] = max(out[k], min(got, plan.cap[k]))
+        cos = float(sims[row_of[k], col_of[i]])
+        out[k] = max(out[k], _level(r, cos, FULL, PARTIAL, cos if cos >= echo[row_of[k]] else 0.0))
     return out
 
 
