@@ -168,7 +168,10 @@ def evaluate(judge, answers, nugget_rows, support_rows, segments) -> dict:  # ty
     gold, predicted, held_gold, held_pred = [], [], [], []
     per_variant: dict[str, list[tuple[float, float]]] = defaultdict(list)
     prefetch = getattr(judge, "prefetch", None)  # as eval-rag does: once, before judging, inside the clock
-    start = time.perf_counter()
+    start, cpu = (
+        time.perf_counter(),
+        time.process_time(),
+    )  # wall, and CPU of every thread (a busy machine's fair figure)
     if prefetch is not None:
         prefetch(
             assign=[
@@ -195,7 +198,7 @@ def evaluate(judge, answers, nugget_rows, support_rows, segments) -> dict:  # ty
             [Nugget(**{k: n[k] for k in ("text", "importance", "assignment")}) for n in row["nuggets"]]
         )["all"]
         per_variant[row["variant"]].append((ours, theirs))
-    nugget_seconds = time.perf_counter() - start
+    nugget_seconds, nugget_cpu = time.perf_counter() - start, time.process_time() - cpu
     start = time.perf_counter()  # warm: the same judgments again (MiniLM's vectors and the rules memoised, as in a
     for row in nugget_rows:  # long-lived process that judged these texts before), no judgment cache
         judge.assign(row["query"], answers[row["variant"]][row["qid"]].text, [n["text"] for n in row["nuggets"]])
@@ -232,6 +235,7 @@ def evaluate(judge, answers, nugget_rows, support_rows, segments) -> dict:  # ty
         "s_confusion": confusion(s_gold, s_pred, SUPPORT_CLASSES),
         "means": means,
         "nuggets_per_s": len(gold) / nugget_seconds,
+        "nuggets_per_cpu_s": len(gold) / max(nugget_cpu, 1e-9),
         "warm_nuggets_per_s": len(gold) / max(warm_seconds, 1e-9),
         "support_per_s": len(s_gold) / max(support_seconds, 1e-9),
         "stats": str(judge.stats),
@@ -278,6 +282,7 @@ def report(results: list[dict]) -> str:
         row(f"mean `all`: {v} (gold {results[0]['means'][v][1]:.3f})", [f"{r['means'][v][0]:.3f}" for r in results])
     row("variant order violations", [", ".join(order_violations(r["means"])) or "none" for r in results])
     row("nugget judgments/s (fresh)", [f"{r['nuggets_per_s']:.0f}" for r in results])
+    row("nugget judgments per CPU second (fresh, all threads)", [f"{r['nuggets_per_cpu_s']:.0f}" for r in results])
     row("nugget judgments/s (warm)", [f"{r['warm_nuggets_per_s']:.0f}" for r in results])
     row("support judgments/s (fresh)", [f"{r['support_per_s']:.0f}" for r in results])
     out = "\n".join(lines)
