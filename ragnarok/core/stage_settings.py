@@ -67,7 +67,7 @@ class StageSettings(BaseSettings):
         "most 8).",
     )
     blas_threads: int = Field(
-        1,
+        default=1,
         ge=0,
         le=64,
         description="BLAS threads of the server's numpy (0: the library's own default, a thread per core). A "
