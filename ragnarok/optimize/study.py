@@ -184,73 +184,80 @@ def _search(
     ran = repeats = 0
     me = worker_id()
     while time.monotonic() < deadline:
-        fail_stale_trials(study)
-        _fail_unclaimed(study)
-        current = study.get_trials(deepcopy=False)
-        if trials is not None and used(current) >= trials:
-            break
-        if strategy in GREEDY:
-            step = greedy_step(strategy, space, current)
-            if step is None:
+        try:
+            fail_stale_trials(study)
+            _fail_unclaimed(study)
+            current = study.get_trials(deepcopy=False)
+            if trials is not None and used(current) >= trials:
                 break
-            taken = {params_key(_params(t)) for t in current if t.state != TrialState.FAIL or "error" in t.user_attrs}
-            waiting = {params_key(_params(t)) for t in current if t.state == TrialState.WAITING}
-            for labels in step.candidates:
-                if params_key(labels) not in taken:
-                    study.enqueue_trial(labels, user_attrs={"greedy_node": step.node}, skip_if_exists=True)
-            if not waiting and all(params_key(c) in taken for c in step.candidates):
-                time.sleep(0.5)  # the step's last candidates run on other workers
+            if strategy in GREEDY:
+                step = greedy_step(strategy, space, current)
+                if step is None:
+                    break
+                taken = {
+                    params_key(_params(t)) for t in current if t.state != TrialState.FAIL or "error" in t.user_attrs
+                }
+                waiting = {params_key(_params(t)) for t in current if t.state == TrialState.WAITING}
+                for labels in step.candidates:
+                    if params_key(labels) not in taken:
+                        study.enqueue_trial(labels, user_attrs={"greedy_node": step.node}, skip_if_exists=True)
+                if not waiting and all(params_key(c) in taken for c in step.candidates):
+                    time.sleep(0.5)  # the step's last candidates run on other workers
+                    continue
+            elif (
+                strategy == "grid"
+                and study.sampler.is_exhausted(study)
+                and not any(t.state == TrialState.WAITING for t in current)
+            ):  # type: ignore[attr-defined]
+                break  # (a waiting trial: a killed worker's, enqueued again)
+            elif (
+                strategy not in GREEDY
+                and strategy != "grid"
+                and (
+                    len({params_key(t.params) for t in current if _counts(t) and t.params}) >= space.size()
+                    or repeats >= MAX_REPEATS
+                )
+            ):
+                break  # every pipeline of the space was tried (or the sampler proposes only those tried)
+            with writing():  # an interrupt waits for both: a trial asked for is always known, so given back
+                trial = study.ask()
+                _in_flight[:] = [(study, trial)]  # interrupted while its parameters are chosen, it is given back
+            study._storage.record_heartbeat(trial._trial_id)  # noqa: SLF001 - at once: a worker killed now is seen
+            labels = suggest(trial, space)  # stored at once: other workers see what this trial runs
+            everyone = study.get_trials(deepcopy=False)
+            before = [t for t in everyone if t.number < trial.number]
+            if trials is not None and used(before) >= trials:
+                trial.set_user_attr("surplus", True)
+                study.tell(trial, state=TrialState.FAIL)  # another worker took the last trial of the budget
+                break
+            # the same candidate finished, or claimed by a trial numbered before this one: not run twice (a claimed
+            # greedy trial is known by the labels it was enqueued with before its worker writes its parameters)
+            clash = [
+                t
+                for t in everyone
+                if t.number != trial.number
+                and params_key(_params(t)) == params_key(labels)
+                and _counts(t)
+                and (t.state != TrialState.RUNNING or t.number < trial.number)
+                and t.user_attrs.get("retry_of") == trial.user_attrs.get("retry_of")
+            ]
+            if clash and (strategy in GREEDY or strategy == "grid" or clash[0].state == TrialState.RUNNING):
+                trial.set_user_attr("duplicate_of", clash[0].number)
+                study.tell(trial, state=TrialState.FAIL)
                 continue
-        elif (
-            strategy == "grid"
-            and study.sampler.is_exhausted(study)
-            and not any(t.state == TrialState.WAITING for t in current)
-        ):  # type: ignore[attr-defined]
-            break  # (a waiting trial: a killed worker's, enqueued again)
-        elif (
-            strategy not in GREEDY
-            and strategy != "grid"
-            and (
-                len({params_key(t.params) for t in current if _counts(t) and t.params}) >= space.size()
-                or repeats >= MAX_REPEATS
-            )
-        ):
-            break  # every pipeline of the space was tried (or the sampler proposes only those tried)
-        with writing():  # an interrupt waits for both: a trial asked for is always known, so given back
-            trial = study.ask()
-            _in_flight[:] = [(study, trial)]  # interrupted while its parameters are chosen, it is given back
-        study._storage.record_heartbeat(trial._trial_id)  # noqa: SLF001 - at once: a worker killed now is seen
-        labels = suggest(trial, space)  # stored at once: other workers see what this trial runs
-        everyone = study.get_trials(deepcopy=False)
-        before = [t for t in everyone if t.number < trial.number]
-        if trials is not None and used(before) >= trials:
-            trial.set_user_attr("surplus", True)
-            study.tell(trial, state=TrialState.FAIL)  # another worker took the last trial of the budget
-            break
-        # the same candidate finished, or claimed by a trial numbered before this one: not run twice (a claimed
-        # greedy trial is known by the labels it was enqueued with before its worker writes its parameters)
-        clash = [
-            t
-            for t in everyone
-            if t.number != trial.number
-            and params_key(_params(t)) == params_key(labels)
-            and _counts(t)
-            and (t.state != TrialState.RUNNING or t.number < trial.number)
-            and t.user_attrs.get("retry_of") == trial.user_attrs.get("retry_of")
-        ]
-        if clash and (strategy in GREEDY or strategy == "grid" or clash[0].state == TrialState.RUNNING):
-            trial.set_user_attr("duplicate_of", clash[0].number)
-            study.tell(trial, state=TrialState.FAIL)
+            if clash:  # a sampler's repeat of a finished trial: its known result, not run, not in the budget
+                _same_as(study, trial, clash[0])
+                repeats += 1
+                continue
+            repeats = 0
+            ran += 1
+            _run_trial(study, trial, evaluator, space.spec(labels), train, me)
+            if on_trial is not None:
+                on_trial(study._storage.get_trial(trial._trial_id))  # noqa: SLF001
+        except optuna.exceptions.UpdateFinishedTrialError:
+            # the trial this worker held was finished by another one meanwhile (on a busy machine): it counts
+            # there, and this worker goes on with the next
             continue
-        if clash:  # a sampler's repeat of a finished trial: its known result, not run, not in the budget
-            _same_as(study, trial, clash[0])
-            repeats += 1
-            continue
-        repeats = 0
-        ran += 1
-        _run_trial(study, trial, evaluator, space.spec(labels), train, me)
-        if on_trial is not None:
-            on_trial(study._storage.get_trial(trial._trial_id))  # noqa: SLF001
     return ran
 
 
