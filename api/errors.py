@@ -15,10 +15,10 @@ import sys
 from typing import Any
 from urllib.parse import urlsplit
 
-from fastapi import FastAPI, Request
+from fastapi import FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
 from api.body import BodyLimit
 from api.store_call import RETRY_AFTER_S
@@ -31,6 +31,7 @@ from ragnarok.runtime.cancel import ClientDisconnected, DeadlineExceeded, Shutti
 from ragnarok.runtime.quoting import QUOTE_CHARS, quote, shorten
 from ragnarok.runtime.redact import redact
 from ragnarok.service.gateway import StageError
+from ragnarok.service.services import stage_failure
 from ragnarok.stages.generate.base import GenerationError, GeneratorUnavailable
 from ragnarok.stages.rerank.base import RerankError, RerankerUnavailable
 from ragnarok.stages.rerank.embedding import TooMuchWork
@@ -317,15 +318,43 @@ def _generation_detail(exc: GenerationError) -> dict[str, Any]:
 def error_detail(exc: BaseException, settings: Settings | None = None) -> tuple[int, Any]:
     """The status and scrubbed detail the API answers ``exc`` with (a streamed answer's ``error`` event says
     the same as the JSON error would have)."""
+    detail: Any
     if isinstance(exc, GenerationError):
         status, detail = (504 if exc.timeout else 502), _generation_detail(exc)
+    elif isinstance(exc, BadInput):
+        status, detail = exc.status_code, str(exc)
+    elif isinstance(exc, HTTPException):
+        status, detail = exc.status_code, exc.detail
     elif isinstance(exc, StageError):
         status, detail = exc.status, _stage_detail(exc)
+    elif isinstance(exc, IndexBuilding):
+        status, detail = 503, str(exc)
     elif status := next((s for kind, s in MESSAGE_STATUS.items() if isinstance(exc, kind)), 0):
         detail = public_message(exc)
     else:
         status, detail = 500, f"internal error ({type(exc).__name__}); it has been logged"
     return status, scrub(_short(detail), settings)
+
+
+def as_stage_error(stage: str, exc: Exception, settings: Settings | None = None) -> StageError:
+    """The :class:`StageError` the gateway makes of a route's error answer to ``exc`` (over HTTP:
+    :func:`ragnarok.service.services.stage_error`), for a route it calls directly in process."""
+    if isinstance(exc, ValidationError):  # a body the gateway built itself: our fault, not the client's
+        return StageError(stage, 502, "internal error: the stage refused the request the gateway built")
+    if isinstance(exc, IndexNotFoundError):
+        status, detail = 503, scrub(_short(f"{exc}; build it with `ragnarok index`"), settings)
+    else:
+        status, detail = error_detail(exc, settings)
+    if status == 500:  # a bug: the traceback goes to the log, as the API's handler logs it
+        log.error("unexpected error in the stage %s", stage, exc_info=exc)
+    retry_after = (
+        str(exc.retry_after_s)
+        if isinstance(exc, IndexBuilding)
+        else str(RETRY_AFTER_S)
+        if isinstance(exc, CallNotRecorded)
+        else None
+    )
+    return stage_failure(stage, status, detail, retry_after)
 
 
 def public_message(exc: BaseException) -> str:

@@ -135,4 +135,6 @@ def _services(app: FastAPI, settings: Settings) -> Services:
         retrieval=client(settings.retrieval_url),
         generation=client(settings.generation_url),
         local_generation=None if settings.generation_url else app.state.generation,
+        local_retrieve=None if settings.retrieval_url else retrieve.in_process(app),
+        local_generate=None if settings.generation_url else generate.in_process(app),
     )

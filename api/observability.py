@@ -18,8 +18,8 @@ import logging
 import os
 import re
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
 
 from asgi_correlation_id import CorrelationIdMiddleware
 from fastapi import APIRouter, Depends, FastAPI, Response
@@ -29,11 +29,13 @@ from api.auth import needs
 from api.body import StrictJSONRoute
 from api.sse import OUTCOME
 from ragnarok.core.settings import Settings
+from ragnarok.core.trace import StageError
 from ragnarok.runtime import metrics
 from ragnarok.runtime.activity import REQUESTS, is_work
 from ragnarok.runtime.logs import REQUEST_ID_HEADER, STAGE_HEADER, route_var, stage_var, valid_request_id
 
 access = logging.getLogger("ragnarok.access")
+T = TypeVar("T")
 log = logging.getLogger(__name__)
 #: Methods counted by name (a label value); any other is ``other``, so a client cannot add label values.
 METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
@@ -179,24 +181,48 @@ class RequestMetrics:
             if not internal:
                 self._count(scope, method, status, seconds)
             if access.isEnabledFor(logging.INFO):
-                ms = round(seconds * 1000, 3)
                 raw = scope.get("raw_path") or scope.get("path", "").encode("unicode_escape")  # no newlines
-                # makeRecord + handle: what access.info does, less looking up the caller's frame
-                access.handle(
-                    access.makeRecord(
-                        access.name,
-                        logging.INFO,
-                        __file__,
-                        0,
-                        "%s %s %d %.1f ms",
-                        (method, raw.decode("latin-1"), status, ms),
-                        None,
-                        extra={"status": status, "latency_ms": ms},
-                    )
-                )
+                access_line(method, raw.decode("latin-1"), status, seconds)
             if stage_token is not None:
                 stage_var.reset(stage_token)
             route_var.reset(route_token)
+
+
+def access_line(method: str, path: str, status: int, seconds: float) -> None:
+    """The access line of a request (logger ``ragnarok.access``, at info)."""
+    if access.isEnabledFor(logging.INFO):
+        ms = round(seconds * 1000, 3)
+        # makeRecord + handle: what access.info does, less looking up the caller's frame
+        access.handle(
+            access.makeRecord(
+                access.name,
+                logging.INFO,
+                __file__,
+                0,
+                "%s %s %d %.1f ms",
+                (method, path, status, ms),
+                None,
+                extra={"status": status, "latency_ms": ms},
+            )
+        )
+
+
+async def in_process(path: str, call: Callable[[], Awaitable[T]]) -> T:
+    """``call()``, a route's work called directly by the gateway of this process, logged as a request to
+    ``path`` made through the app is: its log lines name the route, and one access line says ``POST path
+    status ms`` (a failure's status: the :class:`StageError`'s)."""
+    start, status = time.perf_counter(), 500
+    token = route_var.set(path)
+    try:
+        result = await call()
+        status = 200
+        return result
+    except StageError as exc:
+        status = exc.status
+        raise
+    finally:
+        access_line("POST", path, status, time.perf_counter() - start)
+        route_var.reset(token)
 
 
 def install(app: FastAPI, settings: Settings) -> None:

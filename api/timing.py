@@ -1,6 +1,6 @@
 """``Server-Timing: app;dur=MS`` on every response: how long this service worked on the request.
 
-The gateway reads it back from each stage's response (:func:`ragnarok.service.gateway.server_time_ms`), so a trace tells the stage's own time apart from
+The gateway reads it back from each stage's response (:func:`ragnarok.service.services.server_time_ms`), so a trace tells the stage's own time apart from
 what the gateway and the HTTP hop around it cost (bench/bench_gateway.py).
 """
 

@@ -6,6 +6,7 @@ Real parts throughout: the demo Lucene index, the app in process (TestClient) or
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import socket
@@ -318,7 +319,9 @@ def test_huge_weights_fuse_to_finite_scores(app):
 
 def test_a_stage_refusing_the_gateways_own_body_is_a_502_naming_it(app):
     """Candidates with a non-finite score serialise as ``null``: our own /v1/generate refuses that body with a
-    validation 422, which is the gateway's fault, so the client gets 502 "internal error", not a 422."""
+    validation 422, which is the gateway's fault, so the client gets 502 "internal error", not a 422. (Over
+    HTTP, as to a remote AG service: in process the gateway hands the candidates over without JSON.)"""
+    services = dataclasses.replace(app.state.services, local_generate=None)
     given = Request(
         query=Query(text="gzip"),
         candidates=[Candidate(docid="a", score=float("inf"), doc=Doc(segment="gzip compresses files."))],
@@ -326,7 +329,7 @@ def test_a_stage_refusing_the_gateways_own_body_is_a_502_naming_it(app):
 
     async def run() -> StageError:
         with pytest.raises(StageError) as info:
-            await PipelineRunner(app.state.services).run(parse("given@5 | extractive"), Query(text="gzip"), given=given)
+            await PipelineRunner(services).run(parse("given@5 | extractive"), Query(text="gzip"), given=given)
         return info.value
 
     failure = anyio.run(run)

@@ -9,16 +9,21 @@ from fastapi import Request as HttpRequest
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field, PrivateAttr, StrictBool, model_validator
 
+from api import observability
 from api.auth import SpendOut, reserve, spent
 from api.body import StrictJSONRoute
 from api.deps import GenerationDep, SettingsDep
-from api.errors import BadInput, errors, scrub
+from api.errors import BadInput, as_stage_error, errors, scrub
 from api.ragnarok_shape import envelope, from_direct, is_direct
+from api.route_auth import check_scope
 from api.sse import EventStream, encode, primed
 from api.sse import body as sse_body
 from ragnarok.auth.cost import Cost
+from ragnarok.core.settings import Settings
 from ragnarok.core.types import MAX_ID_CHARS, Integer, Query, RagAnswer, Request
 from ragnarok.runtime.cancel import CancelToken, watched
+from ragnarok.service.gateway import GENERATION_K
+from ragnarok.service.services import LocalGenerate
 from ragnarok.stages.generate.prompts import load_templates
 from ragnarok.stages.generate.service import GenerationService
 from ragnarok.stages.generate.streaming import StreamEvent
@@ -123,17 +128,7 @@ async def generate(body: GenerateBody, http: HttpRequest, service: GenerationDep
     """Answers within the generator's `deadline_s` (504 "no answer within N s"), or 504 "busy" when none of
     its `max_concurrency` slots frees within `slot_wait_s`; a backend failure is a 502 naming it and why."""
     text = body.topic if body.topic is not None else body.request.query.text
-    if not text.strip():
-        raise BadInput("topic is empty")
-    if len(text) > settings.max_query_chars:
-        raise BadInput(f"topic has {len(text):,} characters; the limit is {settings.max_query_chars:,}", 413)
-    if not 1 <= body.k <= 100:
-        raise BadInput(f"k must be between 1 and 100, got {body.k}")
-    if len(body.request.candidates) > settings.max_candidates:
-        raise BadInput(f"{len(body.request.candidates):,} candidates; the limit is {settings.max_candidates:,}", 413)
-    for c in body.request.candidates:
-        if len(c.doc.segment or "") > settings.max_segment_chars:
-            raise BadInput(f"candidate {c.docid} has over {settings.max_segment_chars:,} characters", 413)
+    _check(settings, text, body.k, body.request)
     topic = Query(text=text, qid=body.topic_id if body.topic_id is not None else body.request.query.qid)
     generator = body.generator or settings.default_generator
     cost = Cost()
@@ -152,6 +147,42 @@ async def generate(body: GenerateBody, http: HttpRequest, service: GenerationDep
         template = body.template or service.configs[generator].template or settings.default_template
         return JSONResponse(envelope(answer, body.run_id, generator, template, body._ignored))
     return answer_out(answer, body.notes)
+
+
+def _check(settings: Settings, text: str, k: int, request: Request) -> None:
+    if not text.strip():
+        raise BadInput("topic is empty")
+    if len(text) > settings.max_query_chars:
+        raise BadInput(f"topic has {len(text):,} characters; the limit is {settings.max_query_chars:,}", 413)
+    if not 1 <= k <= 100:
+        raise BadInput(f"k must be between 1 and 100, got {k}")
+    if len(request.candidates) > settings.max_candidates:
+        raise BadInput(f"{len(request.candidates):,} candidates; the limit is {settings.max_candidates:,}", 413)
+    for c in request.candidates:
+        if len(c.doc.segment or "") > settings.max_segment_chars:
+            raise BadInput(f"candidate {c.docid} has over {settings.max_segment_chars:,} characters", 413)
+
+
+def in_process(app: Any) -> LocalGenerate:
+    """``POST /v1/generate`` (``notes: true``, every candidate read) for the gateway of ``app``'s own process,
+    called directly: the route's checks, then the service's answer; a failure is the :class:`StageError` that
+    the route's error answer would make (the caller's reservation covers the call, as over HTTP)."""
+    settings, service = app.state.settings, app.state.generation
+
+    async def answer(stage: str, topic: Query, request: Request, generator: str, template: str | None) -> RagAnswer:
+        try:
+            check_scope("generate")  # the router's own dependency
+            _check(settings, topic.text, GENERATION_K, request)
+            return await service.agenerate(topic, request, generator, template, GENERATION_K)
+        except Exception as exc:  # noqa: BLE001 - every error has the status and body the API answers it with
+            raise as_stage_error(stage, exc, settings) from None
+
+    async def call(stage: str, topic: Query, request: Request, generator: str, template: str | None) -> RagAnswer:
+        return await observability.in_process(
+            "/v1/generate", lambda: answer(stage, topic, request, generator, template)
+        )
+
+    return call
 
 
 def answer_out(answer: RagAnswer, notes: bool) -> GenerateOut:

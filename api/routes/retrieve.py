@@ -12,12 +12,15 @@ from fastapi.concurrency import run_in_threadpool
 from pydantic import BaseModel, Field
 from pydantic_core import to_json
 
+from api import observability
 from api.body import StrictJSONRoute
 from api.deps import RetrievalDep, SettingsDep
-from api.errors import BadInput, errors, scrub
+from api.errors import BadInput, as_stage_error, errors, scrub
+from api.route_auth import check_scope
 from ragnarok.core.registry import UnknownComponentError
 from ragnarok.core.settings import Settings
 from ragnarok.core.types import MAX_ID_CHARS, Id, Integer, Query, Request
+from ragnarok.service.services import LocalRetrieve
 from ragnarok.stages.retrieve.lucene import doc_from_raw
 
 router = APIRouter(prefix="/v1", tags=["retrieval"], route_class=StrictJSONRoute)
@@ -106,6 +109,29 @@ async def retrieve(body: RetrieveBody, service: RetrievalDep, settings: Settings
     query = _check(settings, body.query, body.k)
     query.qid = body.qid
     return await retrieved(service.get(body.retriever, body.index), query, body.k)
+
+
+def in_process(app: Any) -> LocalRetrieve:
+    """``POST /v1/retrieve`` for the gateway of ``app``'s own process, called directly: the route's checks and
+    work, the same bytes answered; a failure is the :class:`StageError` that the route's error answer would
+    make (docs/internals/service-api.md)."""
+
+    settings = app.state.settings
+
+    async def answer(stage: str, fields: dict[str, Any]) -> bytes:
+        try:
+            check_scope("retrieve")  # the router's own dependency
+            body = RetrieveBody.model_validate(fields)
+            query = _check(settings, body.query, body.k)
+            query.qid = body.qid
+            return bytes((await retrieved(app.state.retrieval.get(body.retriever, body.index), query, body.k)).body)
+        except Exception as exc:  # noqa: BLE001 - every error has the status and body the API answers it with
+            raise as_stage_error(stage, exc, settings) from None
+
+    async def call(stage: str, fields: dict[str, Any]) -> bytes:
+        return await observability.in_process("/v1/retrieve", lambda: answer(stage, fields))
+
+    return call
 
 
 @router.get("/retrievers", response_model=list[RetrieverOut])

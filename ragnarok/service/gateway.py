@@ -1,7 +1,6 @@
-"""Running a pipeline by calling the R and AG services over HTTP with the standardized JSON.
-
-The same code serves a distributed deployment (the services' URLs are settings) and a single process (an
-``httpx.ASGITransport`` into the local app): one code path, two transports.
+"""Running a pipeline by calling the R and AG services with the standardized JSON
+(:class:`~ragnarok.service.services.Services`): over HTTP in a distributed deployment (the services' URLs are
+settings), called directly in a single process.
 """
 
 from __future__ import annotations
@@ -14,108 +13,17 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-from pydantic import BaseModel
-
 from ragnarok.core.fuse import cc, dbsf, ranked, rrf
 from ragnarok.core.spec import Fusion, Node, Pipeline, QueryStage, Rerank, Source
-from ragnarok.core.trace import StageError, StageTrace
+from ragnarok.core.trace import StageError, StageTrace  # noqa: F401 - StageError: the gateway's, for its callers
 from ragnarok.core.types import Candidate, Doc, Query, RagAnswer, Request
-from ragnarok.runtime import logs, metrics
-from ragnarok.runtime.quoting import shorten
+from ragnarok.service.services import Services, json_body
 from ragnarok.stages.query.stages import Expansion
 
 GENERATION_K = 20
 log = logging.getLogger(__name__)
 #: The first stage of a pipeline that starts from given candidates (``PipelineRunner.run(given=...)``).
 GIVEN = "given"
-
-
-def server_time_ms(headers: Any) -> float | None:
-    """The ``app;dur=`` figure of a ``Server-Timing`` header (set by the API's middleware), if any."""
-    for part in (headers.get("server-timing") or "").split(","):
-        name, _, params = part.strip().partition(";")
-        if name == "app" and params.startswith("dur="):
-            try:
-                return float(params[4:])
-            except ValueError:
-                return None
-    return None
-
-
-def json_body(fields: dict[str, Any], **models: BaseModel) -> bytes:
-    """``fields`` as a JSON object with each model spliced in, serialised once by pydantic-core (the
-    candidates' text is most of every body; a ``model_dump`` + ``json.dumps`` round costs several ms)."""
-    parts = [json.dumps(fields)[1:-1]] if fields else []
-    parts += [f"{json.dumps(key)}: {model.model_dump_json(exclude_none=True)}" for key, model in models.items()]
-    return ("{" + ", ".join(parts) + "}").encode()
-
-
-@dataclass
-class Services:
-    """HTTP clients for the R and AG services (the same client when one app serves both)."""
-
-    retrieval: httpx.AsyncClient
-    generation: httpx.AsyncClient
-    #: The AG service when it runs in this process (streams are read from it directly: httpx's in-process
-    #: transport would hand over a streamed body only once it is complete)
-    local_generation: Any = None
-
-    async def post(self, client: httpx.AsyncClient, stage: str, path: str, body: bytes) -> tuple[bytes, float | None]:
-        """The stage's JSON answer (raw) and its own time in ms (None when its service does not say); a stage
-        that fails with a 5xx is logged (stage, status, latency, cause)."""
-        start = time.perf_counter()
-        token = logs.stage_var.set(stage)  # this call's log lines name the stage (and the request id)
-        try:
-            answer = await self._post(client, stage, path, body)
-        except StageError as exc:
-            metrics.observe_stage(stage, time.perf_counter() - start, exc.status)
-            if exc.status >= 500:
-                log.warning(
-                    "stage %r failed with HTTP %d after %.0f ms: %s",
-                    stage,
-                    exc.status,
-                    (time.perf_counter() - start) * 1000,
-                    shorten(json.dumps(exc.detail, default=str), 600),
-                )
-            raise
-        finally:
-            logs.stage_var.reset(token)
-        metrics.observe_stage(stage, time.perf_counter() - start)
-        return answer
-
-    async def _post(self, client: httpx.AsyncClient, stage: str, path: str, body: bytes) -> tuple[bytes, float | None]:
-        try:
-            response = await client.post(path, content=body, headers={**_JSON, **logs.outgoing_headers(stage)})
-        except httpx.TimeoutException:
-            raise StageError(stage, 504, "timed out") from None
-        except httpx.HTTPError as exc:
-            raise StageError(stage, 502, f"cannot reach {client.base_url}: {exc}") from None
-        if response.status_code >= 400:
-            raise stage_error(stage, response)
-        return response.content, server_time_ms(response.headers)
-
-
-_JSON = {"content-type": "application/json"}
-
-
-def stage_error(stage: str, response: httpx.Response) -> StageError:
-    """A stage's error answer (its body read) as the :class:`StageError` the gateway answers with."""
-    try:
-        payload = response.json()
-        detail = payload.get("detail", response.text) if isinstance(payload, dict) else response.text[:500]
-    except ValueError:
-        detail = response.text[:500]
-    if response.status_code == 422 and isinstance(detail, list):
-        # a validation error of a body the gateway built itself: our fault, not the client's
-        return StageError(
-            stage,
-            502,
-            "internal error: the stage refused the request the gateway built: " + shorten(json.dumps(detail), 300),
-        )
-    # a stage's 4xx, its 503 (a missing index: the detail says how to build it) and 504 pass through
-    status = response.status_code if response.status_code < 500 or response.status_code in (503, 504) else 502
-    return StageError(stage, status, detail, response.headers.get("retry-after"))
 
 
 def _fuse(method: str, requests: list[Request], weights: list[float | None], depth: int, query: Query) -> Request:
@@ -165,8 +73,8 @@ class PipelineRunner:
             return _fuse(node.method, [r for r, _ in parts], weights, depth, query), slowest
         name = node.name + (f":{node.arg}" if node.arg else "")
         text = query.text if expansion is None else (expansion.dense if node.name == "dense" else expansion.lexical)
-        body = json_body({"query": text, "qid": query.qid, "retriever": name, "index": self.index, "k": depth})
-        data, ms = await self.services.post(self.services.retrieval, f"retrieve {name}", "/v1/retrieve", body)
+        fields = {"query": text, "qid": query.qid, "retriever": name, "index": self.index, "k": depth}
+        data, ms = await self.services.retrieve(f"retrieve {name}", fields)
         request = Request.model_validate_json(data)
         if expansion is not None:
             request.query = query
@@ -354,12 +262,11 @@ class PipelineRunner:
         gen = pipeline.generate
         self.stage = str(gen)
         top = request.model_copy(update={"candidates": request.candidates[:GENERATION_K]})  # all AG reads
-        data, ms = await self.services.post(
-            self.services.generation, f"generate {gen}", "/v1/generate", self._generate_body(topic, top, gen)
+        answer, notes, ms = await self.services.generate(
+            f"generate {gen}", topic, top, gen.name, gen.template, self._generate_body(topic, top, gen)
         )
-        answer = RagAnswer.model_validate_json(data)
         trace = StageTrace(str(gen), GENERATION_K, (time.perf_counter() - start) * 1000, answer.references, ms)
-        trace.detail = json.loads(data).get("notes")  # what post-processing did (repeats dropped, attribution)
+        trace.detail = notes  # what post-processing did (repeats dropped, attribution)
         traces.append(trace)
         return PipelineRun(answer, top, traces)
 

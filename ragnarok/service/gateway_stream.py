@@ -21,15 +21,8 @@ from httpx_sse import SSEError, aconnect_sse
 from ragnarok.core.spec import Pipeline
 from ragnarok.core.types import Query, RagAnswer, Request
 from ragnarok.runtime import logs, metrics
-from ragnarok.service.gateway import (
-    _JSON,
-    GENERATION_K,
-    PipelineRun,
-    PipelineRunner,
-    StageError,
-    StageTrace,
-    stage_error,
-)
+from ragnarok.service.gateway import GENERATION_K, PipelineRun, PipelineRunner, StageError, StageTrace
+from ragnarok.service.services import _JSON, stage_error
 from ragnarok.stages.generate.base import GenerationError, GeneratorUnavailable
 from ragnarok.stages.generate.streaming import StreamEvent
 
