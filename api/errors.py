@@ -230,7 +230,7 @@ def install_error_handlers(app: FastAPI, max_body_bytes: int) -> None:
 
     @app.exception_handler(IndexNotFoundError)
     async def _no_index(_: Request, exc: IndexNotFoundError) -> JSONResponse:
-        return _json(503, f"{exc}; build it with `ragnarok index`", _)
+        return _json(503, no_index_message(exc), _)
 
     @app.exception_handler(RerankError)
     async def _rerank(_: Request, exc: RerankError) -> JSONResponse:
@@ -329,6 +329,8 @@ def error_detail(exc: BaseException, settings: Settings | None = None) -> tuple[
         status, detail = exc.status, _stage_detail(exc)
     elif isinstance(exc, IndexBuilding):
         status, detail = 503, str(exc)
+    elif isinstance(exc, IndexNotFoundError):
+        status, detail = 503, no_index_message(exc)
     elif status := next((s for kind, s in MESSAGE_STATUS.items() if isinstance(exc, kind)), 0):
         detail = public_message(exc)
     else:
@@ -336,15 +338,16 @@ def error_detail(exc: BaseException, settings: Settings | None = None) -> tuple[
     return status, scrub(_short(detail), settings)
 
 
+def no_index_message(exc: IndexNotFoundError) -> str:
+    return f"{exc}; build it with `ragnarok index`"
+
+
 def as_stage_error(stage: str, exc: Exception, settings: Settings | None = None) -> StageError:
     """The :class:`StageError` the gateway makes of a route's error answer to ``exc`` (over HTTP:
     :func:`ragnarok.service.services.stage_error`), for a route it calls directly in process."""
     if isinstance(exc, ValidationError):  # a body the gateway built itself: our fault, not the client's
         return StageError(stage, 502, "internal error: the stage refused the request the gateway built")
-    if isinstance(exc, IndexNotFoundError):
-        status, detail = 503, scrub(_short(f"{exc}; build it with `ragnarok index`"), settings)
-    else:
-        status, detail = error_detail(exc, settings)
+    status, detail = error_detail(exc, settings)
     if status == 500:  # a bug: the traceback goes to the log, as the API's handler logs it
         log.error("unexpected error in the stage %s", stage, exc_info=exc)
     retry_after = (
