@@ -35,19 +35,8 @@ ASSERTED = 0.4  # this share of the words a sentence shares with a nugget must b
 SUPPORT_FULL = (0.7, 0.45, 0.7)  # citation support, clause against segment
 SUPPORT_PARTIAL = (0.35, 0.35, 0.62)
 # the rule families (bench/judge_cv.py scores each removed, on topics held out by cross-validation)
-FAMILIES = (
-    "statement",
-    "contradiction",
-    "unasserted",
-    "negation",
-    "antonym",
-    "name",
-    "value",
-    "specific",
-    "echo",
-    "s_empty",
-    "s_veto",
-    "s_code_names",
+FAMILIES = tuple(
+    "statement contradiction unasserted negation antonym name value specific echo s_empty s_veto s_code_names".split()
 )
 OFF: frozenset[str] = frozenset()  # families switched off (measurement only: see :func:`configure`)
 Cosines = Callable[[Sequence[str], Sequence[str]], np.ndarray]
@@ -108,19 +97,12 @@ def recall(claim: Text, words: frozenset[str], given: frozenset[str] = frozenset
     return _weight(want & words, claim.specifics) / total if total else 0.0
 
 
-def _anchor(claim: Text, unit: Text) -> str:
-    """The unit's clause holding most of the claim's words (specifics double)."""
+def _anchor(claim: Text, unit: Text, said_first: bool = False) -> str:
+    """The unit's clause holding most of the claim's words (specifics double); ``said_first``: most of what
+    the claim says of its names (:func:`slots.predicate`) first, then most of its words."""
     if len(unit.clauses) == 1:
         return unit.clauses[0]
-    return max(unit.clauses, key=lambda c: _weight(claim.stems & analyse(c).parts, claim.specifics))
-
-
-def _said_at(claim: Text, unit: Text) -> str:
-    """The unit's clause holding most of what the claim says of its names (:func:`slots.predicate`), then
-    most of its words (:func:`_anchor`)."""
-    if len(unit.clauses) == 1:
-        return unit.clauses[0]
-    said = slots.predicate(claim.text)
+    said = slots.predicate(claim.text) if said_first else frozenset()
     return max(
         unit.clauses,
         key=lambda c: (len(said & analyse(c).parts), _weight(claim.stems & analyse(c).parts, claim.specifics)),
@@ -145,7 +127,7 @@ def contradicts(
     of the answer, which may name it in an earlier sentence -- while the unit names another one, not in
     ``given``); None. A segment's sentence is read where it says what the claim says of its names (a
     docstring's "random.randint: Return random integer ..." at its description)."""
-    anchor = _anchor(claim, unit) if nugget else _said_at(claim, unit)
+    anchor = _anchor(claim, unit, said_first=not nugget)
 
     def on(family: str) -> bool:  # the nugget rules' families (citation support's vetoes are one: s_veto)
         return not nugget or _on(family)

@@ -47,9 +47,7 @@ REPORT = re.compile(
     r"claimed|suggested|argued|rumou?red|proposed)\b|^(?:imagine|suppose|assume|what\s+if)\b|\bhypothetically\b|"
     r"\bthere\s+is\s+(?:\w+\s+)?(?:debate|discussion|disagreement|confusion)\s+(?:about|over|on|as\s+to)\b|"
     r"\bis\s+(?:often\s+|widely\s+|hotly\s+)?(?:debated|disputed|contested)\b|"
-    r"\b(?:is|are|remains?) (?:a|an|the) (?:\w+ ){0,2}(?:question|debate|matter of (?:debate|opinion))\b|"
-    r"\b(?:people|users|some|many|developers|one) (?:often |sometimes |frequently |may )?(?:ask|wonder|debate|"
-    r"discuss)\b",
+    r"\b(?:is|are|remains?) (?:a|an|the) (?:\w+ ){0,2}(?:question|debate|matter of (?:debate|opinion))\b",
     re.I,
 )
 WHETHER = re.compile(r"\bwhether\b[^,;:]*", re.I)

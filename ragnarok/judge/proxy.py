@@ -1,15 +1,10 @@
 """The proxy judge: no LLM, only sentence rules and MiniLM embeddings (offline), with fixed thresholds. It is
 for CI, demos and machines without a strong model, and it is named as a proxy wherever its labels appear.
 
-Nuggets and citation support: :mod:`ragnarok.judge.entail` (each nugget against the answer's sentences, only
-statements count, and for nuggets only what they assert: :mod:`ragnarok.judge.statements`; negation, antonyms and a wrong identifier, number or name veto, and so
-do names and values swapped between a topic's nuggets: :mod:`ragnarok.judge.slots`; paraphrases by MiniLM
-cosine). Its judgments are cached like an LLM judge's (``judgments.db``, under ``proxy`` and the rules'
-version ``PROXY_VERSION``), so a rerun reads them back. Relevance 0-3 from the query-passage cosine (>= 0.65:
-3, >= 0.5: 2, >= 0.35: 1). Pairwise: the answer closer to the query wins, a tie within 0.02.
-
-The helpers here (``content_words``, ``word_recall``, ``sentences``, ``cosines``) are shared with the
-reference metrics."""
+Nuggets and citation support: :mod:`ragnarok.judge.entail`. Its judgments are cached like an LLM judge's
+(``judgments.db``, under ``proxy`` and the rules' version ``PROXY_VERSION``), so a rerun reads them back.
+Relevance 0-3 from the query-passage cosine (>= 0.65: 3, >= 0.5: 2, >= 0.35: 1). Pairwise: the answer closer
+to the query wins, a tie within 0.02. ``cosines`` is shared with the reference metrics."""
 
 from __future__ import annotations
 
@@ -31,74 +26,7 @@ PROXY_VERSION = 6  # part of every cached proxy judgment's key: bump when the ru
 
 GRADES = (0.65, 0.5, 0.35)
 TIE = 0.02
-STOP = frozenset(
-    [
-        "a",
-        "an",
-        "the",
-        "of",
-        "to",
-        "in",
-        "on",
-        "for",
-        "and",
-        "or",
-        "is",
-        "are",
-        "was",
-        "were",
-        "be",
-        "been",
-        "by",
-        "with",
-        "as",
-        "at",
-        "it",
-        "its",
-        "this",
-        "that",
-        "these",
-        "those",
-        "from",
-        "how",
-        "do",
-        "does",
-        "what",
-        "which",
-        "who",
-        "when",
-        "where",
-        "why",
-        "i",
-        "you",
-        "can",
-        "use",
-        "using",
-        "into",
-        "than",
-        "then",
-        "there",
-        "their",
-        "not",
-        "no",
-        "yes",
-        "so",
-        "if",
-        "about",
-    ]
-)
-_WORD = re.compile(r"\w+")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
-
-
-def content_words(text: str) -> set[str]:
-    words = (w.lower() for w in _WORD.findall(text))
-    return {w[:-1] if len(w) > 3 and w.endswith("s") else w for w in words if w not in STOP}
-
-
-def word_recall(claim: str, passage: str) -> float:
-    want = content_words(claim)
-    return len(want & content_words(passage)) / len(want) if want else 0.0
 
 
 def sentences(text: str) -> list[str]:
@@ -137,10 +65,14 @@ class ProxyJudge:
         """What a cached judgment's key names besides its inputs: the task, the rules' version, the NLI model."""
         return f"{task}@proxy-v{PROXY_VERSION}" + (f"+nli:{self.nli.name}" if self.nli is not None else "")
 
+    def _lookup(self, task: str, inputs: list[dict[str, str]]) -> tuple[list[str], dict[str, str]]:
+        """Each input's cache key, and the judgments the cache holds for them."""
+        keys = [judgment_key(self.name, self._prompt(task), item) for item in inputs]
+        return keys, self.cache.get_many(keys) if self.cache is not None else {}
+
     def _cached(self, task: str, inputs: list[dict[str, str]], compute) -> list[str]:  # type: ignore[no-untyped-def]
         """``compute(missing indices) -> labels`` for what the cache lacks; every judgment cached."""
-        keys = [judgment_key(self.name, self._prompt(task), item) for item in inputs]
-        found = self.cache.get_many(keys) if self.cache is not None else {}
+        keys, found = self._lookup(task, inputs)
         todo = [i for i, k in enumerate(keys) if k not in found]
         fresh = dict(zip(todo, compute(todo))) if todo else {}
         if self.cache is not None and fresh:
@@ -150,10 +82,7 @@ class ProxyJudge:
 
     def _missing(self, task: str, inputs: list[dict[str, str]]) -> list[int]:
         """Indices of ``inputs`` whose judgments the cache lacks."""
-        if self.cache is None:
-            return list(range(len(inputs)))
-        keys = [judgment_key(self.name, self._prompt(task), item) for item in inputs]
-        found = self.cache.get_many(keys)
+        keys, found = self._lookup(task, inputs)
         return [i for i, k in enumerate(keys) if k not in found]
 
     def prefetch(

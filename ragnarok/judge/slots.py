@@ -18,22 +18,12 @@ from ragnarok.judge import textrules as tr
 _EXCEPTION = re.compile(r"^[A-Z]\w*(?:Error|Exception|Warning|Exit|Interrupt)$|^StopIteration$")
 _QUOTED = re.compile(r"""(?<![\w'"])('[^'\n]{0,40}'|"[^"\n]{0,40}")""")
 _KEYWORD = re.compile(r"\b([A-Za-z_]\w*)\s*=(?!=)")
-UNITS = {
-    w: group
-    for group, words in {
-        "time": "nanosecond microsecond millisecond second minute hour day week ns ms",
-        "size": "byte kilobyte megabyte gigabyte kb mb gb kib mib gib",
-    }.items()
-    for w in words.split()
-}
-OUTCOME_VERBS = {
-    w: verb
-    for verb, words in {
-        "return": "return returns returned returning",
-        "raise": "raise raises raised raising throw throws thrown",
-    }.items()
-    for w in words.split()
-}
+UNITS = dict.fromkeys("nanosecond microsecond millisecond second minute hour day week ns ms".split(), "time") | (
+    dict.fromkeys("byte kilobyte megabyte gigabyte kb mb gb kib mib gib".split(), "size")
+)
+OUTCOME_VERBS = dict.fromkeys("return returns returned returning".split(), "return") | (
+    dict.fromkeys("raise raises raised raising throw throws thrown".split(), "raise")
+)
 PREDICATE_SHARE = 0.5  # a clause holding this share of a nugget's predicate is where its content is
 
 

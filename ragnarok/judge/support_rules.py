@@ -33,23 +33,7 @@ def states_nothing(sentence: str) -> bool:
 
 
 # words of advice, not of the claim: "use the secrets module", "pass ignore=...", "create an ArgumentParser"
-ADVICE = (
-    "use",
-    "pass",
-    "call",
-    "create",
-    "make",
-    "also",
-    "then",
-    "simply",
-    "just",
-    "need",
-    "want",
-    "module",
-    "package",
-    "library",
-    "instead",
-)
+ADVICE = tuple("use pass call create make also then simply just need want module package library instead".split())
 _CALL_ARGS = re.compile(r"[\w.]+\(([^()]*)\)")
 
 

@@ -156,9 +156,8 @@ def content_stems(text: str) -> set[str]:
 
 def all_parts(text: str) -> set[str]:
     """Every word and code part, lower-cased and stemmed (for finding specifics and antonyms)."""
-    return {p if is_specific(p) else stem(p) for t in tokens(text) for p in parts(t)} | {
-        p for t in tokens(text) for p in parts(t)
-    }
+    found = {p for t in tokens(text) for p in parts(t)}
+    return found | {p if is_specific(p) else stem(p) for p in found}
 
 
 @lru_cache(maxsize=100_000)
