@@ -149,6 +149,10 @@ def test_a_race_on_one_slot_runs_its_sides_one_after_the_other():
     assert asyncio.run(race(False)) == (True, False)  # at once, the second finds the slot taken
 
 
+async def _pool_away() -> list:
+    raise ConnectionError("the retrieval service is away")
+
+
 def test_moderators_see_which_pipelines_are_paused(demo_settings, tmp_path):
     """GET /v1/arena/pool: each pipeline drawn or paused (seconds left, failures in a row); the admin scope with
     keys; a 404 naming the reason where no arena is served."""
@@ -173,6 +177,10 @@ def test_moderators_see_which_pipelines_are_paused(demo_settings, tmp_path):
         assert row["median_s"] == 60.0 and row["recent_misses"] == [1, 1]
         others = [p for p in body["pipelines"] if p["spec"] != S1]
         assert {p["state"] for p in others} == {"drawn"} and not any(p["one_slot_generator"] for p in others)
+        app.state.arena.pool = _pool_away
+        away = client.get("/v1/arena/pool")
+        assert away.status_code == 503 and away.headers["Retry-After"] == "5"
+        assert away.json() == {"detail": "the arena cannot build its pipeline pool: the retrieval service is away"}
     with TestClient(create_app(settings, arena=False)) as client:
         missing = client.get("/v1/arena/pool")
         assert missing.status_code == 404 and missing.json() == {"detail": "this instance serves no arena"}
