@@ -115,23 +115,25 @@ def _experiment(path: Path, metric: str | None, topics: str | None, with_runs: b
 def view_result(view: View, html: Path | None) -> dict[str, Any]:
     """The view as data: the runs, each topic's answers (sentences with their citations, references, nuggets
     and scores; null where a run has no answer), and the cited segments' texts (null: not in the index)."""
-    topics = []
-    for qid in view.qids:
-        answers = []
-        for run, labels in zip(view.runs, view.labels):
-            answer, topic = run.answers.get(qid), labels.get(qid)
-            answers.append(
+    topics = [
+        {
+            "qid": qid,
+            "query": query,
+            "differs": view.differs(qid),
+            "answers": [
                 None
-                if answer is None
+                if pair is None
                 else {
-                    "sentences": [{"text": text, "citations": list(cited)} for text, cited in answer.sentences],
-                    "references": list(answer.references),
-                    "nuggets": [n.model_dump() for n in topic.nuggets] if topic else None,
-                    "scores": topic.scores if topic else None,
+                    "sentences": [{"text": text, "citations": list(cited)} for text, cited in pair[0].sentences],
+                    "references": list(pair[0].references),
+                    "nuggets": [n.model_dump() for n in pair[1].nuggets] if pair[1] else None,
+                    "scores": pair[1].scores if pair[1] else None,
                 }
-            )
-        query = next((a.query for r in view.runs if (a := r.answers.get(qid)) and a.query), "")
-        topics.append({"qid": qid, "query": query, "differs": view.differs(qid), "answers": answers})
+                for pair in answers
+            ],
+        }
+        for qid, query, answers in view.topics()
+    ]
     return {
         "runs": [
             {"name": r.name, "path": str(r.path), "year": r.year, "run_id": r.run_id, "topics": len(r.answers)}

@@ -70,6 +70,19 @@ class View:
             why.append(f"scores differ ({first['all']:.2f} vs {second['all']:.2f})")
         return "; ".join(why)
 
+    def topics(self) -> list[tuple[str, str, list[tuple[Answer, Labels | None] | None]]]:
+        """Per topic: its id, its query (the first run's that has one) and each run's answer with its labels
+        (None where that run has no answer)."""
+        out = []
+        for qid in self.qids:
+            answers = [
+                None if (a := run.answers.get(qid)) is None else (a, labels.get(qid))
+                for run, labels in zip(self.runs, self.labels)
+            ]
+            query = next((a.query for r in self.runs if (a := r.answers.get(qid)) and a.query), "")
+            out.append((qid, query, answers))
+        return out
+
 
 def cited(answer: Answer) -> list[str]:
     """The docids an answer's sentences cite, in first-cited order."""
@@ -267,23 +280,25 @@ def terminal(view: View) -> str:
 def view_json(view: View) -> str:
     """The page's data: runs, topics (each run's sentences, references, nuggets, scores, the diff) and the
     cited segments' texts once each. Safe inside ``<script>``: ``<``, ``>`` and ``&`` are escaped."""
-    topics = []
-    for qid in view.qids:
-        entries = []
-        for run, labels in zip(view.runs, view.labels):
-            answer, topic = run.answers.get(qid), labels.get(qid)
-            entries.append(
+    topics = [
+        {
+            "q": qid,
+            "t": query,
+            "d": view.differs(qid),
+            "a": [
                 None
-                if answer is None
+                if pair is None
                 else {
-                    "s": [[text, cs] for text, cs in answer.sentences],
-                    "r": answer.references,
-                    "n": [[n.text, n.importance, n.assignment] for n in topic.nuggets] if topic else None,
-                    "sc": topic.scores if topic else None,
+                    "s": [[text, cs] for text, cs in pair[0].sentences],
+                    "r": pair[0].references,
+                    "n": [[n.text, n.importance, n.assignment] for n in pair[1].nuggets] if pair[1] else None,
+                    "sc": pair[1].scores if pair[1] else None,
                 }
-            )
-        query = next((a.query for r in view.runs if (a := r.answers.get(qid)) and a.query), "")
-        topics.append({"q": qid, "t": query, "d": view.differs(qid), "a": entries})
+                for pair in answers
+            ],
+        }
+        for qid, query, answers in view.topics()
+    ]
     data = {
         "runs": [{"name": r.name, "year": r.year, "id": r.run_id} for r in view.runs],
         "docs": view.segments,
