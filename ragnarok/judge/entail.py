@@ -15,16 +15,12 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from ragnarok.judge import slots, support_rules
 from ragnarok.judge import statements as st
 from ragnarok.judge import textrules as tr
-
-if TYPE_CHECKING:
-    from ragnarok.judge.nli import NLIModel
 
 # (recall with cos >=, that cos, cos alone): bench/judge_cv.py's protocol run on all 16 judge-dev topics (its
 # held-out folds measure that protocol)
@@ -268,14 +264,10 @@ def finish_nuggets(plan: NuggetPlan, cosines: Cosines) -> list[int]:
     return out
 
 
-def nugget_levels(
-    query: str, answer: str, nuggets: Sequence[str], cosines: Cosines, nli: NLIModel | None = None
-) -> list[int]:
+def nugget_levels(query: str, answer: str, nuggets: Sequence[str], cosines: Cosines) -> list[int]:
     """2 support / 1 partial / 0 none per nugget, judged against the answer's sentences. The rules run
     first (:func:`plan_nuggets`); MiniLM encodes only the sentences some nugget can still get support from
-    (:func:`finish_nuggets`). ``nli``: an NLI model judges instead (:mod:`ragnarok.judge.nli`)."""
-    if nli is not None:
-        return nli.nugget_levels(query, answer, nuggets)
+    (:func:`finish_nuggets`)."""
     if not nuggets:
         return []
     return finish_nuggets(plan_nuggets(query, answer, tuple(nuggets)), cosines)
@@ -309,11 +301,8 @@ def plan_support(sentence: str, passage: str) -> SupportPlan:
     return SupportPlan(None, (claim.text, *(p.text for p in parts)), tuple(u.text for u in _units(passage)))
 
 
-def support_level(sentence: str, passage: str, cosines: Cosines, nli: NLIModel | None = None) -> int:
-    """2 full / 1 partial / 0 none: does ``passage`` state every clause of ``sentence``? ``nli``: an NLI
-    model judges instead (:mod:`ragnarok.judge.nli`)."""
-    if nli is not None:
-        return nli.support_level(sentence, passage)
+def support_level(sentence: str, passage: str, cosines: Cosines) -> int:
+    """2 full / 1 partial / 0 none: does ``passage`` state every clause of ``sentence``?"""
     plan = plan_support(sentence, passage)
     if plan.level is not None:
         return plan.level

@@ -121,7 +121,12 @@ class ProxyJudge:
         names = ("not_support", "partial_support", "support")
 
         def compute(todo: list[int]) -> list[str]:
-            levels = entail.nugget_levels(query, passage, [nuggets[i] for i in todo], cosines, self.nli)
+            todo_nuggets = [nuggets[i] for i in todo]
+            levels = (
+                entail.nugget_levels(query, passage, todo_nuggets, cosines)
+                if self.nli is None
+                else self.nli.nugget_levels(query, passage, todo_nuggets)
+            )
             return [names[level] for level in levels]
 
         return self._cached("assign", [{"query": query, "answer": passage, "nugget": n} for n in nuggets], compute)  # type: ignore[return-value]
@@ -130,7 +135,11 @@ class ProxyJudge:
         """Does the cited ``passage`` state the answer ``sentence``: full / partial / no support."""
 
         def compute(todo: list[int]) -> list[str]:
-            level = entail.support_level(sentence, passage, cosines, self.nli)
+            level = (
+                entail.support_level(sentence, passage, cosines)
+                if self.nli is None
+                else self.nli.support_level(sentence, passage)
+            )
             return [("no_support", "partial_support", "full_support")[level]]
 
         return self._cached("support", [{"sentence": sentence, "passage": passage}], compute)[0]
