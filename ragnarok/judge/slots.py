@@ -55,7 +55,7 @@ def values(text: str) -> frozenset[tuple[str, str]]:
 def predicate(text: str) -> frozenset[str]:
     """The text's content words less its names, by place ("statistics.mean computes the mean" says
     "computes the mean" of ``statistics.mean``): what it says of what it names."""
-    words = [t for i, t in enumerate(tr.tokens(_KEYWORD.sub(" ", text))) if not tr.is_specific(t, i == 0)]
+    words = [t for t in tr.tokens(_KEYWORD.sub(" ", text)) if not tr.is_specific(t)]
     return frozenset(tr.content_stems(" ".join(words)))
 
 

@@ -112,7 +112,7 @@ def is_word(word: str) -> bool:
 
 
 @lru_cache(maxsize=200_000)
-def is_specific(token: str, first: bool = False) -> bool:
+def is_specific(token: str) -> bool:
     """An identifier, a number, or a word no dictionary knows (see the module's docstring)."""
     if token.startswith("%") or any(c.isdigit() for c in token) or "_" in token or "." in token or "(" in token:
         return len(token) > 1
@@ -138,8 +138,8 @@ def specifics(text: str) -> set[str]:
     ``open``, so it is not ``bz2.open``; ``%Y`` gives ``%y``), and a plain name or term as ``~`` + its stem
     (``argparse``, ``parse``: found as ``parsing`` too). Looked for in :func:`raw_parts`."""
     out: set[str] = set()
-    for i, t in enumerate(tokens(text)):
-        if is_specific(t, i == 0):
+    for t in tokens(text):
+        if is_specific(t):
             out.update(("~" + stem(t),) if t.isalpha() else parts(t))
     return out
 
