@@ -227,7 +227,7 @@ def install_error_handlers(app: FastAPI, max_body_bytes: int) -> None:
     @app.exception_handler(BadInput)
     async def _bad_input(_: Request, exc: BadInput) -> JSONResponse:
         response = _json(exc.status_code, str(exc), _)
-        if exc.status_code == 503:  # a part the route needs is away now: when to ask again, as every 503 says
+        if exc.status_code == 503:  # a part the route needs is away now: when to ask again, as the store's 503s say
             response.headers["Retry-After"] = str(RETRY_AFTER_S)
         return response
 

@@ -82,6 +82,8 @@ class ProxyJudge:
 
     def _missing(self, task: str, inputs: list[dict[str, str]]) -> list[int]:
         """Indices of ``inputs`` whose judgments the cache lacks."""
+        if self.cache is None:
+            return list(range(len(inputs)))
         keys, found = self._lookup(task, inputs)
         return [i for i, k in enumerate(keys) if k not in found]
 
