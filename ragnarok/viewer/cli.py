@@ -122,14 +122,14 @@ def view_result(view: View, html: Path | None) -> dict[str, Any]:
             "differs": view.differs(qid),
             "answers": [
                 None
-                if pair is None
+                if r is None
                 else {
-                    "sentences": [{"text": text, "citations": list(cited)} for text, cited in pair[0].sentences],
-                    "references": list(pair[0].references),
-                    "nuggets": [n.model_dump() for n in pair[1].nuggets] if pair[1] else None,
-                    "scores": pair[1].scores if pair[1] else None,
+                    "sentences": [{"text": text, "citations": list(cited)} for text, cited in r.answer.sentences],
+                    "references": list(r.answer.references),
+                    "nuggets": [n.model_dump() for n in r.labels.nuggets] if r.labels else None,
+                    "scores": r.labels.scores if r.labels else None,
                 }
-                for pair in answers
+                for r in answers
             ],
         }
         for qid, query, answers in view.topics()

@@ -11,6 +11,7 @@ import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from ragnarok.core.registry import suggest
 from ragnarok.judge.answers import Answer, read_answers
@@ -70,18 +71,25 @@ class View:
             why.append(f"scores differ ({first['all']:.2f} vs {second['all']:.2f})")
         return "; ".join(why)
 
-    def topics(self) -> list[tuple[str, str, list[tuple[Answer, Labels | None] | None]]]:
+    def topics(self) -> list[tuple[str, str, list[RunAnswer | None]]]:
         """Per topic: its id, its query (the first run's that has one) and each run's answer with its labels
         (None where that run has no answer)."""
         out = []
         for qid in self.qids:
             answers = [
-                None if (a := run.answers.get(qid)) is None else (a, labels.get(qid))
+                None if (a := run.answers.get(qid)) is None else RunAnswer(a, labels.get(qid))
                 for run, labels in zip(self.runs, self.labels)
             ]
-            query = next((a.query for r in self.runs if (a := r.answers.get(qid)) and a.query), "")
+            query = next((r.answer.query for r in answers if r is not None and r.answer.query), "")
             out.append((qid, query, answers))
         return out
+
+
+class RunAnswer(NamedTuple):
+    """One run's answer to a topic, and its nuggets for that topic (None: none given)."""
+
+    answer: Answer
+    labels: Labels | None
 
 
 def cited(answer: Answer) -> list[str]:
@@ -287,14 +295,14 @@ def view_json(view: View) -> str:
             "d": view.differs(qid),
             "a": [
                 None
-                if pair is None
+                if r is None
                 else {
-                    "s": [[text, cs] for text, cs in pair[0].sentences],
-                    "r": pair[0].references,
-                    "n": [[n.text, n.importance, n.assignment] for n in pair[1].nuggets] if pair[1] else None,
-                    "sc": pair[1].scores if pair[1] else None,
+                    "s": [[text, cs] for text, cs in r.answer.sentences],
+                    "r": r.answer.references,
+                    "n": [[n.text, n.importance, n.assignment] for n in r.labels.nuggets] if r.labels else None,
+                    "sc": r.labels.scores if r.labels else None,
                 }
-                for pair in answers
+                for r in answers
             ],
         }
         for qid, query, answers in view.topics()
