@@ -2,12 +2,16 @@
 proposal identical to a finished trial is neither run again nor counted in the budget, trial numbers go on, and
 an interrupted (given-back) trial is listed in the report as such; ties go to the faster pipeline; the report
 names trials by Optuna's number (from 0) in its table and plot alike, and its bars start at 0; a spec's parse
-error in a config is one whole line. Real Optuna studies in SQLite files; the evaluator is scripted (each spec's
-value is fixed) so that what is compared is the search, not Lucene's timing."""
+error in a config is one whole line; a signal inside a write to the study still gives the trial in flight
+back. Real Optuna studies in SQLite files; the evaluator is scripted (each spec's value is fixed) so that what
+is compared is the search, not Lucene's timing."""
 
 from __future__ import annotations
 
 import math
+import os
+import subprocess
+import sys
 import zlib
 from pathlib import Path
 
@@ -249,3 +253,46 @@ def test_a_spec_parse_error_in_a_config_is_one_whole_line(tmp_path):
     message = str(error.value)
     assert "\n" not in message and not message.endswith(":"), message
     assert "at position 11: `bm25@10 | , extractive` (here: `, extractive`)" in message, message
+
+
+INSIDE_A_WRITE = """
+import os, signal, sys
+from types import SimpleNamespace
+from sqlalchemy import event
+from ragnarok.optimize.study import _in_flight, give_back_in_flight, open_study
+from ragnarok.runtime.interrupt import on_stop, stop_on_signals
+
+with stop_on_signals("stopped"), on_stop(give_back_in_flight):
+    study = open_study(SimpleNamespace(seed=0), None, sys.argv[1], "s", "random")
+    trial, other = study.ask(), study.ask()
+    _in_flight[:] = [(study, trial)]
+
+    def signal_inside(conn, cursor, statement, *_):  # the handler runs before the transaction's commit
+        if statement.lstrip().upper().startswith(sys.argv[2]):
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    event.listen(study._storage._backend.engine, "after_cursor_execute", signal_inside)
+    trial.set_user_attr("step", 1)  # an INSERT (an upsert)
+    study.tell(other, 0.5)  # an UPDATE
+    signal.pause()
+"""
+
+
+@pytest.mark.parametrize("statement", ["UPDATE", "INSERT"])
+def test_a_signal_inside_a_write_still_gives_the_trial_back(tmp_path, statement):
+    """Parked inside a write transaction, the main thread kept SQLite's lock: the trial stayed RUNNING and the
+    command took the whole callback time to stop. The write now finishes first."""
+    db = tmp_path / "s.db"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-c", INSIDE_A_WRITE, f"sqlite:///{db}", statement],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 143, done.stderr[-2000:]
+    assert "interrupted: stopped" in done.stderr, done.stderr[-2000:]
+    study = optuna.load_study(study_name="s", storage=f"sqlite:///{db}")
+    cut = study.get_trials()[0]
+    assert cut.state == TrialState.FAIL and cut.user_attrs["interrupted"] is True, (cut.state, cut.user_attrs)

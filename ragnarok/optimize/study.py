@@ -25,6 +25,7 @@ from optuna.trial import FrozenTrial, TrialState
 from ragnarok.optimize.config import OptimizeConfig
 from ragnarok.optimize.objective import Evaluator, TrialError
 from ragnarok.optimize.space import Space
+from ragnarok.optimize.storage import UncutStorage
 from ragnarok.optimize.strategies import GREEDY, greedy_step, make_sampler, params_key, seconds_per_query, suggest
 from ragnarok.runtime.interrupt import wait_for_writes, writing
 
@@ -47,7 +48,7 @@ def open_study(config: OptimizeConfig, space: Space, url: str, name: str, strate
 
     for attempt in range(10):  # workers starting together on a new database race to create its tables
         try:
-            storage = RDBStorage(
+            storage = UncutStorage(
                 url,
                 engine_kwargs=engine,
                 heartbeat_interval=HEARTBEAT_S,
@@ -152,7 +153,9 @@ def retry_failed(
             distributions=old.distributions,
             user_attrs={"retry_of": old.number},
         )
-        trial = optuna.Trial(study, study._storage.create_new_trial(study._study_id, template_trial=template))  # noqa: SLF001
+        with writing():  # a trial made is always known, so given back if the command is interrupted
+            trial = optuna.Trial(study, study._storage.create_new_trial(study._study_id, template_trial=template))  # noqa: SLF001
+            _in_flight[:] = [(study, trial)]
         study._storage.record_heartbeat(trial._trial_id)  # noqa: SLF001
         if any(
             t.user_attrs.get("retry_of") == old.number and t.number < trial.number and _counts(t)
